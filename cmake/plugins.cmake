@@ -1,0 +1,11 @@
+# zf_add_plugin(KIND NAME SOURCES...): an in-tree plugin, built with the SDK's own
+# zfcore_add_plugin into the built-in plugin directory and installed beside zfcore.
+include(${CMAKE_SOURCE_DIR}/sdk/cmake/zfcorePlugin.cmake)
+function(zf_add_plugin kind name)
+  zfcore_add_plugin(${kind} ${name} ${ARGN})
+  set_target_properties(${ZFCORE_PLUGIN_TARGET} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ZF_PLUGIN_OUTPUT_DIR})
+  target_compile_options(${ZFCORE_PLUGIN_TARGET} PRIVATE -Wall -Wextra)
+  install(TARGETS ${ZFCORE_PLUGIN_TARGET} LIBRARY DESTINATION ${ZF_PLUGIN_DIR_NAME})
+  set_property(GLOBAL APPEND PROPERTY ZF_PLUGIN_TARGETS ${ZFCORE_PLUGIN_TARGET})
+  set(ZFCORE_PLUGIN_TARGET ${ZFCORE_PLUGIN_TARGET} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,13 @@
+// bench.hpp: the `zfcore bench ...` entry points (the CLI dispatches to them).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace zf {
+
+// `zfcore bench optimizer [options]`: CPU optimizer plugins against torch's CPU AdamW and the
+// memory bandwidth of this machine, measured side by side (bench_optimizer.cpp, --help).
+int bench_optimizer(const std::vector<std::string> &args);
+
+}  // namespace zf

@@ -1,0 +1,164 @@
+#include "cli/commands.hpp"
+
+#include "config/config.hpp"
+#include "engine/engine.hpp"
+#include "engine/plugin_set.hpp"
+#include "plugin/plugin_registry.hpp"
+#include "runtime/log.hpp"
+#include "runtime/runtime.hpp"
+#include "runtime/affinity.hpp"
+
+#if __has_include("bench/bench.hpp")
+#include "bench/bench.hpp"
+#define ZF_HAVE_BENCH 1
+#endif
+
+#include <cstdio>
+
+namespace zf {
+namespace {
+
+// The process-wide runtime, kept so that fail_run can abort every MPI rank.
+Runtime *g_runtime = nullptr;
+
+struct RunArgs {
+  std::string file;
+  std::vector<std::string> overrides;
+};
+
+RunArgs parse_run_args(const std::vector<std::string> &args) {
+  RunArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (arg == "--set") {
+      if (i + 1 >= args.size()) throw UsageError("--set needs table.key=value");
+      out.overrides.push_back(args[++i]);
+    } else if (arg.rfind("--set=", 0) == 0) {
+      out.overrides.push_back(arg.substr(6));
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw UsageError("unknown option '" + arg + "'");
+    } else if (out.file.empty()) {
+      out.file = arg;
+    } else {
+      throw UsageError("one config file only (got '" + out.file + "' and '" + arg + "')");
+    }
+  }
+  if (out.file.empty()) throw UsageError("missing the config file, e.g. zfcore run examples/quickstart.toml");
+  return out;
+}
+
+std::string capabilities_text(uint64_t caps) {
+  const std::pair<uint64_t, const char *> names[] = {
+      {ZF_CAP_CPU, "cpu"}, {ZF_CAP_CUDA, "cuda"}, {ZF_CAP_ASYNC, "async"}, {ZF_CAP_LOW_PRECISION_OUT, "lowp-out"},
+      {ZF_CAP_SHARD_OPTIMIZER, "shard-optimizer"}, {ZF_CAP_SHARD_GRADIENTS, "shard-grads"},
+      {ZF_CAP_SHARD_PARAMETERS, "shard-params"}, {ZF_CAP_NVME, "nvme"}, {ZF_CAP_SCORES, "scores"}};
+  std::string text;
+  for (const auto &[bit, name] : names)
+    if (caps & bit) text += (text.empty() ? "" : ",") + std::string(name);
+  return text;
+}
+
+std::string param_text(const zf_param_decl &p) {
+  const char *type = p.type == ZF_PARAM_BOOL ? "bool" : p.type == ZF_PARAM_INT ? "int"
+                     : p.type == ZF_PARAM_FLOAT ? "float" : "string";
+  std::string range;
+  if (p.flags & ZF_PARAM_HAS_MIN) range += format("%s %g", (p.flags & ZF_PARAM_MIN_EXCLUSIVE) ? ">" : ">=", p.min);
+  if (p.flags & ZF_PARAM_HAS_MAX)
+    range += format("%s%s %g", range.empty() ? "" : ", ", (p.flags & ZF_PARAM_MAX_EXCLUSIVE) ? "<" : "<=", p.max);
+  if (p.choices) range += std::string(range.empty() ? "" : ", ") + "one of " + p.choices;
+  return format("    %-22s %-6s default %-10s %s%s%s%s", p.key, type, p.default_value ? p.default_value : "",
+                p.doc ? p.doc : "", range.empty() ? "" : " [", range.c_str(), range.empty() ? "" : "]");
+}
+
+}  // namespace
+
+int fail_run(const std::string &message) {
+  log_error(message);
+  if (g_runtime && g_runtime->comm && g_runtime->comm->world_size() > 1) g_runtime->comm->abort(1);
+  return 1;
+}
+
+int command_version() {
+  std::printf("zfcore %s (plugin ABI %d.%d)\n", ZF_VERSION, ZF_ABI_MAJOR, ZF_ABI_MINOR);
+  return 0;
+}
+
+int command_run(const std::vector<std::string> &args) {
+  RunArgs run = parse_run_args(args);
+  auto runtime = std::make_unique<Runtime>();
+  runtime->comm = make_cpu_communicator();
+  g_runtime = runtime.get();
+  log_set_rank(runtime->comm->rank(), runtime->comm->world_size());
+  runtime->worker_cores = allowed_cores();
+  Config config = Config::load(run.file, run.overrides);
+  PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
+  RunSummary summary = train(config, *runtime, registry);
+  if (runtime->comm->rank() == 0) {
+    std::printf("zfcore: %lld steps, loss %.4f -> %.4f, mean step %.1f ms, param_digest %s\n",
+                (long long)summary.steps, summary.initial_loss, summary.final_loss, summary.mean_step_ms,
+                summary.param_digest.c_str());
+    std::printf("zfcore: wrote %s/{steps.jsonl,steps.csv,summary.json}\n", summary.output_dir.c_str());
+  }
+  runtime->comm->barrier();
+  g_runtime = nullptr;
+  return 0;
+}
+
+int command_validate(const std::vector<std::string> &args) {
+  RunArgs run = parse_run_args(args);
+  Config config = Config::load(run.file, run.overrides);
+  PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
+  std::string chosen;
+  for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR}) {
+    const PluginSection &section = config.plugin(kind);
+    for (const std::string &name : section.candidates) resolve_plugin(section, name, registry, nullptr);
+    std::string names;
+    for (const std::string &name : section.candidates) names += (names.empty() ? "" : "|") + name;
+    chosen += format("%s%s %s", chosen.empty() ? "" : ", ", kind_name(kind), names.c_str());
+  }
+  std::printf("%s: valid (%s)\n", run.file.c_str(), chosen.c_str());
+  return 0;
+}
+
+int command_plugins(const std::vector<std::string> &args) {
+  bool params = false;
+  for (const std::string &arg : args) {
+    if (arg == "--params") params = true;
+    else throw UsageError("unknown option '" + arg + "' (zfcore plugins [--params])");
+  }
+  PluginRegistry registry(PluginRegistry::default_search_path());
+  std::printf("search path (first match wins):\n");
+  for (size_t i = 0; i < registry.search_path().size(); ++i)
+    std::printf("  %zu. %s%s\n", i + 1, registry.search_path()[i].c_str(), i == 0 ? " (built-in)" : "");
+  std::vector<const PluginFile *> found;
+  std::vector<Rejection> rejected;
+  registry.scan(found, rejected);
+  std::printf("\n%-10s %-14s %-8s %-4s %-28s %s\n", "KIND", "NAME", "VERSION", "ABI", "CAPABILITIES", "PATH");
+  for (const PluginFile *file : found) {
+    const zf_descriptor &d = *file->descriptor;
+    std::printf("%-10s %-14s %-8s %u.%-2u %-28s %s\n", kind_name(d.kind), d.name, d.version ? d.version : "-",
+                ZF_ABI_MAJOR_OF(file->abi_version), ZF_ABI_MINOR_OF(file->abi_version),
+                capabilities_text(d.capabilities).c_str(), file->path.c_str());
+    if (params) {
+      if (d.description) std::printf("    %s\n", d.description);
+      for (uint32_t i = 0; i < d.param_count; ++i) std::printf("%s\n", param_text(d.params[i]).c_str());
+      if (d.param_count == 0) std::printf("    (no parameters)\n");
+    }
+  }
+  if (!rejected.empty()) {
+    std::printf("\nrejected:\n");
+    for (const Rejection &r : rejected) std::printf("  %s: %s\n", r.path.c_str(), r.reason.c_str());
+  }
+  return 0;
+}
+
+int command_bench(const std::vector<std::string> &args) {
+  if (args.empty()) throw UsageError("which benchmark? zfcore bench optimizer [options]");
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+#ifdef ZF_HAVE_BENCH
+  if (args[0] == "optimizer") return bench_optimizer(rest);
+#endif
+  throw UsageError("unknown benchmark '" + args[0] + "' (available: optimizer)");
+}
+
+}  // namespace zf

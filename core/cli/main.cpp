@@ -1,0 +1,54 @@
+// zfcore: the command line. run / validate / plugins / bench / --version.
+#include "cli/commands.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char *kUsage =
+    "usage: zfcore <command> [arguments]\n"
+    "\n"
+    "commands:\n"
+    "  run FILE [--set table.key=value]...       train as FILE (TOML) says\n"
+    "  validate FILE [--set table.key=value]...  check FILE and the plugins it names, run nothing\n"
+    "  plugins [--params]                        list the plugins found (and their parameters)\n"
+    "  bench optimizer [options]                 compare CPU optimizers (zfcore bench optimizer --help)\n"
+    "  --version                                 print the version and ABI\n";
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (command == "--version" || command == "-V" || command == "version") return zf::command_version();
+    if (command == "run") return zf::command_run(rest);
+    if (command == "validate") return zf::command_validate(rest);
+    if (command == "plugins") return zf::command_plugins(rest);
+    if (command == "bench") return zf::command_bench(rest);
+    std::fprintf(stderr, "zfcore: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const zf::UsageError &error) {
+    std::fprintf(stderr, "zfcore %s: %s\n", command.c_str(), error.what());
+    return 2;
+  } catch (const zf::Error &error) {
+    return zf::fail_run(error.what());
+  } catch (const c10::Error &error) {
+    return zf::fail_run(std::string("libtorch: ") + error.what_without_backtrace());
+  } catch (const std::exception &error) {
+    return zf::fail_run(std::string("internal error: ") + error.what());
+  }
+}

@@ -1,0 +1,37 @@
+// communicator.hpp: the one communicator interface of the core. Implementations: single process
+// (rank 0 of 1), MPI (CPU buffers, started under mpirun) and, in CUDA builds, NCCL bootstrapped
+// through MPI. Collectives follow zf_host's contract (zf_plugin.h); errors throw zf::Error.
+#pragma once
+
+#include <zf/zf_plugin.h>
+
+#include <memory>
+#include <string>
+
+namespace zf {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  virtual std::string name() const = 0;  // "single", "mpi", "nccl"
+
+  virtual void all_reduce(zf_tensor_view buffer, zf_reduce_op op, void *stream) = 0;
+  virtual void reduce_scatter(zf_tensor_view send, zf_tensor_view recv, zf_reduce_op op,
+                              void *stream) = 0;
+  virtual void all_gather(zf_tensor_view send, zf_tensor_view recv, void *stream) = 0;
+  virtual void broadcast(zf_tensor_view buffer, int root, void *stream) = 0;
+  virtual void barrier() = 0;
+  // Ends every rank of the job now (after an error on this one), so none waits forever.
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+};
+
+// True when the process was started by an MPI launcher (mpirun/srun set these variables).
+bool launched_under_mpi();
+// The communicator for this process: MPI when launched under mpirun, else single.
+std::unique_ptr<Communicator> make_cpu_communicator();
+
+}  // namespace zf

@@ -1,0 +1,54 @@
+// The single-process communicator: rank 0 of 1, every collective is the identity (or a copy).
+#include "comm/communicator.hpp"
+
+#include "runtime/error.hpp"
+
+#include <zf/zf_plugin.hpp>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace zf {
+namespace {
+
+class SingleCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  std::string name() const override { return "single"; }
+  void all_reduce(zf_tensor_view, zf_reduce_op, void *) override {}
+  void reduce_scatter(zf_tensor_view send, zf_tensor_view recv, zf_reduce_op, void *) override {
+    copy(send, recv);
+  }
+  void all_gather(zf_tensor_view send, zf_tensor_view recv, void *) override { copy(send, recv); }
+  void broadcast(zf_tensor_view, int, void *) override {}
+  void barrier() override {}
+  [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
+
+ private:
+  static void copy(zf_tensor_view from, zf_tensor_view to) {
+    ZF_REQUIRE(from.numel == to.numel && from.dtype == to.dtype,
+               "collective: send and receive views differ in size or dtype");
+    ZF_REQUIRE(from.device == ZF_DEVICE_CPU, "single-process collectives take CPU buffers");
+    if (from.data != to.data) std::memmove(to.data, from.data, from.numel * dtype_size(from.dtype));
+  }
+};
+
+}  // namespace
+
+bool launched_under_mpi() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
+    if (std::getenv(name)) return true;
+  return false;
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator();  // comm/mpi.cpp
+
+std::unique_ptr<Communicator> make_cpu_communicator() {
+  if (launched_under_mpi()) return make_mpi_communicator();
+  return std::make_unique<SingleCommunicator>();
+}
+
+}  // namespace zf

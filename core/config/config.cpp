@@ -1,0 +1,244 @@
+#include "config/config.hpp"
+
+#include "plugin/plugin_registry.hpp"
+#include "runtime/error.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <fstream>
+#include <sstream>
+
+namespace zf {
+namespace {
+
+const std::map<std::string, zf_kind> &plugin_tables() {
+  static const std::map<std::string, zf_kind> tables = {{"stage", ZF_KIND_STAGE},
+                                                        {"offload", ZF_KIND_OFFLOAD},
+                                                        {"optimizer", ZF_KIND_OPTIMIZER},
+                                                        {"selector", ZF_KIND_SELECTOR}};
+  return tables;
+}
+
+const std::map<zf_kind, std::string> &default_plugins() {
+  static const std::map<zf_kind, std::string> defaults = {{ZF_KIND_STAGE, "zero0"},
+                                                          {ZF_KIND_OFFLOAD, "none"},
+                                                          {ZF_KIND_OPTIMIZER, "adamw_ref"},
+                                                          {ZF_KIND_SELECTOR, "all"}};
+  return defaults;
+}
+
+std::vector<std::string> known_tables() {
+  std::vector<std::string> names;
+  for (const auto &[name, decls] : core_schema()) names.push_back(name);
+  for (const auto &[name, kind] : plugin_tables())
+    if (!core_schema().count(name)) names.push_back(name);
+  return names;
+}
+
+Location at(const std::string &file, const toml::source_region &source) {
+  return Location{file, int(source.begin.line), int(source.begin.column), ""};
+}
+
+// A TOML scalar as a Value; nullopt for arrays, tables and dates.
+std::optional<Value> scalar(const toml::node &node) {
+  if (auto v = node.as_boolean()) return Value(v->get());
+  if (auto v = node.as_integer()) return Value(int64_t(v->get()));
+  if (auto v = node.as_floating_point()) return Value(v->get());
+  if (auto v = node.as_string()) return Value(v->get());
+  return std::nullopt;
+}
+
+const char *node_kind(const toml::node &node) {
+  if (node.is_table()) return "a table";
+  if (node.is_array()) return "an array";
+  return "a date or time";
+}
+
+}  // namespace
+
+Config Config::load(const std::string &path, const std::vector<std::string> &overrides) {
+  std::ifstream stream(path);
+  if (!stream) throw Error(format("%s:1:1: cannot read the config file: %s", path.c_str(), std::strerror(errno)));
+  std::stringstream text;
+  text << stream.rdbuf();
+  return parse(text.str(), path, overrides);
+}
+
+Config Config::parse(const std::string &text, const std::string &name,
+                     const std::vector<std::string> &overrides) {
+  Config config;
+  config.file_ = name;
+  for (const auto &[table, decls] : core_schema()) config.core_.emplace(table, PluginConfig(decls, table));
+  for (const auto &[table, kind] : plugin_tables()) {
+    PluginSection section;
+    section.kind = kind;
+    section.table = table;
+    section.candidates = {default_plugins().at(kind)};
+    section.where = Location{name, 1, 1, ""};
+    config.plugins_[kind] = section;
+  }
+
+  toml::table root;
+  try {
+    root = toml::parse(text, name);
+  } catch (const toml::parse_error &error) {
+    throw Error(format("%s: syntax error: %s", at(name, error.source()).str().c_str(),
+                       std::string(error.description()).c_str()));
+  }
+
+  for (auto &&[table_key, table_node] : root) {
+    std::string table(table_key.str());
+    Location table_where = at(name, table_key.source());
+    if (!table_node.is_table()) {
+      std::string hint = suggest(table, known_tables());
+      throw Error(format("%s: '%s' must be a table like [run] or [model]; top-level keys are not allowed%s%s",
+                         table_where.str().c_str(), table.c_str(), hint.empty() ? "" : "; ", hint.c_str()));
+    }
+    auto known = known_tables();
+    if (std::find(known.begin(), known.end(), table) == known.end()) {
+      std::string hint = suggest(table, known);
+      throw Error(format("%s: unknown table [%s]%s%s", table_where.str().c_str(), table.c_str(),
+                         hint.empty() ? "" : "; ", hint.c_str()));
+    }
+    for (auto &&[key_node, value_node] : *table_node.as_table()) {
+      std::string key(key_node.str());
+      Location where = at(name, value_node.source());
+      if (table == "run" && key == "plugin_path") {
+        config.plugin_path_.clear();
+        if (auto *array = value_node.as_array()) {
+          for (auto &&item : *array) {
+            ZF_REQUIRE(item.is_string(), "%s: run.plugin_path must be a list of directory names",
+                       at(name, item.source()).str().c_str());
+            config.plugin_path_.push_back(item.as_string()->get());
+          }
+        } else if (auto *single = value_node.as_string()) {
+          config.plugin_path_.push_back(single->get());
+        } else {
+          throw Error(format("%s: run.plugin_path must be a directory or a list of them", where.str().c_str()));
+        }
+        continue;
+      }
+      if (plugin_tables().count(table) && key == "plugin") {
+        PluginSection &section = config.plugins_[plugin_tables().at(table)];
+        section.candidates.clear();
+        section.where = where;
+        if (auto *array = value_node.as_array()) {
+          for (auto &&item : *array) {
+            ZF_REQUIRE(item.is_string(), "%s: %s.plugin must be a name or a list of names",
+                       at(name, item.source()).str().c_str(), table.c_str());
+            section.candidates.push_back(item.as_string()->get());
+          }
+        } else if (auto *single = value_node.as_string()) {
+          section.candidates.push_back(single->get());
+        }
+        ZF_REQUIRE(!section.candidates.empty(), "%s: %s.plugin must be a plugin name or a non-empty list of names",
+                   where.str().c_str(), table.c_str());
+        continue;
+      }
+      auto value = scalar(value_node);
+      ZF_REQUIRE(value.has_value(), "%s: %s.%s is %s; expected a single value", where.str().c_str(),
+                 table.c_str(), key.c_str(), node_kind(value_node));
+      config.set(table, key, *value, where);
+    }
+  }
+
+  for (const std::string &argument : overrides) {
+    Location where{"--set", 0, 0, argument};
+    auto equals = argument.find('=');
+    auto dot = argument.find('.');
+    ZF_REQUIRE(equals != std::string::npos && dot != std::string::npos && dot < equals,
+               "%s: expected --set table.key=value", where.str().c_str());
+    std::string table = argument.substr(0, dot);
+    std::string key = argument.substr(dot + 1, equals - dot - 1);
+    std::string text_value = argument.substr(equals + 1);
+    Value value = text_value;  // a bare word stays a string
+    try {
+      toml::table parsed = toml::parse("v = " + text_value);
+      if (auto node = parsed.get("v"); node && scalar(*node)) value = *scalar(*node);
+    } catch (const toml::parse_error &) {
+    }
+    auto known = known_tables();
+    if (std::find(known.begin(), known.end(), table) == known.end()) {
+      std::string hint = suggest(table, known);
+      throw Error(format("%s: unknown table [%s]%s%s", where.str().c_str(), table.c_str(),
+                         hint.empty() ? "" : "; ", hint.c_str()));
+    }
+    if (table == "run" && key == "plugin_path") {
+      config.plugin_path_ = {text_value};
+    } else if (plugin_tables().count(table) && key == "plugin") {
+      PluginSection &section = config.plugins_[plugin_tables().at(table)];
+      section.candidates = {text_value};
+      section.where = where;
+    } else {
+      config.set(table, key, value, where);
+    }
+  }
+  return config;
+}
+
+void Config::set(const std::string &table, const std::string &key, const Value &value,
+                 const Location &where) {
+  auto core = core_.find(table);
+  bool is_core_key = false;
+  if (core != core_.end()) {
+    for (const zf_param_decl &decl : core->second.declarations()) is_core_key |= key == decl.key;
+  }
+  if (plugin_tables().count(table) && !is_core_key) {
+    // The plugin's own key: kept with its location, checked once the plugin is loaded.
+    auto &entries = plugins_[plugin_tables().at(table)].entries;
+    entries.erase(std::remove_if(entries.begin(), entries.end(),
+                                 [&](const ConfigEntry &e) { return e.key == key; }),
+                  entries.end());
+    entries.push_back(ConfigEntry{key, value, where});
+    return;
+  }
+  std::vector<std::string> extra;
+  if (table == "run") extra.push_back("plugin_path");
+  core->second.set(key, value, where, extra);
+  locations_[table + "." + key] = where;
+}
+
+const PluginConfig &Config::core(const std::string &table) const {
+  auto it = core_.find(table);
+  ZF_REQUIRE(it != core_.end(), "internal: no core table [%s]", table.c_str());
+  return it->second;
+}
+
+namespace {
+template <class T>
+const T &typed(const Config &config, const std::string &table, const std::string &key) {
+  const Value *value = config.core(table).get(key);
+  ZF_REQUIRE(value && std::holds_alternative<T>(*value), "internal: %s.%s is not declared with that type",
+             table.c_str(), key.c_str());
+  return std::get<T>(*value);
+}
+}  // namespace
+
+bool Config::boolean(const std::string &t, const std::string &k) const { return typed<bool>(*this, t, k); }
+int64_t Config::integer(const std::string &t, const std::string &k) const { return typed<int64_t>(*this, t, k); }
+double Config::real(const std::string &t, const std::string &k) const { return typed<double>(*this, t, k); }
+std::string Config::string(const std::string &t, const std::string &k) const {
+  return typed<std::string>(*this, t, k);
+}
+
+Location Config::where(const std::string &table, const std::string &key) const {
+  auto it = locations_.find(table + "." + key);
+  return it != locations_.end() ? it->second : Location{file_, 1, 1, ""};
+}
+
+const PluginSection &Config::plugin(zf_kind kind) const { return plugins_.at(kind); }
+
+PluginConfig Config::plugin_config(const PluginSection &section, const zf_descriptor &descriptor) {
+  PluginConfig config(descriptor, section.table);
+  std::vector<std::string> extra = {"plugin"};
+  if (section.kind == ZF_KIND_OPTIMIZER)
+    extra.insert(extra.end(), optimizer_common_keys().begin(), optimizer_common_keys().end());
+  for (const ConfigEntry &entry : section.entries) config.set(entry.key, entry.value, entry.where, extra);
+  return config;
+}
+
+}  // namespace zf

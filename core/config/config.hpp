@@ -1,0 +1,74 @@
+// config.hpp: the run configuration (TOML), validated before anything runs.
+//
+// Core tables ([run], [model], [data], [train]) are checked against the core's schema
+// (config/schema.cpp). Plugin tables ([stage], [offload], [optimizer], [selector]) name their
+// plugin with `plugin` (a name, or a list of names tried in order when one declines); the
+// optimizer table also holds the common hyperparameters (lr, beta1, beta2, eps, weight_decay).
+// Every other key of a plugin table belongs to the plugin and is checked against the parameters
+// it declares once it is loaded (see plugin_config.hpp). `--set table.key=value` overrides go
+// through the same checks.
+#pragma once
+
+#include "config/plugin_config.hpp"
+
+#include <zf/zf_plugin.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zf {
+
+struct ConfigEntry {
+  std::string key;
+  Value value;
+  Location where;
+};
+
+struct PluginSection {
+  zf_kind kind = ZF_KIND_STAGE;
+  std::string table;                    // "stage", "offload", "optimizer", "selector"
+  std::vector<std::string> candidates;  // plugin names in preference order
+  Location where;                       // of the `plugin` key (or the table when defaulted)
+  std::vector<ConfigEntry> entries;     // the plugin's own keys, checked when it is loaded
+};
+
+class Config {
+ public:
+  // Reads and checks path with overrides ("table.key=value"); throws zf::Error with a location.
+  static Config load(const std::string &path, const std::vector<std::string> &overrides = {});
+  // The same from TOML text (tests); `name` stands in for the file name in messages.
+  static Config parse(const std::string &text, const std::string &name,
+                      const std::vector<std::string> &overrides = {});
+
+  const std::string &file() const { return file_; }
+  const PluginConfig &core(const std::string &table) const;  // "run", "model", "data", "train", "optimizer"
+  bool boolean(const std::string &table, const std::string &key) const;
+  int64_t integer(const std::string &table, const std::string &key) const;
+  double real(const std::string &table, const std::string &key) const;
+  std::string string(const std::string &table, const std::string &key) const;
+  // Where the user wrote table.key, or a location naming the file when it was defaulted.
+  Location where(const std::string &table, const std::string &key) const;
+
+  const PluginSection &plugin(zf_kind kind) const;
+  const std::vector<std::string> &plugin_path() const { return plugin_path_; }
+
+  // Builds the validated config of the plugin chosen for `section` from its declarations.
+  static PluginConfig plugin_config(const PluginSection &section, const zf_descriptor &descriptor);
+
+ private:
+  void set(const std::string &table, const std::string &key, const Value &value,
+           const Location &where);
+  std::string file_;
+  std::map<std::string, PluginConfig> core_;
+  std::map<std::string, Location> locations_;  // "table.key" -> where
+  std::map<zf_kind, PluginSection> plugins_;
+  std::vector<std::string> plugin_path_;
+};
+
+// The core's schema: table name -> declared keys (config/schema.cpp).
+const std::map<std::string, std::vector<zf_param_decl>> &core_schema();
+// The optimizer hyperparameters every optimizer plugin receives per group.
+const std::vector<std::string> &optimizer_common_keys();
+
+}  // namespace zf

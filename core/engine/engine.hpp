@@ -1,0 +1,32 @@
+// engine.hpp: the step loop the core owns. One optimizer step:
+//   for each micro-batch: forward block by block (stage hooks around each), loss, backward
+//   (gradients accumulate in the flat buffer); stage.reduce_gradients (sum over ranks);
+//   optimizer.step on this rank's shard of the fp32 master; master -> working params;
+//   stage.gather_parameters.
+#pragma once
+
+#include "config/config.hpp"
+#include "plugin/plugin_registry.hpp"
+#include "runtime/runtime.hpp"
+
+#include <string>
+
+namespace zf {
+
+struct RunSummary {
+  int64_t steps = 0;
+  double initial_loss = 0;
+  double final_loss = 0;
+  double mean_step_ms = 0;
+  std::string param_digest;
+  std::string output_dir;
+};
+
+// Trains as the config says and writes the outputs; throws zf::Error on any failure.
+RunSummary train(const Config &config, Runtime &runtime, PluginRegistry &registry);
+
+// FNV-1a over bytes, continuing from state (start with kDigestSeed).
+constexpr uint64_t kDigestSeed = 1469598103934665603ull;
+uint64_t digest_bytes(const void *data, size_t bytes, uint64_t state);
+
+}  // namespace zf

@@ -1,0 +1,119 @@
+#include "engine/flat_buffers.hpp"
+
+#include "runtime/error.hpp"
+
+#include <cstring>
+
+namespace zf {
+
+zf_dtype abi_dtype(torch::Dtype dtype) {
+  switch (dtype) {
+    case torch::kFloat32: return ZF_DTYPE_F32;
+    case torch::kBFloat16: return ZF_DTYPE_BF16;
+    case torch::kFloat16: return ZF_DTYPE_F16;
+    case torch::kFloat64: return ZF_DTYPE_F64;
+    case torch::kInt32: return ZF_DTYPE_I32;
+    case torch::kInt64: return ZF_DTYPE_I64;
+    case torch::kUInt8: return ZF_DTYPE_U8;
+    default: throw Error(format("dtype %s has no ABI equivalent", c10::toString(dtype)));
+  }
+}
+
+zf_tensor_view view_of(const torch::Tensor &tensor) {
+  ZF_REQUIRE(tensor.is_contiguous(), "internal: ABI views need contiguous tensors");
+  zf_tensor_view view{};
+  view.data = tensor.data_ptr();
+  view.numel = uint64_t(tensor.numel());
+  view.dtype = abi_dtype(tensor.scalar_type());
+  view.device = tensor.is_cuda() ? ZF_DEVICE_CUDA : ZF_DEVICE_CPU;
+  view.device_index = tensor.is_cuda() ? tensor.get_device() : 0;
+  return view;
+}
+
+torch::Tensor ledger_tensor(MemoryLedger &ledger, zf_tier tier, uint64_t numel, torch::Dtype dtype,
+                            const std::string &tag) {
+  size_t bytes = numel * c10::elementSize(dtype);
+  void *memory = ledger.allocate(tier, bytes, tag);
+  std::memset(memory, 0, bytes);  // first touch by the thread that owns the buffer
+  return torch::from_blob(memory, {int64_t(numel)}, [&ledger](void *p) { ledger.release(p); },
+                          torch::TensorOptions().dtype(dtype));
+}
+
+FlatBuffers::FlatBuffers(std::vector<ModelParameter> parameters, const std::vector<std::string> &block_names,
+                         bool column_major)
+    : parameters_(std::move(parameters)), block_names_(block_names) {
+  names_.reserve(parameters_.size());
+  uint64_t offset = 0;
+  for (const ModelParameter &p : parameters_) {
+    ZF_REQUIRE(p.block < block_names_.size(), "internal: parameter %s names block %u of %zu", p.name.c_str(),
+               p.block, block_names_.size());
+    ZF_REQUIRE(segments_.empty() || p.block >= segments_.back().block,
+               "internal: parameters must come in block order (%s)", p.name.c_str());
+    names_.push_back(p.name);
+    zf_segment s{};
+    s.offset = offset;
+    s.numel = uint64_t(p.tensor.numel());
+    bool two_d = p.tensor.dim() == 2;
+    s.rows = two_d ? uint64_t(p.tensor.size(0)) : s.numel;
+    s.cols = two_d ? uint64_t(p.tensor.size(1)) : 1;
+    s.block = p.block;
+    s.flags = (p.no_decay ? ZF_SEGMENT_NO_DECAY : 0u) | (p.matrix && two_d ? ZF_SEGMENT_MATRIX : 0u) |
+              (p.matrix && two_d && column_major ? ZF_SEGMENT_COLUMN_CONTIGUOUS : 0u);
+    segments_.push_back(s);
+    offset += (s.numel + kAlignment - 1) / kAlignment * kAlignment;
+  }
+  for (size_t i = 0; i < segments_.size(); ++i) segments_[i].name = names_[i].c_str();
+
+  for (uint32_t b = 0; b < block_names_.size(); ++b) {
+    zf_block block{};
+    block.name = block_names_[b].c_str();
+    block.first_segment = uint32_t(segments_.size());
+    for (uint32_t i = 0; i < segments_.size(); ++i) {
+      if (segments_[i].block != b) continue;
+      if (block.segment_count == 0) block.first_segment = i;
+      ++block.segment_count;
+    }
+    block.offset = block.segment_count ? segments_[block.first_segment].offset : offset;
+    blocks_.push_back(block);
+  }
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    uint64_t end = offset;
+    for (size_t next = b + 1; next < blocks_.size(); ++next)
+      if (blocks_[next].segment_count) {
+        end = blocks_[next].offset;
+        break;
+      }
+    blocks_[b].numel = blocks_[b].segment_count ? end - blocks_[b].offset : 0;
+  }
+
+  layout_.struct_size = sizeof(zf_layout);
+  layout_.segment_count = uint32_t(segments_.size());
+  layout_.segments = segments_.data();
+  layout_.block_count = uint32_t(blocks_.size());
+  layout_.blocks = blocks_.data();
+  layout_.numel = offset;
+  layout_.alignment = kAlignment;
+}
+
+torch::Tensor FlatBuffers::view_of(const torch::Tensor &flat, size_t index) const {
+  const zf_segment &s = segments_[index];
+  torch::Tensor run = flat.narrow(0, int64_t(s.offset), int64_t(s.numel));
+  if (s.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) return run.view({int64_t(s.cols), int64_t(s.rows)}).t();
+  return run.view(parameters_[index].tensor.sizes());
+}
+
+void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger) {
+  ZF_REQUIRE(numel >= layout_.numel, "internal: flat buffers smaller than the layout");
+  params = ledger_tensor(ledger, ZF_TIER_HOST, numel, dtype, "params");
+  grads = ledger_tensor(ledger, ZF_TIER_HOST, numel, dtype, "grads");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    torch::Tensor &tensor = parameters_[i].tensor;
+    torch::Tensor value = view_of(params, i);
+    value.copy_(tensor);
+    tensor.set_data(value);
+    tensor.mutable_grad() = view_of(grads, i);
+  }
+}
+
+}  // namespace zf

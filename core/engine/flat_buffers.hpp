@@ -1,0 +1,53 @@
+// flat_buffers.hpp: the model's parameters and gradients as two flat 1-D tensors (one allocation
+// each, from the memory ledger), every model parameter a view into them, and the layout (segment
+// and block tables) that plugins see. 2-D weights can be stored column by column so that one
+// input channel is contiguous (ZenFlow selects columns).
+#pragma once
+
+#include "model/model.hpp"
+#include "runtime/memory.hpp"
+
+#include <zf/zf_plugin.h>
+
+#include <string>
+#include <vector>
+
+namespace zf {
+
+class FlatBuffers {
+ public:
+  static constexpr uint64_t kAlignment = 64;  // elements
+
+  FlatBuffers(std::vector<ModelParameter> parameters, const std::vector<std::string> &block_names,
+              bool column_major);
+  FlatBuffers(const FlatBuffers &) = delete;
+  FlatBuffers &operator=(const FlatBuffers &) = delete;
+
+  const zf_layout &layout() const { return layout_; }
+  const std::vector<ModelParameter> &parameters() const { return parameters_; }
+
+  // Allocates params and grads with numel (>= layout numel) elements of dtype, copies each
+  // parameter's current value in and re-points the parameter and its .grad at views of them.
+  void materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger);
+
+  torch::Tensor params;  // flat working parameters
+  torch::Tensor grads;   // flat gradients (accumulated over micro-steps)
+
+ private:
+  torch::Tensor view_of(const torch::Tensor &flat, size_t segment) const;
+  std::vector<ModelParameter> parameters_;
+  std::vector<std::string> names_;  // owns the strings segments point to
+  std::vector<std::string> block_names_;
+  std::vector<zf_segment> segments_;
+  std::vector<zf_block> blocks_;
+  zf_layout layout_{};
+};
+
+// A ledger allocation of numel elements of dtype as a tensor (freed back to the ledger).
+torch::Tensor ledger_tensor(MemoryLedger &ledger, zf_tier tier, uint64_t numel, torch::Dtype dtype,
+                            const std::string &tag);
+
+zf_tensor_view view_of(const torch::Tensor &tensor);  // contiguous tensor -> ABI view
+zf_dtype abi_dtype(torch::Dtype dtype);
+
+}  // namespace zf

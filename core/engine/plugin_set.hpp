@@ -1,0 +1,29 @@
+// plugin_set.hpp: the four plugins a run uses (stage, offload, optimizer, selector), chosen by
+// the config. A table may list several candidates: the first that does not decline is used, and
+// each decline is logged with its reason.
+#pragma once
+
+#include "config/config.hpp"
+#include "plugin/plugin_instance.hpp"
+
+#include <memory>
+
+namespace zf {
+
+struct ActivePlugin {
+  std::unique_ptr<PluginConfig> config;      // outlives instance
+  std::unique_ptr<PluginInstance> instance;
+  const PluginFile &file() const { return instance->file(); }
+};
+
+class PluginSet {
+ public:
+  PluginSet(const Config &config, Runtime &runtime, PluginRegistry &registry);
+  ActivePlugin stage, offload, optimizer, selector;
+};
+
+// Resolves and validates a plugin table without creating the plugin (`zfcore validate`).
+const PluginFile &resolve_plugin(const PluginSection &section, const std::string &name, PluginRegistry &registry,
+                                 std::unique_ptr<PluginConfig> *config_out);
+
+}  // namespace zf

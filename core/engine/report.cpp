@@ -1,0 +1,105 @@
+#include "engine/report.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/json.hpp"
+#include "runtime/memory.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace zf {
+
+const std::vector<std::string> &standard_timers() {
+  static const std::vector<std::string> names = {
+      "fwd", "bwd", "bwd_inner", "bwd_allreduce", "step",
+      "fwd_microstep", "bwd_microstep", "bwd_inner_microstep", "bwd_allreduce_microstep", "step_microstep"};
+  return names;
+}
+
+namespace {
+std::FILE *open_output(const std::filesystem::path &path) {
+  std::FILE *file = std::fopen(path.c_str(), "w");
+  ZF_REQUIRE(file != nullptr, "cannot write %s: %s", path.c_str(), std::strerror(errno));
+  return file;
+}
+
+double timer_value(const StepRecord &record, const std::string &name) {
+  for (const auto &[timer, ms] : record.timers_ms)
+    if (timer == name) return ms;
+  return 0;
+}
+}  // namespace
+
+RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every)
+    : output_dir_(output_dir), writer_(writer), progress_(progress && writer), log_every_(log_every) {
+  if (!writer_) return;
+  std::error_code ec;
+  std::filesystem::create_directories(output_dir_, ec);
+  ZF_REQUIRE(!ec, "cannot create the output directory %s: %s", output_dir_.c_str(), ec.message().c_str());
+  jsonl_ = open_output(output_dir_ / "steps.jsonl");
+  csv_ = open_output(output_dir_ / "steps.csv");
+  std::fprintf(csv_, "step,loss,step_ms,samples_per_s,tokens_per_s");
+  for (const std::string &name : standard_timers()) std::fprintf(csv_, ",%s_ms", name.c_str());
+  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) std::fprintf(csv_, ",mem_%s_bytes", tier_name(tier));
+  std::fprintf(csv_, "\n");
+}
+
+RunReport::~RunReport() {
+  if (jsonl_) std::fclose(jsonl_);
+  if (csv_) std::fclose(csv_);
+}
+
+void RunReport::step(const StepRecord &r) {
+  if (!writer_) return;
+  JsonWriter json;
+  json.begin_object().key("step").value(r.step).key("loss").value(r.loss).key("step_ms").value(r.step_ms);
+  json.key("samples_per_s").value(r.samples_per_s).key("tokens_per_s").value(r.tokens_per_s);
+  json.key("timers_ms").begin_object();
+  for (const auto &[name, ms] : r.timers_ms) json.key(name).value(ms);
+  json.end_object().key("memory_bytes").begin_object();
+  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) json.key(tier_name(tier)).value(r.memory[tier]);
+  json.end_object().end_object();
+  std::fprintf(jsonl_, "%s\n", json.str().c_str());
+  std::fflush(jsonl_);
+
+  std::fprintf(csv_, "%lld,%.6f,%.3f,%.2f,%.2f", (long long)r.step, r.loss, r.step_ms, r.samples_per_s,
+               r.tokens_per_s);
+  for (const std::string &name : standard_timers()) std::fprintf(csv_, ",%.3f", timer_value(r, name));
+  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) std::fprintf(csv_, ",%llu", (unsigned long long)r.memory[tier]);
+  std::fprintf(csv_, "\n");
+  std::fflush(csv_);
+
+  if (progress_) std::printf("\r\033[K");
+  if (r.step == 1 || r.step == r.steps || r.step % log_every_ == 0) {
+    std::string memory;
+    for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
+      if (r.memory[tier]) memory += format(" | %s %s", tier_name(tier), format_bytes(r.memory[tier]).c_str());
+    std::printf("step %*lld/%lld | loss %.4f | %.1f ms | %.0f samples/s | %.0f tokens/s%s\n",
+                int(std::to_string(r.steps).size()), (long long)r.step, (long long)r.steps, r.loss, r.step_ms,
+                r.samples_per_s, r.tokens_per_s, memory.c_str());
+  }
+  if (progress_) draw_progress(r);
+  std::fflush(stdout);
+}
+
+void RunReport::draw_progress(const StepRecord &r) {
+  const int width = 30;
+  int filled = int(width * r.step / std::max<int64_t>(1, r.steps));
+  std::string bar(size_t(filled), '=');
+  if (filled < width) bar += '>' + std::string(size_t(width - filled - 1), ' ');
+  std::printf("[%s] %lld/%lld loss %.4f", bar.c_str(), (long long)r.step, (long long)r.steps, r.loss);
+}
+
+void RunReport::finish(const std::string &summary_json) {
+  if (!writer_) return;
+  if (progress_) std::printf("\r\033[K");
+  std::ofstream out(output_dir_ / "summary.json");
+  out << summary_json << "\n";
+  ZF_REQUIRE(out.good(), "cannot write %s", (output_dir_ / "summary.json").c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace zf

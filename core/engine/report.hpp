@@ -1,0 +1,48 @@
+// report.hpp: what a run shows and leaves behind. One line per step on stdout (loss, step ms,
+// throughput, memory), a progress bar when stdout is a terminal, and in the output directory
+// steps.jsonl, steps.csv and summary.json. Only rank 0 writes.
+#pragma once
+
+#include <zf/zf_plugin.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zf {
+
+struct StepRecord {
+  int64_t step = 0;
+  int64_t steps = 0;
+  double loss = 0;
+  double step_ms = 0;
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  std::vector<std::pair<std::string, double>> timers_ms;  // name -> ms in this step
+  std::array<uint64_t, ZF_TIER_COUNT> memory{};           // current bytes per tier
+};
+
+class RunReport {
+ public:
+  RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every);
+  ~RunReport();
+  void step(const StepRecord &record);
+  void finish(const std::string &summary_json);
+  const std::filesystem::path &output_dir() const { return output_dir_; }
+
+ private:
+  void draw_progress(const StepRecord &record);
+  std::filesystem::path output_dir_;
+  bool writer_, progress_;
+  int64_t log_every_;
+  std::FILE *jsonl_ = nullptr;
+  std::FILE *csv_ = nullptr;
+};
+
+// The standard timer names, in report order.
+const std::vector<std::string> &standard_timers();
+
+}  // namespace zf

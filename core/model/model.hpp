@@ -1,0 +1,50 @@
+// model.hpp: the interface between the engine and a model of the zoo. A model is a sequence of
+// blocks the engine runs one by one (so a stage plugin can gather a block's parameters before its
+// forward and backward and release them after), followed by a loss.
+//
+// Data flow of one micro-step:   hidden = batch.inputs
+//   for b in blocks: stage.before_forward(b); hidden = model.forward_block(b, hidden, batch); ...
+//   loss = model.loss(hidden, batch); loss.backward()
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zf {
+
+struct Batch {
+  torch::Tensor inputs;   // token ids [B, T] (int64) or features [B, H] (linear_stack)
+  torch::Tensor targets;  // same leading shape; int64 class/token ids
+  torch::Tensor loss_mask;  // optional [B, T] float: 1 where the loss counts (instruction data)
+  int64_t samples = 0;
+  int64_t tokens = 0;     // tokens that count toward throughput
+};
+
+struct ModelParameter {
+  std::string name;      // Hugging Face-style name where one exists ("transformer.h.0.attn.c_attn.weight")
+  torch::Tensor tensor;  // the module's parameter (the engine re-points it into the flat buffer)
+  uint32_t block = 0;    // index into block_names()
+  bool matrix = false;   // a 2-D weight W[out, in] eligible for column storage and selection
+  bool no_decay = false; // bias, norm, embedding-free 1-D parameters
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<std::string> block_names() const = 0;
+  // All trainable parameters, grouped by block in block order; stable across calls.
+  virtual std::vector<ModelParameter> parameters() = 0;
+  // Runs block `block` on the previous block's output (block 0 receives batch.inputs).
+  virtual torch::Tensor forward_block(size_t block, const torch::Tensor &hidden,
+                                      const Batch &batch) = 0;
+  // Scalar mean loss over the counted positions of the micro-batch.
+  virtual torch::Tensor loss(const torch::Tensor &output, const Batch &batch) = 0;
+  virtual void train(bool on) = 0;
+};
+
+}  // namespace zf

@@ -1,0 +1,196 @@
+// PluginInstance: binds a plugin to the runtime through a zf_host table whose callbacks never
+// let an exception reach plugin code.
+#include "plugin/plugin_instance.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <cstring>
+
+namespace zf {
+
+struct HostCallbacks {
+  static PluginInstance &self(const zf_host *host) {
+    return *static_cast<PluginInstance *>(host->context);
+  }
+
+  static zf_status fail(zf_error *error, zf_status status, const std::string &message) {
+    if (error) std::snprintf(error->message, sizeof error->message, "%s", message.c_str());
+    return status;
+  }
+
+  template <class Body>
+  static zf_status guarded(zf_error *error, zf_status on_error, Body &&body) {
+    try {
+      body();
+      return ZF_OK;
+    } catch (const std::exception &exception) {
+      return fail(error, on_error, exception.what());
+    }
+  }
+
+  static void log(const zf_host *host, zf_log_level level, const char *message) {
+    PluginInstance &p = self(host);
+    log_message(level, format("[%s %s] %s", kind_name(p.file_.descriptor->kind), p.name(),
+                              message ? message : ""));
+  }
+
+  static uint32_t timer_id(const zf_host *host, const char *name) {
+    try {
+      return self(host).runtime_.timers.id(name ? name : "unnamed");
+    } catch (...) {
+      return 0;
+    }
+  }
+  static void timer_start(const zf_host *host, uint32_t timer, void *) {
+    self(host).runtime_.timers.start(timer);
+  }
+  static void timer_stop(const zf_host *host, uint32_t timer, void *) {
+    self(host).runtime_.timers.stop(timer);
+  }
+
+  static void *mem_alloc(const zf_host *host, zf_tier tier, uint64_t bytes, const char *tag,
+                         zf_error *error) {
+    PluginInstance &p = self(host);
+    std::string label = format("%s.%s", p.name(), tag ? tag : "unnamed");
+    try {
+      ZF_REQUIRE(tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST,
+                 "mem_alloc: tier %s is not available in this build (device memory comes with the CUDA "
+                 "path; NVMe space is recorded with mem_account)",
+                 tier_name(tier));
+      return p.runtime_.memory.allocate(tier, bytes, label);
+    } catch (const std::exception &exception) {
+      fail(error, ZF_ERROR_OUT_OF_MEMORY, exception.what());
+      return nullptr;
+    }
+  }
+  static void mem_free(const zf_host *host, void *pointer) { self(host).runtime_.memory.release(pointer); }
+  static void mem_account(const zf_host *host, zf_tier tier, const char *tag, int64_t delta) {
+    PluginInstance &p = self(host);
+    p.runtime_.memory.account(tier, format("%s.%s", p.name(), tag ? tag : "unnamed"), delta);
+  }
+
+  template <class T>
+  static zf_status config_value(const zf_host *host, const zf_config *config, const char *key, T *out) {
+    const auto *plugin_config = reinterpret_cast<const PluginConfig *>(config);
+    if (!plugin_config || !key || !out) return ZF_ERROR_INVALID_ARGUMENT;
+    const Value *value = plugin_config->get(key);
+    (void)host;
+    if (!value) return ZF_ERROR_INVALID_ARGUMENT;
+    if constexpr (std::is_same_v<T, int32_t>) {
+      if (!std::holds_alternative<bool>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
+      *out = std::get<bool>(*value) ? 1 : 0;
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+      if (!std::holds_alternative<int64_t>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
+      *out = std::get<int64_t>(*value);
+    } else if constexpr (std::is_same_v<T, double>) {
+      if (!std::holds_alternative<double>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
+      *out = std::get<double>(*value);
+    } else {
+      if (!std::holds_alternative<std::string>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
+      *out = std::get<std::string>(*value).c_str();
+    }
+    return ZF_OK;
+  }
+  static zf_status config_bool(const zf_host *h, const zf_config *c, const char *k, int32_t *v) {
+    return config_value(h, c, k, v);
+  }
+  static zf_status config_int(const zf_host *h, const zf_config *c, const char *k, int64_t *v) {
+    return config_value(h, c, k, v);
+  }
+  static zf_status config_float(const zf_host *h, const zf_config *c, const char *k, double *v) {
+    return config_value(h, c, k, v);
+  }
+  static zf_status config_string(const zf_host *h, const zf_config *c, const char *k, const char **v) {
+    return config_value(h, c, k, v);
+  }
+
+  static zf_status all_reduce(const zf_host *host, zf_tensor_view buffer, zf_reduce_op op, void *stream,
+                              zf_error *error) {
+    return guarded(error, ZF_ERROR_COMMUNICATION,
+                   [&] { self(host).runtime_.comm->all_reduce(buffer, op, stream); });
+  }
+  static zf_status reduce_scatter(const zf_host *host, zf_tensor_view send, zf_tensor_view recv,
+                                  zf_reduce_op op, void *stream, zf_error *error) {
+    return guarded(error, ZF_ERROR_COMMUNICATION,
+                   [&] { self(host).runtime_.comm->reduce_scatter(send, recv, op, stream); });
+  }
+  static zf_status all_gather(const zf_host *host, zf_tensor_view send, zf_tensor_view recv, void *stream,
+                              zf_error *error) {
+    return guarded(error, ZF_ERROR_COMMUNICATION,
+                   [&] { self(host).runtime_.comm->all_gather(send, recv, stream); });
+  }
+  static zf_status broadcast(const zf_host *host, zf_tensor_view buffer, int32_t root, void *stream,
+                             zf_error *error) {
+    return guarded(error, ZF_ERROR_COMMUNICATION,
+                   [&] { self(host).runtime_.comm->broadcast(buffer, root, stream); });
+  }
+  static zf_status barrier(const zf_host *host, zf_error *error) {
+    return guarded(error, ZF_ERROR_COMMUNICATION, [&] { self(host).runtime_.comm->barrier(); });
+  }
+
+  static uint32_t worker_cores(const zf_host *host, int32_t *cores, uint32_t capacity) {
+    const std::vector<int> &list = self(host).runtime_.worker_cores;
+    for (uint32_t i = 0; i < capacity && i < list.size(); ++i) cores[i] = list[i];
+    return uint32_t(list.size());
+  }
+};
+
+PluginInstance::PluginInstance(const PluginFile &file, Runtime &runtime, const PluginConfig &config)
+    : file_(file), runtime_(runtime), config_(config) {
+  host_.struct_size = sizeof(zf_host);
+  host_.abi_version = file.abi_version;
+  host_.context = this;
+  host_.rank = runtime.comm->rank();
+  host_.world_size = runtime.comm->world_size();
+  host_.local_rank = runtime.comm->local_rank();
+  host_.local_size = runtime.comm->local_size();
+  host_.device = runtime.device;
+  host_.device_index = runtime.device_index;
+  host_.compute_stream = runtime.compute_stream;
+  host_.log = HostCallbacks::log;
+  host_.timer_id = HostCallbacks::timer_id;
+  host_.timer_start = HostCallbacks::timer_start;
+  host_.timer_stop = HostCallbacks::timer_stop;
+  host_.mem_alloc = HostCallbacks::mem_alloc;
+  host_.mem_free = HostCallbacks::mem_free;
+  host_.mem_account = HostCallbacks::mem_account;
+  host_.config_bool = HostCallbacks::config_bool;
+  host_.config_int = HostCallbacks::config_int;
+  host_.config_float = HostCallbacks::config_float;
+  host_.config_string = HostCallbacks::config_string;
+  host_.all_reduce = HostCallbacks::all_reduce;
+  host_.reduce_scatter = HostCallbacks::reduce_scatter;
+  host_.all_gather = HostCallbacks::all_gather;
+  host_.broadcast = HostCallbacks::broadcast;
+  host_.barrier = HostCallbacks::barrier;
+  host_.worker_cores = HostCallbacks::worker_cores;
+
+  // Every kind's table starts with struct_size, create, destroy (ZF_OBJECT_ENTRIES).
+  const auto *api = static_cast<const zf_stage_api *>(file.descriptor->api);
+  zf_error error{};
+  zf_status status = api->create(&host_, reinterpret_cast<const zf_config *>(&config_), &object_, &error);
+  error.message[ZF_MESSAGE_CAPACITY - 1] = '\0';
+  if (status == ZF_DECLINED)
+    throw PluginDeclined(format("%s plugin '%s' declined: %s", kind_name(file.descriptor->kind), name(),
+                                error.message[0] ? error.message : "no reason given"));
+  if (status != ZF_OK)
+    throw Error(format("%s plugin '%s' failed to start: %s", kind_name(file.descriptor->kind), name(),
+                       error.message[0] ? error.message : "no reason given"));
+  ZF_REQUIRE(object_ != nullptr, "%s plugin '%s': create returned ZF_OK but no object",
+             kind_name(file.descriptor->kind), name());
+}
+
+PluginInstance::~PluginInstance() {
+  const auto *api = static_cast<const zf_stage_api *>(file_.descriptor->api);
+  if (object_) api->destroy(object_);
+}
+
+void PluginInstance::check(zf_status status, const zf_error &error, const char *entry) const {
+  if (status == ZF_OK) return;
+  std::string message(error.message, strnlen(error.message, ZF_MESSAGE_CAPACITY));
+  throw Error(format("%s plugin '%s': %s failed: %s", kind_name(file_.descriptor->kind), name(), entry,
+                     message.empty() ? "no reason given" : message.c_str()));
+}
+
+}  // namespace zf

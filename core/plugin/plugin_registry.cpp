@@ -1,0 +1,306 @@
+#include "plugin/plugin_registry.hpp"
+
+#include "config/plugin_config.hpp"
+#include "runtime/error.hpp"
+
+#define BOOST_DLL_USE_STD_FS
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <cstddef>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+namespace zf {
+namespace fs = std::filesystem;
+
+const char *kind_name(zf_kind kind) {
+  switch (kind) {
+    case ZF_KIND_STAGE: return "stage";
+    case ZF_KIND_OFFLOAD: return "offload";
+    case ZF_KIND_OPTIMIZER: return "optimizer";
+    case ZF_KIND_SELECTOR: return "selector";
+  }
+  return "unknown";
+}
+
+std::optional<zf_kind> kind_from_name(const std::string &name) {
+  for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR})
+    if (name == kind_name(kind)) return kind;
+  return std::nullopt;
+}
+
+namespace {
+
+struct FileName {
+  std::string kind, name;
+};
+
+// "zf-KIND-NAME.so" -> {KIND, NAME}; nullopt for other names.
+std::optional<FileName> parse_file_name(const fs::path &path) {
+  std::string base = path.filename().string();
+  if (base.rfind("zf-", 0) != 0 || path.extension() != ".so") return std::nullopt;
+  std::string stem = base.substr(3, base.size() - 3 - 3);
+  auto dash = stem.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 >= stem.size()) return std::nullopt;
+  return FileName{stem.substr(0, dash), stem.substr(dash + 1)};
+}
+
+std::string version_text(uint32_t version) {
+  return format("%u.%u", ZF_ABI_MAJOR_OF(version), ZF_ABI_MINOR_OF(version));
+}
+
+// Size of each kind's table at ABI 1.0 and its required entries.
+struct KindTable {
+  size_t minimum_size;
+  std::vector<std::pair<const char *, size_t>> required;  // entry name, offset
+};
+
+#define ZF_ENTRY(type, member) {#member, offsetof(type, member)}
+KindTable kind_table(zf_kind kind) {
+  switch (kind) {
+    case ZF_KIND_STAGE:
+      return {sizeof(zf_stage_api),
+              {ZF_ENTRY(zf_stage_api, create), ZF_ENTRY(zf_stage_api, destroy),
+               ZF_ENTRY(zf_stage_api, plan), ZF_ENTRY(zf_stage_api, reduce_gradients)}};
+    case ZF_KIND_OFFLOAD:
+      return {sizeof(zf_offload_api),
+              {ZF_ENTRY(zf_offload_api, create), ZF_ENTRY(zf_offload_api, destroy),
+               ZF_ENTRY(zf_offload_api, plan)}};
+    case ZF_KIND_OPTIMIZER:
+      return {sizeof(zf_optimizer_api),
+              {ZF_ENTRY(zf_optimizer_api, create), ZF_ENTRY(zf_optimizer_api, destroy),
+               ZF_ENTRY(zf_optimizer_api, init_state), ZF_ENTRY(zf_optimizer_api, step)}};
+    case ZF_KIND_SELECTOR:
+      return {sizeof(zf_selector_api),
+              {ZF_ENTRY(zf_selector_api, create), ZF_ENTRY(zf_selector_api, destroy),
+               ZF_ENTRY(zf_selector_api, select)}};
+  }
+  return {0, {}};
+}
+#undef ZF_ENTRY
+
+bool wired(const void *api, size_t offset) {
+  void *entry = nullptr;
+  std::memcpy(&entry, static_cast<const char *>(api) + offset, sizeof entry);
+  return entry != nullptr;
+}
+
+// Capability bits must match what the table wires.
+std::string check_capabilities(const zf_descriptor &d) {
+  uint64_t caps = d.capabilities;
+  if (!(caps & (ZF_CAP_CPU | ZF_CAP_CUDA))) return "declares neither ZF_CAP_CPU nor ZF_CAP_CUDA";
+  struct Rule {
+    zf_kind kind;
+    uint64_t cap;
+    const char *cap_name;
+    std::vector<std::pair<const char *, size_t>> entries;
+  };
+  const Rule rules[] = {
+      {ZF_KIND_OPTIMIZER, ZF_CAP_ASYNC, "ZF_CAP_ASYNC",
+       {{"submit", offsetof(zf_optimizer_api, submit)}, {"wait", offsetof(zf_optimizer_api, wait)}}},
+      {ZF_KIND_OFFLOAD, ZF_CAP_NVME, "ZF_CAP_NVME",
+       {{"write_tile", offsetof(zf_offload_api, write_tile)},
+        {"read_tile", offsetof(zf_offload_api, read_tile)},
+        {"wait", offsetof(zf_offload_api, wait)}}},
+      {ZF_KIND_SELECTOR, ZF_CAP_SCORES, "ZF_CAP_SCORES", {{"score", offsetof(zf_selector_api, score)}}},
+  };
+  for (const Rule &rule : rules) {
+    if (rule.kind != d.kind) continue;
+    bool declared = caps & rule.cap;
+    for (const auto &[entry, offset] : rule.entries) {
+      if (declared && !wired(d.api, offset))
+        return format("declares %s but its '%s' entry is NULL", rule.cap_name, entry);
+    }
+    if (!declared && rule.kind == ZF_KIND_OPTIMIZER &&
+        (wired(d.api, rule.entries[0].second) != wired(d.api, rule.entries[1].second)))
+      return "wires only one of 'submit' and 'wait'";
+  }
+  return "";
+}
+
+std::string check_params(const zf_descriptor &d) {
+  if (d.param_count && !d.params) return "declares parameters but its table is NULL";
+  std::set<std::string> seen;
+  std::set<std::string> reserved = {"plugin"};
+  if (d.kind == ZF_KIND_OPTIMIZER)
+    reserved.insert({"lr", "beta1", "beta2", "eps", "weight_decay"});
+  for (uint32_t i = 0; i < d.param_count; ++i) {
+    const zf_param_decl &p = d.params[i];
+    if (!p.key || !*p.key) return format("parameter %u has no key", i);
+    if (reserved.count(p.key)) return format("parameter '%s' uses a key the core reserves", p.key);
+    if (!seen.insert(p.key).second) return format("parameter '%s' is declared twice", p.key);
+    try {
+      PluginConfig::parse_default(p);
+    } catch (const Error &error) {
+      return error.what();
+    }
+  }
+  return "";
+}
+
+// Libraries are never unloaded: worker threads or callbacks could still run their code.
+// Returns nullptr with *why set (the loader's own message) when the file cannot be loaded.
+boost::dll::shared_library *keep_loaded(const fs::path &path, std::string *why) {
+  try {
+    return new boost::dll::shared_library(
+        boost::dll::fs::path(path), boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception &error) {
+    *why = error.what();
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+PluginRegistry::PluginRegistry(std::vector<fs::path> search_path) : search_path_(std::move(search_path)) {}
+
+fs::path PluginRegistry::builtin_dir() {
+  boost::dll::fs::error_code error;
+  fs::path program = boost::dll::program_location(error);
+  return program.parent_path().parent_path() / "lib" / "zfcore" / "plugins";
+}
+
+std::vector<fs::path> PluginRegistry::default_search_path(const std::vector<std::string> &config_paths) {
+  std::vector<fs::path> dirs = {builtin_dir()};
+  if (const char *env = std::getenv("ZFCORE_PLUGIN_PATH")) {
+    std::stringstream stream(env);
+    std::string dir;
+    while (std::getline(stream, dir, ':'))
+      if (!dir.empty()) dirs.emplace_back(dir);
+  }
+  for (const std::string &dir : config_paths) dirs.emplace_back(dir);
+  return dirs;
+}
+
+const PluginFile *PluginRegistry::load(const fs::path &path, std::string *reason) {
+  std::error_code ec;
+  fs::path canonical = fs::weakly_canonical(path, ec);
+  std::string key = (ec ? path : canonical).string();
+  if (auto it = loaded_.find(key); it != loaded_.end()) return &it->second;
+  auto reject = [&](const std::string &why) -> const PluginFile * {
+    rejected_[key] = why;
+    if (reason) *reason = why;
+    return nullptr;
+  };
+  if (auto it = rejected_.find(key); it != rejected_.end()) return reject(it->second);
+
+  auto file_name = parse_file_name(path);
+  if (!file_name) return reject("not a plugin file name (expected zf-KIND-NAME.so)");
+  if (!kind_from_name(file_name->kind))
+    return reject(format("unknown kind '%s' in the file name (expected stage, offload, optimizer or selector)",
+                         file_name->kind.c_str()));
+
+  std::string load_error;
+  boost::dll::shared_library *library = keep_loaded(path, &load_error);
+  if (!library) return reject("cannot be loaded: " + load_error);
+  if (!library->has(ZF_NEGOTIATE_SYMBOL))
+    return reject("not a zfcore plugin: it exports no " ZF_NEGOTIATE_SYMBOL " entry");
+  auto negotiate = library->get<uint32_t(uint32_t)>(ZF_NEGOTIATE_SYMBOL);
+  uint32_t agreed = negotiate(ZF_ABI_VERSION);
+  if (agreed == 0)
+    return reject(format("refused ABI negotiation with this zfcore (ABI %s)", version_text(ZF_ABI_VERSION).c_str()));
+  if (ZF_ABI_MAJOR_OF(agreed) < ZF_ABI_MAJOR_OF(kMinimumAbiVersion) || agreed < kMinimumAbiVersion)
+    return reject(format("ABI too old: the plugin speaks %s, this zfcore needs %s or newer; rebuild it against "
+                         "the current zfcore SDK",
+                         version_text(agreed).c_str(), version_text(kMinimumAbiVersion).c_str()));
+  if (ZF_ABI_MAJOR_OF(agreed) > ZF_ABI_MAJOR || agreed > ZF_ABI_VERSION)
+    return reject(format("ABI too new: the plugin speaks %s, this zfcore speaks %s; upgrade zfcore or build the "
+                         "plugin against this zfcore's SDK",
+                         version_text(agreed).c_str(), version_text(ZF_ABI_VERSION).c_str()));
+  if (!library->has(ZF_DESCRIBE_SYMBOL))
+    return reject("missing entry: it exports " ZF_NEGOTIATE_SYMBOL " but not " ZF_DESCRIBE_SYMBOL);
+  auto describe = library->get<const zf_descriptor *()>(ZF_DESCRIBE_SYMBOL);
+  const zf_descriptor *d = describe();
+  if (!d) return reject(ZF_DESCRIBE_SYMBOL " returned NULL");
+  if (d->struct_size < sizeof(zf_descriptor))
+    return reject(format("descriptor too short: %u bytes, ABI %s needs at least %zu", d->struct_size,
+                         version_text(agreed).c_str(), sizeof(zf_descriptor)));
+  if (!d->name || !*d->name) return reject("descriptor has no name");
+  if (!kind_from_name(kind_name(d->kind)))
+    return reject(format("descriptor declares unknown kind %d", d->kind));
+  if (file_name->kind != kind_name(d->kind))
+    return reject(format("wrong kind: the file name says %s, the descriptor says %s", file_name->kind.c_str(),
+                         kind_name(d->kind)));
+  if (file_name->name != d->name)
+    return reject(format("name mismatch: the descriptor says '%s', the file name says '%s'", d->name,
+                         file_name->name.c_str()));
+  KindTable table = kind_table(d->kind);
+  if (!d->api) return reject(format("descriptor has no %s function table", kind_name(d->kind)));
+  uint32_t api_size = *static_cast<const uint32_t *>(d->api);
+  if (api_size < table.minimum_size)
+    return reject(format("%s function table too short: %u bytes, ABI %s needs at least %zu", kind_name(d->kind),
+                         api_size, version_text(agreed).c_str(), table.minimum_size));
+  for (const auto &[entry, offset] : table.required)
+    if (!wired(d->api, offset)) return reject(format("missing entry: required '%s' is NULL", entry));
+  if (std::string why = check_capabilities(*d); !why.empty()) return reject(why);
+  if (std::string why = check_params(*d); !why.empty()) return reject(why);
+
+  PluginFile &file = loaded_[key];
+  file.path = path;
+  file.descriptor = d;
+  file.abi_version = agreed;
+  return &file;
+}
+
+void PluginRegistry::scan(std::vector<const PluginFile *> &found, std::vector<Rejection> &rejected) {
+  std::map<std::string, fs::path> first;  // "kind-name" -> path
+  for (const fs::path &dir : search_path_) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto &entry : fs::directory_iterator(dir, ec)) {
+      std::string base = entry.path().filename().string();
+      if (base.rfind("zf-", 0) == 0 && entry.path().extension() == ".so") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path &path : files) {
+      std::string reason;
+      const PluginFile *file = load(path, &reason);
+      if (!file) {
+        rejected.push_back({path, reason});
+        continue;
+      }
+      std::string id = std::string(kind_name(file->descriptor->kind)) + "-" + file->descriptor->name;
+      if (auto it = first.find(id); it != first.end()) {
+        rejected.push_back({path, "shadowed by " + it->second.string() + " (earlier in the search path)"});
+        continue;
+      }
+      first[id] = path;
+      found.push_back(file);
+    }
+  }
+}
+
+const PluginFile &PluginRegistry::find(zf_kind kind, const std::string &name) {
+  std::string file_name = format("zf-%s-%s.so", kind_name(kind), name.c_str());
+  for (const fs::path &dir : search_path_) {
+    std::error_code ec;
+    fs::path path = dir / file_name;
+    if (!fs::exists(path, ec)) continue;
+    std::string reason;
+    const PluginFile *file = load(path, &reason);
+    if (!file) throw Error(format("%s plugin '%s' (%s) was rejected: %s", kind_name(kind), name.c_str(),
+                                  path.c_str(), reason.c_str()));
+    return *file;
+  }
+  std::vector<const PluginFile *> found;
+  std::vector<Rejection> rejected;
+  scan(found, rejected);
+  std::vector<std::string> names;
+  for (const PluginFile *file : found)
+    if (file->descriptor->kind == kind) names.push_back(file->descriptor->name);
+  std::string dirs;
+  for (const fs::path &dir : search_path_) dirs += (dirs.empty() ? "" : ", ") + dir.string();
+  std::string hint = suggest(name, names);
+  std::string available;
+  for (const std::string &n : names) available += (available.empty() ? "" : ", ") + n;
+  throw Error(format("no %s plugin named '%s' (looked for %s in: %s); %s%savailable: %s", kind_name(kind),
+                     name.c_str(), file_name.c_str(), dirs.c_str(), hint.c_str(), hint.empty() ? "" : " ",
+                     available.empty() ? "none" : available.c_str()));
+}
+
+}  // namespace zf

@@ -1,0 +1,27 @@
+// runtime.hpp: what the core hands to every plugin through zf_host: the communicator, the memory
+// ledger, the timers, the compute device and the cores reserved for plugin worker threads.
+#pragma once
+
+#include "comm/communicator.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/timers.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace zf {
+
+struct Runtime {
+  std::unique_ptr<Communicator> comm;
+  MemoryLedger memory;
+  Timers timers;
+  zf_device device = ZF_DEVICE_CPU;
+  int device_index = 0;
+  void *compute_stream = nullptr;
+  std::vector<int> worker_cores;  // for plugin worker threads (see runtime/affinity.hpp)
+
+  // A single-process CPU runtime (tests, benchmarks): rank 0 of 1, all allowed cores for workers.
+  static std::unique_ptr<Runtime> single_cpu();
+};
+
+}  // namespace zf

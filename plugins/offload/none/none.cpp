@@ -1,0 +1,36 @@
+// none: nothing is offloaded. Master weights, optimizer state and gradients stay where the model
+// computes (host memory on a CPU run, device memory on a GPU run); no copies.
+#include <zf/zf_plugin.hpp>
+
+namespace {
+
+struct NoOffload {
+  zf_tier tier;
+};
+
+zf_status create(const zf_host *host, const zf_config *, zf_object **out, zf_error *error) {
+  return zf::guard(error, [&] {
+    zf_tier tier = host->device == ZF_DEVICE_CUDA ? ZF_TIER_DEVICE : ZF_TIER_HOST;
+    *out = reinterpret_cast<zf_object *>(new NoOffload{tier});
+  });
+}
+
+void destroy(zf_object *object) { delete reinterpret_cast<NoOffload *>(object); }
+
+zf_status plan(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *plan, zf_error *) {
+  zf_tier tier = reinterpret_cast<NoOffload *>(object)->tier;
+  plan->master_tier = plan->state_tier = plan->grad_tier = tier;
+  return ZF_OK;
+}
+
+const zf_offload_api api = {sizeof(zf_offload_api), create, destroy, plan, nullptr, nullptr, nullptr, nullptr,
+                            nullptr};
+
+const zf_descriptor descriptor = {
+    sizeof(zf_descriptor), ZF_ABI_VERSION, "none", ZF_KIND_OFFLOAD, 0, nullptr, "0.1.0",
+    "no offload: everything stays on the compute device", ZF_CAP_CPU | ZF_CAP_CUDA, &api,
+};
+
+}  // namespace
+
+ZF_PLUGIN_DEFINE(descriptor)

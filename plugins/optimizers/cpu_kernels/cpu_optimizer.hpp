@@ -1,0 +1,88 @@
+// cpu_optimizer.hpp: CpuOptimizer, the object behind every CPU optimizer plugin (cpu_adam,
+// cpu_lion, cpu_adagrad): its state buffers, its thread pool, and the submit/wait protocol of
+// zf_optimizer_api. Plugins differ only in their declared parameters and the Algorithm.
+//
+// A step is split into chunks of kChunkElements (64-byte aligned in the flat buffer's element
+// space, 32 KiB per fp32 stream) that the pool runs; state is first touched by the same workers
+// that later update it. Errors are thrown as zf::Failure and turned into statuses by the entries
+// in optimizer_entries.cpp.
+#pragma once
+
+#include "thread_pool.hpp"
+#include "update_kernel.hpp"
+
+#include <zf/zf_plugin.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zf::cpu_kernels {
+
+struct CpuOptimizerOptions {
+  Algorithm algorithm = Algorithm::adamw;
+  SimdLevel simd = SimdLevel::scalar;
+  unsigned threads = 0;  // 0: one per worker core the host gives
+  MomentFormat moments = MomentFormat::f32;
+  float initial_accumulator = 0.0f;  // Adagrad's starting sum
+  double lr_decay = 0.0;             // Adagrad
+};
+
+class CpuOptimizer {
+ public:
+  static constexpr uint64_t kChunkElements = 8192;
+  // Steps smaller than this run on the calling thread: waking workers would cost more.
+  static constexpr uint64_t kInlineElements = 2 * kChunkElements;
+
+  CpuOptimizer(const zf_host *host, const CpuOptimizerOptions &options);
+  ~CpuOptimizer();
+  CpuOptimizer(const CpuOptimizer &) = delete;
+  CpuOptimizer &operator=(const CpuOptimizer &) = delete;
+
+  void init_state(uint64_t numel);
+  // Validates args, copies what the step needs and starts it; throws on bad arguments or when a
+  // step is already in flight.
+  void submit(const zf_optimizer_step_args &args);
+  void wait();  // returns at once when nothing is in flight
+  bool state_tensor(uint32_t index, const char **name, zf_tensor_view *view) const;
+
+  const CpuOptimizerOptions &options() const { return options_; }
+  unsigned threads() const { return pool_.size(); }
+
+ private:
+  struct Chunk {
+    uint64_t begin, end;
+    uint32_t group;
+  };
+  struct StateSlot {
+    void *data = nullptr;
+    const char *name = nullptr;
+  };
+  static void run_chunk(void *self, uint64_t chunk);
+  static void fill_chunk(void *self, uint64_t chunk);
+  void validate(const zf_optimizer_step_args &args) const;
+  GroupCoefficients coefficients(const zf_optimizer_group &group, float grad_scale,
+                                 int64_t step) const;
+  void build_chunks(const zf_optimizer_range *ranges, uint32_t range_count);
+  size_t moment_bytes() const { return options_.moments == MomentFormat::f32 ? 4 : 2; }
+
+  const zf_host *host_;
+  CpuOptimizerOptions options_;
+  ThreadPool pool_;
+  uint64_t numel_ = 0;
+  bool initialized_ = false;
+  StateSlot m_, v_;
+
+  // The step in flight (or the state fill of init_state).
+  UpdateFn kernel_ = nullptr;
+  UpdateOperands operands_{};
+  std::vector<GroupCoefficients> coefficients_;
+  std::vector<Chunk> chunks_;
+  bool in_flight_ = false;
+  bool on_pool_ = false;
+};
+
+// Threads for a pool: `requested`, or one per worker core when 0; the cores come from the host.
+std::vector<int> host_worker_cores(const zf_host *host);
+
+}  // namespace zf::cpu_kernels

@@ -1,0 +1,471 @@
+/* zf_plugin.h: the stable C ABI between zfcore (the host) and its plugins.
+ *
+ * Defines: ABI versioning and the two exported entry points, status codes and error messages,
+ * tensor views and the flat-buffer layout (segments, blocks), the host-services table, declared
+ * parameters, the plugin descriptor, and one function table per plugin kind (stage, offload,
+ * optimizer, selector).
+ *
+ * Rules that keep it stable (C99; compiles as C and C++):
+ *  - The first call is zf_plugin_negotiate; each side enforces its own minimum. A different major
+ *    version is a clear rejection, never a crash.
+ *  - Every struct that may grow starts with uint32_t struct_size and only grows at the end. A reader
+ *    uses a field only when struct_size covers it. Fixed-size array elements have reserved fields.
+ *  - No exceptions and no C++ types cross this boundary. Fallible entries return a zf_status and,
+ *    when it is not ZF_OK, write a NUL-terminated message into the caller's zf_error.
+ *  - Whoever allocates frees. Views handed to a plugin are borrowed for the duration of the call
+ *    unless an entry says otherwise.
+ *  - Optional entries may be NULL; the host then supplies the default written next to the entry.
+ *  - Streams and events cross as opaque pointers (cudaStream_t on CUDA, NULL on CPU). A plugin
+ *    never synchronizes the whole device.
+ *  - The host loads a plugin once and never unloads it.
+ *  - Threading: the host calls every entry of one plugin object from one thread (the training
+ *    thread) unless the entry says otherwise. Host services are thread-safe unless noted.
+ */
+#ifndef ZF_PLUGIN_H
+#define ZF_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Versioning ------------------------------------------------------------------------------ */
+
+#define ZF_ABI_MAJOR 1
+#define ZF_ABI_MINOR 0
+#define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
+#define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
+#define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
+#define ZF_ABI_MINOR_OF(version) ((uint32_t)(version) & 0xffffu)
+
+#if defined(_WIN32)
+#define ZF_EXPORT __declspec(dllexport)
+#else
+#define ZF_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ---- Status and errors ----------------------------------------------------------------------- */
+
+typedef int32_t zf_status;
+enum {
+  ZF_OK = 0,
+  ZF_DECLINED = 1,               /* "not on this machine": the host logs the message and skips */
+  ZF_ERROR = 2,                  /* fatal: the run stops with the plugin's message */
+  ZF_ERROR_INVALID_ARGUMENT = 3, /* fatal: a caller passed something the entry does not accept */
+  ZF_ERROR_OUT_OF_MEMORY = 4,    /* fatal: an allocation failed */
+  ZF_ERROR_UNSUPPORTED = 5,      /* fatal: the entry cannot do what was asked (dtype, device) */
+  ZF_ERROR_COMMUNICATION = 6     /* fatal: a collective failed or a peer is gone */
+};
+
+#define ZF_MESSAGE_CAPACITY 1024
+/* Written by the callee when it returns a status other than ZF_OK; owned by the caller, who copies
+ * the message out. The callee always NUL-terminates within ZF_MESSAGE_CAPACITY. */
+typedef struct zf_error {
+  char message[ZF_MESSAGE_CAPACITY];
+} zf_error;
+
+/* ---- Tensors and the flat-buffer layout ------------------------------------------------------ */
+
+typedef int32_t zf_dtype;
+enum { ZF_DTYPE_F32 = 0, ZF_DTYPE_BF16 = 1, ZF_DTYPE_F16 = 2, ZF_DTYPE_F64 = 3,
+       ZF_DTYPE_I32 = 4, ZF_DTYPE_I64 = 5, ZF_DTYPE_U8 = 6 };
+
+typedef int32_t zf_device;
+enum { ZF_DEVICE_CPU = 0, ZF_DEVICE_CUDA = 1 };
+
+/* A contiguous run of numel elements. Borrowed: the owner keeps it alive. data == NULL means
+ * "absent" wherever an entry documents a view as optional. */
+typedef struct zf_tensor_view {
+  void *data;
+  uint64_t numel;
+  zf_dtype dtype;
+  zf_device device;
+  int32_t device_index;
+  int32_t reserved;
+} zf_tensor_view;
+
+enum {
+  /* A 2-D weight W[rows = out, cols = in] stored column by column: column j (one input channel)
+   * is the rows contiguous elements at offset + j * rows. ZenFlow selects whole columns. */
+  ZF_SEGMENT_COLUMN_CONTIGUOUS = 1u << 0,
+  /* Excluded from weight decay (biases, norms, 1-D parameters by default). */
+  ZF_SEGMENT_NO_DECAY = 1u << 1,
+  /* A 2-D weight whose columns a selector may choose among; 1-D parameters never carry it and are
+   * always treated as important. */
+  ZF_SEGMENT_MATRIX = 1u << 2
+};
+
+/* One parameter in the flat buffer. */
+typedef struct zf_segment {
+  const char *name;  /* e.g. "layers.3.weight"; valid for the plugin object's lifetime */
+  uint64_t offset;   /* element offset in the flat buffer, a multiple of zf_layout.alignment */
+  uint64_t numel;    /* rows * cols */
+  uint64_t rows;     /* 2-D: output features; 1-D: numel */
+  uint64_t cols;     /* 2-D: input features (columns); 1-D: 1 */
+  uint32_t block;    /* index into zf_layout.blocks */
+  uint32_t flags;    /* ZF_SEGMENT_* */
+} zf_segment;
+
+/* One block of the model the engine runs in order (embedding, each transformer layer, head).
+ * A block's segments are contiguous: [offset, offset + numel) covers them and their padding. */
+typedef struct zf_block {
+  const char *name;
+  uint64_t offset;
+  uint64_t numel;
+  uint32_t first_segment;
+  uint32_t segment_count;
+} zf_block;
+
+/* The flat buffer's table of contents; identical on every rank. */
+typedef struct zf_layout {
+  uint32_t struct_size;
+  uint32_t segment_count;
+  const zf_segment *segments;
+  uint32_t block_count;
+  uint32_t reserved;
+  const zf_block *blocks;
+  uint64_t numel;     /* elements of the whole flat buffer, padding included */
+  uint64_t alignment; /* elements; every segment and block offset is a multiple of it */
+} zf_layout;
+
+/* ---- Host services --------------------------------------------------------------------------- */
+
+typedef int32_t zf_log_level;
+enum { ZF_LOG_DEBUG = 0, ZF_LOG_INFO = 1, ZF_LOG_WARN = 2, ZF_LOG_ERROR = 3 };
+
+/* Memory tiers of the ledger. */
+typedef int32_t zf_tier;
+enum { ZF_TIER_DEVICE = 0, ZF_TIER_PINNED_HOST = 1, ZF_TIER_HOST = 2, ZF_TIER_NVME = 3,
+       ZF_TIER_COUNT = 4 };
+
+typedef int32_t zf_reduce_op;
+enum { ZF_REDUCE_SUM = 0, ZF_REDUCE_MAX = 1, ZF_REDUCE_MIN = 2 };
+
+/* A plugin object's validated config table (opaque). */
+typedef struct zf_config zf_config;
+
+typedef struct zf_host zf_host;
+struct zf_host {
+  uint32_t struct_size;
+  uint32_t abi_version; /* the version both sides agreed on in zf_plugin_negotiate */
+  void *context;        /* host-private */
+
+  /* The run's data-parallel group; constant for the process lifetime. */
+  int32_t rank;
+  int32_t world_size;
+  int32_t local_rank; /* rank among the processes of this host */
+  int32_t local_size;
+  zf_device device;   /* where the model computes */
+  int32_t device_index;
+  void *compute_stream; /* opaque cudaStream_t of the training step; NULL on CPU */
+
+  /* Logging: message is copied before return; prefixed with the plugin name by the host. */
+  void (*log)(const zf_host *host, zf_log_level level, const char *message);
+
+  /* Named timers (the step breakdown). timer_id registers a name once and returns its id (stable
+   * for the run); start/stop bracket one interval. stream == NULL measures host time; otherwise
+   * the interval is measured with events recorded on that stream, without synchronizing. */
+  uint32_t (*timer_id)(const zf_host *host, const char *name);
+  void (*timer_start)(const zf_host *host, uint32_t timer, void *stream);
+  void (*timer_stop)(const zf_host *host, uint32_t timer, void *stream);
+
+  /* Memory, accounted in the ledger under tier and tag. Returns memory aligned to 4096 bytes (fit
+   * for O_DIRECT and SIMD), or NULL with error filled. ZF_TIER_DEVICE allocates on the run's
+   * device, ZF_TIER_PINNED_HOST page-locked host memory (plain host memory on CPU-only builds).
+   * The caller owns the block and returns it with mem_free. */
+  void *(*mem_alloc)(const zf_host *host, zf_tier tier, uint64_t bytes, const char *tag,
+                     zf_error *error);
+  void (*mem_free)(const zf_host *host, void *pointer);
+  /* Records bytes held outside mem_alloc (an NVMe file, a library's workspace); delta may be
+   * negative. */
+  void (*mem_account)(const zf_host *host, zf_tier tier, const char *tag, int64_t delta_bytes);
+
+  /* Config getters for the plugin's own table, already validated against its declared parameters;
+   * an absent key yields the declared default. Undeclared keys and type mismatches return
+   * ZF_ERROR_INVALID_ARGUMENT. Returned strings live as long as the config. Not thread-safe. */
+  zf_status (*config_bool)(const zf_host *host, const zf_config *config, const char *key,
+                           int32_t *value);
+  zf_status (*config_int)(const zf_host *host, const zf_config *config, const char *key,
+                          int64_t *value);
+  zf_status (*config_float)(const zf_host *host, const zf_config *config, const char *key,
+                            double *value);
+  zf_status (*config_string)(const zf_host *host, const zf_config *config, const char *key,
+                             const char **value);
+
+  /* Collectives over the data-parallel group. Every rank calls them in the same order from its
+   * training thread. CPU buffers: blocking. Device buffers: enqueued on stream (NULL = the
+   * compute stream) and complete in stream order. all_reduce works in place; reduce_scatter
+   * needs send.numel == recv.numel * world_size (rank r keeps part r); all_gather needs
+   * recv.numel == send.numel * world_size. */
+  zf_status (*all_reduce)(const zf_host *host, zf_tensor_view buffer, zf_reduce_op op,
+                          void *stream, zf_error *error);
+  zf_status (*reduce_scatter)(const zf_host *host, zf_tensor_view send, zf_tensor_view recv,
+                              zf_reduce_op op, void *stream, zf_error *error);
+  zf_status (*all_gather)(const zf_host *host, zf_tensor_view send, zf_tensor_view recv,
+                          void *stream, zf_error *error);
+  zf_status (*broadcast)(const zf_host *host, zf_tensor_view buffer, int32_t root, void *stream,
+                         zf_error *error);
+  zf_status (*barrier)(const zf_host *host, zf_error *error);
+
+  /* Cores reserved for this rank's plugin worker threads (physical cores, disjoint from the
+   * training thread's and from other ranks' on the same host). Writes at most capacity core ids
+   * and returns how many there are in total. */
+  uint32_t (*worker_cores)(const zf_host *host, int32_t *cores, uint32_t capacity);
+};
+
+/* ---- Declared parameters --------------------------------------------------------------------- */
+
+typedef int32_t zf_param_type;
+enum { ZF_PARAM_BOOL = 1, ZF_PARAM_INT = 2, ZF_PARAM_FLOAT = 3, ZF_PARAM_STRING = 4 };
+
+enum {
+  ZF_PARAM_HAS_MIN = 1u << 0,
+  ZF_PARAM_HAS_MAX = 1u << 1,
+  ZF_PARAM_MIN_EXCLUSIVE = 1u << 2, /* with HAS_MIN: value > min instead of >= */
+  ZF_PARAM_MAX_EXCLUSIVE = 1u << 3  /* with HAS_MAX: value < max instead of <= */
+};
+
+/* One key of the plugin's config table. The host validates the user's table against these before
+ * create: unknown keys, wrong types, out-of-range values and strings outside choices are config
+ * errors that name the file, line and column. */
+typedef struct zf_param_decl {
+  const char *key;
+  zf_param_type type;
+  uint32_t flags;            /* ZF_PARAM_* */
+  const char *default_value; /* as text: "true", "4", "1e-3", "auto" (strings unquoted) */
+  const char *doc;           /* one line, shown by `zfcore plugins --params` */
+  double min;
+  double max;
+  const char *choices; /* strings: allowed values separated by '|', or NULL for any */
+  const void *reserved;
+} zf_param_decl;
+
+/* ---- The descriptor and the entry points ----------------------------------------------------- */
+
+typedef int32_t zf_kind;
+enum { ZF_KIND_STAGE = 1, ZF_KIND_OFFLOAD = 2, ZF_KIND_OPTIMIZER = 3, ZF_KIND_SELECTOR = 4 };
+
+/* Capability bits; the host checks each against the entries wired in the kind's table. */
+enum {
+  ZF_CAP_CPU = 1u << 0,           /* works on CPU tensors */
+  ZF_CAP_CUDA = 1u << 1,          /* works on CUDA tensors */
+  ZF_CAP_ASYNC = 1u << 2,         /* optimizer: submit and wait are wired */
+  ZF_CAP_LOW_PRECISION_OUT = 1u << 3, /* optimizer: writes params_out (bf16/fp16) in the step */
+  ZF_CAP_SHARD_OPTIMIZER = 1u << 4,   /* stage: each rank owns 1/N of master and state */
+  ZF_CAP_SHARD_GRADIENTS = 1u << 5,   /* stage: each rank keeps 1/N of the gradients */
+  ZF_CAP_SHARD_PARAMETERS = 1u << 6,  /* stage: block hooks gather/release parameters */
+  ZF_CAP_NVME = 1u << 7,              /* offload: read_tile and write_tile are wired */
+  ZF_CAP_SCORES = 1u << 8             /* selector: score is wired */
+};
+
+/* Static, valid for the process lifetime; returned by zf_plugin_describe. */
+typedef struct zf_descriptor {
+  uint32_t struct_size;
+  uint32_t abi_version;    /* ZF_ABI_VERSION the plugin was compiled against */
+  const char *name;        /* must equal NAME in the file name zf-KIND-NAME.so */
+  zf_kind kind;
+  uint32_t param_count;
+  const zf_param_decl *params;
+  const char *version;     /* the plugin's own version, e.g. "1.2.0" */
+  const char *description; /* one line */
+  uint64_t capabilities;   /* ZF_CAP_* */
+  const void *api;         /* the kind's table: zf_stage_api, zf_offload_api, zf_optimizer_api or
+                              zf_selector_api, each starting with struct_size */
+} zf_descriptor;
+
+/* Entry point 1, called first. host_version is the highest version the host speaks. Return the
+ * highest version both support; return your own ZF_ABI_VERSION when the majors differ, so that the
+ * host can say which side is older. Return 0 to refuse outright. Must not call anything else. */
+typedef uint32_t (*zf_negotiate_fn)(uint32_t host_version);
+#define ZF_NEGOTIATE_SYMBOL "zf_plugin_negotiate"
+
+/* Entry point 2, called once after a successful negotiation. */
+typedef const zf_descriptor *(*zf_describe_fn)(void);
+#define ZF_DESCRIBE_SYMBOL "zf_plugin_describe"
+
+/* ---- Plugin objects -------------------------------------------------------------------------- */
+
+/* An instance created by a kind's create entry; opaque to the host. */
+typedef struct zf_object zf_object;
+
+/* Every kind's table starts with these three members (same order), so the host can create and
+ * destroy any plugin object alike.
+ *  create: host and config outlive the object. ZF_DECLINED = not on this machine (the host logs
+ *          error->message and skips the plugin); other non-OK statuses stop the run.
+ *  destroy: frees everything the object allocated; called once, after the last use. */
+#define ZF_OBJECT_ENTRIES                                                                         \
+  uint32_t struct_size;                                                                           \
+  zf_status (*create)(const zf_host *host, const zf_config *config, zf_object **object,          \
+                      zf_error *error);                                                           \
+  void (*destroy)(zf_object * object)
+
+/* What a stage or offload entry sees of one step's buffers. Views cover the whole flat buffer in
+ * the layout's element space unless an entry says "shard". */
+typedef struct zf_step_buffers {
+  uint32_t struct_size;
+  uint32_t micro_step;  /* 0-based micro-batch index within the optimizer step */
+  uint32_t micro_steps; /* gradient accumulation steps per optimizer step */
+  uint32_t reserved;
+  int64_t step;         /* 1-based optimizer step being computed */
+  const zf_layout *layout;
+  zf_tensor_view params; /* working (compute-precision) parameters */
+  zf_tensor_view grads;  /* gradients in compute precision, accumulated over micro-steps */
+  void *stream;          /* compute stream, NULL on CPU */
+} zf_step_buffers;
+
+/* ---- Stage: who owns which shard, and which collectives move gradients and parameters -------- */
+
+typedef struct zf_stage_plan {
+  uint32_t struct_size;
+  uint32_t reserved;
+  uint64_t shard_begin;  /* layout elements whose fp32 master and optimizer state this rank owns */
+  uint64_t shard_end;
+  uint64_t padded_numel; /* size the host gives the flat buffers (>= layout numel), so that every
+                            rank's shard can have the same length; 0 = layout numel */
+} zf_stage_plan;
+
+typedef struct zf_stage_api {
+  ZF_OBJECT_ENTRIES;
+  /* Once, before the first step: decide this rank's shard of the layout. Required. */
+  zf_status (*plan)(zf_object *stage, const zf_layout *layout, zf_stage_plan *plan,
+                    zf_error *error);
+  /* Around each block's forward and backward, in execution order (ZeRO-3 gathers a block's
+   * parameters before and releases them after; after_backward is where a bucketed reduce-scatter
+   * of that block's gradients starts). Optional: NULL = nothing. */
+  zf_status (*before_forward)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
+                              zf_error *error);
+  zf_status (*after_forward)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
+                             zf_error *error);
+  zf_status (*before_backward)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
+                               zf_error *error);
+  zf_status (*after_backward)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
+                              zf_error *error);
+  /* After the last micro-step's backward: leave in buffers->grads[shard_begin, shard_end) the sum
+   * over all ranks of their accumulated gradients (the host applies 1 / (world * micro_steps)).
+   * Required. */
+  zf_status (*reduce_gradients)(zf_object *stage, const zf_step_buffers *buffers,
+                                zf_error *error);
+  /* After the optimizer wrote this rank's shard of buffers->params: make the parameters every
+   * rank needs for the next forward available (all-gather). Optional: NULL = nothing. */
+  zf_status (*gather_parameters)(zf_object *stage, const zf_step_buffers *buffers,
+                                 zf_error *error);
+} zf_stage_api;
+
+/* ---- Offload: where master weights, optimizer state and gradients live ----------------------- */
+
+typedef struct zf_offload_plan {
+  uint32_t struct_size;
+  zf_tier master_tier; /* fp32 master parameters of the shard */
+  zf_tier state_tier;  /* optimizer state */
+  zf_tier grad_tier;   /* gradients handed to the optimizer */
+} zf_offload_plan;
+
+typedef struct zf_offload_api {
+  ZF_OBJECT_ENTRIES;
+  /* Once, before the first step: choose the tiers for this rank's shard. Required. */
+  zf_status (*plan)(zf_object *offload, const zf_layout *layout, uint64_t shard_numel,
+                    zf_offload_plan *plan, zf_error *error);
+  /* Start moving the owned gradient shard from the compute device to where the optimizer reads
+   * it, on the plugin's own stream, ordered after the work already on `stream`. Optional: NULL
+   * when grad_tier is the compute device's (nothing moves). */
+  zf_status (*gradients_out)(zf_object *offload, zf_tensor_view device_grads,
+                             zf_tensor_view optimizer_grads, void *stream, zf_error *error);
+  /* Start moving updated compute-precision parameters back to the device; `stream` will wait
+   * for them before the next forward. Optional, as above. */
+  zf_status (*parameters_in)(zf_object *offload, zf_tensor_view host_params,
+                             zf_tensor_view device_params, void *stream, zf_error *error);
+  /* Block the calling thread until every transfer started above has landed. Optional. */
+  zf_status (*wait)(zf_object *offload, zf_error *error);
+  /* NVMe tier (ZF_CAP_NVME): persist or load bytes of tensor `tensor` at byte offset `offset`.
+   * Buffers come from mem_alloc (4096-aligned); both may return before the I/O is done, and wait
+   * completes it. Optional. */
+  zf_status (*write_tile)(zf_object *offload, uint32_t tensor, uint64_t offset, const void *source,
+                          uint64_t bytes, zf_error *error);
+  zf_status (*read_tile)(zf_object *offload, uint32_t tensor, uint64_t offset, void *destination,
+                         uint64_t bytes, zf_error *error);
+} zf_offload_api;
+
+/* ---- Optimizer: the update math on one device ------------------------------------------------ */
+
+/* Hyperparameters of one parameter group. Fixed size; new fields take reserved slots. */
+typedef struct zf_optimizer_group {
+  float lr;
+  float beta1;
+  float beta2;
+  float eps;
+  float weight_decay; /* decoupled (AdamW) or L2 (Adam), as the optimizer's own config says */
+  float reserved[3];
+} zf_optimizer_group;
+
+/* Elements [begin, end) of the step's views, updated with group `group`. */
+typedef struct zf_optimizer_range {
+  uint64_t begin;
+  uint64_t end;
+  uint32_t group;
+  uint32_t reserved;
+} zf_optimizer_range;
+
+typedef struct zf_optimizer_step_args {
+  uint32_t struct_size;
+  uint32_t range_count;
+  const zf_optimizer_range *ranges; /* disjoint, sorted, within [0, params.numel) */
+  const zf_optimizer_group *groups;
+  uint32_t group_count;
+  float grad_scale;       /* gradients are multiplied by this before use (mean, unscale, clip) */
+  int64_t step;           /* 1-based count of updates so far including this one (bias correction) */
+  zf_tensor_view params;  /* fp32 master; element i pairs with state element i */
+  zf_tensor_view grads;   /* same numel as params; F32, BF16 or F16 */
+  zf_tensor_view params_out; /* optional BF16/F16 copy of the updated params (ZF_CAP_LOW_PRECISION_OUT) */
+  void *stream;           /* device optimizers enqueue here; NULL on CPU */
+} zf_optimizer_step_args;
+
+typedef struct zf_optimizer_api {
+  ZF_OBJECT_ENTRIES;
+  /* Once, before the first step: allocate state for numel elements (through mem_alloc, so the
+   * ledger sees it). Required. */
+  zf_status (*init_state)(zf_object *optimizer, uint64_t numel, zf_error *error);
+  /* Update the ranges now. Required. */
+  zf_status (*step)(zf_object *optimizer, const zf_optimizer_step_args *args, zf_error *error);
+  /* ZF_CAP_ASYNC: start the same update and return at once. The plugin copies *args (ranges and
+   * groups included); the host leaves the viewed buffers alone until wait returns. At most one
+   * submitted step is in flight. Optional: NULL = the host calls step. */
+  zf_status (*submit)(zf_object *optimizer, const zf_optimizer_step_args *args, zf_error *error);
+  zf_status (*wait)(zf_object *optimizer, zf_error *error);
+  /* State for checkpoints: fills name and a view of state tensor `index` (owned by the plugin,
+   * valid until destroy) and returns ZF_OK, or returns ZF_DECLINED past the last one. Optional. */
+  zf_status (*state_tensor)(zf_object *optimizer, uint32_t index, const char **name,
+                            zf_tensor_view *view, zf_error *error);
+} zf_optimizer_api;
+
+/* ---- Selector: which gradient columns matter now --------------------------------------------- */
+
+typedef struct zf_select_args {
+  uint32_t struct_size;
+  uint32_t column_count;   /* sum of cols over the layout's ZF_SEGMENT_MATRIX segments */
+  const zf_layout *layout;
+  zf_tensor_view grads;    /* gradients in layout element space starting at grad_offset */
+  uint64_t grad_offset;    /* layout element of grads.data[0] (a rank's shard starts later) */
+  void *stream;
+} zf_select_args;
+
+typedef struct zf_selector_api {
+  ZF_OBJECT_ENTRIES;
+  /* Score every complete column of the MATRIX segments inside the grads view: scores (F32,
+   * column_count elements, in segment order) gets a value for those columns and 0 elsewhere, so
+   * ranks can sum their score vectors and exchange nothing larger. Optional (ZF_CAP_SCORES):
+   * NULL = all scores 0. */
+  zf_status (*score)(zf_object *selector, const zf_select_args *args, zf_tensor_view scores,
+                     zf_error *error);
+  /* From the reduced scores, mark the important columns: mask (U8, column_count elements) gets 1
+   * for a selected column and 0 otherwise. Required. */
+  zf_status (*select)(zf_object *selector, const zf_select_args *args, zf_tensor_view scores,
+                      zf_tensor_view mask, zf_error *error);
+} zf_selector_api;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ZF_PLUGIN_H */
