@@ -1,7 +1,7 @@
 // bench_optimizer.cpp: `zfcore bench optimizer`: optimizer plugins, torch's fused CPU AdamW and
 // torch::optim::AdamW on the same buffers, side by side, with the memory ceilings of this machine
-// measured in the same run. Implementations take turns step by step (round robin), so a noisy
-// neighbour or a frequency change hits them all alike; each one's figure is its median step.
+// measured in the same run. Implementations and the memory probes take turns step by step (round
+// robin), so a noisy neighbour or a frequency change hits them all alike; each figure is a median.
 #include "bench/bench.hpp"
 #include "bench/memory_bandwidth.hpp"
 #include "bench/torch_peers.hpp"
@@ -134,11 +134,7 @@ struct Contender {
   double bytes_per_element = 0;
   std::function<void(int64_t)> step;
   std::vector<double> seconds;
-  double median() const {
-    std::vector<double> sorted = seconds;
-    std::sort(sorted.begin(), sorted.end());
-    return sorted[sorted.size() / 2];
-  }
+  double median() const;
 };
 
 // One optimizer plugin, loaded through the registry with its declared parameters set.
@@ -178,14 +174,24 @@ double bytes_per_element(const Options &o, bool low_moments) {
   return 8 + grad + 4 * moment + out;  // p read+write, g, m and v read+write, params_out
 }
 
-void print_table(const Options &o, unsigned threads, const bench::MemoryCeilings &ceilings,
+struct MemoryCeilings {
+  double triad_gbs = 0;
+  double adam_shaped_gelems = 0;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void print_table(const Options &o, unsigned threads, const MemoryCeilings &ceilings,
                  const std::vector<Contender> &contenders, double torch_fused_median) {
   std::printf("\nzfcore bench optimizer: %llu elements, %u threads, grads %s, params_out %s, "
               "moments %s (plugins that declare moment_dtype)\n",
               (unsigned long long)o.numel, threads, dtype_text(o.grad_dtype),
               o.out_dtype == ZF_DTYPE_F32 ? "none" : dtype_text(o.out_dtype),
               o.moment_dtype.c_str());
-  std::printf("memory: STREAM-like triad %.1f GB/s; Adam-shaped loop (read p,g,m,v, write p,m,v) "
+  std::printf("memory (same rounds, same threads): STREAM-like triad %.1f GB/s; Adam-shaped loop (read p,g,m,v, write p,m,v) "
               "%.3f Gelem/s = %.1f GB/s\n",
               ceilings.triad_gbs, ceilings.adam_shaped_gelems, ceilings.adam_shaped_gelems * 28);
   std::printf("%-42s %9s %9s %8s %8s %9s %11s\n", "implementation", "ms/step", "Gelem/s", "GB/s",
@@ -204,7 +210,7 @@ void print_table(const Options &o, unsigned threads, const bench::MemoryCeilings
               bytes_per_element(o, false));
 }
 
-void write_json(const Options &o, unsigned threads, const bench::MemoryCeilings &ceilings,
+void write_json(const Options &o, unsigned threads, const MemoryCeilings &ceilings,
                 const std::vector<Contender> &contenders, double torch_fused_median) {
   JsonWriter json;
   json.begin_object();
@@ -240,6 +246,8 @@ void write_json(const Options &o, unsigned threads, const bench::MemoryCeilings 
   std::printf("wrote %s\n", o.json.c_str());
 }
 
+double Contender::median() const { return zf::median(seconds); }
+
 }  // namespace
 
 int bench_optimizer(const std::vector<std::string> &args) {
@@ -267,9 +275,8 @@ int bench_optimizer(const std::vector<std::string> &args) {
   }
   const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 
-  std::printf("measuring memory bandwidth with %u threads...\n", threads);
-  const bench::MemoryCeilings ceilings =
-      bench::measure_memory_ceilings(n, runtime->worker_cores, threads, 5);
+  bench::MemoryProbe probe(n, runtime->worker_cores, threads);
+  std::vector<double> triad_seconds, adam_shaped_seconds;
 
   std::vector<Contender> contenders;
   std::vector<std::unique_ptr<PluginContender>> plugins;
@@ -335,8 +342,13 @@ int bench_optimizer(const std::vector<std::string> &args) {
     }
   }
 
-  // Round robin: step s of every implementation, then step s + 1.
+  // Round robin: the memory probes and step s of every implementation, then step s + 1.
   for (int s = 1; s <= o.warmup + o.steps; ++s) {
+    const double triad = probe.triad_seconds(), adam_shaped = probe.adam_shaped_seconds();
+    if (s > o.warmup) {
+      triad_seconds.push_back(triad);
+      adam_shaped_seconds.push_back(adam_shaped);
+    }
     for (Contender &c : contenders) {
       const auto start = std::chrono::steady_clock::now();
       c.step(s);
@@ -346,6 +358,9 @@ int bench_optimizer(const std::vector<std::string> &args) {
     }
   }
 
+  MemoryCeilings ceilings;
+  ceilings.triad_gbs = 12.0 * double(probe.numel()) / median(triad_seconds) / 1e9;
+  ceilings.adam_shaped_gelems = double(probe.numel()) / median(adam_shaped_seconds) / 1e9;
   const double fused_median =
       torch_fused_index < contenders.size() ? contenders[torch_fused_index].median() : 0.0;
   print_table(o, threads, ceilings, contenders, fused_median);

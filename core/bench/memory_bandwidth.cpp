@@ -1,10 +1,7 @@
 #include "bench/memory_bandwidth.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <functional>
-#include <memory>
 #include <thread>
 
 #if defined(__x86_64__)
@@ -18,24 +15,94 @@
 namespace zf::bench {
 namespace {
 
-struct FreeDeleter {
-  void operator()(float *p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<float, FreeDeleter>;
-
-Buffer allocate(uint64_t numel) {
-  return Buffer(static_cast<float *>(std::aligned_alloc(4096, (numel * 4 + 4095) / 4096 * 4096)));
+float *allocate(uint64_t numel) {
+  return static_cast<float *>(std::aligned_alloc(4096, (numel * 4 + 4095) / 4096 * 4096));
 }
 
-// Runs body(begin, end) on threads pinned workers over [0, numel) in 64-byte aligned slices.
-void parallel(uint64_t numel, const std::vector<int> &cores, unsigned threads,
-              const std::function<void(uint64_t, uint64_t)> &body) {
+void triad(float *a, const float *b, const float *c, uint64_t begin, uint64_t end) {
+#if defined(__x86_64__)
+  // Non-temporal stores, as STREAM builds use: a is written without being read first.
+  const __m128 s = _mm_set1_ps(3.0f);
+  for (uint64_t i = begin; i < end; i += 4)
+    _mm_stream_ps(a + i, _mm_add_ps(_mm_load_ps(b + i), _mm_mul_ps(s, _mm_load_ps(c + i))));
+  _mm_sfence();
+#else
+  for (uint64_t i = begin; i < end; ++i) a[i] = b[i] + 3.0f * c[i];
+#endif
+}
+
+// Every load of a vector comes before its stores: a store to m[i] followed by a load of v[i]
+// (same offset within a page) would stall on 4K aliasing and understate the ceiling.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void adam_shaped_avx512(float *p, const float *g, float *m,
+                                                           float *v, uint64_t begin,
+                                                           uint64_t end) {
+  const __m512 b1 = _mm512_set1_ps(0.9f), c1 = _mm512_set1_ps(0.1f), b2 = _mm512_set1_ps(0.999f),
+               c2 = _mm512_set1_ps(0.001f), lr = _mm512_set1_ps(1e-3f);
+  for (uint64_t i = begin; i < end; i += 16) {
+    __m512 pv = _mm512_load_ps(p + i), gv = _mm512_load_ps(g + i), mv = _mm512_load_ps(m + i),
+           vv = _mm512_load_ps(v + i);
+    mv = _mm512_fmadd_ps(b1, mv, _mm512_mul_ps(c1, gv));
+    vv = _mm512_fmadd_ps(b2, vv, _mm512_mul_ps(c2, _mm512_mul_ps(gv, gv)));
+    pv = _mm512_fnmadd_ps(lr, mv, pv);
+    _mm512_store_ps(p + i, pv);
+    _mm512_store_ps(m + i, mv);
+    _mm512_store_ps(v + i, vv);
+  }
+}
+#endif
+
+void adam_shaped(float *p, const float *g, float *m, float *v, uint64_t begin, uint64_t end) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return adam_shaped_avx512(p, g, m, v, begin, end);
+  const __m128 b1 = _mm_set1_ps(0.9f), c1 = _mm_set1_ps(0.1f), b2 = _mm_set1_ps(0.999f),
+               c2 = _mm_set1_ps(0.001f), lr = _mm_set1_ps(1e-3f);
+  for (uint64_t i = begin; i < end; i += 4) {
+    __m128 pv = _mm_load_ps(p + i), gv = _mm_load_ps(g + i), mv = _mm_load_ps(m + i),
+           vv = _mm_load_ps(v + i);
+    mv = _mm_add_ps(_mm_mul_ps(b1, mv), _mm_mul_ps(c1, gv));
+    vv = _mm_add_ps(_mm_mul_ps(b2, vv), _mm_mul_ps(c2, _mm_mul_ps(gv, gv)));
+    pv = _mm_sub_ps(pv, _mm_mul_ps(lr, mv));
+    _mm_store_ps(p + i, pv);
+    _mm_store_ps(m + i, mv);
+    _mm_store_ps(v + i, vv);
+  }
+#else
+  for (uint64_t i = begin; i < end; ++i) {
+    const float gi = g[i], mi = 0.9f * m[i] + 0.1f * gi, vi = 0.999f * v[i] + 0.001f * gi * gi;
+    p[i] -= 1e-3f * mi;
+    m[i] = mi;
+    v[i] = vi;
+  }
+#endif
+}
+
+}  // namespace
+
+MemoryProbe::MemoryProbe(uint64_t numel, const std::vector<int> &cores, unsigned threads)
+    : numel_((numel + 15) / 16 * 16), cores_(cores), threads_(threads ? threads : 1),
+      p_(allocate(numel_)), g_(allocate(numel_)), m_(allocate(numel_)), v_(allocate(numel_)) {
+  parallel([](MemoryProbe &self, uint64_t begin, uint64_t end) {
+    for (uint64_t i = begin; i < end; ++i) {
+      self.p_[i] = 1.0f;
+      self.g_[i] = 0.5f;
+      self.m_[i] = self.v_[i] = 0.0f;
+    }
+  });
+}
+
+MemoryProbe::~MemoryProbe() {
+  for (float *buffer : {p_, g_, m_, v_}) std::free(buffer);
+}
+
+void MemoryProbe::parallel(void (*body)(MemoryProbe &, uint64_t, uint64_t)) {
   std::vector<std::thread> workers;
-  for (unsigned t = 0; t < threads; ++t) {
-    const uint64_t begin = numel * t / threads / 16 * 16;
-    const uint64_t end = t + 1 == threads ? numel : numel * (t + 1) / threads / 16 * 16;
-    const int core = cores.empty() ? -1 : cores[t % cores.size()];
-    workers.emplace_back([&body, begin, end, core] {
+  for (unsigned t = 0; t < threads_; ++t) {
+    const uint64_t begin = numel_ * t / threads_ / 16 * 16;
+    const uint64_t end = t + 1 == threads_ ? numel_ : numel_ * (t + 1) / threads_ / 16 * 16;
+    const int core = cores_.empty() ? -1 : cores_[t % cores_.size()];
+    workers.emplace_back([this, body, begin, end, core] {
 #if defined(__linux__)
       if (core >= 0) {
         cpu_set_t set;
@@ -44,72 +111,26 @@ void parallel(uint64_t numel, const std::vector<int> &cores, unsigned threads,
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);
       }
 #endif
-      body(begin, end);
+      body(*this, begin, end);
     });
   }
   for (auto &worker : workers) worker.join();
 }
 
-double median_seconds(int repeats, const std::function<void()> &run) {
-  run();  // warm-up: page faults and frequency ramp stay out of the figure
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+double MemoryProbe::triad_seconds() {
+  const auto start = std::chrono::steady_clock::now();
+  parallel([](MemoryProbe &self, uint64_t begin, uint64_t end) {
+    triad(self.m_, self.p_, self.g_, begin, end);
+  });
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void triad(float *a, const float *b, const float *c, float s, uint64_t begin, uint64_t end) {
-#if defined(__x86_64__)
-  // Non-temporal stores, as STREAM builds use: a is written without being read first.
-  const __m128 scalar = _mm_set1_ps(s);
-  for (uint64_t i = begin; i < end; i += 4)
-    _mm_stream_ps(a + i, _mm_add_ps(_mm_load_ps(b + i), _mm_mul_ps(scalar, _mm_load_ps(c + i))));
-  _mm_sfence();
-#else
-  for (uint64_t i = begin; i < end; ++i) a[i] = b[i] + s * c[i];
-#endif
-}
-
-void adam_shaped(float *__restrict p, const float *__restrict g, float *__restrict m,
-                 float *__restrict v, uint64_t begin, uint64_t end) {
-  for (uint64_t i = begin; i < end; ++i) {
-    m[i] = 0.9f * m[i] + 0.1f * g[i];
-    v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
-    p[i] = p[i] - 1e-3f * m[i];
-  }
-}
-
-}  // namespace
-
-MemoryCeilings measure_memory_ceilings(uint64_t numel, const std::vector<int> &cores,
-                                       unsigned threads, int repeats) {
-  numel = (numel + 15) / 16 * 16;
-  Buffer p = allocate(numel), g = allocate(numel), m = allocate(numel), v = allocate(numel);
-  parallel(numel, cores, threads, [&](uint64_t begin, uint64_t end) {
-    for (uint64_t i = begin; i < end; ++i) {
-      p.get()[i] = 1.0f;
-      g.get()[i] = 0.5f;
-      m.get()[i] = v.get()[i] = 0.0f;
-    }
+double MemoryProbe::adam_shaped_seconds() {
+  const auto start = std::chrono::steady_clock::now();
+  parallel([](MemoryProbe &self, uint64_t begin, uint64_t end) {
+    adam_shaped(self.p_, self.g_, self.m_, self.v_, begin, end);
   });
-  MemoryCeilings ceilings;
-  const double triad_seconds = median_seconds(repeats, [&] {
-    parallel(numel, cores, threads, [&](uint64_t begin, uint64_t end) {
-      triad(m.get(), p.get(), g.get(), 3.0f, begin, end);
-    });
-  });
-  ceilings.triad_gbs = 12.0 * double(numel) / triad_seconds / 1e9;
-  const double adam_seconds = median_seconds(repeats, [&] {
-    parallel(numel, cores, threads, [&](uint64_t begin, uint64_t end) {
-      adam_shaped(p.get(), g.get(), m.get(), v.get(), begin, end);
-    });
-  });
-  ceilings.adam_shaped_gelems = double(numel) / adam_seconds / 1e9;
-  return ceilings;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace zf::bench

@@ -13,13 +13,12 @@
 #define ZF_HAVE_BENCH 1
 #endif
 
+#include <c10/util/Exception.h>
+
 #include <cstdio>
 
 namespace zf {
 namespace {
-
-// The process-wide runtime, kept so that fail_run can abort every MPI rank.
-Runtime *g_runtime = nullptr;
 
 struct RunArgs {
   std::string file;
@@ -72,10 +71,11 @@ std::string param_text(const zf_param_decl &p) {
 
 }  // namespace
 
-int fail_run(const std::string &message) {
-  log_error(message);
-  if (g_runtime && g_runtime->comm && g_runtime->comm->world_size() > 1) g_runtime->comm->abort(1);
-  return 1;
+std::string error_message(const std::exception &error) {
+  if (dynamic_cast<const Error *>(&error)) return error.what();
+  if (auto *torch_error = dynamic_cast<const c10::Error *>(&error))
+    return std::string("libtorch: ") + torch_error->what_without_backtrace();
+  return std::string("internal error: ") + error.what();
 }
 
 int command_version() {
@@ -87,20 +87,28 @@ int command_run(const std::vector<std::string> &args) {
   RunArgs run = parse_run_args(args);
   auto runtime = std::make_unique<Runtime>();
   runtime->comm = make_cpu_communicator();
-  g_runtime = runtime.get();
   log_set_rank(runtime->comm->rank(), runtime->comm->world_size());
   runtime->worker_cores = allowed_cores();
-  Config config = Config::load(run.file, run.overrides);
-  PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
-  RunSummary summary = train(config, *runtime, registry);
-  if (runtime->comm->rank() == 0) {
-    std::printf("zfcore: %lld steps, loss %.4f -> %.4f, mean step %.1f ms, param_digest %s\n",
-                (long long)summary.steps, summary.initial_loss, summary.final_loss, summary.mean_step_ms,
-                summary.param_digest.c_str());
-    std::printf("zfcore: wrote %s/{steps.jsonl,steps.csv,summary.json}\n", summary.output_dir.c_str());
+  try {
+    Config config = Config::load(run.file, run.overrides);
+    PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
+    RunSummary summary = train(config, *runtime, registry);
+    if (runtime->comm->rank() == 0) {
+      std::printf("zfcore: %lld steps, loss %.4f -> %.4f, mean step %.1f ms, param_digest %s\n",
+                  (long long)summary.steps, summary.initial_loss, summary.final_loss, summary.mean_step_ms,
+                  summary.param_digest.c_str());
+      std::printf("zfcore: wrote %s/{steps.jsonl,steps.csv,summary.json}\n", summary.output_dir.c_str());
+    }
+    runtime->comm->barrier();
+  } catch (const std::exception &error) {
+    // Peers may be waiting in a collective: end them all now, before the communicator's
+    // destructor would wait for them.
+    if (runtime->comm->world_size() > 1) {
+      log_error(error_message(error));
+      runtime->comm->abort(1);
+    }
+    throw;
   }
-  runtime->comm->barrier();
-  g_runtime = nullptr;
   return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include "runtime/error.hpp"
 
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,7 @@ int command_validate(const std::vector<std::string> &args);
 int command_plugins(const std::vector<std::string> &args);
 int command_bench(const std::vector<std::string> &args);
 
-// Prints "zfcore: error: message" and ends the process; under MPI every rank ends with it, so no
-// peer waits forever in a collective.
-int fail_run(const std::string &message);
+// The user-facing text of an exception (zf::Error as is, libtorch's without its backtrace).
+std::string error_message(const std::exception &error);
 
 }  // namespace zf

@@ -4,8 +4,6 @@
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
 
-#include <c10/util/Exception.h>
-
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -44,11 +42,8 @@ int main(int argc, char **argv) {
   } catch (const zf::UsageError &error) {
     std::fprintf(stderr, "zfcore %s: %s\n", command.c_str(), error.what());
     return 2;
-  } catch (const zf::Error &error) {
-    return zf::fail_run(error.what());
-  } catch (const c10::Error &error) {
-    return zf::fail_run(std::string("libtorch: ") + error.what_without_backtrace());
   } catch (const std::exception &error) {
-    return zf::fail_run(std::string("internal error: ") + error.what());
+    zf::log_error(zf::error_message(error));
+    return 1;
   }
 }

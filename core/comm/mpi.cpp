@@ -9,7 +9,10 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
+#include <cstdio>
+#include <thread>
 #include <cmath>
 #include <cstring>
 
@@ -139,6 +142,10 @@ class MpiCommunicator final : public Communicator {
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
 
   [[noreturn]] void abort(int exit_code) override {
+    // Let the launcher forward this rank's last words before it tears the job down.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     MPI_Abort(MPI_COMM_WORLD, exit_code);
     std::_Exit(exit_code);
   }

@@ -142,7 +142,7 @@ Config Config::parse(const std::string &text, const std::string &name,
       auto value = scalar(value_node);
       ZF_REQUIRE(value.has_value(), "%s: %s.%s is %s; expected a single value", where.str().c_str(),
                  table.c_str(), key.c_str(), node_kind(value_node));
-      config.set(table, key, *value, where);
+      config.set(table, key, *value, where, at(name, key_node.source()));
     }
   }
 
@@ -174,14 +174,14 @@ Config Config::parse(const std::string &text, const std::string &name,
       section.candidates = {text_value};
       section.where = where;
     } else {
-      config.set(table, key, value, where);
+      config.set(table, key, value, where, where);
     }
   }
   return config;
 }
 
 void Config::set(const std::string &table, const std::string &key, const Value &value,
-                 const Location &where) {
+                 const Location &where, const Location &key_where) {
   auto core = core_.find(table);
   bool is_core_key = false;
   if (core != core_.end()) {
@@ -193,12 +193,12 @@ void Config::set(const std::string &table, const std::string &key, const Value &
     entries.erase(std::remove_if(entries.begin(), entries.end(),
                                  [&](const ConfigEntry &e) { return e.key == key; }),
                   entries.end());
-    entries.push_back(ConfigEntry{key, value, where});
+    entries.push_back(ConfigEntry{key, value, where, key_where});
     return;
   }
   std::vector<std::string> extra;
   if (table == "run") extra.push_back("plugin_path");
-  core->second.set(key, value, where, extra);
+  core->second.set(key, value, where, extra, &key_where);
   locations_[table + "." + key] = where;
 }
 
@@ -237,7 +237,8 @@ PluginConfig Config::plugin_config(const PluginSection &section, const zf_descri
   std::vector<std::string> extra = {"plugin"};
   if (section.kind == ZF_KIND_OPTIMIZER)
     extra.insert(extra.end(), optimizer_common_keys().begin(), optimizer_common_keys().end());
-  for (const ConfigEntry &entry : section.entries) config.set(entry.key, entry.value, entry.where, extra);
+  for (const ConfigEntry &entry : section.entries)
+    config.set(entry.key, entry.value, entry.where, extra, &entry.key_where);
   return config;
 }
 

@@ -22,7 +22,8 @@ namespace zf {
 struct ConfigEntry {
   std::string key;
   Value value;
-  Location where;
+  Location where;      // of the value
+  Location key_where;  // of the key
 };
 
 struct PluginSection {
@@ -58,7 +59,7 @@ class Config {
 
  private:
   void set(const std::string &table, const std::string &key, const Value &value,
-           const Location &where);
+           const Location &where, const Location &key_where);
   std::string file_;
   std::map<std::string, PluginConfig> core_;
   std::map<std::string, Location> locations_;  // "table.key" -> where

@@ -62,7 +62,9 @@ std::string suggest(const std::string &key, const std::vector<std::string> &cand
   std::string best;
   size_t best_distance = std::max<size_t>(2, key.size() / 3) + 1;
   for (const std::string &candidate : candidates) {
-    size_t distance = edit_distance(key, candidate);
+    // A key that is the start of a valid one ("bucket" for "bucket_mb") is as good as a typo.
+    bool prefix = key.size() >= 3 && candidate.rfind(key, 0) == 0;
+    size_t distance = prefix ? 1 : edit_distance(key, candidate);
     if (distance < best_distance) {
       best_distance = distance;
       best = candidate;
@@ -162,14 +164,14 @@ std::string PluginConfig::check(const zf_param_decl &decl, Value &value) {
 }
 
 void PluginConfig::set(const std::string &key, const Value &value, const Location &where,
-                       const std::vector<std::string> &extra_keys) {
+                       const std::vector<std::string> &extra_keys, const Location *key_where) {
   auto decl = std::find_if(declarations_.begin(), declarations_.end(),
                            [&](const zf_param_decl &d) { return key == d.key; });
   if (decl == declarations_.end()) {
     std::vector<std::string> keys(extra_keys);
     for (const zf_param_decl &d : declarations_) keys.push_back(d.key);
     std::string hint = suggest(key, keys);
-    throw Error(format("%s: unknown key '%s' in [%s]%s%s", where.str().c_str(), key.c_str(),
+    throw Error(format("%s: unknown key '%s' in [%s]%s%s", (key_where ? *key_where : where).str().c_str(), key.c_str(),
                        table_.c_str(), hint.empty() ? "" : "; ", hint.c_str()));
   }
   Value checked = value;

@@ -22,9 +22,10 @@ class PluginConfig {
 
   // Validates and stores one user value; throws zf::Error "<location>: <table>.<key> ...: why"
   // for an undeclared key (with the nearest of the declared keys and `extra_keys` suggested), a
-  // wrong type, a value out of range or outside the choices.
+  // wrong type, a value out of range or outside the choices. Unknown keys are reported at
+  // key_where (where the key itself was written) when given.
   void set(const std::string &key, const Value &value, const Location &where,
-           const std::vector<std::string> &extra_keys = {});
+           const std::vector<std::string> &extra_keys = {}, const Location *key_where = nullptr);
   const std::string &table() const { return table_; }
 
   // The value or the declared default; nullptr if the key is not declared.

@@ -76,10 +76,10 @@ class Trainer {
     std::string output_dir = config_.string("run", "output_dir");
     if (output_dir.empty()) output_dir = "runs/" + name;
     std::string progress = config_.string("run", "progress");
-    bool show_progress = progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO));
+    // Under mpirun a rank's stdout is a pseudo-terminal whatever the user's is: no bar by default.
+    bool show_progress = progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO) && !launched_under_mpi());
     RunReport report(output_dir, comm_.rank() == 0, show_progress, config_.integer("run", "log_every"));
     print_plan();
-    select_columns();
 
     RunSummary summary;
     double timed_ms = 0;
@@ -224,6 +224,7 @@ class Trainer {
       timers_.stop(t.bwd);
     }
 
+    if (step == 1) select_columns();
     timers_.start(t.step);
     optimizer_step(step);
     timers_.stop(t.step);
@@ -264,8 +265,8 @@ class Trainer {
     }
   }
 
-  // Runs the selector once on the first micro-batch's gradients of an untrained model (the
-  // selection step); ZenFlow runs it on its own schedule.
+  // Runs the selector once, on the reduced gradients of the first step (the selection step);
+  // ZenFlow runs it on its own schedule.
   void select_columns() {
     const zf_layout &layout = flat_->layout();
     uint32_t columns = 0;

@@ -13,12 +13,16 @@ struct Lanes {
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V load(const float *source) { return _mm256_loadu_ps(source); }
   static void store(float *target, V x) { _mm256_storeu_ps(target, x); }
+  using H = __m128i;
   static V load_bf16(const uint16_t *source) {
     __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(source)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
+  static V load_f16(const uint16_t *source) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(source)));
+  }
   // Round to nearest even in integer arithmetic; NaNs become quiet NaNs.
-  static void store_bf16(uint16_t *target, V x) {
+  static H pack_bf16(V x) {
     const __m256i bits = _mm256_castps_si256(x);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
     __m256i rounded = _mm256_srli_epi32(
@@ -29,15 +33,16 @@ struct Lanes {
         _mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet), is_nan));
     // Values fit 16 bits, so the unsigned-saturating pack is exact; fix the lane order after.
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i *>(target), _mm256_castsi256_si128(packed));
+    return _mm256_castsi256_si128(packed);
   }
-  static V load_f16(const uint16_t *source) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(source)));
+  static H pack_f16(V x) { return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static void store_half(uint16_t *target, H x) {
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(target), x);
   }
-  static void store_f16(uint16_t *target, V x) {
-    _mm_storeu_si128(reinterpret_cast<__m128i *>(target),
-                     _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  static void stream_half(uint16_t *target, H x) {
+    _mm_stream_si128(reinterpret_cast<__m128i *>(target), x);
   }
+  static void fence() { _mm_sfence(); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V div(V a, V b) { return _mm256_div_ps(a, b); }

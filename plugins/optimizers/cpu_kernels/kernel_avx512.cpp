@@ -14,12 +14,16 @@ struct Lanes {
   static V set1(float x) { return _mm512_set1_ps(x); }
   static V load(const float *source) { return _mm512_loadu_ps(source); }
   static void store(float *target, V x) { _mm512_storeu_ps(target, x); }
+  using H = __m256i;
   static V load_bf16(const uint16_t *source) {
     __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(source)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
+  static V load_f16(const uint16_t *source) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(source)));
+  }
   // Round to nearest even in integer arithmetic; NaNs become quiet NaNs.
-  static void store_bf16(uint16_t *target, V x) {
+  static H pack_bf16(V x) {
     const __m512i bits = _mm512_castps_si512(x);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
     __m512i rounded = _mm512_srli_epi32(
@@ -27,15 +31,16 @@ struct Lanes {
     const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     rounded = _mm512_mask_mov_epi32(
         rounded, is_nan, _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(target), _mm512_cvtepi32_epi16(rounded));
+    return _mm512_cvtepi32_epi16(rounded);
   }
-  static V load_f16(const uint16_t *source) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(source)));
+  static H pack_f16(V x) { return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static void store_half(uint16_t *target, H x) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(target), x);
   }
-  static void store_f16(uint16_t *target, V x) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(target),
-                        _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  static void stream_half(uint16_t *target, H x) {
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(target), x);
   }
+  static void fence() { _mm_sfence(); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }

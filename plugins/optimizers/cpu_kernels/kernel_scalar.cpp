@@ -14,10 +14,14 @@ struct Lanes {
   static V set1(float x) { return x; }
   static V load(const float *source) { return *source; }
   static void store(float *target, V x) { *target = x; }
+  using H = uint16_t;
   static V load_bf16(const uint16_t *source) { return zf::bf16_to_float(*source); }
-  static void store_bf16(uint16_t *target, V x) { *target = zf::float_to_bf16(x); }
   static V load_f16(const uint16_t *source) { return zf::f16_to_float(*source); }
-  static void store_f16(uint16_t *target, V x) { *target = zf::float_to_f16(x); }
+  static H pack_bf16(V x) { return zf::float_to_bf16(x); }
+  static H pack_f16(V x) { return zf::float_to_f16(x); }
+  static void store_half(uint16_t *target, H x) { *target = x; }
+  static void stream_half(uint16_t *target, H x) { *target = x; }
+  static void fence() {}
   static V add(V a, V b) { return a + b; }
   static V mul(V a, V b) { return a * b; }
   static V div(V a, V b) { return a / b; }

@@ -1,0 +1,88 @@
+// topk_l1: a ZenFlow-style column selector, written as a third party would: against the SDK only.
+// score: the L1 norm of each gradient column (one input channel of W[out, in]) that lies wholly
+// in this rank's gradient view; select: per weight, the `ratio` fraction of columns with the
+// largest (all-reduced) scores.
+#include <zf/zf_plugin.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+struct TopkL1 {
+  double ratio;
+};
+
+zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
+  return zf::guard(error, [&] {
+    *out = reinterpret_cast<zf_object *>(new TopkL1{zf::Config(host, config).real("ratio")});
+  });
+}
+
+void destroy(zf_object *object) { delete reinterpret_cast<TopkL1 *>(object); }
+
+zf_status score(zf_object *, const zf_select_args *args, zf_tensor_view scores, zf_error *error) {
+  if (scores.dtype != ZF_DTYPE_F32 || scores.numel != args->column_count)
+    return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "scores must be F32 with one value per column");
+  if (args->grads.device != ZF_DEVICE_CPU) return zf::fail(error, ZF_ERROR_UNSUPPORTED, "CPU gradients only");
+  auto *out = static_cast<float *>(scores.data);
+  const uint64_t begin = args->grad_offset, end = begin + args->grads.numel;
+  uint64_t column_index = 0;
+  for (uint32_t s = 0; s < args->layout->segment_count; ++s) {
+    const zf_segment &seg = args->layout->segments[s];
+    if (!(seg.flags & ZF_SEGMENT_MATRIX)) continue;
+    const bool by_column = seg.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS;
+    for (uint64_t c = 0; c < seg.cols; ++c, ++column_index) {
+      out[column_index] = 0.0f;
+      // Element (r, c) of W lives at offset + c*rows + r (column-contiguous) or offset + r*cols + c.
+      uint64_t first = seg.offset + (by_column ? c * seg.rows : c);
+      uint64_t last = seg.offset + (by_column ? c * seg.rows + seg.rows - 1 : (seg.rows - 1) * seg.cols + c);
+      if (first < begin || last >= end) continue;  // another rank scores this column
+      double sum = 0;
+      for (uint64_t r = 0; r < seg.rows; ++r)
+        sum += std::fabs(zf::load_float(args->grads, (by_column ? first + r : first + r * seg.cols) - begin));
+      out[column_index] = float(sum);
+    }
+  }
+  return ZF_OK;
+}
+
+zf_status select(zf_object *object, const zf_select_args *args, zf_tensor_view scores, zf_tensor_view mask,
+                 zf_error *error) {
+  const double ratio = reinterpret_cast<TopkL1 *>(object)->ratio;
+  if (mask.dtype != ZF_DTYPE_U8 || mask.numel != args->column_count)
+    return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "mask must be U8 with one value per column");
+  const auto *score_of = static_cast<const float *>(scores.data);
+  auto *chosen = static_cast<uint8_t *>(mask.data);
+  uint64_t first_column = 0;
+  for (uint32_t s = 0; s < args->layout->segment_count; ++s) {
+    const zf_segment &seg = args->layout->segments[s];
+    if (!(seg.flags & ZF_SEGMENT_MATRIX)) continue;
+    std::vector<uint64_t> order(seg.cols);
+    std::iota(order.begin(), order.end(), first_column);
+    uint64_t keep = std::max<uint64_t>(1, uint64_t(std::ceil(ratio * double(seg.cols))));
+    // Ties break toward the lower column index, so every rank chooses the same columns.
+    std::stable_sort(order.begin(), order.end(), [&](uint64_t a, uint64_t b) { return score_of[a] > score_of[b]; });
+    for (uint64_t i = 0; i < seg.cols; ++i) chosen[order[i]] = i < keep ? 1 : 0;
+    first_column += seg.cols;
+  }
+  return ZF_OK;
+}
+
+const zf_param_decl params[] = {
+    {"ratio", ZF_PARAM_FLOAT, ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE | ZF_PARAM_HAS_MAX, "0.1",
+     "fraction of each weight's columns selected", 0, 1, nullptr, nullptr},
+};
+
+const zf_selector_api api = {sizeof(zf_selector_api), create, destroy, score, select};
+
+const zf_descriptor descriptor = {
+    sizeof(zf_descriptor), ZF_ABI_VERSION, "topk_l1", ZF_KIND_SELECTOR, 1, params, "1.0.0",
+    "top-k gradient columns by L1 norm (an out-of-tree example)", ZF_CAP_CPU | ZF_CAP_SCORES, &api,
+};
+
+}  // namespace
+
+ZF_PLUGIN_DEFINE(descriptor)

@@ -1,0 +1,137 @@
+// The ABI negotiation matrix: each deliberately broken plugin gets its documented outcome and
+// message, and none crashes the host. Also: every built-in plugin passes the same checks.
+#include "config/config.hpp"
+#include "plugin/plugin_instance.hpp"
+#include "runtime/error.hpp"
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+
+using namespace zf;
+
+namespace {
+
+std::string plugin_path(const std::string &name) {
+  return std::string(ZF_ABI_PLUGIN_DIR) + "/zf-selector-" + name + ".so";
+}
+
+std::string rejection(const std::string &name) {
+  PluginRegistry registry({ZF_ABI_PLUGIN_DIR});
+  std::string reason;
+  const PluginFile *file = registry.load(plugin_path(name), &reason);
+  CHECK(file == nullptr);
+  return reason;
+}
+
+}  // namespace
+
+TEST_CASE("a well-formed C plugin loads, negotiates and runs", "[abi]") {
+  PluginRegistry registry({ZF_ABI_PLUGIN_DIR});
+  const PluginFile &file = registry.find(ZF_KIND_SELECTOR, "good");
+  REQUIRE(std::string(file.descriptor->name) == "good");
+  REQUIRE(file.abi_version == ZF_ABI_VERSION);
+  auto runtime = Runtime::single_cpu();
+  PluginConfig config(*file.descriptor, "selector");
+  PluginInstance instance(file, *runtime, config);
+  std::vector<uint8_t> mask(5, 7);
+  zf_select_args args{};
+  args.struct_size = sizeof args;
+  args.column_count = 5;
+  zf_error error{};
+  zf_tensor_view mask_view{mask.data(), 5, ZF_DTYPE_U8, ZF_DEVICE_CPU, 0, 0};
+  REQUIRE(instance.api<zf_selector_api>()->select(instance.object(), &args, {}, mask_view, &error) == ZF_OK);
+  REQUIRE(mask == std::vector<uint8_t>{1, 0, 1, 0, 1});
+}
+
+TEST_CASE("broken plugins are rejected with their reason", "[abi]") {
+  CHECK_THAT(rejection("noentry"), Catch::Contains("not a zfcore plugin") && Catch::Contains("zf_plugin_negotiate"));
+  CHECK_THAT(rejection("oldmajor"), Catch::Contains("ABI too old") && Catch::Contains("0.9") &&
+                                        Catch::Contains("rebuild"));
+  CHECK_THAT(rejection("newmajor"), Catch::Contains("ABI too new") && Catch::Contains("2.0"));
+  CHECK_THAT(rejection("wrongkind"), Catch::Contains("wrong kind") && Catch::Contains("file name says selector") &&
+                                         Catch::Contains("descriptor says optimizer"));
+  CHECK_THAT(rejection("short"), Catch::Contains("descriptor too short"));
+  CHECK_THAT(rejection("mismatch"), Catch::Contains("name mismatch") && Catch::Contains("somebody_else") &&
+                                        Catch::Contains("'mismatch'"));
+  CHECK_THAT(rejection("nodescribe"), Catch::Contains("missing entry") && Catch::Contains("zf_plugin_describe"));
+  CHECK_THAT(rejection("capmismatch"), Catch::Contains("ZF_CAP_SCORES") && Catch::Contains("'score'"));
+  CHECK_THAT(rejection("norequired"), Catch::Contains("missing entry") && Catch::Contains("'select'"));
+  CHECK_THAT(rejection("baddefault"), Catch::Contains("ratio") && Catch::Contains("not an integer"));
+  CHECK_THAT(rejection("garbage"), Catch::Contains("cannot be loaded"));
+}
+
+TEST_CASE("create that declines is not a failure; create that fails stops with the plugin's message", "[abi]") {
+  PluginRegistry registry({ZF_ABI_PLUGIN_DIR});
+  auto runtime = Runtime::single_cpu();
+  const PluginFile &declines = registry.find(ZF_KIND_SELECTOR, "declines");
+  PluginConfig config(*declines.descriptor, "selector");
+  CHECK_THROWS_MATCHES(PluginInstance(declines, *runtime, config), PluginDeclined,
+                       Catch::Matchers::Message("selector plugin 'declines' declined: no accelerator of this kind on "
+                                                "this machine"));
+  const PluginFile &fails = registry.find(ZF_KIND_SELECTOR, "fails");
+  CHECK_THROWS_MATCHES(PluginInstance(fails, *runtime, config), zf::Error,
+                       Catch::Matchers::Message("selector plugin 'fails' failed to start: cannot open /dev/imaginary0"));
+}
+
+TEST_CASE("zfcore run falls back past a declining plugin and stops on a failing one", "[abi]") {
+  std::string dir = test::scratch_dir("abi_run");
+  std::string base = test::zfcore() + " run " + test::source_dir() +
+                     "/examples/quickstart.toml --set train.steps=2 --set run.output_dir=" + dir +
+                     " --set run.plugin_path=" ZF_ABI_PLUGIN_DIR;
+  {
+    // A list tries candidates in order: "declines" is skipped with its reason logged.
+    std::string file = dir + "/fallback.toml";
+    std::string text = test::read_text(test::source_dir() + "/examples/quickstart.toml");
+    std::FILE *out = std::fopen(file.c_str(), "w");
+    std::fprintf(out, "%s\n[selector]\nplugin = [\"declines\", \"good\"]\n", text.c_str());
+    std::fclose(out);
+    auto outcome = test::run_command(test::zfcore() + " run " + file + " --set train.steps=2 --set run.output_dir=" +
+                                     dir + " --set run.plugin_path=" ZF_ABI_PLUGIN_DIR);
+    INFO(outcome.output);
+    CHECK(outcome.exit_code == 0);
+    CHECK_THAT(outcome.output, Catch::Contains("declined: no accelerator"));
+    CHECK_THAT(outcome.output, Catch::Contains("selector good"));
+    CHECK(test::json_field(test::read_text(dir + "/summary.json"), "selected_column_fraction").substr(0, 3) == "0.5");
+  }
+  auto failed = test::run_command(base + " --set selector.plugin=fails");
+  INFO(failed.output);
+  CHECK(failed.exit_code != 0);
+  CHECK_THAT(failed.output, Catch::Contains("cannot open /dev/imaginary0"));
+  auto declined = test::run_command(base + " --set selector.plugin=declines");
+  CHECK(declined.exit_code != 0);
+  CHECK_THAT(declined.output, Catch::Contains("no selector plugin could run here"));
+}
+
+TEST_CASE("zfcore plugins lists every rejected file with its reason and keeps going", "[abi]") {
+  auto outcome = test::run_command("ZFCORE_PLUGIN_PATH=" ZF_ABI_PLUGIN_DIR " " + test::zfcore() + " plugins");
+  INFO(outcome.output);
+  REQUIRE(outcome.exit_code == 0);
+  for (const char *name : {"noentry", "oldmajor", "newmajor", "wrongkind", "short", "mismatch", "nodescribe",
+                           "capmismatch", "norequired", "baddefault", "garbage"})
+    CHECK_THAT(outcome.output, Catch::Contains(std::string("zf-selector-") + name + ".so: "));
+  CHECK_THAT(outcome.output, Catch::Contains("selector   good"));
+}
+
+TEST_CASE("every built-in plugin passes the host's checks and starts with its defaults", "[abi]") {
+  PluginRegistry registry({PluginRegistry::builtin_dir()});
+  std::vector<const PluginFile *> found;
+  std::vector<Rejection> rejected;
+  registry.scan(found, rejected);
+  for (const Rejection &r : rejected) FAIL(r.path.string() + ": " + r.reason);
+  std::set<std::string> names;
+  for (const PluginFile *file : found) names.insert(std::string(kind_name(file->descriptor->kind)) + "/" + file->descriptor->name);
+  for (const char *required : {"stage/zero0", "offload/none", "optimizer/adamw_ref", "selector/all"})
+    CHECK(names.count(required) == 1);
+  auto runtime = Runtime::single_cpu();
+  for (const PluginFile *file : found) {
+    INFO(file->path.string());
+    PluginConfig config(*file->descriptor, kind_name(file->descriptor->kind));
+    try {
+      PluginInstance instance(*file, *runtime, config);
+    } catch (const PluginDeclined &) {
+      // Declining is allowed (e.g. a GPU plugin on this machine).
+    }
+  }
+}

@@ -1,0 +1,55 @@
+// faulty: zero0 that fails on purpose, to test that one rank's failure ends every rank.
+// fail_mode "error" returns an error from reduce_gradients; "exit" kills the process outright.
+#include <zf/zf_plugin.hpp>
+
+#include <unistd.h>
+
+namespace {
+
+struct Faulty {
+  const zf_host *host;
+  int64_t fail_rank, fail_step;
+  bool hard_exit;
+};
+
+zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
+  return zf::guard(error, [&] {
+    zf::Config cfg(host, config);
+    *out = reinterpret_cast<zf_object *>(
+        new Faulty{host, cfg.integer("fail_rank"), cfg.integer("fail_step"), cfg.string("fail_mode") == "exit"});
+  });
+}
+
+void destroy(zf_object *object) { delete reinterpret_cast<Faulty *>(object); }
+
+zf_status plan(zf_object *, const zf_layout *layout, zf_stage_plan *plan, zf_error *) {
+  plan->shard_begin = 0;
+  plan->shard_end = layout->numel;
+  return ZF_OK;
+}
+
+zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
+  auto *self = reinterpret_cast<Faulty *>(object);
+  if (self->host->rank == self->fail_rank && buffers->step == self->fail_step) {
+    if (self->hard_exit) _exit(3);
+    return zf::fail(error, ZF_ERROR, "injected failure on rank %d at step %lld", self->host->rank,
+                    (long long)buffers->step);
+  }
+  return self->host->all_reduce(self->host, buffers->grads, ZF_REDUCE_SUM, buffers->stream, error);
+}
+
+const zf_param_decl params[] = {
+    {"fail_rank", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "1", "rank that fails", 0, 0, nullptr, nullptr},
+    {"fail_step", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "3", "step at which it fails", 1, 0, nullptr, nullptr},
+    {"fail_mode", ZF_PARAM_STRING, 0, "error", "error: return an error; exit: die", 0, 0, "error|exit", nullptr},
+};
+
+const zf_stage_api api = {sizeof(zf_stage_api), create, destroy, plan, nullptr, nullptr, nullptr, nullptr,
+                          reduce_gradients, nullptr};
+
+const zf_descriptor descriptor = {sizeof(zf_descriptor), ZF_ABI_VERSION, "faulty", ZF_KIND_STAGE, 3, params,
+                                  "0.0.1", "zero0 that fails on purpose (tests only)", ZF_CAP_CPU, &api};
+
+}  // namespace
+
+ZF_PLUGIN_DEFINE(descriptor)

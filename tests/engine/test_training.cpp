@@ -1,0 +1,79 @@
+// End-to-end runs of the real binary: the quickstart learns; zero0 on 2 MPI ranks computes
+// exactly what one process computes for the same global batch; a rank that fails or dies ends
+// every rank with an error, quickly.
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+using namespace zf;
+
+namespace {
+
+std::string quickstart() { return test::source_dir() + "/examples/quickstart.toml"; }
+
+struct Run {
+  test::Outcome outcome;
+  std::string summary;
+};
+
+Run run(const std::string &prefix, const std::string &dir, const std::string &extra) {
+  Run r;
+  r.outcome = test::run_command(prefix + test::zfcore() + " run " + quickstart() + " --set run.output_dir=" + dir +
+                                " --set run.progress=off " + extra);
+  r.summary = test::read_text(dir + "/summary.json");
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the quickstart's loss falls well below where it starts", "[train]") {
+  std::string dir = test::scratch_dir("quickstart");
+  Run r = run("", dir, "--set train.steps=80");
+  INFO(r.outcome.output);
+  REQUIRE(r.outcome.exit_code == 0);
+  double initial = std::stod(test::json_field(r.summary, "initial_loss"));
+  double final_loss = std::stod(test::json_field(r.summary, "final_loss"));
+  CHECK(initial == Approx(std::log(256.0)).epsilon(0.05));  // untrained: uniform over 256 classes
+  CHECK(final_loss < 0.1 * initial);
+  CHECK(test::json_field(r.summary, "steps") == "80");
+  CHECK(test::read_text(dir + "/steps.csv").find("step,loss,step_ms") == 0);
+  CHECK(std::count(r.summary.begin(), r.summary.end(), '\n') <= 1);
+}
+
+TEST_CASE("zero0 on 2 MPI ranks gives the param_digest of one process with the same global batch", "[train][mpi]") {
+  std::string common = "--set train.steps=6 --set train.micro_batch=32 --set run.threads=1 ";
+  Run single = run("", test::scratch_dir("zero0_single"), common + "--set train.grad_accum=2");
+  Run pair = run(test::mpirun(2), test::scratch_dir("zero0_pair"), common + "--set train.grad_accum=1");
+  INFO(single.outcome.output << "\n" << pair.outcome.output);
+  REQUIRE(single.outcome.exit_code == 0);
+  REQUIRE(pair.outcome.exit_code == 0);
+  CHECK(test::json_field(pair.summary, "world_size") == "2");
+  CHECK(test::json_field(pair.summary, "communicator") == "mpi");
+  std::string digest = test::json_field(single.summary, "param_digest");
+  CHECK(digest.size() == 16);
+  CHECK(test::json_field(pair.summary, "param_digest") == digest);
+  CHECK(test::json_field(pair.summary, "final_loss") == test::json_field(single.summary, "final_loss"));
+  // The digest sees the math: another learning rate gives another digest.
+  Run other = run("", test::scratch_dir("zero0_other"), common + "--set train.grad_accum=2 --set optimizer.lr=2e-3");
+  CHECK(test::json_field(other.summary, "param_digest") != digest);
+}
+
+TEST_CASE("a rank that errors or dies mid-step ends every rank with a message, quickly", "[train][mpi]") {
+  for (std::string mode : {"error", "exit"}) {
+    INFO("fail_mode " << mode);
+    auto started = std::chrono::steady_clock::now();
+    auto outcome = test::run_command("timeout 120 " + test::mpirun(2) + test::zfcore() + " run " + quickstart() +
+                                     " --set run.output_dir=" + test::scratch_dir("fault_" + mode) +
+                                     " --set run.plugin_path=" + test::binary_dir() + "/tests/abi_plugins" +
+                                     " --set stage.plugin=faulty --set stage.fail_mode=" + mode +
+                                     " --set train.steps=20");
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    INFO(outcome.output);
+    CHECK(outcome.exit_code != 0);
+    CHECK(outcome.exit_code != 124);  // not ended by the timeout
+    CHECK(seconds < 60);
+    if (mode == "error") CHECK_THAT(outcome.output, Catch::Contains("injected failure on rank 1 at step 3"));
+  }
+}

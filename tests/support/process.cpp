@@ -1,0 +1,51 @@
+#include "support/process.hpp"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace zf::test {
+
+Outcome run_command(const std::string &command) {
+  Outcome outcome;
+  std::FILE *pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return outcome;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) outcome.output.append(buffer, n);
+  int status = pclose(pipe);
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return outcome;
+}
+
+std::string read_text(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string json_field(const std::string &json, const std::string &key) {
+  std::string needle = "\"" + key + "\":";
+  auto at = json.find(needle);
+  if (at == std::string::npos) return "";
+  at += needle.size();
+  if (json[at] == '"') {
+    auto end = json.find('"', at + 1);
+    return json.substr(at + 1, end - at - 1);
+  }
+  auto end = json.find_first_of(",}", at);
+  return json.substr(at, end - at);
+}
+
+std::string scratch_dir(const std::string &name) {
+  std::filesystem::path dir = std::filesystem::path(ZF_TEST_BINARY_DIR) / "test-scratch" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+}  // namespace zf::test

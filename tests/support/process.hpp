@@ -1,0 +1,34 @@
+// process.hpp: runs a shell command for tests and captures its exit code and output
+// (stdout and stderr together), and reads files and JSON fields of the run outputs.
+#pragma once
+
+#include <string>
+
+namespace zf::test {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+Outcome run_command(const std::string &command);
+std::string read_text(const std::string &path);
+// The value of "key" in a flat JSON object, as text (quotes removed); "" when absent.
+std::string json_field(const std::string &json, const std::string &key);
+// A fresh empty directory under the build tree's test scratch space.
+std::string scratch_dir(const std::string &name);
+
+// Paths baked in by CMake.
+inline std::string zfcore() { return ZF_TEST_BINARY_DIR "/bin/zfcore"; }
+inline std::string source_dir() { return ZF_TEST_SOURCE_DIR; }
+inline std::string binary_dir() { return ZF_TEST_BINARY_DIR; }
+
+}  // namespace zf::test
+
+namespace zf::test {
+// The MPI launcher with what it needs on any machine (root, more ranks than cores).
+inline std::string mpirun(int ranks) {
+  return std::string(ZF_TEST_MPIEXEC) + " --allow-run-as-root --oversubscribe --bind-to none -np " +
+         std::to_string(ranks) + " ";
+}
+}  // namespace zf::test
