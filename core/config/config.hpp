@@ -67,8 +67,18 @@ class Config {
   std::vector<std::string> plugin_path_;
 };
 
-// The core's schema: table name -> declared keys (config/schema.cpp).
+// The core's schema: table name -> declared keys (config/schema.cpp), assembled from each
+// table's own declarations (model/schema.cpp, data/schema.cpp, ...).
 const std::map<std::string, std::vector<zf_param_decl>> &core_schema();
+std::vector<zf_param_decl> model_schema();
+std::vector<zf_param_decl> data_schema();
+
+// One declared key; flags are ZF_PARAM_* (kMin etc. below), choices '|'-separated.
+zf_param_decl decl(const char *key, zf_param_type type, const char *default_value, const char *doc,
+                   uint32_t flags = 0, double min = 0, double max = 0, const char *choices = nullptr);
+constexpr uint32_t kMin = ZF_PARAM_HAS_MIN;
+constexpr uint32_t kMinOpen = ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE;
+constexpr uint32_t kUnitOpen = ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX | ZF_PARAM_MAX_EXCLUSIVE;
 // The optimizer hyperparameters every optimizer plugin receives per group.
 const std::vector<std::string> &optimizer_common_keys();
 

@@ -18,11 +18,14 @@ namespace zf {
 
 struct Batch {
   torch::Tensor inputs;   // token ids [B, T] (int64) or features [B, H] (linear_stack)
-  torch::Tensor targets;  // same leading shape; int64 class/token ids
-  torch::Tensor loss_mask;  // optional [B, T] float: 1 where the loss counts (instruction data)
+  torch::Tensor targets;  // same shape as the ids; int64; kIgnoreIndex where the loss does not
+                          // count (padding, instruction prompts)
   int64_t samples = 0;
   int64_t tokens = 0;     // tokens that count toward throughput
 };
+
+// Target value the loss skips (the Hugging Face / torch convention).
+constexpr int64_t kIgnoreIndex = -100;
 
 struct ModelParameter {
   std::string name;      // Hugging Face-style name where one exists ("transformer.h.0.attn.c_attn.weight")
@@ -39,7 +42,8 @@ class Model {
   virtual std::vector<std::string> block_names() const = 0;
   // All trainable parameters, grouped by block in block order; stable across calls.
   virtual std::vector<ModelParameter> parameters() = 0;
-  // Runs block `block` on the previous block's output (block 0 receives batch.inputs).
+  // Runs block `block` on the previous block's output (block 0 receives batch.inputs). The last
+  // block of a language model returns logits [B, T, vocab].
   virtual torch::Tensor forward_block(size_t block, const torch::Tensor &hidden,
                                       const Batch &batch) = 0;
   // Scalar mean loss over the counted positions of the micro-batch.

@@ -41,6 +41,9 @@ struct Lanes {
     _mm256_stream_si256(reinterpret_cast<__m256i *>(target), x);
   }
   static void fence() { _mm_sfence(); }
+  static void prefetch(const void *address) {
+    _mm_prefetch(static_cast<const char *>(address), _MM_HINT_T0);
+  }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }

@@ -22,6 +22,7 @@ struct Lanes {
   static void store_half(uint16_t *target, H x) { *target = x; }
   static void stream_half(uint16_t *target, H x) { *target = x; }
   static void fence() {}
+  static void prefetch(const void *) {}
   static V add(V a, V b) { return a + b; }
   static V mul(V a, V b) { return a * b; }
   static V div(V a, V b) { return a / b; }
