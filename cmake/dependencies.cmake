@@ -1,12 +1,15 @@
 # Finds every dependency once and exposes it as a target:
 #   zf::torch (libtorch, CPU or CUDA), MPI::MPI_C, tomlplusplus::tomlplusplus, Boost::headers,
-#   PkgConfig::URING (optional), and, when ZF_CUDA resolves ON, CUDA::cudart and zf::nccl.
+#   nlohmann_json::nlohmann_json, PkgConfig::SENTENCEPIECE, PkgConfig::URING (optional), and,
+#   when ZF_CUDA resolves ON, CUDA::cudart and zf::nccl.
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(tomlplusplus REQUIRED)
 find_package(Boost 1.74 REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(URING IMPORTED_TARGET liburing)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 
 # libtorch comes from the PyPI torch wheel (torch==2.11.0); ZF_TORCH_DIR overrides the lookup.
 set(ZF_TORCH_DIR "" CACHE PATH "torch package directory (contains include/ and lib/)")
