@@ -2,6 +2,16 @@
 // torch::optim::AdamW on the same buffers, side by side, with the memory ceilings of this machine
 // measured in the same run. Implementations and the memory probes take turns step by step (round
 // robin), so a noisy neighbour or a frequency change hits them all alike; each figure is a median.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <zf/zf_plugin.hpp>
+
 #include "bench/bench.hpp"
 #include "bench/memory_bandwidth.hpp"
 #include "bench/torch_peers.hpp"
@@ -11,16 +21,6 @@
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/runtime.hpp"
-
-#include <zf/zf_plugin.hpp>
-
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <functional>
-#include <memory>
-#include <sstream>
 
 namespace zf {
 namespace {
@@ -74,10 +74,14 @@ uint64_t parse_count(const std::string &flag, const std::string &text) {
     throw Error(format("%s %s: expected a number", flag.c_str(), text.c_str()));
   }
   const std::string suffix = text.substr(used);
-  if (suffix == "K" || suffix == "k") value *= 1 << 10;
-  else if (suffix == "M" || suffix == "m") value *= 1 << 20;
-  else if (suffix == "G" || suffix == "g") value *= 1 << 30;
-  else if (!suffix.empty()) throw Error(format("%s %s: unknown suffix", flag.c_str(), text.c_str()));
+  if (suffix == "K" || suffix == "k")
+    value *= 1 << 10;
+  else if (suffix == "M" || suffix == "m")
+    value *= 1 << 20;
+  else if (suffix == "G" || suffix == "g")
+    value *= 1 << 30;
+  else if (!suffix.empty())
+    throw Error(format("%s %s: unknown suffix", flag.c_str(), text.c_str()));
   if (value < 1) throw Error(format("%s %s: must be >= 1", flag.c_str(), text.c_str()));
   return uint64_t(value);
 }
@@ -96,14 +100,22 @@ Options parse_options(const std::vector<std::string> &args) {
     }
     if (i + 1 >= args.size()) throw Error(format("%s needs a value\n%s", flag.c_str(), kUsage));
     const std::string &value = args[++i];
-    if (flag == "--numel") o.numel = parse_count(flag, value);
-    else if (flag == "--threads") o.threads = unsigned(parse_count(flag, value));
-    else if (flag == "--grad-dtype") o.grad_dtype = parse_dtype(flag, value, false);
-    else if (flag == "--params-out") o.out_dtype = parse_dtype(flag, value, true);
-    else if (flag == "--moment-dtype") o.moment_dtype = value;
-    else if (flag == "--simd") o.simd = value;
-    else if (flag == "--steps") o.steps = int(parse_count(flag, value));
-    else if (flag == "--json") o.json = value;
+    if (flag == "--numel")
+      o.numel = parse_count(flag, value);
+    else if (flag == "--threads")
+      o.threads = unsigned(parse_count(flag, value));
+    else if (flag == "--grad-dtype")
+      o.grad_dtype = parse_dtype(flag, value, false);
+    else if (flag == "--params-out")
+      o.out_dtype = parse_dtype(flag, value, true);
+    else if (flag == "--moment-dtype")
+      o.moment_dtype = value;
+    else if (flag == "--simd")
+      o.simd = value;
+    else if (flag == "--steps")
+      o.steps = int(parse_count(flag, value));
+    else if (flag == "--json")
+      o.json = value;
     else if (flag == "--plugins") {
       o.plugins.clear();
       std::stringstream list(value);
@@ -186,14 +198,16 @@ double median(std::vector<double> values) {
 
 void print_table(const Options &o, unsigned threads, const MemoryCeilings &ceilings,
                  const std::vector<Contender> &contenders, double torch_fused_median) {
-  std::printf("\nzfcore bench optimizer: %llu elements, %u threads, grads %s, params_out %s, "
-              "moments %s (plugins that declare moment_dtype)\n",
-              (unsigned long long)o.numel, threads, dtype_text(o.grad_dtype),
-              o.out_dtype == ZF_DTYPE_F32 ? "none" : dtype_text(o.out_dtype),
-              o.moment_dtype.c_str());
-  std::printf("memory (same rounds, same threads): STREAM-like triad %.1f GB/s; Adam-shaped loop (read p,g,m,v, write p,m,v) "
-              "%.3f Gelem/s = %.1f GB/s\n",
-              ceilings.triad_gbs, ceilings.adam_shaped_gelems, ceilings.adam_shaped_gelems * 28);
+  std::printf(
+      "\nzfcore bench optimizer: %llu elements, %u threads, grads %s, params_out %s, "
+      "moments %s (plugins that declare moment_dtype)\n",
+      (unsigned long long)o.numel, threads, dtype_text(o.grad_dtype),
+      o.out_dtype == ZF_DTYPE_F32 ? "none" : dtype_text(o.out_dtype), o.moment_dtype.c_str());
+  std::printf(
+      "memory (same rounds, same threads): STREAM-like triad %.1f GB/s; Adam-shaped loop (read "
+      "p,g,m,v, write p,m,v) "
+      "%.3f Gelem/s = %.1f GB/s\n",
+      ceilings.triad_gbs, ceilings.adam_shaped_gelems, ceilings.adam_shaped_gelems * 28);
   std::printf("%-42s %9s %9s %8s %8s %9s %11s\n", "implementation", "ms/step", "Gelem/s", "GB/s",
               "/triad", "/adam-ceil", "vs fused");
   for (const Contender &c : contenders) {
@@ -205,9 +219,10 @@ void print_table(const Options &o, unsigned threads, const MemoryCeilings &ceili
     if (torch_fused_median > 0) std::printf(" %10.2fx", torch_fused_median / seconds);
     std::printf("\n");
   }
-  std::printf("GB/s counts the bytes a fused step must move (%.0f B/element for fp32 moments); "
-              "torch peers with 16-bit grads or params_out include their cast passes in the time.\n",
-              bytes_per_element(o, false));
+  std::printf(
+      "GB/s counts the bytes a fused step must move (%.0f B/element for fp32 moments); "
+      "torch peers with 16-bit grads or params_out include their cast passes in the time.\n",
+      bytes_per_element(o, false));
 }
 
 void write_json(const Options &o, unsigned threads, const MemoryCeilings &ceilings,
@@ -269,8 +284,10 @@ int bench_optimizer(const std::vector<std::string> &args) {
   for (uint64_t i = 0; i < n; ++i) {
     params[i] = uniform(i);
     const float g = 1e-2f * uniform(i + n);
-    if (grad_size == 4) static_cast<float *>(grads)[i] = g;
-    else static_cast<uint16_t *>(grads)[i] = to_16bit(g, o.grad_dtype);
+    if (grad_size == 4)
+      static_cast<float *>(grads)[i] = g;
+    else
+      static_cast<uint16_t *>(grads)[i] = to_16bit(g, o.grad_dtype);
     if (params_out) static_cast<uint16_t *>(params_out)[i] = 0;
   }
   const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
@@ -293,8 +310,8 @@ int bench_optimizer(const std::vector<std::string> &args) {
     zf_error error{};
     p->instance->check(api->init_state(p->instance->object(), n, &error), error, "init_state");
     p->range = zf_optimizer_range{0, n, 0, 0};
-    p->group = zf_optimizer_group{float(lr), float(beta1), float(beta2), float(eps),
-                                  float(weight_decay), {}};
+    p->group = zf_optimizer_group{float(lr),  float(beta1),        float(beta2),
+                                  float(eps), float(weight_decay), {}};
     zf_optimizer_step_args &a = p->args;
     a.struct_size = sizeof a;
     a.range_count = 1;
@@ -306,15 +323,15 @@ int bench_optimizer(const std::vector<std::string> &args) {
     a.grads = zf_tensor_view{grads, n, o.grad_dtype, ZF_DEVICE_CPU, 0, 0};
     if (params_out) a.params_out = zf_tensor_view{params_out, n, o.out_dtype, ZF_DEVICE_CPU, 0, 0};
     PluginContender *raw = p.get();
-    contenders.push_back(Contender{name, bytes_per_element(o, p->low_moments),
-                                   [raw, api](int64_t step) {
-                                     raw->args.step = step;
-                                     zf_error e{};
-                                     raw->instance->check(
-                                         api->step(raw->instance->object(), &raw->args, &e), e,
-                                         "step");
-                                   },
-                                   {}});
+    contenders.push_back(Contender{
+        name,
+        bytes_per_element(o, p->low_moments),
+        [raw, api](int64_t step) {
+          raw->args.step = step;
+          zf_error e{};
+          raw->instance->check(api->step(raw->instance->object(), &raw->args, &e), e, "step");
+        },
+        {}});
     plugins.push_back(std::move(p));
   }
 
@@ -337,8 +354,8 @@ int bench_optimizer(const std::vector<std::string> &args) {
     torch_fused_index = contenders.size();
     for (auto &peer : peers) {
       bench::TorchPeer *raw = peer.get();
-      contenders.push_back(Contender{raw->name(), bytes_per_element(o, false),
-                                     [raw](int64_t step) { raw->step(step); }, {}});
+      contenders.push_back(Contender{
+          raw->name(), bytes_per_element(o, false), [raw](int64_t step) { raw->step(step); }, {}});
     }
   }
 

@@ -63,8 +63,8 @@ class FusedAdamw : public PeerBase {
       at::_fused_adamw_({params_}, {grads32_}, {exp_avg_}, {exp_avg_sq_}, {}, {step_}, b.lr,
                         b.beta1, b.beta2, b.weight_decay, b.eps, false, false);
     else
-      at::_fused_adam_({params_}, {grads32_}, {exp_avg_}, {exp_avg_sq_}, {}, {step_}, b.lr,
-                       b.beta1, b.beta2, b.weight_decay, b.eps, false, false);
+      at::_fused_adam_({params_}, {grads32_}, {exp_avg_}, {exp_avg_sq_}, {}, {step_}, b.lr, b.beta1,
+                       b.beta2, b.weight_decay, b.eps, false, false);
     write_out();
   }
   const float *exp_avg() const override { return exp_avg_.data_ptr<float>(); }
@@ -79,17 +79,17 @@ class OptimAdamw : public PeerBase {
   explicit OptimAdamw(const PeerBuffers &b) : PeerBase(b) {
     params_.mutable_grad() = grads32_;
     if (b.decoupled) {
-      optimizer_ = std::make_unique<torch::optim::AdamW>(
-          std::vector<at::Tensor>{params_}, torch::optim::AdamWOptions(b.lr)
-                                                .betas({b.beta1, b.beta2})
-                                                .eps(b.eps)
-                                                .weight_decay(b.weight_decay));
+      optimizer_ = std::make_unique<torch::optim::AdamW>(std::vector<at::Tensor>{params_},
+                                                         torch::optim::AdamWOptions(b.lr)
+                                                             .betas({b.beta1, b.beta2})
+                                                             .eps(b.eps)
+                                                             .weight_decay(b.weight_decay));
     } else {
-      optimizer_ = std::make_unique<torch::optim::Adam>(
-          std::vector<at::Tensor>{params_}, torch::optim::AdamOptions(b.lr)
-                                                .betas({b.beta1, b.beta2})
-                                                .eps(b.eps)
-                                                .weight_decay(b.weight_decay));
+      optimizer_ = std::make_unique<torch::optim::Adam>(std::vector<at::Tensor>{params_},
+                                                        torch::optim::AdamOptions(b.lr)
+                                                            .betas({b.beta1, b.beta2})
+                                                            .eps(b.eps)
+                                                            .weight_decay(b.weight_decay));
     }
   }
   std::string name() const override {

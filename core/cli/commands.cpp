@@ -100,6 +100,7 @@ int command_run(const std::vector<std::string> &args) {
       std::printf("zfcore: wrote %s/{steps.jsonl,steps.csv,summary.json}\n", summary.output_dir.c_str());
     }
     runtime->comm->barrier();
+    if (summary.stop_signal) return 128 + summary.stop_signal;
   } catch (const std::exception &error) {
     // Peers may be waiting in a collective: end them all now, before the communicator's
     // destructor would wait for them.

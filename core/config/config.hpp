@@ -79,6 +79,7 @@ zf_param_decl decl(const char *key, zf_param_type type, const char *default_valu
 constexpr uint32_t kMin = ZF_PARAM_HAS_MIN;
 constexpr uint32_t kMinOpen = ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE;
 constexpr uint32_t kUnitOpen = ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX | ZF_PARAM_MAX_EXCLUSIVE;
+constexpr uint32_t kUnitClosed = ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX;
 // The optimizer hyperparameters every optimizer plugin receives per group.
 const std::vector<std::string> &optimizer_common_keys();
 

@@ -1,17 +1,25 @@
 #include "engine/engine.hpp"
 
+#include "checkpoint/checkpoint.hpp"
 #include "data/data_source.hpp"
+#include "checkpoint/hf_checkpoint.hpp"
 #include "engine/flat_buffers.hpp"
+#include "engine/generate.hpp"
 #include "engine/plugin_set.hpp"
 #include "engine/report.hpp"
+#include "engine/schedule.hpp"
 #include "model/zoo.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 
@@ -27,6 +35,26 @@ uint64_t digest_bytes(const void *data, size_t bytes, uint64_t state) {
 }
 
 namespace {
+
+// SIGTERM/SIGINT ask for a checkpoint and a clean stop at the end of the current step.
+std::atomic<int> g_stop_signal{0};
+extern "C" void request_stop(int signal) { g_stop_signal = signal; }
+
+struct SignalGuard {
+  struct sigaction previous_term {}, previous_int {};
+  SignalGuard() {
+    g_stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = request_stop;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, &previous_term);
+    sigaction(SIGINT, &action, &previous_int);
+  }
+  ~SignalGuard() {
+    sigaction(SIGTERM, &previous_term, nullptr);
+    sigaction(SIGINT, &previous_int, nullptr);
+  }
+};
 
 struct StandardTimers {
   uint32_t fwd, bwd, bwd_inner, bwd_allreduce, step;
@@ -62,49 +90,132 @@ class Trainer {
     torch::manual_seed(uint64_t(config.integer("run", "seed")));
     model_ = make_model(config);
     data_ = make_data_source(config);
+    eval_data_ = make_data_source(config, Split::eval);
+    eval_every_ = config.integer("train", "eval_every");
+    ZF_REQUIRE(eval_every_ == 0 || eval_data_ != nullptr,
+               "%s: train.eval_every = %lld but the data has no held-out split; set data.eval_fraction",
+               config.where("train", "eval_every").str().c_str(), (long long)eval_every_);
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(),
                                           config.boolean("model", "column_major"));
     plan_buffers();
     micro_batch_ = config.integer("train", "micro_batch");
     grad_accum_ = config.integer("train", "grad_accum");
+    schedule_.kind = config.string("train", "lr_schedule");
+    schedule_.warmup_steps = config.integer("train", "warmup_steps");
+    schedule_.total_steps = config.integer("train", "steps");
+    schedule_.min_lr_ratio = config.real("train", "min_lr_ratio");
+    clip_grad_norm_ = config.real("train", "clip_grad_norm");
+    output_dir_ = config.string("run", "output_dir");
+    if (output_dir_.empty()) output_dir_ = "runs/" + config.string("run", "name");
+    std::string checkpoint_dir = config.string("checkpoint", "dir");
+    if (checkpoint_dir.empty()) checkpoint_dir = output_dir_ + "/checkpoints";
+    checkpoints_ = std::make_unique<CheckpointStore>(checkpoint_dir, config.integer("checkpoint", "keep"), comm_);
+    resume();
   }
 
   RunSummary run() {
     int64_t steps = config_.integer("train", "steps");
     int64_t warmup = config_.integer("run", "timing_warmup");
-    std::string name = config_.string("run", "name");
-    std::string output_dir = config_.string("run", "output_dir");
-    if (output_dir.empty()) output_dir = "runs/" + name;
+    int64_t checkpoint_every = config_.integer("checkpoint", "every");
+    const std::string &output_dir = output_dir_;
     std::string progress = config_.string("run", "progress");
     // Under mpirun a rank's stdout is a pseudo-terminal whatever the user's is: no bar by default.
     bool show_progress = progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO) && !launched_under_mpi());
-    RunReport report(output_dir, comm_.rank() == 0, show_progress, config_.integer("run", "log_every"));
+    RunReport report(output_dir, comm_.rank() == 0, show_progress, config_.integer("run", "log_every"),
+                     start_step_ > 0);
     print_plan();
 
     RunSummary summary;
     double timed_ms = 0;
     int64_t timed_steps = 0;
-    for (int64_t step = 1; step <= steps; ++step) {
+    SignalGuard signals;
+    int64_t first_step = start_step_ + 1;
+    int64_t step = start_step_;
+    while (step < steps) {
+      ++step;
       timers_.reset();
       auto started = std::chrono::steady_clock::now();
       double loss = train_step(step);
       double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
       if (!std::isfinite(loss))
         throw Error(format("step %lld: the loss is %f; lower optimizer.lr or check the data", (long long)step, loss));
-      if (step == 1) summary.initial_loss = loss;
+      if (step == first_step) summary.initial_loss = loss;
       summary.final_loss = loss;
-      if (step > warmup || steps <= warmup) {
+      if (step >= first_step + warmup || steps - first_step < warmup) {
         timed_ms += step_ms;
         ++timed_steps;
       }
-      report.step(record(step, steps, loss, step_ms));
+      StepRecord r = record(step, steps, loss, step_ms);
+      if (eval_every_ > 0 && (step % eval_every_ == 0 || step == steps)) {
+        r.eval_loss = evaluate();
+        summary.eval_loss = r.eval_loss;
+      }
+      report.step(r);
+      summary.stop_signal = agreed_stop_signal();
+      if (summary.stop_signal || (checkpoint_every > 0 && step % checkpoint_every == 0) ||
+          (step == steps && checkpoint_every > 0))
+        save_checkpoint(step);
+      if (summary.stop_signal) {
+        if (comm_.rank() == 0)
+          std::printf("zfcore: stopped by signal %d after step %lld; resume with the same command\n",
+                      summary.stop_signal, (long long)step);
+        break;
+      }
     }
-    summary.steps = steps;
+    summary.first_step = first_step;
+    summary.steps = step;
     summary.mean_step_ms = timed_steps ? timed_ms / double(timed_steps) : 0;
     summary.param_digest = param_digest();
     summary.output_dir = output_dir;
     report.finish(summary_json(summary, timed_steps));
+    if (!summary.stop_signal) finish();
     return summary;
+  }
+
+  // After the last step: export the model and print a sample, as the config asks.
+  void finish() {
+    std::string export_dir = config_.string("checkpoint", "export_hf");
+    if (!export_dir.empty() && comm_.rank() == 0) {
+      save_hf_checkpoint(*model_, export_dir);
+      std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
+    }
+    int64_t tokens = config_.integer("sample", "tokens");
+    if (tokens > 0 && comm_.rank() == 0) {
+      SampleOptions options;
+      options.prompt = config_.string("sample", "prompt");
+      options.tokens = tokens;
+      options.temperature = config_.real("sample", "temperature");
+      options.top_k = config_.integer("sample", "top_k");
+      options.context = config_.integer("data", "seq_len");
+      options.seed = uint64_t(config_.integer("run", "seed"));
+      auto tokenizer = make_tokenizer(config_);
+      std::string text = generate(*model_, *tokenizer, options);
+      std::printf("zfcore: sample (%lld tokens, temperature %g):\n%s\n", (long long)tokens, options.temperature,
+                  text.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  // Mean loss per counted token over the held-out split (or its first eval_batches micro-batches),
+  // across ranks.
+  double evaluate() {
+    torch::NoGradGuard no_grad;
+    model_->train(false);
+    int64_t micro = micro_batch_;
+    int64_t chunks = std::min<int64_t>((eval_data_->size() + micro - 1) / micro, config_.integer("train", "eval_batches"));
+    double sums[2] = {0, 0};  // loss * tokens, tokens
+    for (int64_t chunk = comm_.rank(); chunk < chunks; chunk += comm_.world_size()) {
+      Batch batch = eval_data_->batch(chunk, micro);
+      torch::Tensor hidden = batch.inputs;
+      for (size_t block = 0; block < flat_->layout().block_count; ++block)
+        hidden = model_->forward_block(block, hidden, batch);
+      double counted = batch.targets.ne(kIgnoreIndex).sum().item<double>();
+      sums[0] += model_->loss(hidden, batch).item<double>() * counted;
+      sums[1] += counted;
+    }
+    comm_.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
+    model_->train(true);
+    return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
   }
 
  private:
@@ -142,7 +253,8 @@ class Trainer {
     optimizer.check(optimizer.api<zf_optimizer_api>()->init_state(optimizer.object(), shard_numel(), &error), error,
                     "init_state");
     ranges_ = optimizer_ranges(layout, shard_begin_, shard_end_);
-    const double lr = config_.real("optimizer", "lr");
+    base_lr_ = config_.real("optimizer", "lr");
+    const double lr = base_lr_;
     zf_optimizer_group decay{float(lr), float(config_.real("optimizer", "beta1")),
                              float(config_.real("optimizer", "beta2")), float(config_.real("optimizer", "eps")),
                              float(config_.real("optimizer", "weight_decay")), {}};
@@ -152,6 +264,99 @@ class Trainer {
   }
 
   uint64_t shard_numel() const { return shard_end_ - shard_begin_; }
+
+  // A hash of the segment table: a checkpoint only fits the layout that wrote it.
+  std::string layout_digest() const {
+    const zf_layout &layout = flat_->layout();
+    uint64_t state = kDigestSeed;
+    for (uint32_t i = 0; i < layout.segment_count; ++i) {
+      const zf_segment &seg = layout.segments[i];
+      state = digest_bytes(seg.name, std::strlen(seg.name), state);
+      uint64_t fields[5] = {seg.offset, seg.rows, seg.cols, seg.block, seg.flags};
+      state = digest_bytes(fields, sizeof fields, state);
+    }
+    return format("%016llx", (unsigned long long)state);
+  }
+
+  TrainingState training_state(int64_t step) {
+    TrainingState state;
+    state.step = step;
+    state.shard_begin = shard_begin_;
+    state.shard_end = shard_end_;
+    state.layout_digest = layout_digest();
+    state.master = master_;
+    auto &optimizer = *plugins_.optimizer.instance;
+    auto state_tensor = optimizer.api<zf_optimizer_api>()->state_tensor;
+    ZF_REQUIRE(state_tensor != nullptr, "optimizer plugin '%s' exposes no state (state_tensor), so it cannot be "
+               "checkpointed", optimizer.name());
+    for (uint32_t index = 0;; ++index) {
+      const char *name = nullptr;
+      zf_tensor_view view{};
+      zf_error error{};
+      zf_status status = state_tensor(optimizer.object(), index, &name, &view, &error);
+      if (status == ZF_DECLINED) break;
+      optimizer.check(status, error, "state_tensor");
+      state.optimizer.emplace_back(name, tensor_of(view));
+    }
+    state.rng = at::detail::getDefaultCPUGenerator().get_state();
+    return state;
+  }
+
+  void save_checkpoint(int64_t step) {
+    TrainingState state = training_state(step);
+    auto path = checkpoints_->save(state, checkpoint_info(step));
+    if (comm_.rank() == 0) std::printf("zfcore: checkpoint %s\n", path.c_str());
+  }
+
+  // [checkpoint] resume: "auto" continues from the newest checkpoint in the directory, "never"
+  // starts fresh, anything else names a checkpoint directory.
+  void resume() {
+    std::string resume = config_.string("checkpoint", "resume");
+    std::optional<std::filesystem::path> from;
+    if (resume == "auto") from = checkpoints_->latest();
+    else if (resume != "never") {
+      ZF_REQUIRE(std::filesystem::exists(resume), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
+                 config_.where("checkpoint", "resume").str().c_str(), resume.c_str());
+      from = std::filesystem::path(resume);
+    }
+    if (!from) return;
+    TrainingState state = training_state(0);
+    checkpoints_->load(*from, state);
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    generator.set_state(state.rng);
+    {
+      torch::NoGradGuard no_grad;
+      flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())).copy_(master_);
+    }
+    gather_parameters(state.step);
+    start_step_ = state.step;
+    if (comm_.rank() == 0) std::printf("zfcore: resumed from %s (step %lld)\n", from->c_str(), (long long)start_step_);
+  }
+
+  // Ranks stop together: the largest signal number any rank received, or 0.
+  int agreed_stop_signal() {
+    int64_t signal[1] = {g_stop_signal.load()};
+    comm_.all_reduce(zf_tensor_view{signal, 1, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MAX, nullptr);
+    return int(signal[0]);
+  }
+
+  std::string checkpoint_info(int64_t step) {
+    JsonWriter json;
+    json.begin_object().key("step").value(step).key("world_size").value(comm_.world_size());
+    json.key("config").value(config_.file()).key("layout").value(layout_digest());
+    json.key("optimizer").value(plugins_.optimizer.instance->name());
+    json.key("stage").value(plugins_.stage.instance->name()).end_object();
+    return json.str();
+  }
+
+  static torch::Tensor tensor_of(const zf_tensor_view &view) {
+    ZF_REQUIRE(view.device == ZF_DEVICE_CPU, "device-resident optimizer state is checkpointed in a later version");
+    static const std::map<zf_dtype, torch::Dtype> dtypes = {
+        {ZF_DTYPE_F32, torch::kFloat32}, {ZF_DTYPE_BF16, torch::kBFloat16}, {ZF_DTYPE_F16, torch::kFloat16},
+        {ZF_DTYPE_F64, torch::kFloat64}, {ZF_DTYPE_I32, torch::kInt32},    {ZF_DTYPE_I64, torch::kInt64},
+        {ZF_DTYPE_U8, torch::kUInt8}};
+    return torch::from_blob(view.data, {int64_t(view.numel)}, torch::TensorOptions().dtype(dtypes.at(view.dtype)));
+  }
 
   zf_step_buffers buffers(int64_t step, uint32_t micro) const {
     zf_step_buffers b{};
@@ -241,13 +446,22 @@ class Trainer {
     auto &optimizer = *plugins_.optimizer.instance;
     torch::Tensor grads = flat_->grads.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
     torch::Tensor params = flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
+    const double mean_scale = 1.0 / double(grad_accum_ * comm_.world_size());
+    double clip = 1.0;
+    if (clip_grad_norm_ > 0) {
+      grad_norm_ = global_grad_norm(grads) * mean_scale;
+      clip = std::min(1.0, clip_grad_norm_ / (grad_norm_ + 1e-6));
+    }
+    double lr_factor = schedule_.factor(step);
+    for (zf_optimizer_group &group : groups_) group.lr = float(base_lr_ * lr_factor);
+    lr_ = base_lr_ * lr_factor;
     zf_optimizer_step_args args{};
     args.struct_size = sizeof args;
     args.range_count = uint32_t(ranges_.size());
     args.ranges = ranges_.data();
     args.groups = groups_.data();
     args.group_count = uint32_t(groups_.size());
-    args.grad_scale = float(1.0 / double(grad_accum_ * comm_.world_size()));
+    args.grad_scale = float(mean_scale * clip);
     args.step = step;
     args.params = view_of(master_);
     args.grads = view_of(grads);
@@ -258,11 +472,25 @@ class Trainer {
       torch::NoGradGuard no_grad;
       params.copy_(master_);
     }
+    gather_parameters(step);
+  }
+
+  void gather_parameters(int64_t step) {
     auto &stage = *plugins_.stage.instance;
     if (auto gather = stage.api<zf_stage_api>()->gather_parameters) {
+      zf_error error{};
       zf_step_buffers b = buffers(step, uint32_t(grad_accum_ - 1));
       stage.check(gather(stage.object(), &b, &error), error, "gather_parameters");
     }
+  }
+
+  // L2 norm of the summed gradients over all ranks. Each element is counted once even when
+  // several ranks own it (zero0: all of them), by dividing by how many ranks own each element.
+  double global_grad_norm(const torch::Tensor &shard_grads) {
+    double sums[2] = {shard_grads.to(torch::kFloat64).pow(2).sum().item<double>(), double(shard_numel())};
+    comm_.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
+    double owners = sums[1] / double(flat_->params.numel());
+    return std::sqrt(sums[0] / std::max(1.0, owners));
   }
 
   // Runs the selector once, on the reduced gradients of the first step (the selection step);
@@ -311,6 +539,8 @@ class Trainer {
     }
     for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) r.memory[tier] = runtime_.memory.current(tier);
     for (const auto &[name, ms] : r.timers_ms) timer_totals_[name] += ms;
+    r.lr = lr_;
+    r.grad_norm = clip_grad_norm_ > 0 ? grad_norm_ : -1.0;
     return r;
   }
 
@@ -369,11 +599,14 @@ class Trainer {
     json.key("config").value(config_.file());
     json.key("model").value(model_->name());
     json.key("steps").value(s.steps);
+    json.key("first_step").value(s.first_step);
+    json.key("stop_signal").value(s.stop_signal);
     json.key("world_size").value(comm_.world_size());
     json.key("communicator").value(comm_.name());
     json.key("samples_per_step").value(samples_per_step);
     json.key("initial_loss").value(s.initial_loss);
     json.key("final_loss").value(s.final_loss);
+    if (eval_every_ > 0) json.key("eval_loss").value(s.eval_loss);
     json.key("timed_steps").value(timed_steps);
     json.key("mean_step_ms").value(s.mean_step_ms);
     json.key("samples_per_s").value(seconds > 0 ? double(samples_per_step) / seconds : 0.0);
@@ -405,7 +638,8 @@ class Trainer {
   PluginSet plugins_;
   Timers &timers_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<DataSource> data_;
+  std::unique_ptr<DataSource> data_, eval_data_;
+  int64_t eval_every_ = 0;
   std::unique_ptr<FlatBuffers> flat_;
   torch::Dtype dtype_ = torch::kFloat32;
   torch::Tensor master_;
@@ -416,6 +650,11 @@ class Trainer {
   int64_t samples_ = 0, tokens_ = 0;
   double selected_fraction_ = 0;
   std::map<std::string, double> timer_totals_;
+  LrSchedule schedule_;
+  double base_lr_ = 0, lr_ = 0, clip_grad_norm_ = 0, grad_norm_ = 0;
+  std::string output_dir_;
+  std::unique_ptr<CheckpointStore> checkpoints_;
+  int64_t start_step_ = 0;
 };
 
 }  // namespace

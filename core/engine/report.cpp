@@ -20,8 +20,8 @@ const std::vector<std::string> &standard_timers() {
 }
 
 namespace {
-std::FILE *open_output(const std::filesystem::path &path) {
-  std::FILE *file = std::fopen(path.c_str(), "w");
+std::FILE *open_output(const std::filesystem::path &path, bool append) {
+  std::FILE *file = std::fopen(path.c_str(), append ? "a" : "w");
   ZF_REQUIRE(file != nullptr, "cannot write %s: %s", path.c_str(), std::strerror(errno));
   return file;
 }
@@ -33,15 +33,18 @@ double timer_value(const StepRecord &record, const std::string &name) {
 }
 }  // namespace
 
-RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every)
+RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every,
+                     bool append)
     : output_dir_(output_dir), writer_(writer), progress_(progress && writer), log_every_(log_every) {
   if (!writer_) return;
   std::error_code ec;
   std::filesystem::create_directories(output_dir_, ec);
   ZF_REQUIRE(!ec, "cannot create the output directory %s: %s", output_dir_.c_str(), ec.message().c_str());
-  jsonl_ = open_output(output_dir_ / "steps.jsonl");
-  csv_ = open_output(output_dir_ / "steps.csv");
-  std::fprintf(csv_, "step,loss,step_ms,samples_per_s,tokens_per_s");
+  bool continuing = append && std::filesystem::exists(output_dir_ / "steps.csv");
+  jsonl_ = open_output(output_dir_ / "steps.jsonl", continuing);
+  csv_ = open_output(output_dir_ / "steps.csv", continuing);
+  if (continuing) return;
+  std::fprintf(csv_, "step,loss,step_ms,samples_per_s,tokens_per_s,lr");
   for (const std::string &name : standard_timers()) std::fprintf(csv_, ",%s_ms", name.c_str());
   for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) std::fprintf(csv_, ",mem_%s_bytes", tier_name(tier));
   std::fprintf(csv_, "\n");
@@ -57,6 +60,9 @@ void RunReport::step(const StepRecord &r) {
   JsonWriter json;
   json.begin_object().key("step").value(r.step).key("loss").value(r.loss).key("step_ms").value(r.step_ms);
   json.key("samples_per_s").value(r.samples_per_s).key("tokens_per_s").value(r.tokens_per_s);
+  json.key("lr").value(r.lr);
+  if (r.grad_norm >= 0) json.key("grad_norm").value(r.grad_norm);
+  if (r.eval_loss >= 0) json.key("eval_loss").value(r.eval_loss);
   json.key("timers_ms").begin_object();
   for (const auto &[name, ms] : r.timers_ms) json.key(name).value(ms);
   json.end_object().key("memory_bytes").begin_object();
@@ -65,21 +71,22 @@ void RunReport::step(const StepRecord &r) {
   std::fprintf(jsonl_, "%s\n", json.str().c_str());
   std::fflush(jsonl_);
 
-  std::fprintf(csv_, "%lld,%.6f,%.3f,%.2f,%.2f", (long long)r.step, r.loss, r.step_ms, r.samples_per_s,
-               r.tokens_per_s);
+  std::fprintf(csv_, "%lld,%.6f,%.3f,%.2f,%.2f,%.6g", (long long)r.step, r.loss, r.step_ms, r.samples_per_s,
+               r.tokens_per_s, r.lr);
   for (const std::string &name : standard_timers()) std::fprintf(csv_, ",%.3f", timer_value(r, name));
   for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) std::fprintf(csv_, ",%llu", (unsigned long long)r.memory[tier]);
   std::fprintf(csv_, "\n");
   std::fflush(csv_);
 
   if (progress_) std::printf("\r\033[K");
-  if (r.step == 1 || r.step == r.steps || r.step % log_every_ == 0) {
+  if (r.step == 1 || r.step == r.steps || r.step % log_every_ == 0 || r.eval_loss >= 0) {
     std::string memory;
     for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
       if (r.memory[tier]) memory += format(" | %s %s", tier_name(tier), format_bytes(r.memory[tier]).c_str());
-    std::printf("step %*lld/%lld | loss %.4f | %.1f ms | %.0f samples/s | %.0f tokens/s%s\n",
-                int(std::to_string(r.steps).size()), (long long)r.step, (long long)r.steps, r.loss, r.step_ms,
-                r.samples_per_s, r.tokens_per_s, memory.c_str());
+    std::string eval = r.eval_loss >= 0 ? format(" | eval loss %.4f", r.eval_loss) : "";
+    std::printf("step %*lld/%lld | loss %.4f%s | %.1f ms | %.0f samples/s | %.0f tokens/s%s\n",
+                int(std::to_string(r.steps).size()), (long long)r.step, (long long)r.steps, r.loss, eval.c_str(),
+                r.step_ms, r.samples_per_s, r.tokens_per_s, memory.c_str());
   }
   if (progress_) draw_progress(r);
   std::fflush(stdout);

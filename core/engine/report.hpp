@@ -21,13 +21,17 @@ struct StepRecord {
   double step_ms = 0;
   double samples_per_s = 0;
   double tokens_per_s = 0;
+  double lr = 0;
+  double grad_norm = -1;  // -1 when not computed (no clipping)
+  double eval_loss = -1;  // -1 when not evaluated at this step
   std::vector<std::pair<std::string, double>> timers_ms;  // name -> ms in this step
   std::array<uint64_t, ZF_TIER_COUNT> memory{};           // current bytes per tier
 };
 
 class RunReport {
  public:
-  RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every);
+  // append: continue the files of an earlier run (a resumed run) instead of starting them anew.
+  RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every, bool append);
   ~RunReport();
   void step(const StepRecord &record);
   void finish(const std::string &summary_json);

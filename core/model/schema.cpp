@@ -1,14 +1,43 @@
-// The [model] table of the config.
+// The [model] table of the config. Transformer shape keys left out (or 0) come from the preset,
+// from init_from's config.json, or from the family's conventions, in that order
+// (model/transformer_options.cpp); a key written in the TOML overrides a preset.
 #include "config/config.hpp"
 
 namespace zf {
 
 std::vector<zf_param_decl> model_schema() {
   return {
-      decl("type", ZF_PARAM_STRING, "linear_stack", "model architecture", 0, 0, 0, "linear_stack"),
+      decl("type", ZF_PARAM_STRING, "linear_stack",
+           "model architecture (default: the preset's or init_from's, else linear_stack)", 0, 0, 0,
+           "linear_stack|gpt2|llama|qwen2"),
+      decl("preset", ZF_PARAM_STRING, "",
+           "published shape: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, qwen2-1.5b, "
+           "qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b"),
+      decl("init_from", ZF_PARAM_STRING, "",
+           "Hugging Face checkpoint directory (config.json + model.safetensors or a sharded index) to start from"),
       decl("hidden", ZF_PARAM_INT, "64", "hidden size (linear_stack: features and classes)", kMin, 1),
       decl("layers", ZF_PARAM_INT, "4", "number of layers", kMin, 1),
+      decl("heads", ZF_PARAM_INT, "0", "attention heads (0: preset's, else hidden / 64)", kMin, 0),
+      decl("kv_heads", ZF_PARAM_INT, "0", "key/value heads for grouped-query attention (0: preset's, else heads)",
+           kMin, 0),
+      decl("intermediate", ZF_PARAM_INT, "0",
+           "MLP width (0: preset's, else 4 * hidden for gpt2, 8/3 * hidden rounded up to 256 for llama/qwen2)", kMin,
+           0),
+      decl("vocab", ZF_PARAM_INT, "0", "vocabulary size (0: preset's, else 50257 gpt2, 32000 llama, 151936 qwen2)",
+           kMin, 0),
+      decl("max_seq", ZF_PARAM_INT, "0",
+           "context length; GPT-2's position table size (0: preset's, else 1024 gpt2, 4096 llama, 32768 qwen2)",
+           kMin, 0),
+      decl("rope_theta", ZF_PARAM_FLOAT, "0", "RoPE base (0: preset's, else 10000 llama, 1e6 qwen2)", kMin, 0),
+      decl("norm_eps", ZF_PARAM_FLOAT, "0", "LayerNorm/RMSNorm epsilon (0: preset's, else 1e-5, qwen2 1e-6)", kMin, 0),
+      decl("tie_embeddings", ZF_PARAM_BOOL, "false",
+           "output head reuses the token embedding (unset: preset's, else true for gpt2 only)"),
+      decl("qkv_bias", ZF_PARAM_BOOL, "false", "q/k/v projections have biases (unset: true for gpt2 and qwen2)"),
       decl("dtype", ZF_PARAM_STRING, "float32", "compute and working-parameter precision", 0, 0, 0, "float32|bfloat16"),
+      decl("dropout", ZF_PARAM_FLOAT, "0", "dropout probability (gpt2: embeddings, attention, residuals; llama: "
+           "attention) while training", kUnitOpen, 0, 1),
+      decl("activation_checkpointing", ZF_PARAM_BOOL, "false",
+           "keep only each transformer layer's input and recompute the layer in backward"),
       decl("column_major", ZF_PARAM_BOOL, "true", "store 2-D weights column by column (ZenFlow selects columns)")
   };
 }

@@ -1,6 +1,8 @@
 #include "model/zoo.hpp"
 
+#include "checkpoint/hf_checkpoint.hpp"
 #include "model/linear_stack.hpp"
+#include "model/transformer.hpp"
 #include "runtime/error.hpp"
 
 namespace zf {
@@ -11,9 +13,24 @@ torch::Dtype compute_dtype(const Config &config) {
 
 std::unique_ptr<Model> make_model(const Config &config) {
   std::string type = config.string("model", "type");
-  if (type == "linear_stack")
+  bool type_written = config.core("model").values().count("type") != 0;
+  // A preset or an init_from directory names the architecture when type is left out.
+  bool transformer = is_transformer_type(type) ||
+                     (!type_written && (!config.string("model", "preset").empty() ||
+                                        !config.string("model", "init_from").empty()));
+  if (transformer) {
+    TransformerOptions options = transformer_options(config);
+    std::unique_ptr<TransformerModel> model = make_transformer(options);
+    if (!options.init_from.empty()) load_hf_checkpoint(*model, options.init_from);
+    return model;
+  }
+  if (type == "linear_stack") {
+    for (const char *key : {"preset", "init_from"})
+      ZF_REQUIRE(config.string("model", key).empty(), "%s: model.%s does not apply to model.type = \"linear_stack\"",
+                 config.where("model", key).str().c_str(), key);
     return make_linear_stack(config.integer("model", "hidden"), config.integer("model", "layers"),
                              compute_dtype(config));
+  }
   throw Error(format("%s: model.type = \"%s\" is not built into this zfcore",
                      config.where("model", "type").str().c_str(), type.c_str()));
 }

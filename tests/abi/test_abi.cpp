@@ -78,12 +78,12 @@ TEST_CASE("create that declines is not a failure; create that fails stops with t
 TEST_CASE("zfcore run falls back past a declining plugin and stops on a failing one", "[abi]") {
   std::string dir = test::scratch_dir("abi_run");
   std::string base = test::zfcore() + " run " + test::source_dir() +
-                     "/examples/quickstart.toml --set train.steps=2 --set run.output_dir=" + dir +
+                     "/examples/linear_stack.toml --set train.steps=2 --set run.output_dir=" + dir +
                      " --set run.plugin_path=" ZF_ABI_PLUGIN_DIR;
   {
     // A list tries candidates in order: "declines" is skipped with its reason logged.
     std::string file = dir + "/fallback.toml";
-    std::string text = test::read_text(test::source_dir() + "/examples/quickstart.toml");
+    std::string text = test::read_text(test::source_dir() + "/examples/linear_stack.toml");
     std::FILE *out = std::fopen(file.c_str(), "w");
     std::fprintf(out, "%s\n[selector]\nplugin = [\"declines\", \"good\"]\n", text.c_str());
     std::fclose(out);

@@ -36,7 +36,7 @@ TEST_CASE("a missing config file is a located error", "[config]") {
 }
 
 TEST_CASE("command-line overrides (--set) are checked like the file", "[config]") {
-  std::string quickstart = test::source_dir() + "/examples/quickstart.toml";
+  std::string quickstart = test::source_dir() + "/examples/linear_stack.toml";
   auto bad_type = test::run_command(test::zfcore() + " validate " + quickstart + " --set optimizer.lr=abc");
   CHECK(bad_type.exit_code != 0);
   CHECK_THAT(bad_type.output, Catch::Contains("--set optimizer.lr=abc: optimizer.lr = \"abc\": must be a number"));

@@ -11,7 +11,7 @@ using namespace zf;
 
 namespace {
 
-std::string quickstart() { return test::source_dir() + "/examples/quickstart.toml"; }
+std::string linear_stack() { return test::source_dir() + "/examples/linear_stack.toml"; }
 
 struct Run {
   test::Outcome outcome;
@@ -20,7 +20,7 @@ struct Run {
 
 Run run(const std::string &prefix, const std::string &dir, const std::string &extra) {
   Run r;
-  r.outcome = test::run_command(prefix + test::zfcore() + " run " + quickstart() + " --set run.output_dir=" + dir +
+  r.outcome = test::run_command(prefix + test::zfcore() + " run " + linear_stack() + " --set run.output_dir=" + dir +
                                 " --set run.progress=off " + extra);
   r.summary = test::read_text(dir + "/summary.json");
   return r;
@@ -28,8 +28,8 @@ Run run(const std::string &prefix, const std::string &dir, const std::string &ex
 
 }  // namespace
 
-TEST_CASE("the quickstart's loss falls well below where it starts", "[train]") {
-  std::string dir = test::scratch_dir("quickstart");
+TEST_CASE("the linear_stack workload memorizes its data", "[train]") {
+  std::string dir = test::scratch_dir("linear_stack");
   Run r = run("", dir, "--set train.steps=80");
   INFO(r.outcome.output);
   REQUIRE(r.outcome.exit_code == 0);
@@ -42,8 +42,25 @@ TEST_CASE("the quickstart's loss falls well below where it starts", "[train]") {
   CHECK(std::count(r.summary.begin(), r.summary.end(), '\n') <= 1);
 }
 
+TEST_CASE("the quickstart's tiny GPT learns the licence text and writes a sample", "[train]") {
+  std::string dir = test::scratch_dir("quickstart");
+  auto outcome = test::run_command(test::zfcore() + " run " + test::source_dir() + "/examples/quickstart.toml" +
+                                   " --set run.output_dir=" + dir + " --set run.progress=off");
+  INFO(outcome.output);
+  REQUIRE(outcome.exit_code == 0);
+  std::string summary = test::read_text(dir + "/summary.json");
+  double initial = std::stod(test::json_field(summary, "initial_loss"));
+  double eval_loss = std::stod(test::json_field(summary, "eval_loss"));
+  CHECK(initial == Approx(std::log(257.0)).epsilon(0.05));
+  CHECK(eval_loss < 0.45 * initial);  // held-out text, well below ln(257)
+  CHECK_THAT(outcome.output, Catch::Contains("zfcore: sample (200 tokens") &&
+                                 Catch::Contains("The GNU General Public License"));
+}
+
 TEST_CASE("zero0 on 2 MPI ranks gives the param_digest of one process with the same global batch", "[train][mpi]") {
-  std::string common = "--set train.steps=6 --set train.micro_batch=32 --set run.threads=1 ";
+  // Clipping on: the global gradient norm must count each element once, however many ranks own it.
+  std::string common = "--set train.steps=6 --set train.micro_batch=32 --set run.threads=1 "
+                       "--set train.clip_grad_norm=0.5 --set train.lr_schedule=cosine ";
   Run single = run("", test::scratch_dir("zero0_single"), common + "--set train.grad_accum=2");
   Run pair = run(test::mpirun(2), test::scratch_dir("zero0_pair"), common + "--set train.grad_accum=1");
   INFO(single.outcome.output << "\n" << pair.outcome.output);
@@ -55,6 +72,11 @@ TEST_CASE("zero0 on 2 MPI ranks gives the param_digest of one process with the s
   CHECK(digest.size() == 16);
   CHECK(test::json_field(pair.summary, "param_digest") == digest);
   CHECK(test::json_field(pair.summary, "final_loss") == test::json_field(single.summary, "final_loss"));
+  std::string first_single = test::read_text(test::binary_dir() + "/test-scratch/zero0_single/steps.jsonl");
+  std::string first_pair = test::read_text(test::binary_dir() + "/test-scratch/zero0_pair/steps.jsonl");
+  std::string norm = test::json_field(first_single, "grad_norm");
+  CHECK(std::stod(norm) > 0.5);  // clipping was active
+  CHECK(test::json_field(first_pair, "grad_norm") == norm);
   // The digest sees the math: another learning rate gives another digest.
   Run other = run("", test::scratch_dir("zero0_other"), common + "--set train.grad_accum=2 --set optimizer.lr=2e-3");
   CHECK(test::json_field(other.summary, "param_digest") != digest);
@@ -64,7 +86,7 @@ TEST_CASE("a rank that errors or dies mid-step ends every rank with a message, q
   for (std::string mode : {"error", "exit"}) {
     INFO("fail_mode " << mode);
     auto started = std::chrono::steady_clock::now();
-    auto outcome = test::run_command("timeout 120 " + test::mpirun(2) + test::zfcore() + " run " + quickstart() +
+    auto outcome = test::run_command("timeout 120 " + test::mpirun(2) + test::zfcore() + " run " + linear_stack() +
                                      " --set run.output_dir=" + test::scratch_dir("fault_" + mode) +
                                      " --set run.plugin_path=" + test::binary_dir() + "/tests/abi_plugins" +
                                      " --set stage.plugin=faulty --set stage.fail_mode=" + mode +

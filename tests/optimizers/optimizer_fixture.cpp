@@ -1,7 +1,6 @@
 #include "optimizer_fixture.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 
@@ -40,7 +39,8 @@ LoadedOptimizer::LoadedOptimizer(const std::string &name,
                                  const std::map<std::string, Value> &params)
     : config_(*registry().find(ZF_KIND_OPTIMIZER, name).descriptor, "optimizer") {
   int line = 1;
-  for (const auto &[key, value] : params) config_.set(key, value, Location{"test.toml", ++line, 1, ""});
+  for (const auto &[key, value] : params)
+    config_.set(key, value, Location{"test.toml", ++line, 1, ""});
   instance_ = std::make_unique<PluginInstance>(registry().find(ZF_KIND_OPTIMIZER, name), runtime(),
                                                config_);
 }

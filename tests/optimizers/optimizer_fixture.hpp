@@ -5,18 +5,17 @@
 // element.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+#include <zf/zf_plugin.hpp>
+
 #include "config/plugin_config.hpp"
 #include "plugin/plugin_instance.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/runtime.hpp"
-
-#include <zf/zf_plugin.hpp>
-
-#include <map>
-#include <new>
-#include <memory>
-#include <string>
-#include <vector>
 
 namespace zf::test {
 
@@ -54,12 +53,18 @@ struct Aligned64 {
   Aligned64() = default;
   template <class U>
   Aligned64(const Aligned64<U> &) {}
-  T *allocate(size_t n) { return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  T *allocate(size_t n) {
+    return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t(64)));
+  }
   void deallocate(T *p, size_t) { ::operator delete(p, std::align_val_t(64)); }
   template <class U>
-  bool operator==(const Aligned64<U> &) const { return true; }
+  bool operator==(const Aligned64<U> &) const {
+    return true;
+  }
   template <class U>
-  bool operator!=(const Aligned64<U> &) const { return false; }
+  bool operator!=(const Aligned64<U> &) const {
+    return false;
+  }
 };
 using OutBuffer = std::vector<uint16_t, Aligned64<uint16_t>>;
 
@@ -70,8 +75,8 @@ struct Problem {
   std::vector<float> params;
   std::vector<float> grads;       // F32 gradients (also the source of the 16-bit ones)
   std::vector<uint16_t> grads16;  // BF16/F16 gradients
-  OutBuffer out;            // params_out; 64-byte aligned unless misaligned_out
-  bool misaligned_out = false;  // view params_out one element into a larger buffer instead
+  OutBuffer out;                  // params_out; 64-byte aligned unless misaligned_out
+  bool misaligned_out = false;    // view params_out one element into a larger buffer instead
 
   Problem(uint64_t n, zf_dtype grads_as, zf_dtype out_as, uint64_t seed = 1);
   uint16_t *out_data() { return out.data() + (misaligned_out ? 1 : 0); }

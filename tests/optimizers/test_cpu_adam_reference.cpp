@@ -8,9 +8,9 @@
 // exp_avg in the reference), a few ulps per step; the bound is ~10x what is observed. The 16-bit
 // params_out may differ by one 16-bit ulp where the fp32 params straddle a rounding boundary:
 // rtol 2^-7 (bf16) / 2^-10 (fp16).
-#include "optimizer_fixture.hpp"
-
 #include <catch2/catch.hpp>
+
+#include "optimizer_fixture.hpp"
 
 using namespace zf;
 using namespace zf::test;
@@ -33,7 +33,8 @@ double out_rtol(zf_dtype dtype) { return dtype == ZF_DTYPE_BF16 ? 1.0 / 128 : 1.
 
 }  // namespace
 
-TEST_CASE("optimizer: cpu_adam matches adamw_ref on every SIMD path, variant and precision", "[optimizer]") {
+TEST_CASE("optimizer: cpu_adam matches adamw_ref on every SIMD path, variant and precision",
+          "[optimizer]") {
   const uint64_t n = 5003;  // odd: every chunk and vector boundary is crossed unaligned
   for (const std::string &simd : simd_paths()) {
     for (bool decoupled : {true, false}) {
@@ -41,7 +42,8 @@ TEST_CASE("optimizer: cpu_adam matches adamw_ref on every SIMD path, variant and
         for (zf_dtype out_as : {ZF_DTYPE_F32, ZF_DTYPE_BF16, ZF_DTYPE_F16}) {
           INFO("simd " << simd << ", adam_w_mode " << decoupled << ", grads dtype " << grads_as
                        << ", params_out dtype " << out_as << " (F32 = none)");
-          LoadedOptimizer fast("cpu_adam", {{"simd", Value(simd)}, {"adam_w_mode", Value(decoupled)}});
+          LoadedOptimizer fast("cpu_adam",
+                               {{"simd", Value(simd)}, {"adam_w_mode", Value(decoupled)}});
           LoadedOptimizer ref("adamw_ref", {{"adam_w_mode", Value(decoupled)}});
           fast.init_state(n);
           ref.init_state(n);
@@ -59,10 +61,11 @@ TEST_CASE("optimizer: cpu_adam matches adamw_ref on every SIMD path, variant and
           require_close(fast.state(0), ref.state(0), 1e-6, 1e-5, "exp_avg");
           require_close(fast.state(1), ref.state(1), 1e-9, 1e-5, "exp_avg_sq");
           if (out_as != ZF_DTYPE_F32)
-            require_close(widen(a.written_out(), out_as), widen(b.written_out(), out_as), 1e-6, out_rtol(out_as),
-                          "params_out");
+            require_close(widen(a.written_out(), out_as), widen(b.written_out(), out_as), 1e-6,
+                          out_rtol(out_as), "params_out");
           // Gaps between ranges are never touched.
-          for (uint64_t i : {uint64_t(1), uint64_t(2), n / 2 + 5, n / 2 + 6, n / 2 + 8, n - 3, n - 1}) {
+          for (uint64_t i :
+               {uint64_t(1), uint64_t(2), n / 2 + 5, n / 2 + 6, n / 2 + 8, n - 3, n - 1}) {
             INFO("gap element " << i);
             REQUIRE(a.params[i] == initial[i]);
             if (out_as != ZF_DTYPE_F32) REQUIRE(a.out_data()[i] == 0);
@@ -73,7 +76,8 @@ TEST_CASE("optimizer: cpu_adam matches adamw_ref on every SIMD path, variant and
   }
 }
 
-TEST_CASE("optimizer: cpu_adam updates a 1-element buffer and sub-ranges of any alignment", "[optimizer]") {
+TEST_CASE("optimizer: cpu_adam updates a 1-element buffer and sub-ranges of any alignment",
+          "[optimizer]") {
   for (const std::string &simd : simd_paths()) {
     INFO("simd " << simd);
     // A whole buffer of one element.
@@ -113,11 +117,13 @@ TEST_CASE("optimizer: cpu_adam updates a 1-element buffer and sub-ranges of any 
 // decay of v is below bf16's resolution, so v drifts by up to ~2^-9 per step). Over 30 steps the
 // moments stay within 30 * 2^-9 < 1/16 relative (m, which cancels, within 2^-8 of the largest
 // gradient, 1, absolute) and the params within lr * steps * 2^-4 < 2e-3 of the fp32 run.
-TEST_CASE("optimizer: cpu_adam with bf16 moments stays within its documented bound", "[optimizer]") {
+TEST_CASE("optimizer: cpu_adam with bf16 moments stays within its documented bound",
+          "[optimizer]") {
   const uint64_t n = 4099;
   for (const std::string &simd : simd_paths()) {
     INFO("simd " << simd);
-    LoadedOptimizer fast("cpu_adam", {{"simd", Value(simd)}, {"moment_dtype", Value(std::string("bf16"))}});
+    LoadedOptimizer fast("cpu_adam",
+                         {{"simd", Value(simd)}, {"moment_dtype", Value(std::string("bf16"))}});
     LoadedOptimizer ref("adamw_ref");
     fast.init_state(n);
     ref.init_state(n);

@@ -6,15 +6,16 @@
 // Tolerance: |cpu_adam - torch| <= 1e-6 + 1e-5 |torch| on params and moments. torch rounds
 // differently (exp_avg as a lerp, the grad scale applied by a separate multiply, no FMA in the
 // frontend), a few fp32 ulps per step; the observed worst is ~10x below the bound.
+#include <catch2/catch.hpp>
+
 #include "bench/torch_peers.hpp"
 #include "optimizer_fixture.hpp"
-
-#include <catch2/catch.hpp>
 
 using namespace zf;
 using namespace zf::test;
 
-TEST_CASE("optimizer: cpu_adam agrees with torch's fused AdamW and torch::optim::AdamW", "[optimizer]") {
+TEST_CASE("optimizer: cpu_adam agrees with torch's fused AdamW and torch::optim::AdamW",
+          "[optimizer]") {
   const uint64_t n = 20011;
   const int steps = 50;
   const zf_optimizer_group group{2e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, {}};
@@ -32,8 +33,9 @@ TEST_CASE("optimizer: cpu_adam agrees with torch's fused AdamW and torch::optim:
 
           bench::PeerBuffers buffers;
           buffers.params = theirs.params.data();
-          buffers.grads = grads_as == ZF_DTYPE_F32 ? static_cast<const void *>(theirs.grads.data())
-                                                   : static_cast<const void *>(theirs.grads16.data());
+          buffers.grads = grads_as == ZF_DTYPE_F32
+                              ? static_cast<const void *>(theirs.grads.data())
+                              : static_cast<const void *>(theirs.grads16.data());
           buffers.grad_dtype = grads_as;
           buffers.params_out = theirs.out_data();
           buffers.out_dtype = ZF_DTYPE_BF16;
@@ -61,8 +63,8 @@ TEST_CASE("optimizer: cpu_adam agrees with torch's fused AdamW and torch::optim:
           CHECK(worst_ratio(fast.state(0), m, 1e-6, 1e-5) <= 1.0);
           CHECK(worst_ratio(fast.state(1), v, 1e-9, 1e-5) <= 1.0);
           // params_out is the bf16 rounding of params on both sides: one bf16 ulp at most.
-          CHECK(worst_ratio(widen(ours.written_out(), ZF_DTYPE_BF16), widen(theirs.written_out(), ZF_DTYPE_BF16), 1e-6,
-                            1.0 / 128) <= 1.0);
+          CHECK(worst_ratio(widen(ours.written_out(), ZF_DTYPE_BF16),
+                            widen(theirs.written_out(), ZF_DTYPE_BF16), 1e-6, 1.0 / 128) <= 1.0);
           if (getenv("ZF_TEST_VERBOSE")) WARN("params ratio " << ratio);
         }
       }

@@ -1,17 +1,16 @@
 // cpu_lion and cpu_adagrad against their formulas computed in double, on every SIMD path, with
 // two groups, awkward ranges, 16-bit gradients and params_out.
 //
-// Lion (Chen et al. 2023): c = b1 m + (1-b1) g; p = p (1 - lr wd) - lr sign(c); m = b2 m + (1-b2) g.
-// Adagrad (torch.optim.Adagrad): g += wd p; sum += g^2; p -= lr / (1 + (t-1) lr_decay) * g /
+// Lion (Chen et al. 2023): c = b1 m + (1-b1) g; p = p (1 - lr wd) - lr sign(c); m = b2 m + (1-b2)
+// g. Adagrad (torch.optim.Adagrad): g += wd p; sum += g^2; p -= lr / (1 + (t-1) lr_decay) * g /
 // (sqrt(sum) + eps), sum starting at initial_accumulator_value.
 // Tolerance: 1e-6 + 1e-5 |expected| over 20 steps (fp32 against double). Lion's sign() makes an
 // element whose c is within rounding of 0 jump by 2 lr; the oracle skips the comparison of the
 // few elements where |c| < 1e-6 at some step (their exact sign is rounding noise).
-#include "optimizer_fixture.hpp"
-
 #include <catch2/catch.hpp>
-
 #include <cmath>
+
+#include "optimizer_fixture.hpp"
 
 using namespace zf;
 using namespace zf::test;

@@ -3,14 +3,12 @@
 // paths agreeing bit for bit, submit/wait that is safe to repeat and refuses a second step in
 // flight, clear errors for bad hyperparameters and arguments, config errors with a location, a
 // forced SIMD path the CPU lacks declining with a message, and honest state tensors.
-#include "optimizer_fixture.hpp"
-
-#include "runtime/error.hpp"
-
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <cstring>
+
+#include "optimizer_fixture.hpp"
+#include "runtime/error.hpp"
 
 using namespace zf;
 using namespace zf::test;
@@ -31,8 +29,10 @@ Outcome run(const std::string &plugin, const std::map<std::string, Value> &param
   for (int t = 1; t <= steps; ++t) {
     problem.new_gradients(t);
     StepArgs step(problem, ranges, two_groups(), t, 0.75f);
-    if (async) optimizer.submit_and_wait(step.args);
-    else optimizer.step(step.args);
+    if (async)
+      optimizer.submit_and_wait(step.args);
+    else
+      optimizer.step(step.args);
   }
   Outcome outcome{problem.params, optimizer.state(0), {}, problem.written_out()};
   if (plugin == "cpu_adam") outcome.v = optimizer.state(1);
@@ -63,9 +63,8 @@ TEST_CASE("optimizer: threaded steps are bit-identical to single-threaded ones",
     for (const std::string &moments : {"f32", "bf16"}) {
       INFO("simd " << simd << ", moments " << moments);
       auto config = [&](int64_t threads) {
-        return std::map<std::string, Value>{{"simd", Value(simd)},
-                                            {"moment_dtype", Value(moments)},
-                                            {"threads", Value(threads)}};
+        return std::map<std::string, Value>{
+            {"simd", Value(simd)}, {"moment_dtype", Value(moments)}, {"threads", Value(threads)}};
       };
       const Outcome one = run("cpu_adam", config(1), n, awkward_ranges(n), 4);
       require_identical(one, run("cpu_adam", config(2), n, awkward_ranges(n), 4));
@@ -103,12 +102,14 @@ TEST_CASE("optimizer: the AVX2 and AVX-512 paths agree bit for bit", "[optimizer
   const uint64_t n = 30001;
   for (const char *plugin : {"cpu_adam", "cpu_lion", "cpu_adagrad"}) {
     INFO(plugin);
-    require_identical(run(plugin, {{"simd", Value(std::string("avx2"))}}, n, awkward_ranges(n), 3),
-                      run(plugin, {{"simd", Value(std::string("avx512"))}}, n, awkward_ranges(n), 3));
+    require_identical(
+        run(plugin, {{"simd", Value(std::string("avx2"))}}, n, awkward_ranges(n), 3),
+        run(plugin, {{"simd", Value(std::string("avx512"))}}, n, awkward_ranges(n), 3));
   }
 }
 
-TEST_CASE("optimizer: submit and wait are safe to repeat and refuse a second step in flight", "[optimizer]") {
+TEST_CASE("optimizer: submit and wait are safe to repeat and refuse a second step in flight",
+          "[optimizer]") {
   const uint64_t n = 50000;
   // 40 asynchronous steps give what 40 synchronous ones give.
   require_identical(run("cpu_adam", {}, n, awkward_ranges(n), 40, true),
@@ -124,8 +125,7 @@ TEST_CASE("optimizer: submit and wait are safe to repeat and refuse a second ste
   CHECK(optimizer.api()->submit(optimizer.object(), &step.args, &error) ==
         ZF_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(error.message, Catch::Contains("in flight"));
-  CHECK(optimizer.api()->step(optimizer.object(), &step.args, &error) ==
-        ZF_ERROR_INVALID_ARGUMENT);
+  CHECK(optimizer.api()->step(optimizer.object(), &step.args, &error) == ZF_ERROR_INVALID_ARGUMENT);
   CHECK(optimizer.api()->wait(optimizer.object(), &error) == ZF_OK);
   CHECK(optimizer.api()->wait(optimizer.object(), &error) == ZF_OK);
   // The plugin copied ranges and groups at submit: the caller may reuse its arrays at once.
@@ -139,7 +139,8 @@ TEST_CASE("optimizer: submit and wait are safe to repeat and refuse a second ste
   REQUIRE(optimizer.api()->submit(optimizer.object(), &third.args, &error) == ZF_OK);
 }
 
-TEST_CASE("optimizer: bad hyperparameters and arguments are errors that say what is wrong", "[optimizer]") {
+TEST_CASE("optimizer: bad hyperparameters and arguments are errors that say what is wrong",
+          "[optimizer]") {
   const uint64_t n = 100;
   struct Bad {
     zf_optimizer_group group;
@@ -166,20 +167,21 @@ TEST_CASE("optimizer: bad hyperparameters and arguments are errors that say what
   LoadedOptimizer optimizer("cpu_adam");
   Problem problem(n, ZF_DTYPE_F32, ZF_DTYPE_F32);
   std::string message;
-  CHECK(step_status(optimizer, StepArgs(problem, {{0, n, 0, 0}}, two_groups(), 1).args,
-                    &message) == ZF_ERROR_INVALID_ARGUMENT);
+  CHECK(step_status(optimizer, StepArgs(problem, {{0, n, 0, 0}}, two_groups(), 1).args, &message) ==
+        ZF_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(message, Catch::Contains("before init_state"));
   optimizer.init_state(n);
   CHECK(step_status(optimizer, StepArgs(problem, {{0, n + 1, 0, 0}}, two_groups(), 1).args,
                     &message) == ZF_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(message, Catch::Contains("range 0"));
-  CHECK(step_status(optimizer, StepArgs(problem, {{10, 20, 0, 0}, {15, 30, 0, 0}}, two_groups(), 1).args,
+  CHECK(step_status(optimizer,
+                    StepArgs(problem, {{10, 20, 0, 0}, {15, 30, 0, 0}}, two_groups(), 1).args,
                     &message) == ZF_ERROR_INVALID_ARGUMENT);
-  CHECK(step_status(optimizer, StepArgs(problem, {{0, n, 2, 0}}, two_groups(), 1).args,
-                    &message) == ZF_ERROR_INVALID_ARGUMENT);
+  CHECK(step_status(optimizer, StepArgs(problem, {{0, n, 2, 0}}, two_groups(), 1).args, &message) ==
+        ZF_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(message, Catch::Contains("group 2"));
-  CHECK(step_status(optimizer, StepArgs(problem, {{0, n, 0, 0}}, two_groups(), 0).args,
-                    &message) == ZF_ERROR_INVALID_ARGUMENT);
+  CHECK(step_status(optimizer, StepArgs(problem, {{0, n, 0, 0}}, two_groups(), 0).args, &message) ==
+        ZF_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(message, Catch::Contains("step must be >= 1"));
   StepArgs wrong_out(problem, {{0, n, 0, 0}}, two_groups(), 1);
   float not_16_bit[n];
@@ -188,7 +190,8 @@ TEST_CASE("optimizer: bad hyperparameters and arguments are errors that say what
   CHECK_THAT(message, Catch::Contains("params_out must be BF16 or F16"));
 }
 
-TEST_CASE("optimizer: plugin parameters out of range are config errors with a location", "[optimizer]") {
+TEST_CASE("optimizer: plugin parameters out of range are config errors with a location",
+          "[optimizer]") {
   const PluginFile &file = registry().find(ZF_KIND_OPTIMIZER, "cpu_adam");
   PluginConfig config(*file.descriptor, "optimizer");
   const Location where{"train.toml", 12, 11, ""};
@@ -221,7 +224,8 @@ TEST_CASE("optimizer: a forced SIMD path the CPU lacks declines with a message",
     CHECK_THROWS_AS(LoadedOptimizer("cpu_lion", {{"simd", Value(std::string(simd))}}),
                     PluginDeclined);
   }
-  LoadedOptimizer fallback("cpu_adam", {{"simd", Value(std::string("auto"))}});  // auto never declines
+  LoadedOptimizer fallback("cpu_adam",
+                           {{"simd", Value(std::string("auto"))}});  // auto never declines
   unsetenv("ZF_SIMD_MAX");
 }
 
@@ -230,8 +234,8 @@ TEST_CASE("optimizer: state tensors name and expose the optimizer state", "[opti
     const char *plugin;
     std::vector<std::string> names;
   };
-  for (const Expect &e : {Expect{"cpu_adam", {"exp_avg", "exp_avg_sq"}}, Expect{"cpu_lion", {"exp_avg"}},
-                          Expect{"cpu_adagrad", {"sum"}}}) {
+  for (const Expect &e : {Expect{"cpu_adam", {"exp_avg", "exp_avg_sq"}},
+                          Expect{"cpu_lion", {"exp_avg"}}, Expect{"cpu_adagrad", {"sum"}}}) {
     INFO(e.plugin);
     LoadedOptimizer optimizer(e.plugin);
     optimizer.init_state(10);
@@ -245,7 +249,7 @@ TEST_CASE("optimizer: state tensors name and expose the optimizer state", "[opti
     const char *name = nullptr;
     zf_tensor_view view{};
     zf_error error{};
-    CHECK(optimizer.api()->state_tensor(optimizer.object(), uint32_t(e.names.size()), &name,
-                                        &view, &error) == ZF_DECLINED);
+    CHECK(optimizer.api()->state_tensor(optimizer.object(), uint32_t(e.names.size()), &name, &view,
+                                        &error) == ZF_DECLINED);
   }
 }

@@ -28,7 +28,7 @@ TEST_CASE("a plugin built out of tree against the installed SDK loads and runs",
 
   std::string out = scratch + "/run";
   auto run = test::run_command("ZFCORE_PLUGIN_PATH=" + build + " " + test::zfcore() + " run " + test::source_dir() +
-                               "/examples/quickstart.toml --set train.steps=3 --set selector.plugin=topk_l1 "
+                               "/examples/linear_stack.toml --set train.steps=3 --set selector.plugin=topk_l1 "
                                "--set selector.ratio=0.25 --set run.output_dir=" + out);
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
@@ -36,7 +36,7 @@ TEST_CASE("a plugin built out of tree against the installed SDK loads and runs",
   CHECK(test::json_field(test::read_text(out + "/summary.json"), "selected_column_fraction") == "0.25");
 
   auto bad = test::run_command("ZFCORE_PLUGIN_PATH=" + build + " " + test::zfcore() + " validate " +
-                               test::source_dir() + "/examples/quickstart.toml --set selector.plugin=topk_l1 " +
+                               test::source_dir() + "/examples/linear_stack.toml --set selector.plugin=topk_l1 " +
                                "--set selector.ratio=1.5");
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.output, Catch::Contains("selector.ratio = 1.5: must be in (0, 1]"));

@@ -1,12 +1,11 @@
 #include "cpu_optimizer.hpp"
 
-#include <zf/zf_plugin.hpp>
-
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <zf/zf_plugin.hpp>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -41,8 +40,8 @@ GradFormat grad_format(zf_dtype dtype) {
     case ZF_DTYPE_BF16: return GradFormat::bf16;
     case ZF_DTYPE_F16: return GradFormat::f16;
   }
-  throw Failure(ZF_ERROR_UNSUPPORTED, "grads must be F32, BF16 or F16 (got dtype " +
-                                          std::to_string(dtype) + ")");
+  throw Failure(ZF_ERROR_UNSUPPORTED,
+                "grads must be F32, BF16 or F16 (got dtype " + std::to_string(dtype) + ")");
 }
 
 OutFormat out_format(const zf_tensor_view &view) {
@@ -69,25 +68,31 @@ std::vector<int> host_worker_cores(const zf_host *host) {
 }
 
 CpuOptimizer::CpuOptimizer(const zf_host *host, const CpuOptimizerOptions &options)
-    : host_(host), options_(options),
+    : host_(host),
+      options_(options),
       pool_(pool_cores(host), thread_count(pool_cores(host), options.threads)) {
   const std::vector<int> cores = pool_cores(host);
   std::string core_list;
   for (size_t i = 0; i < cores.size() && i < pool_.size(); ++i)
     core_list += (i ? "," : "") + std::to_string(cores[i]);
-  zf::log(host_, ZF_LOG_INFO, "%s, %s kernels, %u worker threads %s%s, %s moments",
-          algorithm_name(options_.algorithm), simd_name(options_.simd), pool_.size(),
+  zf::log(host_, ZF_LOG_INFO, "%s, %s kernels%s, %u worker threads %s%s, %s moments",
+          algorithm_name(options_.algorithm), simd_name(options_.simd),
+          prefetch_ ? " with software prefetch" : "", pool_.size(),
           cores.empty() ? "(unpinned: the host gave no worker cores)" : "pinned to cores ",
           core_list.c_str(), options_.moments == MomentFormat::f32 ? "fp32" : "bf16");
   if (!cores.empty() && pool_.size() > cores.size())
-    zf::log(host_, ZF_LOG_WARN, "threads = %u is more than the %zu worker cores: threads share cores",
-            pool_.size(), cores.size());
+    zf::log(host_, ZF_LOG_WARN,
+            "threads = %u is more than the %zu worker cores: threads share cores", pool_.size(),
+            cores.size());
   for (int core : pool_.unpinned_cores())
     zf::log(host_, ZF_LOG_WARN, "could not pin a worker to core %d (not in the process's CPU set?)",
             core);
   switch (options_.algorithm) {
     case Algorithm::adam:
-    case Algorithm::adamw: m_.name = "exp_avg"; v_.name = "exp_avg_sq"; break;
+    case Algorithm::adamw:
+      m_.name = "exp_avg";
+      v_.name = "exp_avg_sq";
+      break;
     case Algorithm::lion: m_.name = "exp_avg"; break;
     case Algorithm::adagrad: v_.name = "sum"; break;
   }
@@ -229,8 +234,10 @@ GroupCoefficients CpuOptimizer::coefficients(const zf_optimizer_group &group, fl
       const double t = double(step);
       c.step_size = float(lr / (1.0 - std::pow(beta1, t)));
       c.bias_correction2_sqrt = float(std::sqrt(1.0 - std::pow(beta2, t)));
-      if (options_.algorithm == Algorithm::adamw) c.decay = float(1.0 - lr * weight_decay);
-      else c.l2 = group.weight_decay;
+      if (options_.algorithm == Algorithm::adamw)
+        c.decay = float(1.0 - lr * weight_decay);
+      else
+        c.l2 = group.weight_decay;
       break;
     }
     case Algorithm::lion: c.decay = float(1.0 - lr * weight_decay); break;
@@ -247,15 +254,20 @@ void CpuOptimizer::submit(const zf_optimizer_step_args &args) {
   validate(args);
   kernel_ = select_update_kernel(options_.simd, options_.algorithm, grad_format(args.grads.dtype),
                                  options_.moments, out_format(args.params_out));
-  operands_ = UpdateOperands{static_cast<float *>(args.params.data), args.grads.data, m_.data,
-                             v_.data, args.params_out.data};
+  operands_ = UpdateOperands{static_cast<float *>(args.params.data),
+                             args.grads.data,
+                             m_.data,
+                             v_.data,
+                             args.params_out.data,
+                             prefetch_};
   coefficients_.clear();
   for (uint32_t i = 0; i < args.group_count; ++i)
     coefficients_.push_back(coefficients(args.groups[i], args.grad_scale, args.step));
   build_chunks(args.ranges, args.range_count);
 
   uint64_t elements = 0;
-  for (uint32_t r = 0; r < args.range_count; ++r) elements += args.ranges[r].end - args.ranges[r].begin;
+  for (uint32_t r = 0; r < args.range_count; ++r)
+    elements += args.ranges[r].end - args.ranges[r].begin;
   in_flight_ = true;
   on_pool_ = elements > kInlineElements;
   if (on_pool_) {

@@ -8,14 +8,14 @@
 // in optimizer_entries.cpp.
 #pragma once
 
-#include "thread_pool.hpp"
-#include "update_kernel.hpp"
-
 #include <zf/zf_plugin.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "thread_pool.hpp"
+#include "update_kernel.hpp"
 
 namespace zf::cpu_kernels {
 
@@ -80,6 +80,7 @@ class CpuOptimizer {
   std::vector<Chunk> chunks_;
   bool in_flight_ = false;
   bool on_pool_ = false;
+  bool prefetch_ = software_prefetch_default();
 };
 
 // Threads for a pool: `requested`, or one per worker core when 0; the cores come from the host.

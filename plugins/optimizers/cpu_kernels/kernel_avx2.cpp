@@ -15,7 +15,8 @@ struct Lanes {
   static void store(float *target, V x) { _mm256_storeu_ps(target, x); }
   using H = __m128i;
   static V load_bf16(const uint16_t *source) {
-    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(source)));
+    __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(source)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   static V load_f16(const uint16_t *source) {
@@ -35,7 +36,9 @@ struct Lanes {
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
     return _mm256_castsi256_si128(packed);
   }
-  static H pack_f16(V x) { return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static H pack_f16(V x) {
+    return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
   static void store_half(uint16_t *target, H x) {
     _mm_storeu_si128(reinterpret_cast<__m128i *>(target), x);
   }
@@ -72,6 +75,6 @@ UpdateFn select(Algorithm algorithm, GradFormat grads, MomentFormat moments, Out
 
 namespace zf::cpu_kernels::avx2 {
 UpdateFn select(Algorithm, GradFormat, MomentFormat, OutFormat) { return nullptr; }
-}
+}  // namespace zf::cpu_kernels::avx2
 
 #endif

@@ -16,7 +16,8 @@ struct Lanes {
   static void store(float *target, V x) { _mm512_storeu_ps(target, x); }
   using H = __m256i;
   static V load_bf16(const uint16_t *source) {
-    __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(source)));
+    __m512i wide =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(source)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
   static V load_f16(const uint16_t *source) {
@@ -33,7 +34,9 @@ struct Lanes {
         rounded, is_nan, _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40)));
     return _mm512_cvtepi32_epi16(rounded);
   }
-  static H pack_f16(V x) { return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static H pack_f16(V x) {
+    return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
   static void store_half(uint16_t *target, H x) {
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(target), x);
   }
@@ -71,6 +74,6 @@ UpdateFn select(Algorithm algorithm, GradFormat grads, MomentFormat moments, Out
 
 namespace zf::cpu_kernels::avx512 {
 UpdateFn select(Algorithm, GradFormat, MomentFormat, OutFormat) { return nullptr; }
-}
+}  // namespace zf::cpu_kernels::avx512
 
 #endif

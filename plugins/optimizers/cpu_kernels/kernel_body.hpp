@@ -5,10 +5,10 @@
 // Include it inside the ISA's own namespace, after defining `struct Lanes`: width, V (a vector of
 // floats), H (the same lanes in 16 bits), load/store of f32, load of bf16/f16, pack_bf16/pack_f16
 // into H, store_half/stream_half of H (stream: non-temporal, for 2*width-byte aligned targets),
-// fence (orders streamed stores), prefetch, add/mul/div/sqrt/fmadd/fnmadd/sign. Everything here then lives in that
-// namespace, so the linker can never pick a template instance compiled for another ISA (the
-// classic one-definition hazard of per-file -m flags). No includes of its own, on purpose; no
-// std:: templates either, for the same reason.
+// fence (orders streamed stores), prefetch, add/mul/div/sqrt/fmadd/fnmadd/sign. Everything here
+// then lives in that namespace, so the linker can never pick a template instance compiled for
+// another ISA (the classic one-definition hazard of per-file -m flags). No includes of its own, on
+// purpose; no std:: templates either, for the same reason.
 //
 // Order of operations follows torch.optim's formulas (see the comments of each algorithm). The
 // SIMD paths use fused multiply-adds; the scalar path is compiled with -ffp-contract=off, so it
@@ -16,12 +16,26 @@
 
 using V = Lanes::V;
 
-template <GradFormat format> struct grad_storage { using type = uint16_t; };
-template <> struct grad_storage<GradFormat::f32> { using type = float; };
-template <MomentFormat format> struct moment_storage { using type = uint16_t; };
-template <> struct moment_storage<MomentFormat::f32> { using type = float; };
-template <GradFormat format> using grad_t = typename grad_storage<format>::type;
-template <MomentFormat format> using moment_t = typename moment_storage<format>::type;
+template <GradFormat format>
+struct grad_storage {
+  using type = uint16_t;
+};
+template <>
+struct grad_storage<GradFormat::f32> {
+  using type = float;
+};
+template <MomentFormat format>
+struct moment_storage {
+  using type = uint16_t;
+};
+template <>
+struct moment_storage<MomentFormat::f32> {
+  using type = float;
+};
+template <GradFormat format>
+using grad_t = typename grad_storage<format>::type;
+template <MomentFormat format>
+using moment_t = typename moment_storage<format>::type;
 using out_t = uint16_t;  // params_out is bf16 or f16
 
 // One group's coefficients as vectors, built once per chunk.
@@ -29,41 +43,56 @@ struct Broadcast {
   V grad_scale, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, l2, decay, step_size,
       bias_correction2_sqrt;
   explicit Broadcast(const GroupCoefficients &c)
-      : grad_scale(Lanes::set1(c.grad_scale)), beta1(Lanes::set1(c.beta1)),
-        one_minus_beta1(Lanes::set1(c.one_minus_beta1)), beta2(Lanes::set1(c.beta2)),
-        one_minus_beta2(Lanes::set1(c.one_minus_beta2)), eps(Lanes::set1(c.eps)),
-        l2(Lanes::set1(c.l2)), decay(Lanes::set1(c.decay)), step_size(Lanes::set1(c.step_size)),
+      : grad_scale(Lanes::set1(c.grad_scale)),
+        beta1(Lanes::set1(c.beta1)),
+        one_minus_beta1(Lanes::set1(c.one_minus_beta1)),
+        beta2(Lanes::set1(c.beta2)),
+        one_minus_beta2(Lanes::set1(c.one_minus_beta2)),
+        eps(Lanes::set1(c.eps)),
+        l2(Lanes::set1(c.l2)),
+        decay(Lanes::set1(c.decay)),
+        step_size(Lanes::set1(c.step_size)),
         bias_correction2_sqrt(Lanes::set1(c.bias_correction2_sqrt)) {}
 };
 
 template <GradFormat format>
 inline V load_grad(const grad_t<format> *source) {
-  if constexpr (format == GradFormat::f32) return Lanes::load(source);
-  else if constexpr (format == GradFormat::bf16) return Lanes::load_bf16(source);
-  else return Lanes::load_f16(source);
+  if constexpr (format == GradFormat::f32)
+    return Lanes::load(source);
+  else if constexpr (format == GradFormat::bf16)
+    return Lanes::load_bf16(source);
+  else
+    return Lanes::load_f16(source);
 }
 
 template <MomentFormat format>
 inline V load_moment(const moment_t<format> *source) {
-  if constexpr (format == MomentFormat::f32) return Lanes::load(source);
-  else return Lanes::load_bf16(source);
+  if constexpr (format == MomentFormat::f32)
+    return Lanes::load(source);
+  else
+    return Lanes::load_bf16(source);
 }
 
 template <MomentFormat format>
 inline void store_moment(moment_t<format> *target, V value) {
-  if constexpr (format == MomentFormat::f32) Lanes::store(target, value);
-  else Lanes::store_half(target, Lanes::pack_bf16(value));
+  if constexpr (format == MomentFormat::f32)
+    Lanes::store(target, value);
+  else
+    Lanes::store_half(target, Lanes::pack_bf16(value));
 }
 
 // params_out is written once and read by DMA, never by this core: streaming it (when aligned)
 // saves the read-for-ownership, 2 of ~30 bytes per element.
 template <OutFormat format, bool stream>
 inline void store_out(out_t *target, V value) {
-  if constexpr (format == OutFormat::none) return;
+  if constexpr (format == OutFormat::none)
+    return;
   else {
     const auto half = format == OutFormat::bf16 ? Lanes::pack_bf16(value) : Lanes::pack_f16(value);
-    if constexpr (stream) Lanes::stream_half(target, half);
-    else Lanes::store_half(target, half);
+    if constexpr (stream)
+      Lanes::stream_half(target, half);
+    else
+      Lanes::store_half(target, half);
   }
 }
 
@@ -74,8 +103,10 @@ inline void adam_lanes(V &p, V g, moment_t<format> *m_at, moment_t<format> *v_at
                        const Broadcast &k) {
   V m = load_moment<format>(m_at);
   V v = load_moment<format>(v_at);
-  if constexpr (decoupled) p = Lanes::mul(p, k.decay);
-  else g = Lanes::fmadd(k.l2, p, g);
+  if constexpr (decoupled)
+    p = Lanes::mul(p, k.decay);
+  else
+    g = Lanes::fmadd(k.l2, p, g);
   m = Lanes::fmadd(k.beta1, m, Lanes::mul(k.one_minus_beta1, g));
   v = Lanes::fmadd(k.beta2, v, Lanes::mul(Lanes::mul(k.one_minus_beta2, g), g));
   V denom = Lanes::add(Lanes::div(Lanes::sqrt(v), k.bias_correction2_sqrt), k.eps);
@@ -106,8 +137,14 @@ inline void adagrad_lanes(V &p, V g, moment_t<format> *sum_at, const Broadcast &
   store_moment<format>(sum_at, sum);
 }
 
-// 2 KiB ahead on the fp32 streams.
+// The address kPrefetchElements (2 KiB of fp32) past element_address, computed as an integer:
+// it may lie beyond the buffer.
 constexpr uint64_t kPrefetchElements = 512;
+template <class T>
+inline const void *ahead_of(const T *element_address) {
+  return reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(element_address) +
+                                        kPrefetchElements * sizeof(T));
+}
 
 template <Algorithm algorithm>
 constexpr bool uses_m = algorithm != Algorithm::adagrad;
@@ -164,9 +201,8 @@ void update_staged(const UpdateOperands &operands, const Broadcast &k, uint64_t 
 }
 
 template <Algorithm algorithm, GradFormat grads, MomentFormat moments, OutFormat out,
-          bool stream_out>
-void update_body(const UpdateOperands &operands, const Broadcast &k, uint64_t begin,
-                 uint64_t end) {
+          bool stream_out, bool prefetch>
+void update_body(const UpdateOperands &operands, const Broadcast &k, uint64_t begin, uint64_t end) {
   constexpr bool has_m = uses_m<algorithm>, has_v = uses_v<algorithm>;
   constexpr bool has_out = out != OutFormat::none;
   float *p = operands.params;
@@ -174,18 +210,18 @@ void update_body(const UpdateOperands &operands, const Broadcast &k, uint64_t be
   auto *m = static_cast<moment_t<moments> *>(operands.m);
   auto *v = static_cast<moment_t<moments> *>(operands.v);
   auto *o = static_cast<out_t *>(operands.params_out);
-  // Software prefetch a fixed distance ahead on every input stream: the hardware prefetchers
-  // alone leave bandwidth unused with 4-5 streams per core (measured +15% on a 16-core Xeon,
-  // neutral on AMD EPYC). Prefetches past the end are harmless: they never fault.
-  constexpr uint64_t ahead = kPrefetchElements;
+  // Software prefetch a fixed distance ahead on every input stream where it pays (see
+  // software_prefetch_default). Prefetches past the end are harmless: they never fault.
   for (uint64_t i = begin; i < end; i += Lanes::width) {
-    Lanes::prefetch(p + i + ahead);
-    Lanes::prefetch(g + i + ahead);
-    if constexpr (has_m) Lanes::prefetch(m + i + ahead);
-    if constexpr (has_v) Lanes::prefetch(v + i + ahead);
-    update_lanes<algorithm, grads, moments, out, stream_out>(
-        p + i, g + i, has_m ? m + i : nullptr, has_v ? v + i : nullptr, has_out ? o + i : nullptr,
-        k);
+    if constexpr (prefetch) {
+      Lanes::prefetch(ahead_of(p + i));
+      Lanes::prefetch(ahead_of(g + i));
+      if constexpr (has_m) Lanes::prefetch(ahead_of(m + i));
+      if constexpr (has_v) Lanes::prefetch(ahead_of(v + i));
+    }
+    update_lanes<algorithm, grads, moments, out, stream_out>(p + i, g + i, has_m ? m + i : nullptr,
+                                                             has_v ? v + i : nullptr,
+                                                             has_out ? o + i : nullptr, k);
   }
 }
 
@@ -199,14 +235,21 @@ void update_range(const UpdateOperands &operands, const GroupCoefficients &coeff
   uint64_t body_begin = (begin + width - 1) / width * width;
   if (body_begin > end) body_begin = end;
   const uint64_t body_end = body_begin + (end - body_begin) / width * width;
-  if (begin < body_begin) update_staged<algorithm, grads, moments, out>(operands, k, begin, body_begin);
+  if (begin < body_begin)
+    update_staged<algorithm, grads, moments, out>(operands, k, begin, body_begin);
   const bool stream = out != OutFormat::none && Lanes::width > 1 &&
                       reinterpret_cast<uintptr_t>(operands.params_out) % (2 * width) == 0;
+  // Four loops: streamed or stored params_out, with or without software prefetch.
   if (stream) {
-    update_body<algorithm, grads, moments, out, true>(operands, k, body_begin, body_end);
+    if (operands.prefetch)
+      update_body<algorithm, grads, moments, out, true, true>(operands, k, body_begin, body_end);
+    else
+      update_body<algorithm, grads, moments, out, true, false>(operands, k, body_begin, body_end);
     Lanes::fence();  // streamed stores are weakly ordered: finish them before the step is done
+  } else if (operands.prefetch) {
+    update_body<algorithm, grads, moments, out, false, true>(operands, k, body_begin, body_end);
   } else {
-    update_body<algorithm, grads, moments, out, false>(operands, k, body_begin, body_end);
+    update_body<algorithm, grads, moments, out, false, false>(operands, k, body_begin, body_end);
   }
   if (body_end < end) update_staged<algorithm, grads, moments, out>(operands, k, body_end, end);
 }

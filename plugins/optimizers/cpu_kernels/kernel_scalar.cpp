@@ -1,10 +1,9 @@
 // kernel_scalar.cpp: the portable kernels (any CPU, the only path on non-x86 builds). Built with
 // -ffp-contract=off so that a*b+c means two roundings everywhere, whatever the target.
-#include "update_kernel.hpp"
-
+#include <cmath>
 #include <zf/zf_plugin.hpp>  // the SDK's scalar bf16/fp16 conversions
 
-#include <cmath>
+#include "update_kernel.hpp"
 
 namespace zf::cpu_kernels::scalar {
 

@@ -13,13 +13,12 @@ void read_common_options(const zf_host *host, const zf_config *config,
     throw Failure(ZF_ERROR_INVALID_ARGUMENT,
                   "simd = \"" + simd + "\": expected auto, avx512, avx2 or scalar");
   if (!simd_supported(options->simd))
-    throw Failure(ZF_DECLINED,
-                  "simd = \"" + simd + "\" but this CPU (or build) lacks " +
-                      (options->simd == SimdLevel::avx512 ? "avx512f/avx512bw/avx512vl"
-                                                          : "avx2/fma/f16c") +
-                      (std::getenv("ZF_SIMD_MAX") ? " (or ZF_SIMD_MAX caps it)" : "") +
-                      "; set simd = \"auto\" (best available here: " +
-                      simd_name(best_simd_level()) + ")");
+    throw Failure(
+        ZF_DECLINED,
+        "simd = \"" + simd + "\" but this CPU (or build) lacks " +
+            (options->simd == SimdLevel::avx512 ? "avx512f/avx512bw/avx512vl" : "avx2/fma/f16c") +
+            (std::getenv("ZF_SIMD_MAX") ? " (or ZF_SIMD_MAX caps it)" : "") +
+            "; set simd = \"auto\" (best available here: " + simd_name(best_simd_level()) + ")");
   options->threads = unsigned(table.integer("threads"));
   const std::string moments = table.string("moment_dtype");
   options->moments = moments == "bf16" ? MomentFormat::bf16 : MomentFormat::f32;
@@ -31,14 +30,11 @@ CpuOptimizer &self(zf_object *object) { return *reinterpret_cast<CpuOptimizer *>
 
 zf_status create_optimizer(const zf_host *host, const CpuOptimizerOptions &options,
                            zf_object **object, zf_error *error) {
-  return guard(error, [&] {
-    *object = reinterpret_cast<zf_object *>(new CpuOptimizer(host, options));
-  });
+  return guard(error,
+               [&] { *object = reinterpret_cast<zf_object *>(new CpuOptimizer(host, options)); });
 }
 
-void destroy_optimizer(zf_object *object) {
-  delete reinterpret_cast<CpuOptimizer *>(object);
-}
+void destroy_optimizer(zf_object *object) { delete reinterpret_cast<CpuOptimizer *>(object); }
 
 zf_status init_state_entry(zf_object *object, uint64_t numel, zf_error *error) {
   return guard(error, [&] { self(object).init_state(numel); });

@@ -3,26 +3,44 @@
 // parameters they share (simd, threads, moment_dtype) and the reading of those parameters.
 #pragma once
 
-#include "cpu_optimizer.hpp"
-
 #include <zf/zf_plugin.hpp>
+
+#include "cpu_optimizer.hpp"
 
 namespace zf::cpu_kernels {
 
 // Declarations shared by the plugins' parameter tables.
 inline constexpr zf_param_decl kSimdParam = {
-    "simd", ZF_PARAM_STRING, 0, "auto",
+    "simd",
+    ZF_PARAM_STRING,
+    0,
+    "auto",
     "kernel instruction set: auto picks the best this CPU has; a forced one it lacks declines",
-    0, 0, "auto|avx512|avx2|scalar", nullptr};
+    0,
+    0,
+    "auto|avx512|avx2|scalar",
+    nullptr};
 inline constexpr zf_param_decl kThreadsParam = {
-    "threads", ZF_PARAM_INT, ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX, "0",
-    "worker threads, pinned to the host's worker cores; 0 = one per worker core", 0, 1024,
-    nullptr, nullptr};
+    "threads",
+    ZF_PARAM_INT,
+    ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX,
+    "0",
+    "worker threads, pinned to the host's worker cores; 0 = one per worker core",
+    0,
+    1024,
+    nullptr,
+    nullptr};
 inline constexpr zf_param_decl kMomentDtypeParam = {
-    "moment_dtype", ZF_PARAM_STRING, 0, "f32",
+    "moment_dtype",
+    ZF_PARAM_STRING,
+    0,
+    "f32",
     "optimizer state precision; bf16 halves state memory and traffic but changes the numerics "
     "(moments rounded to bf16 every step)",
-    0, 0, "f32|bf16", nullptr};
+    0,
+    0,
+    "f32|bf16",
+    nullptr};
 
 // Reads simd, threads and moment_dtype from config into options. A forced simd level the CPU
 // lacks throws Failure(ZF_DECLINED) with a message saying what to set instead.
@@ -44,9 +62,14 @@ zf_status state_tensor_entry(zf_object *object, uint32_t index, const char **nam
 // The table with every entry wired; plugins only supply create.
 constexpr zf_optimizer_api optimizer_api(zf_status (*create)(const zf_host *, const zf_config *,
                                                              zf_object **, zf_error *)) {
-  return zf_optimizer_api{sizeof(zf_optimizer_api), create,          destroy_optimizer,
-                          init_state_entry,         step_entry,      submit_entry,
-                          wait_entry,               state_tensor_entry};
+  return zf_optimizer_api{sizeof(zf_optimizer_api),
+                          create,
+                          destroy_optimizer,
+                          init_state_entry,
+                          step_entry,
+                          submit_entry,
+                          wait_entry,
+                          state_tensor_entry};
 }
 
 constexpr uint64_t kCapabilities = ZF_CAP_CPU | ZF_CAP_ASYNC | ZF_CAP_LOW_PRECISION_OUT;

@@ -1,8 +1,8 @@
 // simd_dispatch.cpp: which kernel table the running CPU can use. One binary runs on every
 // x86-64: the AVX2/AVX-512 tables are only ever called after the CPU reported their features.
-#include "update_kernel.hpp"
-
 #include <cstdlib>
+
+#include "update_kernel.hpp"
 
 namespace zf::cpu_kernels {
 
@@ -48,9 +48,7 @@ const char *simd_name(SimdLevel level) {
   return "unknown";
 }
 
-bool simd_supported(SimdLevel level) {
-  return int(level) <= int(simd_cap()) && cpu_has(level);
-}
+bool simd_supported(SimdLevel level) { return int(level) <= int(simd_cap()) && cpu_has(level); }
 
 SimdLevel best_simd_level() {
   if (simd_supported(SimdLevel::avx512)) return SimdLevel::avx512;
@@ -59,12 +57,26 @@ SimdLevel best_simd_level() {
 }
 
 bool parse_simd_level(const std::string &name, SimdLevel *level) {
-  if (name == "auto") *level = best_simd_level();
-  else if (name == "avx512") *level = SimdLevel::avx512;
-  else if (name == "avx2") *level = SimdLevel::avx2;
-  else if (name == "scalar") *level = SimdLevel::scalar;
-  else return false;
+  if (name == "auto")
+    *level = best_simd_level();
+  else if (name == "avx512")
+    *level = SimdLevel::avx512;
+  else if (name == "avx2")
+    *level = SimdLevel::avx2;
+  else if (name == "scalar")
+    *level = SimdLevel::scalar;
+  else
+    return false;
   return true;
+}
+
+bool software_prefetch_default() {
+  if (const char *text = std::getenv("ZF_CPU_PREFETCH")) return std::string(text) != "0";
+#if defined(__x86_64__)
+  return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
 }
 
 UpdateFn select_update_kernel(SimdLevel level, Algorithm algorithm, GradFormat grads,

@@ -62,7 +62,7 @@ class ThreadPool {
   std::condition_variable wake_;      // workers wait here for a new generation
   std::condition_variable finished_;  // the caller waits here for remaining_ == 0 (or pinned_)
   uint64_t generation_ = 0;
-  unsigned remaining_ = 0;            // workers still inside the current job
+  unsigned remaining_ = 0;  // workers still inside the current job
   bool job_open_ = false;
   bool stopping_ = false;
 };

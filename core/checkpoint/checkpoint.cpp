@@ -1,0 +1,134 @@
+#include "checkpoint/checkpoint.hpp"
+
+#include "checkpoint/safetensors.hpp"
+#include "runtime/error.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+namespace zf {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string step_name(int64_t step) { return format("step-%08lld", (long long)step); }
+std::string rank_file(int rank) { return format("rank-%05d.safetensors", rank); }
+
+void fsync_path(const fs::path &path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Checkpoint directories in the store, oldest first (complete ones only: no .tmp suffix).
+std::vector<fs::path> complete_checkpoints(const fs::path &directory) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  if (!fs::is_directory(directory, ec)) return found;
+  for (const auto &entry : fs::directory_iterator(directory, ec)) {
+    std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos &&
+        fs::exists(entry.path() / "checkpoint.json"))
+      found.push_back(entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(fs::path directory, int64_t keep, Communicator &comm)
+    : directory_(std::move(directory)), keep_(keep), comm_(comm) {}
+
+fs::path CheckpointStore::save(const TrainingState &state, const std::string &info_json) {
+  fs::path final_dir = directory_ / step_name(state.step);
+  fs::path temp_dir = directory_ / (step_name(state.step) + ".tmp");
+  if (comm_.rank() == 0) {
+    std::error_code ec;
+    fs::create_directories(directory_, ec);
+    ZF_REQUIRE(!ec, "cannot create the checkpoint directory %s: %s", directory_.c_str(), ec.message().c_str());
+    fs::remove_all(temp_dir, ec);
+    fs::create_directories(temp_dir, ec);
+    ZF_REQUIRE(!ec, "cannot create %s: %s", temp_dir.c_str(), ec.message().c_str());
+  }
+  comm_.barrier();
+
+  std::vector<std::pair<std::string, at::Tensor>> tensors = {{"master", state.master}, {"rng", state.rng}};
+  for (const auto &[name, tensor] : state.optimizer) tensors.emplace_back("optimizer." + name, tensor);
+  std::map<std::string, std::string> metadata = {
+      {"step", std::to_string(state.step)},
+      {"world_size", std::to_string(comm_.world_size())},
+      {"rank", std::to_string(comm_.rank())},
+      {"shard_begin", std::to_string(state.shard_begin)},
+      {"shard_end", std::to_string(state.shard_end)},
+      {"layout", state.layout_digest}};
+  write_safetensors((temp_dir / rank_file(comm_.rank())).string(), tensors, metadata);
+  comm_.barrier();
+
+  if (comm_.rank() == 0) {
+    fs::path info = temp_dir / "checkpoint.json";
+    {
+      std::ofstream out(info);
+      out << info_json << "\n";
+      ZF_REQUIRE(out.good(), "cannot write %s", info.c_str());
+    }
+    fsync_path(info);
+    fsync_path(temp_dir);
+    std::error_code ec;
+    fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier run
+    fs::rename(temp_dir, final_dir, ec);
+    ZF_REQUIRE(!ec, "cannot move %s into place: %s", temp_dir.c_str(), ec.message().c_str());
+    fsync_path(directory_);
+    std::vector<fs::path> all = complete_checkpoints(directory_);
+    for (size_t i = 0; i + size_t(keep_) < all.size(); ++i) fs::remove_all(all[i], ec);
+  }
+  comm_.barrier();
+  return final_dir;
+}
+
+std::optional<fs::path> CheckpointStore::latest() const {
+  std::vector<fs::path> all = complete_checkpoints(directory_);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) const {
+  fs::path file = checkpoint / rank_file(comm_.rank());
+  ZF_REQUIRE(fs::exists(checkpoint / "checkpoint.json"), "%s is not a complete checkpoint (no checkpoint.json)",
+             checkpoint.c_str());
+  ZF_REQUIRE(fs::exists(file), "%s has no file for rank %d (it was written by fewer ranks?)", checkpoint.c_str(),
+             comm_.rank());
+  SafetensorsFile stored = SafetensorsFile::open(file.string());
+  const auto &meta = stored.metadata();
+  auto field = [&](const char *key) {
+    auto it = meta.find(key);
+    ZF_REQUIRE(it != meta.end(), "%s: metadata has no '%s'", file.c_str(), key);
+    return it->second;
+  };
+  ZF_REQUIRE(field("world_size") == std::to_string(comm_.world_size()),
+             "%s was written by %s ranks; this run has %d. Resume with the same world size (or export the "
+             "model and start a new run from it)",
+             checkpoint.c_str(), field("world_size").c_str(), comm_.world_size());
+  ZF_REQUIRE(field("layout") == state.layout_digest,
+             "%s was written for another model layout; check [model] against the run that wrote it",
+             checkpoint.c_str());
+  ZF_REQUIRE(field("shard_begin") == std::to_string(state.shard_begin) &&
+                 field("shard_end") == std::to_string(state.shard_end),
+             "%s holds the shard [%s, %s) for rank %d; this run owns [%llu, %llu) (another stage plugin?)",
+             file.c_str(), field("shard_begin").c_str(), field("shard_end").c_str(), comm_.rank(),
+             (unsigned long long)state.shard_begin, (unsigned long long)state.shard_end);
+  stored.read_into("master", state.master);
+  for (auto &[name, tensor] : state.optimizer) {
+    ZF_REQUIRE(stored.has("optimizer." + name), "%s has no optimizer state '%s' (another optimizer plugin?)",
+               file.c_str(), name.c_str());
+    stored.read_into("optimizer." + name, tensor);
+  }
+  state.rng = stored.load("rng");
+  state.step = std::stoll(field("step"));
+}
+
+}  // namespace zf

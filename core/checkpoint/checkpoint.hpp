@@ -1,0 +1,49 @@
+// checkpoint.hpp: training checkpoints. A checkpoint is a directory step-NNNNNNNN/ holding one
+// safetensors file per rank (its fp32 master shard, its optimizer state, the RNG state) and
+// checkpoint.json (step, world size, layout). It appears atomically: every rank writes into
+// step-NNNNNNNN.tmp/, files are fsynced, then rank 0 renames the directory into place, so a crash
+// mid-save leaves the previous checkpoint intact. Only the newest `keep` are kept.
+#pragma once
+
+#include "comm/communicator.hpp"
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zf {
+
+// This rank's part of the training state. Tensors are views of the live buffers: save reads
+// them, load writes into them (shapes and dtypes must match what was saved).
+struct TrainingState {
+  int64_t step = 0;
+  uint64_t shard_begin = 0, shard_end = 0;
+  std::string layout_digest;  // identifies the model's flat layout
+  at::Tensor master;          // fp32 master shard
+  std::vector<std::pair<std::string, at::Tensor>> optimizer;  // named optimizer state tensors
+  at::Tensor rng;             // torch's CPU generator state (uint8)
+};
+
+class CheckpointStore {
+ public:
+  CheckpointStore(std::filesystem::path directory, int64_t keep, Communicator &comm);
+
+  const std::filesystem::path &directory() const { return directory_; }
+  // Collective: every rank calls it at the same step. Returns the new checkpoint's directory.
+  std::filesystem::path save(const TrainingState &state, const std::string &info_json);
+  // The newest complete checkpoint in the directory, if any.
+  std::optional<std::filesystem::path> latest() const;
+  // Fills `state` from `checkpoint` (this rank's file); checks world size, shard and layout.
+  void load(const std::filesystem::path &checkpoint, TrainingState &state) const;
+
+ private:
+  std::filesystem::path directory_;
+  int64_t keep_;
+  Communicator &comm_;
+};
+
+}  // namespace zf

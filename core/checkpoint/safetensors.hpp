@@ -1,0 +1,85 @@
+// safetensors.hpp: reads and writes the safetensors format (the Hugging Face weight format, also
+// used for zfcore's own checkpoints), single files and sharded sets (model.safetensors.index.json).
+//
+// Layout of a file: 8-byte little-endian header length N, N bytes of JSON header (padded with
+// spaces so the data starts 8-byte aligned), then the data section. The header maps each tensor
+// name to {"dtype", "shape", "data_offsets": [begin, end)} (offsets relative to the data section)
+// and may hold "__metadata__", a string-to-string map.
+//
+// Every error is a zf::Error naming the file and, where one is involved, the tensor.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zf {
+
+struct TensorInfo {
+  std::string name;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::string dtype_name;      // as written in the header: "F32", "BF16", ...
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte range in the data section
+};
+
+// One safetensors file, memory-mapped read-only; cheap to copy (the mapping is shared).
+class SafetensorsFile {
+ public:
+  // Maps `path` and validates the whole header (offsets, dtypes, sizes) up front.
+  static SafetensorsFile open(const std::string &path);
+
+  const std::string &path() const;
+  std::vector<std::string> names() const;  // sorted
+  bool has(const std::string &name) const;
+  const TensorInfo &info(const std::string &name) const;
+  const std::map<std::string, std::string> &metadata() const;
+  // A new contiguous CPU tensor holding the stored values.
+  at::Tensor load(const std::string &name) const;
+  // Copies the stored values into `destination` (any device, dtype or strides; the shape must
+  // match), converting the dtype on the way; avoids an intermediate copy for large weights.
+  void read_into(const std::string &name, at::Tensor &destination) const;
+
+ private:
+  struct Mapping;
+  std::shared_ptr<const Mapping> mapping_;
+};
+
+// Writes `tensors` (any device, dtype in the supported set, any strides) in the given order to
+// `path` and fsyncs it. The caller renames into place for atomicity. Names must be unique.
+void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
+                       const std::map<std::string, std::string> &metadata = {});
+
+// The weights of a Hugging Face checkpoint directory: `model.safetensors`, or the shards listed in
+// `model.safetensors.index.json` ("weight_map": tensor name -> shard file).
+class SafetensorsSet {
+ public:
+  static SafetensorsSet open_directory(const std::string &directory);
+
+  const std::string &directory() const { return directory_; }
+  std::vector<std::string> names() const;  // sorted
+  bool has(const std::string &name) const { return owner_.count(name) != 0; }
+  const TensorInfo &info(const std::string &name) const { return file_of(name).info(name); }
+  at::Tensor load(const std::string &name) const { return file_of(name).load(name); }
+  void read_into(const std::string &name, at::Tensor &destination) const {
+    file_of(name).read_into(name, destination);
+  }
+  const SafetensorsFile &file_of(const std::string &name) const;  // throws naming the directory
+
+ private:
+  std::string directory_;
+  std::vector<SafetensorsFile> files_;
+  std::map<std::string, size_t> owner_;  // tensor name -> index into files_
+};
+
+// "F32" -> Float etc.; throws for names outside the supported set. dtype_name is the inverse.
+c10::ScalarType safetensors_dtype(const std::string &name);
+std::string safetensors_dtype_name(c10::ScalarType dtype);
+
+}  // namespace zf

@@ -1,0 +1,172 @@
+// The `alpaca` source: instruction data in the Alpaca format, a JSON array of
+// {"instruction", "input", "output"} objects ("input" may be empty or absent; JSON Lines, one
+// object per line, is read too). Each example becomes
+//   [BOS] prompt-ids  response-ids EOS  padding
+// with the loss on the response and EOS only: a target counts where the token it predicts is a
+// response token. Sequences longer than seq_len + 1 are truncated; shorter ones are padded with
+// the tokenizer's pad id (else EOS, else 0) and targets kIgnoreIndex. An example whose prompt
+// leaves no room for a response token is dropped, with a warning.
+#include "data/sequences.hpp"
+
+#include "model/model.hpp"
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+namespace zf {
+namespace {
+
+using nlohmann::json;
+
+class InstructionSequences final : public SequenceSet {
+ public:
+  InstructionSequences(int64_t seq_len, int64_t vocab, int64_t pad, std::string what)
+      : seq_len_(seq_len), vocab_(vocab), pad_(pad), what_(std::move(what)) {
+    start_.push_back(0);
+  }
+
+  void add(const std::vector<int64_t> &prompt, const std::vector<int64_t> &response) {
+    ids_.insert(ids_.end(), prompt.begin(), prompt.end());
+    ids_.insert(ids_.end(), response.begin(), response.end());
+    start_.push_back(int64_t(ids_.size()));
+    response_start_.push_back(int64_t(prompt.size()));
+  }
+
+  int64_t count() const override { return int64_t(response_start_.size()); }
+  int64_t seq_len() const override { return seq_len_; }
+  int64_t vocab_size() const override { return vocab_; }
+
+  int64_t fill(int64_t index, int64_t *inputs, int64_t *targets) const override {
+    const int32_t *ids = ids_.data() + start_[size_t(index)];
+    int64_t length = std::min(start_[size_t(index) + 1] - start_[size_t(index)], seq_len_ + 1);
+    int64_t response = response_start_[size_t(index)];
+    for (int64_t t = 0; t < seq_len_; ++t) {
+      inputs[t] = t < length ? ids[t] : pad_;
+      targets[t] = t + 1 < length && t + 1 >= response ? ids[t + 1] : kIgnoreIndex;
+    }
+    return std::min(length, seq_len_);
+  }
+
+  std::string describe() const override {
+    return format("%s: %lld examples, %zu tokens, padded or truncated to %lld", what_.c_str(), (long long)count(),
+                  ids_.size(), (long long)seq_len_);
+  }
+
+ private:
+  int64_t seq_len_, vocab_, pad_;
+  std::string what_;
+  std::vector<int32_t> ids_;             // all examples, one after the other
+  std::vector<int64_t> start_;           // where each example starts in ids_; one extra at the end
+  std::vector<int64_t> response_start_;  // position of the first response token within the example
+};
+
+struct Record {
+  json value;
+  std::string label;  // "element 3" or "line 4", for messages
+};
+
+// A JSON array, or JSON Lines when the text does not start with '['.
+std::vector<Record> parse_records(const std::string &text, const std::string &where, const std::string &path) {
+  std::vector<Record> records;
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '[') {
+    json root;
+    try {
+      root = json::parse(text);
+    } catch (const json::exception &e) {
+      throw Error(format("%s: data.path: %s is not valid JSON: %s", where.c_str(), path.c_str(), e.what()));
+    }
+    for (size_t i = 0; i < root.size(); ++i) records.push_back({std::move(root[i]), format("element %zu", i)});
+    return records;
+  }
+  std::istringstream lines(text);
+  std::string line;
+  for (size_t number = 1; std::getline(lines, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      records.push_back({json::parse(line), format("line %zu", number)});
+    } catch (const json::exception &e) {
+      throw Error(format("%s: data.path: %s line %zu is not valid JSON (Alpaca data is a JSON array of objects, or "
+                         "one object per line): %s", where.c_str(), path.c_str(), number, e.what()));
+    }
+  }
+  return records;
+}
+
+std::string field(const Record &record, const char *name, bool required, const std::string &path) {
+  const char *shape = "each example is {\"instruction\": ..., \"input\": ..., \"output\": ...}";
+  ZF_REQUIRE(record.value.is_object(), "%s: %s is %s, not an object; %s", path.c_str(), record.label.c_str(),
+             record.value.type_name(), shape);
+  auto it = record.value.find(name);
+  if (it == record.value.end() || it->is_null()) {
+    ZF_REQUIRE(!required, "%s: %s has no \"%s\"; %s", path.c_str(), record.label.c_str(), name, shape);
+    return "";
+  }
+  ZF_REQUIRE(it->is_string(), "%s: %s: \"%s\" is %s, not a string", path.c_str(), record.label.c_str(), name,
+             it->type_name());
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+// The Stanford Alpaca templates. The response starts on the line after "### Response:", as in
+// the Alpaca README (and alpaca-lora); Alpaca's train.py puts it right after the colon.
+std::string alpaca_prompt(const std::string &instruction, const std::string &input) {
+  if (input.empty())
+    return "Below is an instruction that describes a task. Write a response that appropriately completes the "
+           "request.\n\n### Instruction:\n" + instruction + "\n\n### Response:\n";
+  return "Below is an instruction that describes a task, paired with an input that provides further context. Write a "
+         "response that appropriately completes the request.\n\n### Instruction:\n" + instruction +
+         "\n\n### Input:\n" + input + "\n\n### Response:\n";
+}
+
+std::shared_ptr<const SequenceSet> load_alpaca_sequences(const Config &config) {
+  std::string path = data_path(config, "an Alpaca JSON file");
+  std::string where = config.where("data", "path").str();
+  std::vector<Record> records = parse_records(read_data_file(config, path), where, path);
+  ZF_REQUIRE(!records.empty(), "%s: data.path: %s holds no examples", where.c_str(), path.c_str());
+
+  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(config);
+  check_tokenizer_vocab(config, *tokenizer);
+  std::optional<int64_t> eos = tokenizer->eos_id();
+  ZF_REQUIRE(eos, "%s: data.type = \"alpaca\" ends each response with EOS, and tokenizer %s has none",
+             config.where("data", "tokenizer").str().c_str(), tokenizer->name().c_str());
+  int64_t seq_len = config.integer("data", "seq_len");
+  int64_t pad = tokenizer->pad_id().value_or(*eos);
+  auto set = std::make_shared<InstructionSequences>(seq_len, tokenizer->vocab_size(), pad,
+                                                    "alpaca " + path + " (" + tokenizer->name() + ")");
+  int64_t dropped = 0, truncated = 0;
+  for (const Record &record : records) {
+    std::string instruction = field(record, "instruction", true, path);
+    std::string input = field(record, "input", false, path);
+    std::string output = field(record, "output", true, path);
+    std::vector<int64_t> prompt;
+    if (auto bos = tokenizer->bos_id()) prompt.push_back(*bos);
+    std::vector<int64_t> text = tokenizer->encode(alpaca_prompt(instruction, input));
+    prompt.insert(prompt.end(), text.begin(), text.end());
+    std::vector<int64_t> response = tokenizer->encode(output);
+    response.push_back(*eos);
+    // The first response token is a target at position prompt.size() - 1 < seq_len.
+    if (int64_t(prompt.size()) > seq_len) {
+      ++dropped;
+      continue;
+    }
+    if (int64_t(prompt.size() + response.size()) > seq_len + 1) ++truncated;
+    set->add(prompt, response);
+  }
+  if (dropped > 0)
+    log_warn(format("%s: %lld of %zu examples have prompts of more than data.seq_len = %lld tokens and are left out",
+                    path.c_str(), (long long)dropped, records.size(), (long long)seq_len));
+  if (truncated > 0)
+    log_info(format("%s: %lld examples are cut to data.seq_len = %lld tokens", path.c_str(), (long long)truncated,
+                    (long long)seq_len));
+  ZF_REQUIRE(set->count() > 0, "%s: data.seq_len = %lld leaves no room for any response of %s; raise it",
+             config.where("data", "seq_len").str().c_str(), (long long)seq_len, path.c_str());
+  return set;
+}
+
+}  // namespace zf

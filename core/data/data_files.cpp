@@ -1,0 +1,44 @@
+// Finding and reading the files [data] names, with errors that point at the config.
+#include "data/sequences.hpp"
+
+#include "runtime/error.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <sys/stat.h>
+
+namespace zf {
+
+std::string data_path(const Config &config, const char *needs, bool must_exist) {
+  std::string type = config.string("data", "type");
+  std::string path = config.string("data", "path");
+  ZF_REQUIRE(!path.empty(), "%s: data.type = \"%s\" needs data.path (%s)", config.where("data", "type").str().c_str(),
+             type.c_str(), needs);
+  struct stat info {};
+  ZF_REQUIRE(!must_exist || stat(path.c_str(), &info) == 0, "%s: data.path: no such file: %s",
+             config.where("data", "path").str().c_str(), path.c_str());
+  return path;
+}
+
+std::string read_data_file(const Config &config, const std::string &path) {
+  std::ifstream stream(path, std::ios::binary);
+  ZF_REQUIRE(stream.good(), "%s: data.path: cannot read %s: %s", config.where("data", "path").str().c_str(),
+             path.c_str(), std::strerror(errno));
+  std::stringstream text;
+  text << stream.rdbuf();
+  return text.str();
+}
+
+void check_tokenizer_vocab(const Config &config, const Tokenizer &tokenizer) {
+  int64_t vocab = config.integer("data", "vocab");
+  ZF_REQUIRE(vocab == 0 || tokenizer.vocab_size() <= vocab,
+             "%s: data.vocab = %lld, but tokenizer %s has %lld ids; raise data.vocab (or leave it 0)",
+             config.where("data", "vocab").str().c_str(), (long long)vocab, tokenizer.name().c_str(),
+             (long long)tokenizer.vocab_size());
+}
+
+}  // namespace zf

@@ -1,0 +1,48 @@
+// sequences.hpp: the data behind the token sources, as a finite indexed set of training
+// sequences. Loading (files, tokenizing, checking) happens here, without libtorch;
+// sequence_source.cpp adds the split, the per-epoch order and the batch tensors.
+#pragma once
+
+#include "config/config.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace zf {
+
+class SequenceSet {
+ public:
+  virtual ~SequenceSet() = default;
+  virtual int64_t count() const = 0;
+  virtual int64_t seq_len() const = 0;
+  // Every id is below it.
+  virtual int64_t vocab_size() const = 0;
+  // Writes sequence `index` (< count()) as seq_len() inputs and seq_len() targets (the next
+  // token, or kIgnoreIndex where the loss does not count); returns how many input positions hold
+  // data rather than padding.
+  virtual int64_t fill(int64_t index, int64_t *inputs, int64_t *targets) const = 0;
+  // One line for the log: what was loaded.
+  virtual std::string describe() const = 0;
+};
+
+// One per [data] type; each reads the [data] keys it needs and throws located errors.
+std::shared_ptr<const SequenceSet> load_synthetic_sequences(const Config &config);
+std::shared_ptr<const SequenceSet> load_token_shard_sequences(const Config &config);
+std::shared_ptr<const SequenceSet> load_text_sequences(const Config &config);
+std::shared_ptr<const SequenceSet> load_alpaca_sequences(const Config &config);
+
+// data.path, checked to be set (`needs` says what it should name) and, with must_exist, to exist;
+// errors point at data.path (or data.type when the path is missing).
+std::string data_path(const Config &config, const char *needs, bool must_exist = true);
+// The whole file; errors name the file and where data.path was set.
+std::string read_data_file(const Config &config, const std::string &path);
+
+class Tokenizer;
+// Throws when data.vocab is set and the tokenizer's ids can reach past it.
+void check_tokenizer_vocab(const Config &config, const Tokenizer &tokenizer);
+
+// The Alpaca prompt for one example (an empty input selects the template without input).
+std::string alpaca_prompt(const std::string &instruction, const std::string &input);
+
+}  // namespace zf

@@ -1,0 +1,137 @@
+#include "data/token_shard.hpp"
+
+#include "runtime/error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace zf {
+namespace {
+
+constexpr char kMagic[8] = {'Z', 'F', 'T', 'O', 'K', 'E', 'N', 'S'};
+constexpr uint32_t kVersion = 1;
+
+template <typename T>
+void put(unsigned char *out, T value) {
+  std::memcpy(out, &value, sizeof value);  // the host is little-endian (x86-64, aarch64)
+}
+template <typename T>
+T get(const unsigned char *in) {
+  T value;
+  std::memcpy(&value, in, sizeof value);
+  return value;
+}
+
+}  // namespace
+
+void write_token_shard(const std::string &path, const std::vector<int64_t> &ids, int64_t vocab) {
+  int64_t largest = vocab > 0 ? vocab - 1 : 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ZF_REQUIRE(ids[i] >= 0 && ids[i] <= int64_t(UINT32_MAX), "%s: id %lld at %zu does not fit a token shard",
+               path.c_str(), (long long)ids[i], i);
+    ZF_REQUIRE(vocab <= 0 || ids[i] < vocab, "%s: id %lld at %zu is not below the vocabulary size %lld", path.c_str(),
+               (long long)ids[i], i, (long long)vocab);
+    largest = std::max(largest, ids[i]);
+  }
+  uint32_t width = largest <= int64_t(UINT16_MAX) ? 2 : 4;
+  unsigned char header[kTokenShardHeaderBytes] = {};
+  std::memcpy(header, kMagic, sizeof kMagic);
+  put<uint32_t>(header + 8, kVersion);
+  put<uint32_t>(header + 12, width);
+  put<uint64_t>(header + 16, ids.size());
+  put<uint64_t>(header + 24, uint64_t(std::max<int64_t>(vocab, 0)));
+  std::vector<unsigned char> body(ids.size() * width);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (width == 2)
+      put<uint16_t>(body.data() + 2 * i, uint16_t(ids[i]));
+    else
+      put<uint32_t>(body.data() + 4 * i, uint32_t(ids[i]));
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  ZF_REQUIRE(out.good(), "%s: cannot create the token shard: %s", path.c_str(), std::strerror(errno));
+  out.write(reinterpret_cast<const char *>(header), sizeof header);
+  out.write(reinterpret_cast<const char *>(body.data()), std::streamsize(body.size()));
+  ZF_REQUIRE(out.good(), "%s: writing the token shard failed: %s", path.c_str(), std::strerror(errno));
+}
+
+TokenShard::TokenShard(const std::string &path) : path_(path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ZF_REQUIRE(fd >= 0, "%s: cannot open the token shard: %s", path.c_str(), std::strerror(errno));
+  struct stat info {};
+  fstat(fd, &info);
+  map_bytes_ = size_t(info.st_size);
+  if (map_bytes_ >= kTokenShardHeaderBytes) map_ = mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  int mapping_errno = errno;
+  close(fd);
+  if (map_ == MAP_FAILED) map_ = nullptr;
+  ZF_REQUIRE(map_bytes_ >= kTokenShardHeaderBytes, "%s: %zu bytes is too short for a token shard (the header alone is %zu)",
+             path.c_str(), map_bytes_, kTokenShardHeaderBytes);
+  ZF_REQUIRE(map_, "%s: cannot map the token shard: %s", path.c_str(), std::strerror(mapping_errno));
+  auto *bytes = static_cast<const unsigned char *>(map_);
+  // The destructor does not run when the constructor throws: unmap before each error.
+  auto fail = [&](const std::string &message) {
+    munmap(map_, map_bytes_);
+    map_ = nullptr;
+    throw Error(path + ": " + message);
+  };
+  if (std::memcmp(bytes, kMagic, sizeof kMagic) != 0)
+    fail("not a zfcore token shard (the file does not start with \"ZFTOKENS\"; docs/data.md describes the format)");
+  uint32_t version = get<uint32_t>(bytes + 8);
+  if (version != kVersion) fail(format("token shard format version %u; this zfcore reads version %u", version, kVersion));
+  width_ = int(get<uint32_t>(bytes + 12));
+  if (width_ != 2 && width_ != 4) fail(format("%d bytes per id in the header; must be 2 (uint16) or 4 (uint32)", width_));
+  uint64_t count = get<uint64_t>(bytes + 16);
+  vocab_ = int64_t(get<uint64_t>(bytes + 24));
+  uint64_t expected = kTokenShardHeaderBytes + count * uint64_t(width_);
+  if (count > (uint64_t(1) << 48) || expected != map_bytes_)
+    fail(format("the header promises %llu ids (%llu bytes) but the file has %zu bytes: truncated or corrupted",
+                (unsigned long long)count, (unsigned long long)expected, map_bytes_));
+  count_ = int64_t(count);
+  ids_ = bytes + kTokenShardHeaderBytes;
+  // Batches read scattered windows; read-ahead of whole files would only waste page cache.
+  madvise(map_, map_bytes_, MADV_RANDOM);
+}
+
+TokenShard::~TokenShard() {
+  if (map_) munmap(map_, map_bytes_);
+}
+
+int64_t TokenShard::operator[](int64_t i) const {
+  return width_ == 2 ? int64_t(get<uint16_t>(ids_ + 2 * i)) : int64_t(get<uint32_t>(ids_ + 4 * i));
+}
+
+std::vector<std::string> find_token_shards(const std::string &pattern) {
+  std::vector<std::string> paths;
+  struct stat info {};
+  if (stat(pattern.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    DIR *directory = opendir(pattern.c_str());
+    ZF_REQUIRE(directory, "%s: cannot list the directory: %s", pattern.c_str(), std::strerror(errno));
+    while (dirent *entry = readdir(directory)) {
+      std::string name = entry->d_name;
+      if (name.size() > 4 && name.compare(name.size() - 4, 4, ".bin") == 0) paths.push_back(pattern + "/" + name);
+    }
+    closedir(directory);
+    ZF_REQUIRE(!paths.empty(), "%s: the directory holds no .bin token shards", pattern.c_str());
+  } else if (stat(pattern.c_str(), &info) == 0) {
+    paths.push_back(pattern);
+  } else {
+    glob_t matches{};
+    int status = glob(pattern.c_str(), 0, nullptr, &matches);
+    for (size_t i = 0; status == 0 && i < matches.gl_pathc; ++i) paths.push_back(matches.gl_pathv[i]);
+    globfree(&matches);
+    ZF_REQUIRE(!paths.empty(), "%s: no such file, and no file matches it as a glob", pattern.c_str());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+}  // namespace zf

@@ -1,0 +1,165 @@
+// The `tokens` and `text` sources: token streams cut into windows of seq_len + 1 ids. Window w of
+// a stream starts at w * seq_len, so consecutive windows share one id and every id but the first
+// is a target exactly once. Windows never cross from one shard into the next.
+#include "data/sequences.hpp"
+
+#include "data/token_shard.hpp"
+#include "model/model.hpp"
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <algorithm>
+
+namespace zf {
+namespace {
+
+// A run of ids: a mapped shard, or ids held in memory (a tokenized text file).
+struct Stream {
+  std::string name;
+  std::shared_ptr<TokenShard> shard;
+  std::vector<uint32_t> ids;
+  int64_t size() const { return shard ? shard->size() : int64_t(ids.size()); }
+  int64_t at(int64_t i) const { return shard ? (*shard)[i] : int64_t(ids[size_t(i)]); }
+};
+
+class TokenStreamSequences final : public SequenceSet {
+ public:
+  // check_ids: compare each id with vocab as it is read (shards may hold anything).
+  TokenStreamSequences(std::vector<Stream> streams, int64_t seq_len, int64_t vocab, bool check_ids, std::string what)
+      : streams_(std::move(streams)), seq_len_(seq_len), vocab_(vocab), check_ids_(check_ids && vocab > 0),
+        what_(std::move(what)) {
+    first_window_.push_back(0);
+    for (const Stream &stream : streams_) {
+      int64_t windows = stream.size() > seq_len_ ? (stream.size() - 1) / seq_len_ : 0;
+      first_window_.push_back(first_window_.back() + windows);
+      tokens_ += stream.size();
+    }
+  }
+
+  int64_t count() const override { return first_window_.back(); }
+  int64_t seq_len() const override { return seq_len_; }
+  int64_t vocab_size() const override { return vocab_; }
+
+  int64_t fill(int64_t index, int64_t *inputs, int64_t *targets) const override {
+    size_t s = size_t(std::upper_bound(first_window_.begin(), first_window_.end(), index) - first_window_.begin() - 1);
+    const Stream &stream = streams_[s];
+    int64_t start = (index - first_window_[s]) * seq_len_;
+    for (int64_t t = 0; t <= seq_len_; ++t) {
+      int64_t id = stream.at(start + t);
+      ZF_REQUIRE(!check_ids_ || id < vocab_,
+                 "%s: id %lld at position %lld is not below the vocabulary size %lld (set data.vocab to the "
+                 "tokenizer's vocabulary, or rewrite the shard)",
+                 stream.name.c_str(), (long long)id, (long long)(start + t), (long long)vocab_);
+      if (t < seq_len_) inputs[t] = id;
+      if (t > 0) targets[t - 1] = id;
+    }
+    return seq_len_;
+  }
+
+  std::string describe() const override {
+    return format("%s: %lld tokens in %zu stream(s), %lld sequences of %lld", what_.c_str(), (long long)tokens_,
+                  streams_.size(), (long long)count(), (long long)seq_len_);
+  }
+
+ private:
+  std::vector<Stream> streams_;
+  std::vector<int64_t> first_window_;  // window index where each stream starts; one extra at the end
+  int64_t seq_len_, vocab_;
+  bool check_ids_;
+  std::string what_;
+  int64_t tokens_ = 0;
+};
+
+// Splits text into blocks of about `target` bytes, each ending just after a newline that has
+// non-whitespace on both sides. The GPT-2, Qwen2 and Llama-3 split patterns always end a word
+// there, so tokenizing the blocks one by one gives the ids of the whole text (and bounds the
+// pre-tokenizer's memory); SentencePiece sees each block as its own text.
+std::vector<std::pair<size_t, size_t>> text_blocks(const std::string &text, size_t target) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  std::vector<std::pair<size_t, size_t>> blocks;
+  size_t begin = 0;
+  while (text.size() - begin > target) {
+    size_t cut = std::string::npos;
+    for (size_t i = begin + target; i + 1 < text.size(); ++i) {
+      if (text[i] == '\n' && i > begin && !space(text[i - 1]) && !space(text[i + 1])) {
+        cut = i + 1;
+        break;
+      }
+    }
+    if (cut == std::string::npos) break;
+    blocks.emplace_back(begin, cut);
+    begin = cut;
+  }
+  blocks.emplace_back(begin, text.size());
+  return blocks;
+}
+
+void require_windows(const Config &config, const SequenceSet &set, int64_t longest, const std::string &what) {
+  ZF_REQUIRE(set.count() > 0,
+             "%s: data.seq_len = %lld is larger than the data: %s has %lld tokens at most in one piece, and a sequence "
+             "needs seq_len + 1; lower data.seq_len to at most %lld or add data",
+             config.where("data", "seq_len").str().c_str(), (long long)set.seq_len(), what.c_str(), (long long)longest,
+             (long long)std::max<int64_t>(longest - 1, 0));
+}
+
+}  // namespace
+
+std::shared_ptr<const SequenceSet> load_token_shard_sequences(const Config &config) {
+  std::string pattern = data_path(config, "a .bin token shard, a directory of them or a glob", false);
+  std::string where = config.where("data", "path").str();
+  int64_t seq_len = config.integer("data", "seq_len");
+  int64_t vocab = config.integer("data", "vocab");
+  std::vector<Stream> streams;
+  int64_t recorded_vocab = 0, longest = 0;
+  bool all_recorded = true;
+  try {
+    for (const std::string &path : find_token_shards(pattern)) {
+      Stream stream;
+      stream.name = path;
+      stream.shard = std::make_shared<TokenShard>(path);
+      ZF_REQUIRE(vocab == 0 || stream.shard->vocab() <= vocab,
+                 "written for a vocabulary of %lld ids, but data.vocab = %lld",
+                 (long long)stream.shard->vocab(), (long long)vocab);
+      if (stream.size() <= seq_len)
+        log_warn(format("%s: %lld tokens, fewer than data.seq_len + 1 = %lld; the shard is not used", path.c_str(),
+                        (long long)stream.size(), (long long)seq_len + 1));
+      recorded_vocab = std::max(recorded_vocab, stream.shard->vocab());
+      all_recorded = all_recorded && stream.shard->vocab() > 0;
+      longest = std::max(longest, stream.size());
+      streams.push_back(std::move(stream));
+    }
+  } catch (const Error &e) {
+    throw Error(format("%s: data.path: %s", where.c_str(), e.what()));
+  }
+  // Without data.vocab the shards' headers bound the ids (unknown if one shard records none).
+  int64_t bound = vocab > 0 ? vocab : all_recorded ? recorded_vocab : 0;
+  auto set = std::make_shared<TokenStreamSequences>(std::move(streams), seq_len, bound, true, "tokens " + pattern);
+  require_windows(config, *set, longest, pattern);
+  return set;
+}
+
+std::shared_ptr<const SequenceSet> load_text_sequences(const Config &config) {
+  std::string path = data_path(config, "a text file");
+  std::string text = read_data_file(config, path);
+  ZF_REQUIRE(!text.empty(), "%s: data.path: %s is empty", config.where("data", "path").str().c_str(), path.c_str());
+  std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(config);
+  check_tokenizer_vocab(config, *tokenizer);
+  int64_t vocab = tokenizer->vocab_size();
+  ZF_REQUIRE(vocab <= int64_t(UINT32_MAX), "%s: a vocabulary of %lld ids is too large", tokenizer->name().c_str(),
+             (long long)vocab);
+  Stream stream;
+  stream.name = path;
+  if (auto bos = tokenizer->bos_id()) stream.ids.push_back(uint32_t(*bos));
+  for (const auto &[begin, end] : text_blocks(text, size_t(1) << 20)) {
+    for (int64_t id : tokenizer->encode(text.substr(begin, end - begin))) stream.ids.push_back(uint32_t(id));
+  }
+  int64_t tokens = stream.size();
+  auto set = std::make_shared<TokenStreamSequences>(std::vector<Stream>{std::move(stream)},
+                                                    config.integer("data", "seq_len"), vocab, false,
+                                                    "text " + path + " (" + tokenizer->name() + ")");
+  require_windows(config, *set, tokens, path + " (tokenizer " + tokenizer->name() + ")");
+  return set;
+}
+
+}  // namespace zf

@@ -1,0 +1,131 @@
+#include "model/transformer.hpp"
+
+#include "runtime/error.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+namespace zf {
+namespace {
+
+// Activation checkpointing of one transformer layer: the forward runs without building a graph
+// (autograd keeps only the layer's input), the backward runs the layer again with grad enabled and
+// differentiates that. The layer's parameters are inputs of the function so that their gradients
+// reach the engine's accumulators like any other.
+struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
+  static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &hidden,
+                               at::TensorList /*parameters*/, TransformerModel *model, int64_t index) {
+    ctx->saved_data["model"] = int64_t(reinterpret_cast<intptr_t>(model));
+    ctx->saved_data["index"] = index;
+    ctx->save_for_backward({hidden});
+    return model->layer(index, hidden);  // grad mode is off inside Function::forward
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto *model = reinterpret_cast<TransformerModel *>(intptr_t(ctx->saved_data["model"].toInt()));
+    int64_t index = ctx->saved_data["index"].toInt();
+    torch::Tensor input = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    const std::vector<torch::Tensor> &parameters = model->block_parameters(size_t(index + 1));
+    torch::Tensor output;
+    {
+      torch::AutoGradMode enable(true);
+      output = model->layer(index, input);
+    }
+    std::vector<torch::Tensor> inputs = {input};
+    inputs.insert(inputs.end(), parameters.begin(), parameters.end());
+    auto grads = torch::autograd::grad({output}, inputs, {grad_outputs[0]}, /*retain_graph=*/false,
+                                       /*create_graph=*/false, /*allow_unused=*/true);
+    grads.emplace_back();  // model pointer
+    grads.emplace_back();  // index
+    return grads;
+  }
+};
+
+}  // namespace
+
+TransformerModel::TransformerModel(TransformerOptions options)
+    : options_(std::move(options)),
+      dtype_(options_.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32) {
+  ZF_REQUIRE(options_.dtype == "float32" || options_.dtype == "bfloat16",
+             "model.dtype = \"%s\": use float32 or bfloat16", options_.dtype.c_str());
+}
+
+void TransformerModel::set_block_names(std::vector<std::string> names) {
+  block_names_ = std::move(names);
+  block_tensors_.assign(block_names_.size(), {});
+}
+
+torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t> sizes, uint32_t block, Init init,
+                                    bool hf_transposed) {
+  ZF_REQUIRE(block < block_tensors_.size(), "internal: parameter %s in block %u of %zu", name.c_str(), block,
+             block_tensors_.size());
+  torch::NoGradGuard no_grad;
+  torch::Tensor value;
+  if (init == Init::bias) {
+    value = torch::zeros(sizes, torch::TensorOptions().dtype(dtype_));
+  } else if (init == Init::norm) {
+    value = torch::ones(sizes, torch::TensorOptions().dtype(dtype_));
+  } else if (!options_.init_from.empty()) {
+    value = torch::empty(sizes, torch::TensorOptions().dtype(dtype_));  // the checkpoint fills it
+  } else {
+    double std = init == Init::residual ? 0.02 / std::sqrt(2.0 * double(options_.shape.layers)) : 0.02;
+    value = torch::empty(sizes).normal_(0.0, std).to(dtype_);
+  }
+  value.requires_grad_(true);
+  bool matrix = (init == Init::linear || init == Init::residual) && sizes.size() == 2;
+  bool no_decay = init == Init::bias || init == Init::norm;
+  parameters_.push_back(ModelParameter{name, value, block, matrix, no_decay});
+  hf_transposed_.push_back(hf_transposed);
+  block_tensors_[block].push_back(value);
+  return value;
+}
+
+torch::Tensor TransformerModel::forward_block(size_t block, const torch::Tensor &hidden, const Batch &) {
+  size_t last = block_names_.size() - 1;
+  ZF_REQUIRE(block <= last, "internal: block %zu of a %zu-block model", block, block_names_.size());
+  if (block == 0) {
+    ZF_REQUIRE(hidden.dim() == 2 && hidden.scalar_type() == torch::kLong,
+               "model %s takes token ids [batch, sequence] of int64, but the data gives %s %s: use a token data "
+               "source", name().c_str(), c10::toString(hidden.scalar_type()), c10::str(hidden.sizes()).c_str());
+    if (hidden.is_cpu() && hidden.numel() > 0) {  // on a GPU the check would stall the stream
+      int64_t low = hidden.min().item<int64_t>(), high = hidden.max().item<int64_t>();
+      ZF_REQUIRE(low >= 0 && high < shape().vocab,
+                 "token id %lld is outside model.vocab = %lld: the tokenizer and the model disagree",
+                 (long long)(low < 0 ? low : high), (long long)shape().vocab);
+    }
+    return embed(hidden);
+  }
+  if (block == last) return head(hidden);
+  int64_t index = int64_t(block) - 1;
+  if (options_.activation_checkpointing && torch::GradMode::is_enabled())
+    return CheckpointedLayer::apply(hidden, at::TensorList(block_tensors_[block]), this, index);
+  return layer(index, hidden);
+}
+
+torch::Tensor TransformerModel::loss(const torch::Tensor &logits, const Batch &batch) {
+  torch::Tensor flat = logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32);
+  torch::Tensor targets = batch.targets.reshape({-1}).to(flat.device(), torch::kLong);
+  ZF_REQUIRE(targets.size(0) == flat.size(0), "the batch has %lld targets for %lld positions of logits",
+             (long long)targets.size(0), (long long)flat.size(0));
+  namespace F = torch::nn::functional;
+  torch::Tensor total = F::cross_entropy(
+      flat, targets, F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).reduction(torch::kSum));
+  // Dividing by at least one keeps a micro-batch without counted positions at loss 0, not NaN.
+  torch::Tensor counted = (targets != kIgnoreIndex).sum().clamp_min(1).to(torch::kFloat32);
+  return total / counted;
+}
+
+std::vector<HfTensor> TransformerModel::hf_tensors() const {
+  std::vector<HfTensor> tensors;
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    tensors.push_back(HfTensor{parameters_[i].name, parameters_[i].tensor, hf_transposed_[i]});
+  return tensors;
+}
+
+std::unique_ptr<TransformerModel> make_transformer(const TransformerOptions &options) {
+  options.shape.validate("model");
+  return options.shape.is_gpt2() ? make_gpt2(options) : make_llama(options);
+}
+
+}  // namespace zf

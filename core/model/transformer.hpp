@@ -1,0 +1,81 @@
+// transformer.hpp: what GPT-2 and the Llama family share: the block structure the engine drives,
+// the parameter registry (Hugging Face names, flags, initialization), the loss, and activation
+// checkpointing.
+//
+// Blocks: 0 = embeddings (token ids [B, T] -> hidden [B, T, H]); 1..L = transformer layers;
+// L + 1 = final norm and output head (-> logits [B, T, vocab]). A tied head reuses block 0's
+// embedding, which is listed once, in block 0.
+//
+// Parameters are plain tensors, not torch::nn modules; the engine re-points them into its flat
+// buffers with set_data (2-D weights become transposed, column-contiguous views), so every forward
+// here must accept non-contiguous parameters.
+#pragma once
+
+#include "model/model.hpp"
+#include "model/transformer_shape.hpp"
+
+namespace zf {
+
+// A parameter as Hugging Face stores it: GPT-2's Conv1D weights are W^T ([in, out]).
+struct HfTensor {
+  std::string name;
+  torch::Tensor tensor;  // the model's own parameter, [out, in] for linear weights
+  bool transposed = false;
+};
+
+class TransformerModel : public Model {
+ public:
+  std::string name() const override { return options_.shape.type; }
+  std::vector<std::string> block_names() const override { return block_names_; }
+  std::vector<ModelParameter> parameters() override { return parameters_; }
+  torch::Tensor forward_block(size_t block, const torch::Tensor &hidden, const Batch &batch) override;
+  // Mean cross-entropy (fp32) over positions whose target is not kIgnoreIndex; 0 when none count.
+  torch::Tensor loss(const torch::Tensor &logits, const Batch &batch) override;
+  void train(bool on) override { training_ = on; }
+
+  const TransformerShape &shape() const { return options_.shape; }
+  const TransformerOptions &options() const { return options_; }
+  torch::Dtype dtype() const { return dtype_; }
+  std::vector<HfTensor> hf_tensors() const;
+
+  // The three kinds of block; public for the activation-checkpointing function.
+  virtual torch::Tensor embed(const torch::Tensor &ids) = 0;
+  virtual torch::Tensor layer(int64_t index, const torch::Tensor &hidden) = 0;
+  virtual torch::Tensor head(const torch::Tensor &hidden) = 0;
+  const std::vector<torch::Tensor> &block_parameters(size_t block) const { return block_tensors_[block]; }
+
+ protected:
+  explicit TransformerModel(TransformerOptions options);
+
+  enum class Init {
+    embedding,  // N(0, 0.02); a lookup table, not a matrix (no column storage)
+    linear,     // N(0, 0.02), a W[out, in] matrix
+    residual,   // N(0, 0.02 / sqrt(2 * layers)): projections that write into the residual stream
+    bias,       // zeros, no weight decay
+    norm,       // ones, no weight decay
+  };
+  // Allocates (fp32 draw from torch's global generator, then cast, so both dtypes start from the
+  // same values), registers and returns the parameter; registration order is the engine's order.
+  torch::Tensor add(const std::string &name, std::vector<int64_t> sizes, uint32_t block, Init init,
+                    bool hf_transposed = false);
+  void set_block_names(std::vector<std::string> names);
+  double dropout_p() const { return training_ ? options_.dropout : 0.0; }
+  torch::Tensor dropout(const torch::Tensor &x) const {
+    return dropout_p() > 0 ? torch::dropout(x, dropout_p(), /*train=*/true) : x;
+  }
+
+ private:
+  TransformerOptions options_;
+  torch::Dtype dtype_;
+  bool training_ = true;
+  std::vector<std::string> block_names_;
+  std::vector<ModelParameter> parameters_;
+  std::vector<bool> hf_transposed_;                     // parallel to parameters_
+  std::vector<std::vector<torch::Tensor>> block_tensors_;  // parameters per block
+};
+
+std::unique_ptr<TransformerModel> make_gpt2(const TransformerOptions &options);
+std::unique_ptr<TransformerModel> make_llama(const TransformerOptions &options);  // llama and qwen2
+std::unique_ptr<TransformerModel> make_transformer(const TransformerOptions &options);
+
+}  // namespace zf

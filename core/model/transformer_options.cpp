@@ -1,0 +1,137 @@
+// Resolution of the [model] table into a transformer shape: preset, then init_from's config.json,
+// then explicit keys. A key the user wrote always wins over a preset; config.json is the truth
+// about a checkpoint, so an explicit key that contradicts it is an error rather than an override.
+#include "model/transformer_shape.hpp"
+
+#include "config/config.hpp"
+#include "runtime/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zf {
+namespace {
+
+struct ShapeKeys {
+  std::vector<std::pair<const char *, int64_t TransformerShape::*>> integers = {
+      {"hidden", &TransformerShape::hidden},     {"layers", &TransformerShape::layers},
+      {"heads", &TransformerShape::heads},       {"kv_heads", &TransformerShape::kv_heads},
+      {"intermediate", &TransformerShape::intermediate}, {"vocab", &TransformerShape::vocab},
+      {"max_seq", &TransformerShape::max_seq}};
+  std::vector<std::pair<const char *, double TransformerShape::*>> reals = {
+      {"rope_theta", &TransformerShape::rope_theta}, {"norm_eps", &TransformerShape::norm_eps}};
+  std::vector<std::pair<const char *, bool TransformerShape::*>> booleans = {
+      {"tie_embeddings", &TransformerShape::tie_embeddings}, {"qkv_bias", &TransformerShape::qkv_bias}};
+};
+
+// The shape of a model given only by its type: hidden and layers from the table (their schema
+// defaults make a tiny model), the rest filled by fill_family_defaults.
+TransformerShape family_shape(const std::string &type, const Config &config) {
+  TransformerShape s;
+  s.type = type;
+  s.hidden = config.integer("model", "hidden");
+  s.layers = config.integer("model", "layers");
+  s.tie_embeddings = type == "gpt2";
+  s.qkv_bias = type != "llama";
+  return s;
+}
+
+// Fields still 0 after preset, config.json and explicit keys get the family's conventions.
+void fill_family_defaults(TransformerShape &s) {
+  bool gpt2 = s.is_gpt2(), qwen2 = s.type == "qwen2";
+  if (s.heads == 0) s.heads = std::max<int64_t>(1, s.hidden / 64);
+  if (s.kv_heads == 0) s.kv_heads = s.heads;
+  if (s.intermediate == 0)  // GPT-2: 4h; Llama: 8h/3 rounded up to a multiple of 256
+    s.intermediate = gpt2 ? 4 * s.hidden : (8 * s.hidden / 3 + 255) / 256 * 256;
+  if (s.vocab == 0) s.vocab = gpt2 ? 50257 : qwen2 ? 151936 : 32000;
+  if (s.max_seq == 0) s.max_seq = gpt2 ? 1024 : qwen2 ? 32768 : 4096;
+  if (s.rope_theta == 0 && !gpt2) s.rope_theta = qwen2 ? 1e6 : 1e4;
+  if (s.norm_eps == 0) s.norm_eps = qwen2 ? 1e-6 : 1e-5;
+}
+
+std::string number(double value) { return format("%g", value); }
+
+}  // namespace
+
+TransformerOptions transformer_options(const Config &config) {
+  const auto &written = config.core("model").values();
+  auto wrote = [&](const char *key) { return written.count(key) != 0; };
+  auto at = [&](const char *key) { return config.where("model", key).str(); };
+
+  TransformerOptions options;
+  options.dtype = config.string("model", "dtype");
+  options.dropout = config.real("model", "dropout");
+  options.activation_checkpointing = config.boolean("model", "activation_checkpointing");
+  options.init_from = config.string("model", "init_from");
+  ZF_REQUIRE(!(options.activation_checkpointing && options.dropout > 0),
+             "%s: model.activation_checkpointing = true needs model.dropout = 0 (the recomputed forward would "
+             "draw other dropout masks)",
+             at("activation_checkpointing").c_str());
+
+  std::string type = config.string("model", "type");
+  std::string preset = config.string("model", "preset");
+  TransformerShape shape;
+  if (!preset.empty()) {
+    auto found = find_preset(preset);
+    if (!found) {
+      std::string names, hint = suggest(preset, preset_names());
+      for (const std::string &name : preset_names()) names += (names.empty() ? "" : ", ") + name;
+      throw Error(format("%s: model.preset = \"%s\" is not a preset (%s)%s%s", at("preset").c_str(), preset.c_str(),
+                         names.c_str(), hint.empty() ? "" : "; ", hint.c_str()));
+    }
+    ZF_REQUIRE(!wrote("type") || type == found->type,
+               "%s: model.type = \"%s\" but preset \"%s\" is a %s model: remove one of the two", at("type").c_str(),
+               type.c_str(), preset.c_str(), found->type.c_str());
+    shape = *found;
+  } else if (options.init_from.empty() || wrote("type")) {
+    ZF_REQUIRE(is_transformer_type(type), "%s: model.type = \"%s\" is not a transformer (gpt2, llama, qwen2)",
+               at("type").c_str(), type.c_str());
+    shape = family_shape(type, config);
+  }
+
+  ShapeKeys keys;
+  if (!options.init_from.empty()) {
+    std::string source = options.init_from + "/config.json";
+    TransformerShape stored = read_hf_config(options.init_from);
+    ZF_REQUIRE(!wrote("type") || type == stored.type,
+               "%s: model.type = \"%s\" but %s is a %s model (model_type): fix or remove model.type",
+               at("type").c_str(), type.c_str(), source.c_str(), stored.type.c_str());
+    ZF_REQUIRE(preset.empty() || shape == stored,
+               "%s: model.preset = \"%s\" does not match the shape in %s: remove model.preset (init_from's "
+               "config.json gives the shape)",
+               at("preset").c_str(), preset.c_str(), source.c_str());
+    auto mismatch = [&](const char *key, const std::string &mine, const std::string &theirs) {
+      throw Error(format("%s: model.%s = %s, but %s says %s: config.json gives the shape, so remove model.%s "
+                         "or point init_from elsewhere",
+                         at(key).c_str(), key, mine.c_str(), source.c_str(), theirs.c_str(), key));
+    };
+    for (auto [key, member] : keys.integers) {
+      int64_t value = config.integer("model", key);
+      if (wrote(key) && value != 0 && value != stored.*member)
+        mismatch(key, std::to_string(value), std::to_string(stored.*member));
+    }
+    for (auto [key, member] : keys.reals) {
+      double value = config.real("model", key);
+      if (wrote(key) && value != 0 && value != stored.*member) mismatch(key, number(value), number(stored.*member));
+    }
+    for (auto [key, member] : keys.booleans) {
+      bool value = config.boolean("model", key);
+      if (wrote(key) && value != stored.*member)
+        mismatch(key, value ? "true" : "false", stored.*member ? "true" : "false");
+    }
+    shape = stored;
+  } else {
+    for (auto [key, member] : keys.integers)
+      if (wrote(key) && config.integer("model", key) != 0) shape.*member = config.integer("model", key);
+    for (auto [key, member] : keys.reals)
+      if (wrote(key) && config.real("model", key) != 0) shape.*member = config.real("model", key);
+    for (auto [key, member] : keys.booleans)
+      if (wrote(key)) shape.*member = config.boolean("model", key);
+  }
+  fill_family_defaults(shape);
+  shape.validate(config.file() + " [model]");
+  options.shape = shape;
+  return options;
+}
+
+}  // namespace zf

@@ -1,0 +1,72 @@
+// transformer_shape.hpp: the shape of a decoder-only transformer of the zoo (GPT-2, Llama, Qwen2),
+// the named presets with their published shapes, parameter counts computed from shapes alone, the
+// conversion to and from Hugging Face config.json, and the resolution of the [model] table
+// (type, preset, explicit keys, init_from) into one shape. No libtorch here: the data source and
+// the CLI can ask for the shape (vocab, context length) without building the model.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zf {
+
+class Config;
+
+struct TransformerShape {
+  std::string type;  // "gpt2", "llama" or "qwen2" (= Hugging Face model_type)
+  int64_t hidden = 0;
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;      // grouped-query attention; == heads for GPT-2 and Llama-2-7B/13B
+  int64_t intermediate = 0;  // MLP width
+  int64_t vocab = 0;
+  int64_t max_seq = 0;       // context length (GPT-2: rows of the position table)
+  double rope_theta = 0;     // Llama/Qwen2 only
+  double norm_eps = 0;
+  bool tie_embeddings = false;  // the output head reuses the token embedding
+  bool qkv_bias = false;        // GPT-2 and Qwen2 have q/k/v biases, Llama has none
+
+  int64_t head_dim() const { return hidden / heads; }
+  bool is_gpt2() const { return type == "gpt2"; }
+  // Number of trainable parameters (a tied head counted once).
+  uint64_t parameter_count() const;
+  // Throws zf::Error naming `source` (a file:line or a directory) when the shape is inconsistent.
+  void validate(const std::string &source) const;
+  bool operator==(const TransformerShape &other) const;
+};
+
+// Everything the [model] table says about a transformer beyond its shape.
+struct TransformerOptions {
+  TransformerShape shape;
+  std::string dtype = "float32";        // "float32" or "bfloat16"
+  double dropout = 0;
+  bool activation_checkpointing = false;
+  std::string init_from;                // a Hugging Face checkpoint directory, or ""
+};
+
+// Preset names: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, qwen2-1.5b,
+// qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b.
+std::vector<std::string> preset_names();
+std::optional<TransformerShape> find_preset(const std::string &name);
+// Parameter count of a preset without allocating anything; throws for an unknown name.
+uint64_t preset_parameter_count(const std::string &name);
+
+// Hugging Face config.json <-> shape. `source` names the file in error messages; unsupported
+// features (rope scaling, sliding windows, biases Llama does not have) are errors.
+TransformerShape shape_from_hf_config(const nlohmann::json &config, const std::string &source);
+TransformerShape read_hf_config(const std::string &directory);  // DIRECTORY/config.json
+// `dtype` is the torch_dtype written ("float32", "bfloat16"); dropout goes to the *_pdrop fields.
+nlohmann::json hf_config(const TransformerShape &shape, const std::string &dtype, double dropout);
+
+// True for the [model].type values this file resolves (gpt2, llama, qwen2).
+bool is_transformer_type(const std::string &type);
+// Resolves the [model] table: preset first, then init_from's config.json (which must agree with
+// the preset and every explicit shape key), else explicit keys over the preset or family defaults.
+// Throws zf::Error at the location of the offending key.
+TransformerOptions transformer_options(const Config &config);
+
+}  // namespace zf

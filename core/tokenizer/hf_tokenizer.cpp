@@ -1,0 +1,322 @@
+// Hugging Face tokenizer.json files holding a byte-level BPE (GPT-2, Qwen2, Llama-3). What runs:
+//   added tokens (<|endoftext|>, <|im_start|>, ...) are cut out of the text first, longest match
+//   at the leftmost position, honouring lstrip/rstrip (ASCII whitespace) and single_word;
+//   each remaining piece gets ByteLevel's add_prefix_space, the split pattern (pretokenizer.hpp),
+//   the byte-to-unicode mapping (byte_level.hpp) and the BPE merges (bpe.hpp).
+// Left out, with a warning when a file asks for it: normalizers (Qwen2's NFC; text that is already
+// NFC, as most is, tokenizes the same), split patterns other than GPT-2/Qwen2/Llama-3 (GPT-2's is
+// used), post-processors other than a BOS template. Non-byte-level files (Llama-2's Metaspace +
+// byte_fallback tokenizer.json) are refused: use tokenizer = "sentencepiece" with tokenizer.model.
+#include "tokenizer/tokenizer.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+#include "tokenizer/bpe.hpp"
+#include "tokenizer/byte_level.hpp"
+#include "tokenizer/pretokenizer.hpp"
+#include "tokenizer/unicode.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace zf {
+namespace {
+
+using nlohmann::json;
+
+struct AddedToken {
+  std::string content;
+  int64_t id = 0;
+  bool lstrip = false, rstrip = false, single_word = false;
+};
+
+json read_json(const std::string &path) {
+  std::ifstream stream(path, std::ios::binary);
+  ZF_REQUIRE(stream.good(), "%s: cannot read the file (set data.tokenizer_path to a tokenizer.json)", path.c_str());
+  std::stringstream text;
+  text << stream.rdbuf();
+  try {
+    return json::parse(text.str());
+  } catch (const json::exception &e) {
+    throw Error(format("%s: not valid JSON: %s", path.c_str(), e.what()));
+  }
+}
+
+// The pre_tokenizer entries as a flat list (a Sequence lists its members).
+std::vector<json> flatten(const json &node, const char *list_key) {
+  if (node.is_null()) return {};
+  if (node.value("type", "") == "Sequence" && node.contains(list_key)) return node[list_key].get<std::vector<json>>();
+  return {node};
+}
+
+bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool word_byte(char c) {
+  return uint8_t(c) >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  explicit HfTokenizer(const std::string &path) : path_(path) {
+    json root = read_json(path);
+    try {
+      load(root);
+    } catch (const json::exception &e) {
+      throw Error(format("%s: unexpected tokenizer.json content: %s", path.c_str(), e.what()));
+    }
+    load_special_names();
+  }
+
+  std::string name() const override { return "hf:" + path_; }
+
+  std::vector<int64_t> encode(const std::string &text) const override {
+    std::vector<int64_t> ids;
+    size_t piece_begin = 0;
+    for (size_t position = 0; position < text.size();) {
+      const AddedToken *match = added_at(text, position);
+      if (!match) {
+        ++position;
+        continue;
+      }
+      size_t piece_end = position;
+      if (match->lstrip)
+        while (piece_end > piece_begin && ascii_space(text[piece_end - 1])) --piece_end;
+      encode_piece(text, piece_begin, piece_end, ids);
+      ids.push_back(match->id);
+      position += match->content.size();
+      if (match->rstrip)
+        while (position < text.size() && ascii_space(text[position])) ++position;
+      piece_begin = position;
+    }
+    encode_piece(text, piece_begin, text.size(), ids);
+    return ids;
+  }
+
+  std::string decode(const std::vector<int64_t> &ids) const override {
+    std::string text;
+    for (int64_t id : ids) {
+      auto added = added_by_id_.find(id);
+      if (added != added_by_id_.end()) {
+        text += added->second;
+        continue;
+      }
+      const std::string *token = bpe_->token(id);
+      ZF_REQUIRE(token, "%s: token id %lld is not in the vocabulary (size %lld)", path_.c_str(), (long long)id,
+                 (long long)vocab_size());
+      for (size_t position = 0; position < token->size();) {
+        CodePoint c = decode_utf8(*token, position);
+        int byte = byte_level_byte(c.value);
+        if (byte >= 0 && c.valid)
+          text += char(byte);
+        else
+          text.append(*token, position, c.length);
+        position += c.length;
+      }
+    }
+    return text;
+  }
+
+  int64_t vocab_size() const override { return vocab_size_; }
+  std::optional<int64_t> eos_id() const override { return eos_; }
+  std::optional<int64_t> bos_id() const override { return bos_; }
+  std::optional<int64_t> pad_id() const override { return pad_; }
+
+ private:
+  void load(const json &root) {
+    const json &model = root.at("model");
+    std::string type = model.value("type", "BPE");
+    ZF_REQUIRE(type == "BPE", "%s: model.type is \"%s\"; only byte-level BPE tokenizer.json files are supported "
+               "(for SentencePiece models set data.tokenizer = \"sentencepiece\")", path_.c_str(), type.c_str());
+    ZF_REQUIRE(!model.value("byte_fallback", false),
+               "%s: a BPE with byte_fallback (Llama-2 style) is not byte-level; set data.tokenizer = \"sentencepiece\" "
+               "and data.tokenizer_path to its tokenizer.model", path_.c_str());
+    load_pre_tokenizer(root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json());
+    if (root.contains("normalizer") && !root["normalizer"].is_null())
+      log_warn(format("%s: the %s normalizer is not applied; text that is already normalized tokenizes the same",
+                      path_.c_str(), root["normalizer"].value("type", "?").c_str()));
+    if (root.contains("decoder") && !root["decoder"].is_null()) {
+      std::vector<json> decoders = flatten(root["decoder"], "decoders");
+      bool byte_level = std::any_of(decoders.begin(), decoders.end(),
+                                    [](const json &d) { return d.value("type", "") == "ByteLevel"; });
+      if (!byte_level) log_warn(format("%s: the decoder is not ByteLevel; decoding maps byte-level characters back to bytes anyway", path_.c_str()));
+    }
+
+    std::unordered_map<std::string, int64_t> vocab;
+    for (const auto &[text, id] : model.at("vocab").items()) vocab.emplace(text, id.get<int64_t>());
+    std::vector<std::pair<std::string, std::string>> merges;
+    for (const json &merge : model.value("merges", json::array())) {
+      if (merge.is_array()) {
+        merges.emplace_back(merge.at(0).get<std::string>(), merge.at(1).get<std::string>());
+      } else {
+        std::string line = merge.get<std::string>();
+        size_t space = line.find(' ');
+        ZF_REQUIRE(space != std::string::npos, "%s: merge \"%s\" is not two tokens separated by a space",
+                   path_.c_str(), line.c_str());
+        merges.emplace_back(line.substr(0, space), line.substr(space + 1));
+      }
+    }
+    BpeOptions options;
+    options.fuse_unk = model.value("fuse_unk", false);
+    options.ignore_merges = model.value("ignore_merges", false);
+    if (model.contains("unk_token") && model["unk_token"].is_string()) {
+      auto unk = vocab.find(model["unk_token"].get<std::string>());
+      ZF_REQUIRE(unk != vocab.end(), "%s: the unk_token is not in the vocabulary", path_.c_str());
+      options.unk = unk->second;
+    }
+    for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix"})
+      if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
+        log_warn(format("%s: model.%s is not supported and is ignored", path_.c_str(), key));
+    try {
+      bpe_ = std::make_unique<Bpe>(std::move(vocab), merges, options);
+    } catch (const Error &e) {
+      throw Error(format("%s: %s", path_.c_str(), e.what()));
+    }
+    vocab_size_ = bpe_->end_id();
+
+    for (const json &entry : root.value("added_tokens", json::array())) {
+      AddedToken token;
+      token.content = entry.at("content").get<std::string>();
+      token.id = entry.at("id").get<int64_t>();
+      token.lstrip = entry.value("lstrip", false);
+      token.rstrip = entry.value("rstrip", false);
+      token.single_word = entry.value("single_word", false);
+      if (token.content.empty()) continue;
+      added_by_id_[token.id] = token.content;
+      added_by_content_[token.content] = token.id;
+      vocab_size_ = std::max(vocab_size_, token.id + 1);
+      added_.push_back(token);
+    }
+    // Longest first, so the scan in added_at finds the longest match at a position.
+    std::sort(added_.begin(), added_.end(),
+              [](const AddedToken &a, const AddedToken &b) { return a.content.size() > b.content.size(); });
+    for (size_t i = 0; i < added_.size(); ++i) added_by_first_byte_[uint8_t(added_[i].content[0])].push_back(i);
+
+    if (root.contains("post_processor")) load_post_processor(root["post_processor"]);
+  }
+
+  void load_pre_tokenizer(const json &node) {
+    bool byte_level = false;
+    std::optional<SplitPattern> split;
+    for (const json &step : flatten(node, "pretokenizers")) {
+      std::string type = step.value("type", "");
+      if (type == "ByteLevel") {
+        byte_level = true;
+        add_prefix_space_ = step.value("add_prefix_space", false);
+        if (step.value("use_regex", true) && !split) split = SplitPattern::gpt2;
+      } else if (type == "Split") {
+        const json &pattern = step.at("pattern");
+        std::string regex = pattern.contains("Regex") ? pattern["Regex"].get<std::string>() : "";
+        split = recognize_split_pattern(regex);
+        if (!split) {
+          log_warn(format("%s: split pattern %s is not one zfcore implements (GPT-2, Qwen2, Llama-3); using GPT-2's, "
+                          "so some texts will tokenize differently", path_.c_str(), pattern.dump().c_str()));
+          split = SplitPattern::gpt2;
+        }
+      } else {
+        log_warn(format("%s: pre-tokenizer %s is not supported and is skipped", path_.c_str(), type.c_str()));
+      }
+    }
+    ZF_REQUIRE(byte_level, "%s: no ByteLevel pre-tokenizer: only byte-level BPE tokenizer.json files (GPT-2, Qwen2, "
+               "Llama-3) are supported; for a SentencePiece model set data.tokenizer = \"sentencepiece\"", path_.c_str());
+    split_ = split;
+  }
+
+  // A TemplateProcessing whose single-sequence template starts with a special token means every
+  // sequence starts with it: that token is the BOS (Llama-3's <|begin_of_text|>).
+  void load_post_processor(const json &node) {
+    for (const json &step : flatten(node, "processors")) {
+      std::string type = step.value("type", "");
+      if (type == "ByteLevel") continue;
+      if (type != "TemplateProcessing") {
+        log_warn(format("%s: post-processor %s is not applied", path_.c_str(), type.c_str()));
+        continue;
+      }
+      const json &single = step.at("single");
+      if (single.empty() || !single[0].contains("SpecialToken")) continue;
+      std::string name = single[0]["SpecialToken"].at("id").get<std::string>();
+      const json &ids = step.at("special_tokens").at(name).at("ids");
+      if (ids.size() == 1) bos_ = ids[0].get<int64_t>();
+    }
+  }
+
+  // EOS and PAD come from tokenizer_config.json beside tokenizer.json; without it, EOS is the
+  // first of the usual names that is an added token.
+  void load_special_names() {
+    std::string directory = path_.substr(0, path_.find_last_of('/') + 1);
+    std::string config_path = directory + "tokenizer_config.json";
+    std::ifstream probe(config_path);
+    if (probe.good()) {
+      json config = read_json(config_path);
+      eos_ = special_id(config, "eos_token", config_path);
+      pad_ = special_id(config, "pad_token", config_path);
+    }
+    if (!eos_) {
+      for (const char *candidate : {"<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>"}) {
+        if (auto id = lookup(candidate)) {
+          eos_ = id;
+          break;
+        }
+      }
+    }
+  }
+
+  std::optional<int64_t> special_id(const json &config, const char *key, const std::string &config_path) const {
+    if (!config.contains(key) || config[key].is_null()) return std::nullopt;
+    const json &value = config[key];
+    std::string content = value.is_string() ? value.get<std::string>() : value.value("content", "");
+    auto id = lookup(content);
+    if (!id) log_warn(format("%s: %s \"%s\" is not a token of %s; ignored", config_path.c_str(), key, content.c_str(), path_.c_str()));
+    return id;
+  }
+
+  std::optional<int64_t> lookup(const std::string &content) const {
+    auto added = added_by_content_.find(content);
+    if (added != added_by_content_.end()) return added->second;
+    return bpe_->id(content);
+  }
+
+  const AddedToken *added_at(const std::string &text, size_t position) const {
+    for (size_t index : added_by_first_byte_[uint8_t(text[position])]) {
+      const AddedToken &token = added_[index];
+      if (text.compare(position, token.content.size(), token.content) != 0) continue;
+      size_t end = position + token.content.size();
+      if (token.single_word && ((position > 0 && word_byte(text[position - 1])) || (end < text.size() && word_byte(text[end]))))
+        continue;
+      return &token;
+    }
+    return nullptr;
+  }
+
+  void encode_piece(const std::string &text, size_t begin, size_t end, std::vector<int64_t> &ids) const {
+    if (begin >= end) return;
+    std::string piece = text.substr(begin, end - begin);
+    if (add_prefix_space_ && piece[0] != ' ') piece.insert(piece.begin(), ' ');
+    if (!split_) {
+      bpe_->encode_word(to_byte_level(piece, 0, piece.size()), ids);
+      return;
+    }
+    for (const auto &[word_begin, word_end] : pretokenize(piece, *split_))
+      bpe_->encode_word(to_byte_level(piece, word_begin, word_end), ids);
+  }
+
+  std::string path_;
+  std::unique_ptr<Bpe> bpe_;
+  std::optional<SplitPattern> split_;  // none: the whole piece is one word
+  bool add_prefix_space_ = false;
+  std::vector<AddedToken> added_;  // longest first
+  std::array<std::vector<size_t>, 256> added_by_first_byte_;
+  std::map<int64_t, std::string> added_by_id_;
+  std::map<std::string, int64_t> added_by_content_;
+  int64_t vocab_size_ = 0;
+  std::optional<int64_t> eos_, bos_, pad_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string &path) { return std::make_unique<HfTokenizer>(path); }
+
+}  // namespace zf

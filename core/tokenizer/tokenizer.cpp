@@ -1,0 +1,33 @@
+// make_tokenizer: [data] tokenizer and tokenizer_path to a Tokenizer, with located errors.
+#include "tokenizer/tokenizer.hpp"
+
+#include "config/config.hpp"
+#include "runtime/error.hpp"
+
+#include <sys/stat.h>
+
+namespace zf {
+
+std::unique_ptr<Tokenizer> make_tokenizer(const Config &config) {
+  std::string kind = config.string("data", "tokenizer");
+  if (kind == "byte") return make_byte_tokenizer(true);
+
+  std::string path = config.string("data", "tokenizer_path");
+  std::string where = config.where("data", "tokenizer_path").str();
+  ZF_REQUIRE(!path.empty(), "%s: data.tokenizer = \"%s\" needs data.tokenizer_path (the %s file or its directory)",
+             config.where("data", "tokenizer").str().c_str(), kind.c_str(),
+             kind == "hf" ? "tokenizer.json" : "tokenizer.model");
+  // A model directory (as downloaded from the Hub) stands for the usual file inside it.
+  struct stat info {};
+  if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+    path += kind == "hf" ? "/tokenizer.json" : "/tokenizer.model";
+  ZF_REQUIRE(stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode),
+             "%s: data.tokenizer_path: no file %s", where.c_str(), path.c_str());
+  try {
+    return kind == "hf" ? load_hf_tokenizer(path) : load_sentencepiece_tokenizer(path);
+  } catch (const Error &e) {
+    throw Error(format("%s: data.tokenizer_path: %s", where.c_str(), e.what()));
+  }
+}
+
+}  // namespace zf

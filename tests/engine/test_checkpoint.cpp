@@ -1,0 +1,143 @@
+// Checkpoints: resuming from step k gives bit-for-bit the run that never stopped; SIGTERM saves
+// and stops; an unfinished save (a .tmp directory) and a damaged file are handled; the schedule
+// is a pure function of the step.
+#include "engine/schedule.hpp"
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+using namespace zf;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTraining =
+    " --set run.progress=off --set model.hidden=128 --set train.steps=30 --set train.micro_batch=32"
+    " --set train.lr_schedule=cosine --set train.warmup_steps=5 --set train.clip_grad_norm=1.0"
+    " --set checkpoint.keep=5 ";
+
+std::string linear_stack() { return test::source_dir() + "/examples/linear_stack.toml"; }
+
+// step -> the loss line of steps.jsonl, as text (bit-exact comparison).
+std::map<int, std::string> losses(const std::string &dir) {
+  std::map<int, std::string> out;
+  std::ifstream in(dir + "/steps.jsonl");
+  std::string line;
+  while (std::getline(in, line))
+    out[std::stoi(test::json_field(line, "step"))] = test::json_field(line, "loss");
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("resuming from a checkpoint reproduces the uninterrupted run bit for bit", "[checkpoint]") {
+  std::string full = test::scratch_dir("ckpt_full");
+  auto a = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining + "--set checkpoint.every=10 " +
+                             "--set run.output_dir=" + full);
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  for (const char *step : {"step-00000010", "step-00000020", "step-00000030"})
+    REQUIRE(fs::exists(full + "/checkpoints/" + step + "/rank-00000.safetensors"));
+
+  std::string resumed = test::scratch_dir("ckpt_resumed");
+  auto b = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining + "--set run.output_dir=" + resumed +
+                             " --set checkpoint.resume=" + full + "/checkpoints/step-00000010");
+  INFO(b.output);
+  REQUIRE(b.exit_code == 0);
+  CHECK_THAT(b.output, Catch::Contains("resumed from") && Catch::Contains("(step 10)"));
+  std::string summary_a = test::read_text(full + "/summary.json"), summary_b = test::read_text(resumed + "/summary.json");
+  CHECK(test::json_field(summary_b, "first_step") == "11");
+  CHECK(test::json_field(summary_b, "param_digest") == test::json_field(summary_a, "param_digest"));
+  auto loss_a = losses(full), loss_b = losses(resumed);
+  REQUIRE(loss_b.size() == 20);
+  for (int step = 11; step <= 30; ++step) {
+    INFO("step " << step);
+    CHECK(loss_b[step] == loss_a[step]);
+  }
+  // A fresh run from scratch in the same place continues too (resume = "auto").
+  auto c = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining + "--set run.output_dir=" + full);
+  CHECK_THAT(c.output, Catch::Contains("(step 30)"));
+}
+
+TEST_CASE("an unfinished save is ignored and a damaged checkpoint is a clear error", "[checkpoint]") {
+  std::string dir = test::scratch_dir("ckpt_damaged");
+  auto a = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining +
+                             "--set train.steps=10 --set checkpoint.every=5 --set run.output_dir=" + dir);
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  // A crash in the middle of saving step 15 leaves only its .tmp directory behind.
+  fs::create_directories(dir + "/checkpoints/step-00000015.tmp");
+  std::ofstream(dir + "/checkpoints/step-00000015.tmp/rank-00000.safetensors") << "half a file";
+  auto resumed = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining +
+                                   "--set train.steps=12 --set run.output_dir=" + dir);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("step-00000010 (step 10)"));
+
+  // Truncate the newest checkpoint's file: resuming names the file and does not crash.
+  std::string file = dir + "/checkpoints/step-00000010/rank-00000.safetensors";
+  fs::resize_file(file, fs::file_size(file) / 2);
+  auto damaged = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining +
+                                   "--set train.steps=12 --set checkpoint.resume=" + dir + "/checkpoints/step-00000010" +
+                                   " --set run.output_dir=" + test::scratch_dir("ckpt_damaged_out"));
+  INFO(damaged.output);
+  CHECK(damaged.exit_code == 1);
+  CHECK_THAT(damaged.output, Catch::Contains("rank-00000.safetensors"));
+
+  // Another model cannot resume from it.
+  auto other = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining +
+                                 "--set model.hidden=64 --set checkpoint.resume=" + dir + "/checkpoints/step-00000005" +
+                                 " --set run.output_dir=" + test::scratch_dir("ckpt_other"));
+  CHECK(other.exit_code == 1);
+  CHECK_THAT(other.output, Catch::Contains("another model layout"));
+}
+
+TEST_CASE("SIGTERM saves a checkpoint at the end of the current step and stops", "[checkpoint]") {
+  std::string dir = test::scratch_dir("ckpt_sigterm");
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::string log = dir + "/log.txt";
+    freopen(log.c_str(), "w", stdout);
+    freopen(log.c_str(), "a", stderr);
+    std::string output = "run.output_dir=" + dir;
+    execl(test::zfcore().c_str(), "zfcore", "run", linear_stack().c_str(), "--set", "train.steps=1000000", "--set",
+          output.c_str(), "--set", "run.progress=off", nullptr);
+    _exit(127);
+  }
+  // Wait until a few steps are done, then ask it to stop.
+  for (int i = 0; i < 600 && losses(dir).size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(losses(dir).size() >= 3);
+  kill(child, SIGTERM);
+  int status = 0;
+  waitpid(child, &status, 0);
+  INFO(test::read_text(dir + "/log.txt"));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGTERM);
+  int last = losses(dir).rbegin()->first;
+  CHECK(fs::exists(dir + "/checkpoints/" + std::string("step-") + std::string(8 - std::to_string(last).size(), '0') +
+                   std::to_string(last) + "/rank-00000.safetensors"));
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "stop_signal") == "15");
+}
+
+TEST_CASE("learning-rate schedules: warm-up, then constant, cosine or linear decay", "[checkpoint]") {
+  LrSchedule schedule{"cosine", 10, 110, 0.1};
+  CHECK(schedule.factor(1) == Approx(0.1));
+  CHECK(schedule.factor(10) == Approx(1.0));
+  CHECK(schedule.factor(60) == Approx(0.1 + 0.9 * 0.5));
+  CHECK(schedule.factor(110) == Approx(0.1));
+  schedule.kind = "linear";
+  CHECK(schedule.factor(35) == Approx(0.1 + 0.9 * 0.75));
+  schedule.kind = "constant";
+  CHECK(schedule.factor(100) == 1.0);
+}
