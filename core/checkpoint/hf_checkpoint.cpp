@@ -22,28 +22,6 @@ TransformerModel &transformer(Model &model) {
   return *t;
 }
 
-// "hidden 64 here, 128 in the checkpoint" for the first field that differs.
-std::string first_difference(const TransformerShape &mine, const TransformerShape &theirs) {
-  auto text = [](auto a, auto b, const char *name) { return format("%s = %s here, %s in", name, a.c_str(), b.c_str()); };
-  auto str = [](auto v) { return format("%g", double(v)); };
-  if (mine.type != theirs.type) return text(mine.type, theirs.type, "type");
-  std::pair<const char *, std::pair<double, double>> fields[] = {
-      {"hidden", {double(mine.hidden), double(theirs.hidden)}},
-      {"layers", {double(mine.layers), double(theirs.layers)}},
-      {"heads", {double(mine.heads), double(theirs.heads)}},
-      {"kv_heads", {double(mine.kv_heads), double(theirs.kv_heads)}},
-      {"intermediate", {double(mine.intermediate), double(theirs.intermediate)}},
-      {"vocab", {double(mine.vocab), double(theirs.vocab)}},
-      {"max_seq", {double(mine.max_seq), double(theirs.max_seq)}},
-      {"rope_theta", {mine.rope_theta, theirs.rope_theta}},
-      {"norm_eps", {mine.norm_eps, theirs.norm_eps}},
-      {"tie_embeddings", {double(mine.tie_embeddings), double(theirs.tie_embeddings)}},
-      {"qkv_bias", {double(mine.qkv_bias), double(theirs.qkv_bias)}}};
-  for (const auto &[name, values] : fields)
-    if (values.first != values.second && !(mine.is_gpt2() && std::string(name) == "rope_theta")) return text(str(values.first), str(values.second), name);
-  return "no difference in";
-}
-
 // Writes text to path through a temporary file and a rename, so a crash leaves no half file.
 void write_text_atomically(const std::string &path, const std::string &text) {
   std::string temporary = path + ".tmp";
@@ -88,8 +66,8 @@ void save_hf_checkpoint(Model &model, const std::string &directory, std::optiona
 void load_hf_checkpoint(Model &model, const std::string &directory) {
   TransformerModel &t = transformer(model);
   TransformerShape stored = read_hf_config(directory);
-  ZF_REQUIRE(stored == t.shape(), "%s/config.json does not describe this model (%s the checkpoint)",
-             directory.c_str(), first_difference(t.shape(), stored).c_str());
+  ZF_REQUIRE(stored == t.shape(), "%s/config.json does not describe this model (%s, model first, then checkpoint)",
+             directory.c_str(), shape_difference(t.shape(), stored).c_str());
   SafetensorsSet weights = SafetensorsSet::open_directory(directory);
   // Checkpoints saved from the base model (GPT2Model, LlamaModel) lack the "transformer." or
   // "model." prefix of the LM-head model.

@@ -119,7 +119,7 @@ std::shared_ptr<const SequenceSet> load_token_shard_sequences(const Config &conf
       stream.name = path;
       stream.shard = std::make_shared<TokenShard>(path);
       ZF_REQUIRE(vocab == 0 || stream.shard->vocab() <= vocab,
-                 "written for a vocabulary of %lld ids, but data.vocab = %lld",
+                 "%s: written for a vocabulary of %lld ids, but data.vocab = %lld", path.c_str(),
                  (long long)stream.shard->vocab(), (long long)vocab);
       if (stream.size() <= seq_len)
         log_warn(format("%s: %lld tokens, fewer than data.seq_len + 1 = %lld; the shard is not used", path.c_str(),

@@ -96,10 +96,13 @@ TransformerOptions transformer_options(const Config &config) {
     ZF_REQUIRE(!wrote("type") || type == stored.type,
                "%s: model.type = \"%s\" but %s is a %s model (model_type): fix or remove model.type",
                at("type").c_str(), type.c_str(), source.c_str(), stored.type.c_str());
-    ZF_REQUIRE(preset.empty() || shape == stored,
-               "%s: model.preset = \"%s\" does not match the shape in %s: remove model.preset (init_from's "
-               "config.json gives the shape)",
-               at("preset").c_str(), preset.c_str(), source.c_str());
+    // A RoPE model's context length is no part of its weights: a preset may differ there.
+    TransformerShape comparable = shape;
+    if (!preset.empty() && !stored.is_gpt2()) comparable.max_seq = stored.max_seq;
+    ZF_REQUIRE(preset.empty() || comparable == stored,
+               "%s: model.preset = \"%s\" does not match the shape in %s (%s, preset first): remove model.preset "
+               "(init_from's config.json gives the shape)",
+               at("preset").c_str(), preset.c_str(), source.c_str(), shape_difference(comparable, stored).c_str());
     auto mismatch = [&](const char *key, const std::string &mine, const std::string &theirs) {
       throw Error(format("%s: model.%s = %s, but %s says %s: config.json gives the shape, so remove model.%s "
                          "or point init_from elsewhere",

@@ -201,6 +201,25 @@ bool TransformerShape::operator==(const TransformerShape &o) const {
          norm_eps == o.norm_eps && tie_embeddings == o.tie_embeddings && qkv_bias == o.qkv_bias;
 }
 
+std::string shape_difference(const TransformerShape &a, const TransformerShape &b) {
+  if (a.type != b.type) return format("type = %s vs %s", a.type.c_str(), b.type.c_str());
+  std::pair<const char *, std::pair<double, double>> fields[] = {
+      {"hidden", {double(a.hidden), double(b.hidden)}},
+      {"layers", {double(a.layers), double(b.layers)}},
+      {"heads", {double(a.heads), double(b.heads)}},
+      {"kv_heads", {double(a.kv_heads), double(b.kv_heads)}},
+      {"intermediate", {double(a.intermediate), double(b.intermediate)}},
+      {"vocab", {double(a.vocab), double(b.vocab)}},
+      {"max_seq", {double(a.max_seq), double(b.max_seq)}},
+      {"rope_theta", {a.is_gpt2() ? 0.0 : a.rope_theta, b.is_gpt2() ? 0.0 : b.rope_theta}},
+      {"norm_eps", {a.norm_eps, b.norm_eps}},
+      {"tie_embeddings", {double(a.tie_embeddings), double(b.tie_embeddings)}},
+      {"qkv_bias", {double(a.qkv_bias), double(b.qkv_bias)}}};
+  for (const auto &[name, values] : fields)
+    if (values.first != values.second) return format("%s = %g vs %g", name, values.first, values.second);
+  return "";
+}
+
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;
   for (const auto &[name, shape] : presets()) names.push_back(name);

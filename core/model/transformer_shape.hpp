@@ -48,6 +48,9 @@ struct TransformerOptions {
   std::string init_from;                // a Hugging Face checkpoint directory, or ""
 };
 
+// The first field in which a and b differ, as "hidden = 64 vs 128"; "" when they are equal.
+std::string shape_difference(const TransformerShape &a, const TransformerShape &b);
+
 // Preset names: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, qwen2-1.5b,
 // qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b.
 std::vector<std::string> preset_names();

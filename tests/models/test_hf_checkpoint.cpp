@@ -102,6 +102,10 @@ TEST_CASE("model: init_from loads a checkpoint and refuses shapes that contradic
                     Catch::Contains("m.toml:3:10") && Catch::Contains("hidden = 64") && Catch::Contains("32"));
   CHECK_THROWS_WITH(make_model(Config::parse("[model]\ntype = \"llama\"\ninit_from = \"" + dir + "\"\n", "m.toml")),
                     Catch::Contains("m.toml:2:8") && Catch::Contains("qwen2"));
+  // A preset must agree with config.json (the context length of a RoPE model aside).
+  CHECK_THROWS_WITH(make_model(Config::parse("[model]\npreset = \"qwen2.5-0.5b\"\ninit_from = \"" + dir + "\"\n",
+                                             "m.toml")),
+                    Catch::Contains("m.toml:2:10") && Catch::Contains("does not match the shape"));
   CHECK_THROWS_WITH(make_model(Config::parse("[model]\ninit_from = \"" + dir + "/nowhere\"\n", "m.toml")),
                     Catch::Contains("nowhere/config.json"));
 
@@ -115,7 +119,7 @@ TEST_CASE("model: init_from loads a checkpoint and refuses shapes that contradic
   write_safetensors(broken + "/model.safetensors", some);
   auto target = tiny_model("qwen2", true, 6);
   CHECK_THROWS_WITH(load_hf_checkpoint(*target, broken), Catch::Contains("model.layers.1.mlp.up_proj.weight"));
-  CHECK_THROWS_WITH(load_hf_checkpoint(*tiny_model("llama", true), dir), Catch::Contains("type = llama here"));
+  CHECK_THROWS_WITH(load_hf_checkpoint(*tiny_model("llama", true), dir), Catch::Contains("type = llama here, qwen2 in the checkpoint"));
 }
 
 // Fixtures made by transformers (tests/fixtures/hf/NAME): config.json, model.safetensors and

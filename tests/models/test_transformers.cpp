@@ -160,6 +160,19 @@ TEST_CASE("model: bfloat16 models start from the float32 values and compute near
   loss.backward();
 }
 
+TEST_CASE("model: dropout acts only while training", "[model]") {
+  std::string type = GENERATE("gpt2", "llama");
+  torch::manual_seed(2);
+  TransformerOptions options = test::tiny_options(type, true);
+  options.dropout = 0.3;
+  auto model = make_transformer(options);
+  Batch batch = next_token_batch(random_ids(2, 8, 61, 9));
+  torch::NoGradGuard no_grad;
+  CHECK_FALSE(torch::equal(run_blocks(*model, batch), run_blocks(*model, batch)));
+  model->train(false);
+  CHECK(torch::equal(run_blocks(*model, batch), run_blocks(*model, batch)));
+}
+
 TEST_CASE("model: GPT-2 refuses sequences longer than its position table, and ids outside the vocabulary", "[model]") {
   auto model = tiny_model("gpt2", true);
   CHECK_THROWS_WITH(run_blocks(*model, next_token_batch(random_ids(1, 17, 61, 1))), Catch::Contains("max_seq = 16"));
