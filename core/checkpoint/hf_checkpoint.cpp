@@ -66,8 +66,8 @@ void save_hf_checkpoint(Model &model, const std::string &directory, std::optiona
 void load_hf_checkpoint(Model &model, const std::string &directory) {
   TransformerModel &t = transformer(model);
   TransformerShape stored = read_hf_config(directory);
-  ZF_REQUIRE(stored == t.shape(), "%s/config.json does not describe this model (%s, model first, then checkpoint)",
-             directory.c_str(), shape_difference(t.shape(), stored).c_str());
+  ZF_REQUIRE(stored == t.shape(), "%s/config.json does not describe this model (%s)", directory.c_str(),
+             shape_difference(t.shape(), stored, "here", "in the checkpoint").c_str());
   SafetensorsSet weights = SafetensorsSet::open_directory(directory);
   // Checkpoints saved from the base model (GPT2Model, LlamaModel) lack the "transformer." or
   // "model." prefix of the LM-head model.

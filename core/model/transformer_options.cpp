@@ -100,9 +100,10 @@ TransformerOptions transformer_options(const Config &config) {
     TransformerShape comparable = shape;
     if (!preset.empty() && !stored.is_gpt2()) comparable.max_seq = stored.max_seq;
     ZF_REQUIRE(preset.empty() || comparable == stored,
-               "%s: model.preset = \"%s\" does not match the shape in %s (%s, preset first): remove model.preset "
+               "%s: model.preset = \"%s\" does not match the shape in %s (%s): remove model.preset "
                "(init_from's config.json gives the shape)",
-               at("preset").c_str(), preset.c_str(), source.c_str(), shape_difference(comparable, stored).c_str());
+               at("preset").c_str(), preset.c_str(), source.c_str(),
+               shape_difference(comparable, stored, "in the preset", "in config.json").c_str());
     auto mismatch = [&](const char *key, const std::string &mine, const std::string &theirs) {
       throw Error(format("%s: model.%s = %s, but %s says %s: config.json gives the shape, so remove model.%s "
                          "or point init_from elsewhere",

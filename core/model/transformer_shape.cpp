@@ -201,8 +201,9 @@ bool TransformerShape::operator==(const TransformerShape &o) const {
          norm_eps == o.norm_eps && tie_embeddings == o.tie_embeddings && qkv_bias == o.qkv_bias;
 }
 
-std::string shape_difference(const TransformerShape &a, const TransformerShape &b) {
-  if (a.type != b.type) return format("type = %s vs %s", a.type.c_str(), b.type.c_str());
+std::string shape_difference(const TransformerShape &a, const TransformerShape &b, const char *a_name,
+                             const char *b_name) {
+  if (a.type != b.type) return format("type = %s %s, %s %s", a.type.c_str(), a_name, b.type.c_str(), b_name);
   std::pair<const char *, std::pair<double, double>> fields[] = {
       {"hidden", {double(a.hidden), double(b.hidden)}},
       {"layers", {double(a.layers), double(b.layers)}},
@@ -216,7 +217,8 @@ std::string shape_difference(const TransformerShape &a, const TransformerShape &
       {"tie_embeddings", {double(a.tie_embeddings), double(b.tie_embeddings)}},
       {"qkv_bias", {double(a.qkv_bias), double(b.qkv_bias)}}};
   for (const auto &[name, values] : fields)
-    if (values.first != values.second) return format("%s = %g vs %g", name, values.first, values.second);
+    if (values.first != values.second)
+      return format("%s = %g %s, %g %s", name, values.first, a_name, values.second, b_name);
   return "";
 }
 

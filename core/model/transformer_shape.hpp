@@ -49,7 +49,9 @@ struct TransformerOptions {
 };
 
 // The first field in which a and b differ, as "hidden = 64 vs 128"; "" when they are equal.
-std::string shape_difference(const TransformerShape &a, const TransformerShape &b);
+// The first field that differs, e.g. "hidden = 64 here, 128 in the checkpoint".
+std::string shape_difference(const TransformerShape &a, const TransformerShape &b, const char *a_name,
+                             const char *b_name);
 
 // Preset names: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, qwen2-1.5b,
 // qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b.
