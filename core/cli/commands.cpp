@@ -93,7 +93,10 @@ int command_run(const std::vector<std::string> &args) {
     Config config = Config::load(run.file, run.overrides);
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
     RunSummary summary = train(config, *runtime, registry);
-    if (runtime->comm->rank() == 0) {
+    if (runtime->comm->rank() == 0 && summary.steps < summary.first_step) {
+      std::printf("zfcore: nothing to train: the checkpoint is at step %lld >= train.steps; param_digest %s\n",
+                  (long long)summary.steps, summary.param_digest.c_str());
+    } else if (runtime->comm->rank() == 0) {
       std::printf("zfcore: %lld steps, loss %.4f -> %.4f, mean step %.1f ms, param_digest %s\n",
                   (long long)summary.steps, summary.initial_loss, summary.final_loss, summary.mean_step_ms,
                   summary.param_digest.c_str());
