@@ -43,25 +43,33 @@ message(STATUS "zfcore: CUDA path ${ZF_WITH_CUDA} (ZF_CUDA=${ZF_CUDA})")
 
 add_library(zf_torch INTERFACE)
 add_library(zf::torch ALIAS zf_torch)
+# libtorch is linked by hand in both builds: the wheel's own CMake config probes for GPUs at
+# configure time, which fails on a build machine without one.
+target_include_directories(zf_torch SYSTEM INTERFACE
+  ${ZF_TORCH_DIR}/include ${ZF_TORCH_DIR}/include/torch/csrc/api/include)
+target_compile_definitions(zf_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
 if(ZF_WITH_CUDA)
   set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures (sm_90: H100/H200)")
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(CMAKE_CUDA_EXTENSIONS OFF)
   enable_language(CUDA)
-  list(APPEND CMAKE_PREFIX_PATH "${ZF_TORCH_DIR}/share/cmake")
-  find_package(Torch REQUIRED)
-  target_link_libraries(zf_torch INTERFACE ${TORCH_LIBRARIES})
-  target_include_directories(zf_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+  # --no-as-needed keeps libtorch_cuda loaded: it registers the CUDA backend at load time.
+  target_link_libraries(zf_torch INTERFACE
+    ${ZF_TORCH_DIR}/lib/libtorch_cpu.so ${ZF_TORCH_DIR}/lib/libc10.so
+    "-Wl,--no-as-needed" ${ZF_TORCH_DIR}/lib/libtorch_cuda.so "-Wl,--as-needed"
+    ${ZF_TORCH_DIR}/lib/libc10_cuda.so CUDA::cudart)
+  target_compile_definitions(zf_torch INTERFACE ZF_WITH_CUDA=1)
   find_library(ZF_NCCL_LIBRARY nccl REQUIRED HINTS ${CUDAToolkit_LIBRARY_DIR})
   find_path(ZF_NCCL_INCLUDE nccl.h REQUIRED HINTS ${CUDAToolkit_INCLUDE_DIRS})
   add_library(zf_nccl INTERFACE)
   add_library(zf::nccl ALIAS zf_nccl)
   target_link_libraries(zf_nccl INTERFACE ${ZF_NCCL_LIBRARY} CUDA::cudart)
   target_include_directories(zf_nccl SYSTEM INTERFACE ${ZF_NCCL_INCLUDE})
+  message(STATUS "zfcore: NCCL ${ZF_NCCL_LIBRARY}")
 else()
-  # CPU build: link torch_cpu and c10 directly (the wheel's CMake config insists on CUDA).
-  target_include_directories(zf_torch SYSTEM INTERFACE
-    ${ZF_TORCH_DIR}/include ${ZF_TORCH_DIR}/include/torch/csrc/api/include)
+  # CPU build: torch_cpu and c10 only.
   target_link_libraries(zf_torch INTERFACE
     ${ZF_TORCH_DIR}/lib/libtorch_cpu.so ${ZF_TORCH_DIR}/lib/libc10.so)
-  target_compile_definitions(zf_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
 endif()
 set(CMAKE_INSTALL_RPATH "$ORIGIN/../lib;${ZF_TORCH_DIR}/lib")

@@ -1,6 +1,7 @@
 // The single-process communicator: rank 0 of 1, every collective is the identity (or a copy).
 #include "comm/communicator.hpp"
 
+#include "runtime/device.hpp"
 #include "runtime/error.hpp"
 
 #include <zf/zf_plugin.hpp>
@@ -19,19 +20,20 @@ class SingleCommunicator final : public Communicator {
   int local_size() const override { return 1; }
   std::string name() const override { return "single"; }
   void all_reduce(zf_tensor_view, zf_reduce_op, void *) override {}
-  void reduce_scatter(zf_tensor_view send, zf_tensor_view recv, zf_reduce_op, void *) override {
-    copy(send, recv);
+  void reduce_scatter(zf_tensor_view send, zf_tensor_view recv, zf_reduce_op, void *stream) override {
+    copy(send, recv, stream);
   }
-  void all_gather(zf_tensor_view send, zf_tensor_view recv, void *) override { copy(send, recv); }
+  void all_gather(zf_tensor_view send, zf_tensor_view recv, void *stream) override { copy(send, recv, stream); }
   void broadcast(zf_tensor_view, int, void *) override {}
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
 
  private:
-  static void copy(zf_tensor_view from, zf_tensor_view to) {
+  static void copy(zf_tensor_view from, zf_tensor_view to, void *stream) {
     ZF_REQUIRE(from.numel == to.numel && from.dtype == to.dtype,
                "collective: send and receive views differ in size or dtype");
-    ZF_REQUIRE(from.device == ZF_DEVICE_CPU, "single-process collectives take CPU buffers");
+    ZF_REQUIRE(from.device == to.device, "collective: send and receive views are on different devices");
+    if (from.device == ZF_DEVICE_CUDA) return device_copy(to.data, from.data, from.numel * dtype_size(from.dtype), stream);
     if (from.data != to.data) std::memmove(to.data, from.data, from.numel * dtype_size(from.dtype));
   }
 };

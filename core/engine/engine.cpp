@@ -9,6 +9,7 @@
 #include "engine/report.hpp"
 #include "engine/schedule.hpp"
 #include "model/zoo.hpp"
+#include "runtime/device.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
@@ -205,7 +206,7 @@ class Trainer {
     int64_t chunks = std::min<int64_t>((eval_data_->size() + micro - 1) / micro, config_.integer("train", "eval_batches"));
     double sums[2] = {0, 0};  // loss * tokens, tokens
     for (int64_t chunk = comm_.rank(); chunk < chunks; chunk += comm_.world_size()) {
-      Batch batch = eval_data_->batch(chunk, micro);
+      Batch batch = on_device(eval_data_->batch(chunk, micro));
       torch::Tensor hidden = batch.inputs;
       for (size_t block = 0; block < flat_->layout().block_count; ++block)
         hidden = model_->forward_block(block, hidden, batch);
@@ -233,7 +234,7 @@ class Trainer {
     shard_begin_ = plan.shard_begin;
     shard_end_ = plan.shard_end;
     dtype_ = compute_dtype(config_);
-    flat_->materialize(numel, dtype_, runtime_.memory);
+    flat_->materialize(numel, dtype_, runtime_.memory, on_gpu() ? ZF_TIER_DEVICE : ZF_TIER_HOST);
 
     // Every rank starts from rank 0's parameters.
     comm_.broadcast(view_of(flat_->params), 0, runtime_.compute_stream);
@@ -243,9 +244,7 @@ class Trainer {
     tiers.struct_size = sizeof tiers;
     offload.check(offload.api<zf_offload_api>()->plan(offload.object(), &layout, shard_numel(), &tiers, &error),
                   error, "plan");
-    ZF_REQUIRE(tiers.master_tier == ZF_TIER_HOST || tiers.master_tier == ZF_TIER_PINNED_HOST,
-               "offload plugin '%s' put the master weights on tier %s, which this CPU run does not have",
-               offload.name(), tier_name(tiers.master_tier));
+    check_master_tier(tiers.master_tier);
     master_ = ledger_tensor(runtime_.memory, tiers.master_tier, shard_numel(), torch::kFloat32, "master");
     master_.copy_(flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())));
 
@@ -264,6 +263,36 @@ class Trainer {
   }
 
   uint64_t shard_numel() const { return shard_end_ - shard_begin_; }
+  bool on_gpu() const { return runtime_.device == ZF_DEVICE_CUDA; }
+  void *stream() const { return runtime_.compute_stream; }
+
+  // The optimizer updates the master weights where they live: a GPU run keeps them on the GPU
+  // (offloading them to the host comes with the offload tiers), a CPU run on the host.
+  void check_master_tier(int tier) {
+    auto &offload = *plugins_.offload.instance;
+    auto &optimizer = *plugins_.optimizer.instance;
+    if (!on_gpu()) {
+      ZF_REQUIRE(tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST,
+                 "offload plugin '%s' put the master weights on tier %s, which this CPU run does not have",
+                 offload.name(), tier_name(tier));
+      return;
+    }
+    ZF_REQUIRE(tier == ZF_TIER_DEVICE,
+               "offload plugin '%s' put the master weights on tier %s; this GPU run keeps them on the device "
+               "(offload.plugin = \"none\")", offload.name(), tier_name(tier));
+    ZF_REQUIRE(optimizer.file().descriptor->capabilities & ZF_CAP_CUDA,
+               "optimizer plugin '%s' runs on the CPU but run.device = \"cuda\" keeps the master weights on the "
+               "GPU: use optimizer.plugin = \"gpu_adam\"", optimizer.name());
+  }
+
+  // Batches come from the data source on the host; a GPU run moves them to its device.
+  Batch on_device(Batch batch) const {
+    if (!on_gpu()) return batch;
+    torch::Device device(torch::kCUDA, c10::DeviceIndex(runtime_.device_index));
+    batch.inputs = batch.inputs.to(device);
+    batch.targets = batch.targets.to(device);
+    return batch;
+  }
 
   // A hash of the segment table: a checkpoint only fits the layout that wrote it.
   std::string layout_digest() const {
@@ -386,11 +415,12 @@ class Trainer {
     for (int64_t micro = 0; micro < grad_accum_; ++micro) {
       zf_step_buffers b = buffers(step, uint32_t(micro));
       int64_t chunk = ((step - 1) * grad_accum_ + micro) * comm_.world_size() + comm_.rank();
-      Batch batch = data_->batch(chunk, micro_batch_);
+      Batch batch = on_device(data_->batch(chunk, micro_batch_));
       samples_ += batch.samples;
       tokens_ += batch.tokens;
+      tokens_total_ += batch.tokens;
 
-      timers_.start(t.fwd);
+      timers_.start(t.fwd, stream());
       std::vector<torch::Tensor> outputs;
       torch::Tensor hidden = batch.inputs;
       size_t blocks = flat_->layout().block_count;
@@ -401,10 +431,10 @@ class Trainer {
         outputs.push_back(hidden);
       }
       torch::Tensor loss = model_->loss(hidden, batch);
-      timers_.stop(t.fwd);
+      timers_.stop(t.fwd, stream());
 
-      timers_.start(t.bwd);
-      timers_.start(t.bwd_inner);
+      timers_.start(t.bwd, stream());
+      timers_.start(t.bwd_inner, stream());
       if (stage_api->before_backward || stage_api->after_backward) {
         // The gradient of block b's output arriving means block b+1's backward is done and
         // block b's is about to start.
@@ -417,22 +447,22 @@ class Trainer {
       }
       loss.backward();
       call_hook(stage_api->after_backward, "after_backward", 0, b);
-      timers_.stop(t.bwd_inner);
+      timers_.stop(t.bwd_inner, stream());
       loss_sum += loss.item<double>();
       if (micro + 1 == grad_accum_) {
-        timers_.start(t.bwd_allreduce);
+        timers_.start(t.bwd_allreduce, stream());
         zf_error error{};
         auto &stage = *plugins_.stage.instance;
         stage.check(stage_api->reduce_gradients(stage.object(), &b, &error), error, "reduce_gradients");
-        timers_.stop(t.bwd_allreduce);
+        timers_.stop(t.bwd_allreduce, stream());
       }
-      timers_.stop(t.bwd);
+      timers_.stop(t.bwd, stream());
     }
 
     if (step == 1) select_columns();
-    timers_.start(t.step);
+    timers_.start(t.step, stream());
     optimizer_step(step);
-    timers_.stop(t.step);
+    timers_.stop(t.step, stream());
     flat_->grads.zero_();
 
     // The reported loss is the mean over micro-batches and ranks.
@@ -466,9 +496,13 @@ class Trainer {
     args.params = view_of(master_);
     args.grads = view_of(grads);
     args.stream = runtime_.compute_stream;
+    // An optimizer that writes the low-precision working parameters in its own pass saves the copy.
+    bool writes_params = (optimizer.file().descriptor->capabilities & ZF_CAP_LOW_PRECISION_OUT) &&
+                         params.scalar_type() != torch::kFloat32 && params.device() == master_.device();
+    if (writes_params) args.params_out = view_of(params);
     zf_error error{};
     optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
-    {
+    if (!writes_params) {
       torch::NoGradGuard no_grad;
       params.copy_(master_);
     }
@@ -538,6 +572,14 @@ class Trainer {
         r.timers_ms.emplace_back(name + "_microstep", per_micro ? ms / double(grad_accum_) : ms);
     }
     for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) r.memory[tier] = runtime_.memory.current(tier);
+    if (on_gpu()) {  // the caching allocator's view: tensors of the step plus the ledger's blocks
+      DeviceMemory gpu = device_memory();
+      r.device_allocated_peak = gpu.allocated_peak;
+      r.device_reserved_peak = gpu.reserved_peak;
+      device_peak_.allocated_peak = std::max(device_peak_.allocated_peak, gpu.allocated_peak);
+      device_peak_.reserved_peak = std::max(device_peak_.reserved_peak, gpu.reserved_peak);
+      reset_device_memory_peak();
+    }
     for (const auto &[name, ms] : r.timers_ms) timer_totals_[name] += ms;
     r.lr = lr_;
     r.grad_norm = clip_grad_norm_ > 0 ? grad_norm_ : -1.0;
@@ -554,7 +596,8 @@ class Trainer {
     int64_t longest = 0;
     for (int r = 0; r < world; ++r) longest = std::max(longest, ranges[2 * r + 1] - ranges[2 * r]);
     std::vector<float> mine(size_t(longest), 0.0f), all(size_t(longest) * size_t(world));
-    std::memcpy(mine.data(), master_.data_ptr<float>(), shard_numel() * sizeof(float));
+    torch::Tensor master = master_.cpu();
+    std::memcpy(mine.data(), master.data_ptr<float>(), shard_numel() * sizeof(float));
     comm_.all_gather(zf_tensor_view{mine.data(), mine.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
                      zf_tensor_view{all.data(), all.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0}, nullptr);
     std::vector<float> full(flat_->params.numel(), 0.0f);
@@ -610,7 +653,9 @@ class Trainer {
     json.key("timed_steps").value(timed_steps);
     json.key("mean_step_ms").value(s.mean_step_ms);
     json.key("samples_per_s").value(seconds > 0 ? double(samples_per_step) / seconds : 0.0);
-    json.key("tokens_per_s").value(seconds > 0 ? double(samples_per_step) / seconds : 0.0);
+    json.key("tokens_per_s").value(seconds > 0 && s.steps > 0 ? double(tokens_total_) / double(s.steps - s.first_step + 1) *
+                                                                    double(comm_.world_size()) / seconds
+                                                              : 0.0);
     json.key("selected_column_fraction").value(selected_fraction_);
     json.key("mean_timers_ms").begin_object();
     for (const auto &[name, total] : timer_totals_) json.key(name).value(total / double(s.steps));
@@ -618,6 +663,11 @@ class Trainer {
     json.key("peak_memory_bytes").begin_object();
     for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) json.key(tier_name(tier)).value(runtime_.memory.peak(tier));
     json.end_object();
+    if (on_gpu()) {
+      json.key("gpu_memory_bytes").begin_object();
+      json.key("allocated_peak").value(device_peak_.allocated_peak).key("reserved_peak").value(device_peak_.reserved_peak);
+      json.key("ledger_device_peak").value(runtime_.memory.peak(ZF_TIER_DEVICE)).end_object();
+    }
     json.key("plugins").begin_object();
     for (const ActivePlugin *p : {&plugins_.stage, &plugins_.offload, &plugins_.optimizer, &plugins_.selector}) {
       const zf_descriptor &d = *p->file().descriptor;
@@ -647,7 +697,8 @@ class Trainer {
   std::vector<zf_optimizer_range> ranges_;
   std::vector<zf_optimizer_group> groups_;
   int64_t micro_batch_ = 1, grad_accum_ = 1;
-  int64_t samples_ = 0, tokens_ = 0;
+  int64_t samples_ = 0, tokens_ = 0, tokens_total_ = 0;  // tokens_total_: this rank, whole run
+  DeviceMemory device_peak_;
   double selected_fraction_ = 0;
   std::map<std::string, double> timer_totals_;
   LrSchedule schedule_;
@@ -660,6 +711,7 @@ class Trainer {
 }  // namespace
 
 RunSummary train(const Config &config, Runtime &runtime, PluginRegistry &registry) {
+  if (config.string("run", "device") == "cuda" && runtime.device != ZF_DEVICE_CUDA) use_cuda_device(runtime);
   int64_t threads = config.integer("run", "threads");
   if (threads == 0)
     threads = std::max<int64_t>(1, int64_t(runtime.worker_cores.size()) / std::max(1, runtime.comm->local_size()));

@@ -2,6 +2,8 @@
 
 #include "runtime/error.hpp"
 
+#include <c10/core/Device.h>
+
 #include <cstring>
 
 namespace zf {
@@ -34,9 +36,13 @@ torch::Tensor ledger_tensor(MemoryLedger &ledger, zf_tier tier, uint64_t numel, 
                             const std::string &tag) {
   size_t bytes = numel * c10::elementSize(dtype);
   void *memory = ledger.allocate(tier, bytes, tag);
+  auto release = [&ledger](void *p) { ledger.release(p); };
+  if (tier == ZF_TIER_DEVICE) {  // on the current GPU, zeroed in stream order
+    auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    return torch::from_blob(memory, {int64_t(numel)}, release, options).zero_();
+  }
   std::memset(memory, 0, bytes);  // first touch by the thread that owns the buffer
-  return torch::from_blob(memory, {int64_t(numel)}, [&ledger](void *p) { ledger.release(p); },
-                          torch::TensorOptions().dtype(dtype));
+  return torch::from_blob(memory, {int64_t(numel)}, release, torch::TensorOptions().dtype(dtype));
 }
 
 FlatBuffers::FlatBuffers(std::vector<ModelParameter> parameters, const std::vector<std::string> &block_names,
@@ -102,10 +108,10 @@ torch::Tensor FlatBuffers::view_of(const torch::Tensor &flat, size_t index) cons
   return run.view(parameters_[index].tensor.sizes());
 }
 
-void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger) {
+void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier) {
   ZF_REQUIRE(numel >= layout_.numel, "internal: flat buffers smaller than the layout");
-  params = ledger_tensor(ledger, ZF_TIER_HOST, numel, dtype, "params");
-  grads = ledger_tensor(ledger, ZF_TIER_HOST, numel, dtype, "grads");
+  params = ledger_tensor(ledger, tier, numel, dtype, "params");
+  grads = ledger_tensor(ledger, tier, numel, dtype, "grads");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     torch::Tensor &tensor = parameters_[i].tensor;

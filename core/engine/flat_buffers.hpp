@@ -26,9 +26,10 @@ class FlatBuffers {
   const zf_layout &layout() const { return layout_; }
   const std::vector<ModelParameter> &parameters() const { return parameters_; }
 
-  // Allocates params and grads with numel (>= layout numel) elements of dtype, copies each
-  // parameter's current value in and re-points the parameter and its .grad at views of them.
-  void materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger);
+  // Allocates params and grads with numel (>= layout numel) elements of dtype on tier (host, or
+  // the current GPU for ZF_TIER_DEVICE), copies each parameter's current value in and re-points
+  // the parameter and its .grad at views of them (the model moves to the buffers' device).
+  void materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier = ZF_TIER_HOST);
 
   torch::Tensor params;  // flat working parameters
   torch::Tensor grads;   // flat gradients (accumulated over micro-steps)

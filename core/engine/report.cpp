@@ -67,7 +67,12 @@ void RunReport::step(const StepRecord &r) {
   for (const auto &[name, ms] : r.timers_ms) json.key(name).value(ms);
   json.end_object().key("memory_bytes").begin_object();
   for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) json.key(tier_name(tier)).value(r.memory[tier]);
-  json.end_object().end_object();
+  json.end_object();
+  if (r.device_reserved_peak) {
+    json.key("gpu_peak_bytes").begin_object().key("allocated").value(r.device_allocated_peak);
+    json.key("reserved").value(r.device_reserved_peak).end_object();
+  }
+  json.end_object();
   std::fprintf(jsonl_, "%s\n", json.str().c_str());
   std::fflush(jsonl_);
 
@@ -83,6 +88,7 @@ void RunReport::step(const StepRecord &r) {
     std::string memory;
     for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
       if (r.memory[tier]) memory += format(" | %s %s", tier_name(tier), format_bytes(r.memory[tier]).c_str());
+    if (r.device_allocated_peak) memory += format(" | gpu peak %s", format_bytes(r.device_allocated_peak).c_str());
     std::string eval = r.eval_loss >= 0 ? format(" | eval loss %.4f", r.eval_loss) : "";
     std::printf("step %*lld/%lld | loss %.4f%s | %.1f ms | %.0f samples/s | %.0f tokens/s%s\n",
                 int(std::to_string(r.steps).size()), (long long)r.step, (long long)r.steps, r.loss, eval.c_str(),

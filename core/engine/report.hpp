@@ -26,6 +26,8 @@ struct StepRecord {
   double eval_loss = -1;  // -1 when not evaluated at this step
   std::vector<std::pair<std::string, double>> timers_ms;  // name -> ms in this step
   std::array<uint64_t, ZF_TIER_COUNT> memory{};           // current bytes per tier
+  uint64_t device_allocated_peak = 0;  // GPU runs: the caching allocator's peaks in this step
+  uint64_t device_reserved_peak = 0;
 };
 
 class RunReport {

@@ -42,11 +42,11 @@ struct HostCallbacks {
       return 0;
     }
   }
-  static void timer_start(const zf_host *host, uint32_t timer, void *) {
-    self(host).runtime_.timers.start(timer);
+  static void timer_start(const zf_host *host, uint32_t timer, void *stream) {
+    self(host).runtime_.timers.start(timer, stream);
   }
-  static void timer_stop(const zf_host *host, uint32_t timer, void *) {
-    self(host).runtime_.timers.stop(timer);
+  static void timer_stop(const zf_host *host, uint32_t timer, void *stream) {
+    self(host).runtime_.timers.stop(timer, stream);
   }
 
   static void *mem_alloc(const zf_host *host, zf_tier tier, uint64_t bytes, const char *tag,
@@ -54,7 +54,7 @@ struct HostCallbacks {
     PluginInstance &p = self(host);
     std::string label = format("%s.%s", p.name(), tag ? tag : "unnamed");
     try {
-      ZF_REQUIRE(tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST,
+      ZF_REQUIRE(tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST || p.runtime_.memory.has_allocator(tier),
                  "mem_alloc: tier %s is not available in this build (device memory comes with the CUDA "
                  "path; NVMe space is recorded with mem_account)",
                  tier_name(tier));

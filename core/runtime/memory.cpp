@@ -16,16 +16,35 @@ const char *tier_name(zf_tier tier) {
   }
 }
 
+void MemoryLedger::set_allocator(zf_tier tier, TierAllocator allocator) {
+  ZF_REQUIRE(tier >= 0 && tier < ZF_TIER_COUNT, "memory ledger: unknown tier %d", int(tier));
+  std::lock_guard<std::mutex> lock(mutex_);
+  allocators_[tier] = allocator;
+}
+
+bool MemoryLedger::has_allocator(zf_tier tier) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tier >= 0 && tier < ZF_TIER_COUNT && allocators_[tier].allocate != nullptr;
+}
+
 void *MemoryLedger::allocate(zf_tier tier, uint64_t bytes, const std::string &tag) {
-  ZF_REQUIRE(tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST,
-             "memory ledger: tier '%s' is not allocated on the host", tier_name(tier));
+  ZF_REQUIRE(tier >= 0 && tier < ZF_TIER_COUNT, "memory ledger: unknown tier %d", int(tier));
+  TierAllocator custom;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    custom = allocators_[tier];
+  }
+  ZF_REQUIRE(custom.allocate || tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST,
+             "memory ledger: tier '%s' is not available in this run (device memory needs run.device = \"cuda\" "
+             "in a CUDA build)", tier_name(tier));
   uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void *pointer = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
-  ZF_REQUIRE(pointer != nullptr, "out of host memory allocating %s for '%s' (%s held on tier %s)",
+  void *pointer = custom.allocate ? custom.allocate(rounded ? rounded : kAlignment)
+                                  : std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+  ZF_REQUIRE(pointer != nullptr, "out of memory allocating %s for '%s' (%s held on tier %s)",
              format_bytes(bytes).c_str(), tag.c_str(), format_bytes(current(tier)).c_str(),
              tier_name(tier));
   std::lock_guard<std::mutex> lock(mutex_);
-  blocks_[pointer] = Block{tier, bytes, tag};
+  blocks_[pointer] = Block{tier, bytes, tag, custom.release};
   add(tier, tag, int64_t(bytes));
   return pointer;
 }
@@ -35,9 +54,11 @@ void MemoryLedger::release(void *pointer) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = blocks_.find(pointer);
   if (it == blocks_.end()) return;  // not ours: never free what we did not allocate
+  auto release = it->second.release;
   add(it->second.tier, it->second.tag, -int64_t(it->second.bytes));
   blocks_.erase(it);
-  std::free(pointer);
+  if (release) release(pointer);
+  else std::free(pointer);
 }
 
 void MemoryLedger::account(zf_tier tier, const std::string &tag, int64_t delta_bytes) {

@@ -20,8 +20,17 @@ class MemoryLedger {
  public:
   static constexpr uint64_t kAlignment = 4096;
 
-  // Host tiers allocate here (4096-aligned, zero-filled by first touch of the caller); the
-  // device tier is allocated by the device layer and recorded with account().
+  // Where a tier's memory comes from when not from the host heap: the CUDA layer
+  // (runtime/device.hpp) installs the caching allocator for the device tier and page-locked
+  // memory for the pinned tier. Without one, the device tier is refused and pinned is plain host.
+  struct TierAllocator {
+    void *(*allocate)(uint64_t bytes) = nullptr;  // nullptr when out of memory
+    void (*release)(void *pointer) = nullptr;
+  };
+  void set_allocator(zf_tier tier, TierAllocator allocator);
+  bool has_allocator(zf_tier tier) const;
+
+  // Allocates on a tier (4096-aligned on the host; not zero-filled: the caller touches it first).
   void *allocate(zf_tier tier, uint64_t bytes, const std::string &tag);
   void release(void *pointer);
   void account(zf_tier tier, const std::string &tag, int64_t delta_bytes);
@@ -35,9 +44,11 @@ class MemoryLedger {
     zf_tier tier;
     uint64_t bytes;
     std::string tag;
+    void (*release)(void *);  // nullptr: std::free
   };
   void add(zf_tier tier, const std::string &tag, int64_t delta);
   mutable std::mutex mutex_;
+  std::array<TierAllocator, ZF_TIER_COUNT> allocators_{};
   std::unordered_map<void *, Block> blocks_;
   std::array<uint64_t, ZF_TIER_COUNT> current_{};
   std::array<uint64_t, ZF_TIER_COUNT> peak_{};

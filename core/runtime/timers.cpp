@@ -2,32 +2,65 @@
 
 namespace zf {
 
+Timers::Timers() = default;
+
+Timers::~Timers() { reset(); }
+
+void Timers::set_event_clock(std::unique_ptr<EventClock> clock) {
+  reset();
+  std::lock_guard<std::mutex> lock(mutex_);
+  clock_ = std::move(clock);
+}
+
 uint32_t Timers::id(const std::string &name) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t i = 0; i < timers_.size(); ++i)
     if (timers_[i].name == name) return uint32_t(i);
-  timers_.push_back(Timer{name, {}, 0, false});
+  timers_.push_back(Timer{name, {}, 0, false, nullptr, {}});
   return uint32_t(timers_.size() - 1);
 }
 
-void Timers::start(uint32_t timer) {
-  auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (timer < timers_.size()) timers_[timer].started = now;
-}
-
-void Timers::stop(uint32_t timer) {
+void Timers::start(uint32_t timer, void *stream) {
   auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   if (timer >= timers_.size()) return;
   Timer &t = timers_[timer];
-  t.total_ms += std::chrono::duration<double, std::milli>(now - t.started).count();
+  if (stream && clock_) {
+    if (t.start_event) clock_->recycle(t.start_event);
+    t.start_event = clock_->record(stream);
+  } else {
+    t.started = now;
+  }
+}
+
+void Timers::stop(uint32_t timer, void *stream) {
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (timer >= timers_.size()) return;
+  Timer &t = timers_[timer];
+  if (stream && clock_ && t.start_event) {
+    t.intervals.emplace_back(t.start_event, clock_->record(stream));
+    t.start_event = nullptr;
+  } else {
+    t.total_ms += std::chrono::duration<double, std::milli>(now - t.started).count();
+  }
   t.ran = true;
+}
+
+void Timers::settle(Timer &t) const {
+  for (auto &[from, to] : t.intervals) {
+    t.total_ms += clock_->elapsed_ms(from, to);
+    clock_->recycle(from);
+    clock_->recycle(to);
+  }
+  t.intervals.clear();
 }
 
 double Timers::elapsed_ms(uint32_t timer) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return timer < timers_.size() ? timers_[timer].total_ms : 0.0;
+  if (timer >= timers_.size()) return 0.0;
+  settle(timers_[timer]);
+  return timers_[timer].total_ms;
 }
 
 const std::string &Timers::name(uint32_t timer) const {
@@ -43,14 +76,25 @@ size_t Timers::size() const {
 std::vector<std::pair<std::string, double>> Timers::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::pair<std::string, double>> out;
-  for (const Timer &t : timers_)
+  for (Timer &t : timers_) {
+    settle(t);
     if (t.ran) out.emplace_back(t.name, t.total_ms);
+  }
   return out;
 }
 
 void Timers::reset() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Timer &t : timers_) {
+    if (clock_) {
+      for (auto &[from, to] : t.intervals) {
+        clock_->recycle(from);
+        clock_->recycle(to);
+      }
+      if (t.start_event) clock_->recycle(t.start_event);
+    }
+    t.intervals.clear();
+    t.start_event = nullptr;
     t.total_ms = 0;
     t.ran = false;
   }

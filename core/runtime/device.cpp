@@ -1,0 +1,171 @@
+// The CUDA device layer (runtime/device.hpp). CPU builds compile the fallbacks at the end.
+#include "runtime/device.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <cstdlib>
+
+#if ZF_WITH_CUDA
+#include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <vector>
+
+#define ZF_CUDA_CHECK(call)                                                                          \
+  do {                                                                                               \
+    cudaError_t zf_cuda_status = (call);                                                             \
+    if (zf_cuda_status != cudaSuccess)                                                               \
+      throw ::zf::Error(::zf::format("CUDA error at %s:%d: %s (%s)", __FILE__, __LINE__, #call,      \
+                                     cudaGetErrorString(zf_cuda_status)));                           \
+  } while (0)
+
+namespace zf {
+namespace {
+
+namespace allocator = c10::cuda::CUDACachingAllocator;
+
+void *device_allocate(uint64_t bytes) {
+  try {
+    return allocator::raw_alloc(size_t(bytes));
+  } catch (const c10::Error &) {
+    return nullptr;  // the ledger reports the out-of-memory with the tag and tier
+  }
+}
+void device_release(void *pointer) { allocator::raw_delete(pointer); }
+
+void *pinned_allocate(uint64_t bytes) {
+  void *pointer = nullptr;
+  return cudaHostAlloc(&pointer, size_t(bytes), cudaHostAllocDefault) == cudaSuccess ? pointer : nullptr;
+}
+void pinned_release(void *pointer) { cudaFreeHost(pointer); }
+
+// CUDA events from a pool: timers record two per interval and every step would create them anew.
+class CudaEventClock final : public EventClock {
+ public:
+  ~CudaEventClock() override {
+    for (cudaEvent_t event : pool_) cudaEventDestroy(event);
+  }
+  void *record(void *stream) override {
+    cudaEvent_t event = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!pool_.empty()) {
+        event = pool_.back();
+        pool_.pop_back();
+      }
+    }
+    if (!event) ZF_CUDA_CHECK(cudaEventCreate(&event));
+    ZF_CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
+    return event;
+  }
+  double elapsed_ms(void *from, void *to) override {
+    ZF_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(to)));
+    float ms = 0;
+    ZF_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)));
+    return double(ms);
+  }
+  void recycle(void *event) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pool_.push_back(static_cast<cudaEvent_t>(event));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<cudaEvent_t> pool_;
+};
+
+double comm_timeout_s() {
+  const char *text = std::getenv("ZF_COMM_TIMEOUT_S");
+  if (!text || !*text) return 600.0;
+  char *end = nullptr;
+  double value = std::strtod(text, &end);
+  ZF_REQUIRE(end && *end == '\0' && value > 0,
+             "ZF_COMM_TIMEOUT_S = \"%s\": must be a positive number of seconds", text);
+  return value;
+}
+
+}  // namespace
+
+bool cuda_built() { return true; }
+
+int cuda_device_count() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+void use_cuda_device(Runtime &runtime) {
+  int count = cuda_device_count();
+  ZF_REQUIRE(count > 0, "run.device = \"cuda\" but this process sees no GPU (check the driver and "
+             "CUDA_VISIBLE_DEVICES), or set run.device = \"cpu\"");
+  int local = runtime.comm->local_rank();
+  ZF_REQUIRE(local < count,
+             "local rank %d needs GPU %d but this host shows %d GPU(s): start at most %d ranks per host "
+             "(one GPU per rank)", local, local, count, count);
+  c10::cuda::set_device(c10::DeviceIndex(local));
+  // torch sets up its CUDA state (the caching allocator among it) on first use; the ledger may
+  // allocate before any tensor touches the GPU.
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+  c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(false, c10::DeviceIndex(local));
+  c10::cuda::setCurrentCUDAStream(stream);
+  runtime.device = ZF_DEVICE_CUDA;
+  runtime.device_index = local;
+  runtime.compute_stream = stream.stream();
+  runtime.memory.set_allocator(ZF_TIER_DEVICE, {device_allocate, device_release});
+  runtime.memory.set_allocator(ZF_TIER_PINNED_HOST, {pinned_allocate, pinned_release});
+  runtime.timers.set_event_clock(std::make_unique<CudaEventClock>());
+  if (runtime.comm->world_size() > 1)
+    runtime.comm = make_nccl_communicator(std::move(runtime.comm), local, comm_timeout_s());
+}
+
+DeviceMemory device_memory() {
+  auto stats = allocator::getDeviceStats(c10::cuda::current_device());
+  const auto all = size_t(c10::CachingAllocator::StatType::AGGREGATE);
+  DeviceMemory m;
+  m.allocated = uint64_t(stats.allocated_bytes[all].current);
+  m.allocated_peak = uint64_t(stats.allocated_bytes[all].peak);
+  m.reserved = uint64_t(stats.reserved_bytes[all].current);
+  m.reserved_peak = uint64_t(stats.reserved_bytes[all].peak);
+  return m;
+}
+
+void reset_device_memory_peak() { allocator::resetPeakStats(c10::cuda::current_device()); }
+
+void synchronize_stream(void *stream) { ZF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
+
+void device_copy(void *to, const void *from, uint64_t bytes, void *stream) {
+  if (to == from || bytes == 0) return;
+  ZF_CUDA_CHECK(cudaMemcpyAsync(to, from, size_t(bytes), cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+}
+
+}  // namespace zf
+
+#else  // CPU build
+
+namespace zf {
+
+namespace {
+[[noreturn]] void no_cuda(const char *what) {
+  throw Error(format("%s: this zfcore was built without the CUDA path; rebuild with -DZF_CUDA=ON (CUDA toolkit, "
+                     "NCCL and a CUDA libtorch), or set run.device = \"cpu\"", what));
+}
+}  // namespace
+
+bool cuda_built() { return false; }
+int cuda_device_count() { return 0; }
+void use_cuda_device(Runtime &) { no_cuda("run.device = \"cuda\""); }
+DeviceMemory device_memory() { return {}; }
+void reset_device_memory_peak() {}
+void synchronize_stream(void *) {}
+void device_copy(void *, const void *, uint64_t, void *) { no_cuda("device copy"); }
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator>, int, double) {
+  no_cuda("NCCL communicator");
+}
+
+}  // namespace zf
+
+#endif

@@ -1,0 +1,42 @@
+// device.hpp: the compute device of a run. Everything the core needs from the CUDA runtime goes
+// through here, so that only device.cpp and comm/nccl.cpp include CUDA headers. In a CPU build
+// the functions exist and say clearly that this build has no CUDA path.
+#pragma once
+
+#include "runtime/runtime.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace zf {
+
+bool cuda_built();        // this build has the CUDA path (-DZF_CUDA=ON)
+int cuda_device_count();  // GPUs this process can see (0 without a driver or in a CPU build)
+
+// Makes runtime a CUDA runtime: binds the process to GPU local_rank (one GPU per local rank),
+// makes a compute stream torch's current stream, installs the caching allocator for the device
+// tier and page-locked memory for the pinned tier, CUDA-event timers, and wraps the communicator
+// so that device buffers go through NCCL (world size > 1). Throws with the reason otherwise.
+void use_cuda_device(Runtime &runtime);
+
+// GPU memory as the caching allocator sees it (bytes), for the current device.
+struct DeviceMemory {
+  uint64_t allocated = 0, allocated_peak = 0;  // held by tensors and ledger blocks
+  uint64_t reserved = 0, reserved_peak = 0;    // obtained from the driver by the allocator
+};
+DeviceMemory device_memory();
+void reset_device_memory_peak();
+
+void synchronize_stream(void *stream);  // waits for one stream, never the whole device
+// Copies bytes between device buffers in stream order.
+void device_copy(void *to, const void *from, uint64_t bytes, void *stream);
+
+// The NCCL communicator (comm/nccl.cpp): device buffers through NCCL on its own stream, ordered
+// against the caller's stream with events; host buffers through `host`, which also bootstraps
+// it (the unique id goes out by broadcast). A collective that fails or does not finish within
+// timeout_s ends every rank with a message.
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host, int device,
+                                                     double timeout_s);
+
+}  // namespace zf
