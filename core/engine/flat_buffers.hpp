@@ -30,11 +30,15 @@ class FlatBuffers {
   // parameter's current value in and re-points the parameter and its .grad at views of them.
   void materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger);
 
-  torch::Tensor params;  // flat working parameters
+  // Re-points the parameters of `block` at views of storage, which holds the block's layout
+  // elements [block.offset, block.offset + block.numel) (sharded parameters: one storage per block).
+  void bind_block(uint32_t block, const torch::Tensor &storage);
+
+  torch::Tensor params;  // flat working parameters (undefined once parameters are sharded)
   torch::Tensor grads;   // flat gradients (accumulated over micro-steps)
 
  private:
-  torch::Tensor view_of(const torch::Tensor &flat, size_t segment) const;
+  torch::Tensor view_of(const torch::Tensor &flat, size_t segment, uint64_t base_offset = 0) const;
   std::vector<ModelParameter> parameters_;
   std::vector<std::string> names_;  // owns the strings segments point to
   std::vector<std::string> block_names_;

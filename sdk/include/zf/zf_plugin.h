@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 0
+#define ZF_ABI_MINOR 1
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -313,6 +313,11 @@ typedef struct zf_step_buffers {
   zf_tensor_view params; /* working (compute-precision) parameters */
   zf_tensor_view grads;  /* gradients in compute precision, accumulated over micro-steps */
   void *stream;          /* compute stream, NULL on CPU */
+  /* ABI 1.1. With a stage that shards parameters (ZF_CAP_SHARD_PARAMETERS) the full params view
+   * above has data == NULL: no rank holds every parameter. */
+  zf_tensor_view param_shard;  /* this rank's parameters [shard_begin, shard_end), compute dtype */
+  zf_tensor_view block_params; /* in gather_block: storage for that block's layout elements
+                                  [block.offset, block.offset + block.numel); else data == NULL */
 } zf_step_buffers;
 
 /* ---- Stage: who owns which shard, and which collectives move gradients and parameters -------- */
@@ -324,6 +329,12 @@ typedef struct zf_stage_plan {
   uint64_t shard_end;
   uint64_t padded_numel; /* size the host gives the flat buffers (>= layout numel), so that every
                             rank's shard can have the same length; 0 = layout numel */
+  /* ABI 1.1: host-owned, layout->block_count bytes, each 1 on entry. A stage with
+   * ZF_CAP_SHARD_PARAMETERS sets 0 for each block the host should hold only while it computes
+   * (between before_forward/after_forward and before_backward/after_backward): the host then keeps
+   * just this rank's shard of it and calls gather_block before each use. Blocks left at 1 stay
+   * resident (gathered after every optimizer step). Ignored for other stages. */
+  uint8_t *block_resident;
 } zf_stage_plan;
 
 typedef struct zf_stage_api {
@@ -351,6 +362,14 @@ typedef struct zf_stage_api {
    * rank needs for the next forward available (all-gather). Optional: NULL = nothing. */
   zf_status (*gather_parameters)(zf_object *stage, const zf_step_buffers *buffers,
                                  zf_error *error);
+  /* ABI 1.1, required with ZF_CAP_SHARD_PARAMETERS, otherwise NULL. Fill buffers->block_params
+   * with block `block`'s parameters from every rank's buffers->param_shard (a collective: every
+   * rank calls it for the same block). The host calls it before the block's forward and backward
+   * when the block is not resident, for resident blocks after each optimizer step, and for every
+   * block before it needs the whole model (export, sampling). The host allocates and frees the
+   * storage; the ledger shows it as "params.gathered" (transient) and "params.resident". */
+  zf_status (*gather_block)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
+                            zf_error *error);
 } zf_stage_api;
 
 /* ---- Offload: where master weights, optimizer state and gradients live ----------------------- */
