@@ -99,26 +99,23 @@ int command_estimate(const std::vector<std::string> &args) {
               (unsigned long long)world, bf16 ? "bfloat16" : "float32", optimizer.c_str(),
               (unsigned long long)input.state_bytes);
   if (!note.empty()) std::printf("note: %s\n", note.c_str());
-  std::printf("per rank, bytes (ledger tags: params[.shard/.resident/.gathered], grads, master, optimizer state, "
-              "<stage>.staging):\n");
-  std::printf("  %-6s %14s %14s %14s %14s %14s %14s %14s  %s\n", "stage", "params", "gathered", "grads", "master",
-              "opt_state", "staging", "total", "ZeRO paper (2+2+12)/param");
+  std::printf("per rank, bytes (ledger tags in plugins/stages/README.md):\n");
+  std::printf("  %-6s %14s %14s %14s %14s %14s %14s %14s  %s\n", "stage", "params", "grads", "master", "opt_state",
+              "staging", "transient", "total", "ZeRO paper (2+2+12)/param");
   for (const StageEstimate &e : estimate_memory(input)) {
     std::printf("  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu  %s%s\n", e.stage.c_str(),
-                (unsigned long long)e.params, (unsigned long long)e.gathered, (unsigned long long)e.grads,
-                (unsigned long long)e.master, (unsigned long long)e.state, (unsigned long long)e.staging,
-                (unsigned long long)e.total(),
-                format_bytes(e.paper).c_str(), e.stage == chosen ? "   <- this config" : "");
+                (unsigned long long)e.params, (unsigned long long)e.grads, (unsigned long long)e.master,
+                (unsigned long long)e.state, (unsigned long long)e.staging, (unsigned long long)e.transient,
+                (unsigned long long)e.total(), format_bytes(e.paper).c_str(), e.stage == chosen ? "   <- this config" : "");
   }
   std::printf(
-      "formulas (N ranks, S = ceil(elements / N) rounded up to 64, c = %llu compute bytes):\n"
-      "  zero0: params cP, grads cP, master 4P, state kP\n"
-      "  zero1: params cNS, grads cNS, master 4S, state kS   (paper: 2P + 2P + 12P/N)\n"
-      "  zero2: as zero1 here: autograd's gradient buffer stays whole on this CPU path, each rank\n"
-      "         reduces only its shard of it   (paper: 2P + (2 + 12)P/N)\n"
-      "  zero3: params c(S + resident blocks), + the largest released block while it computes;\n"
-      "         grads cNS, master 4S, state kS   (paper: (2 + 2 + 12)P/N)\n"
-      "  staging (zero1-3, N > 1): cS when a bucket holds whole shards (bucket >= NS), else c(N + 1) bucket / N\n"
+      "formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state bytes):\n"
+      "  zero0: params cP, grads cP, master 4P, state kP                  (paper: 16P)\n"
+      "  zero1: params cNS, grads cNS, master 4S, state kS                (paper: 4P + 12P/N)\n"
+      "  zero2: params cNS, grads cS, master 4S, state kS                 (paper: 2P + 14P/N)\n"
+      "  zero3: params c(S + resident blocks), grads cS, master 4S, kS    (paper: 16P/N)\n"
+      "  transient: one block's gradients while its backward runs (zero2, zero3), and its gathered\n"
+      "  parameters while it computes (zero3); staging: the collectives' buffers.\n"
       "  CPU float32 runs: c = 4, so the per-parameter bytes are 4 + 4 + 4 + k instead of 2 + 2 + 12.\n",
       (unsigned long long)input.compute_bytes);
   return 0;

@@ -8,6 +8,7 @@
 #include "engine/plugin_set.hpp"
 #include "engine/report.hpp"
 #include "engine/schedule.hpp"
+#include "engine/sharded_grads.hpp"
 #include "engine/sharded_params.hpp"
 #include "model/zoo.hpp"
 #include "runtime/error.hpp"
@@ -82,6 +83,8 @@ std::vector<zf_optimizer_range> optimizer_ranges(const zf_layout &layout, uint64
   }
   return ranges;
 }
+
+using StageHook = zf_status (*)(zf_object *, uint32_t, const zf_step_buffers *, zf_error *);
 
 class Trainer {
  public:
@@ -261,7 +264,9 @@ class Trainer {
                offload.name(), tier_name(tiers.master_tier));
     master_ = ledger_tensor(runtime_.memory, tiers.master_tier, shard_numel(), torch::kFloat32, "master");
     master_.copy_(flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())));
+    padded_numel_ = numel;
     if (stage.file().descriptor->capabilities & ZF_CAP_SHARD_PARAMETERS) shard_parameters(std::move(resident));
+    if (stage_reduce_block()) grad_shards_ = std::make_unique<ShardedGradients>(*flat_, runtime_.memory, shard_numel());
 
     auto &optimizer = *plugins_.optimizer.instance;
     optimizer.check(optimizer.api<zf_optimizer_api>()->init_state(optimizer.object(), shard_numel(), &error), error,
@@ -286,6 +291,44 @@ class Trainer {
     sharded_ = std::make_unique<ShardedParameters>(*flat_, runtime_.memory, shard_begin_, shard_end_,
                                                    std::move(resident));
     gather_resident_blocks(0);
+  }
+
+  // ---- Sharded gradients (a stage that wires reduce_block, ZeRO-2 and ZeRO-3) ----
+  // The stage's reduce_block entry (ABI 1.1), or NULL.
+  StageHook stage_reduce_block() const {
+    const auto *api = plugins_.stage.instance->api<zf_stage_api>();
+    if (api->struct_size < offsetof(zf_stage_api, reduce_block) + sizeof(void *)) return nullptr;
+    return api->reduce_block;
+  }
+
+  // This rank's shard of the (reduced) gradients, wherever they live.
+  torch::Tensor grads_shard() const {
+    if (grad_shards_) return grad_shards_->shard;
+    return flat_->grads.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
+  }
+
+  // A block's backward starts: its gradients (and those of blocks whose tied weights it reads)
+  // need memory, and its parameters must be there.
+  void start_block_backward(uint32_t block, int64_t step, const zf_step_buffers &b) {
+    if (grad_shards_) {
+      grad_shards_->hold(block);
+      for (size_t tied : model_->tied_blocks(block)) grad_shards_->hold(uint32_t(tied));
+    }
+    enter_block(block, step);
+    call_hook(plugins_.stage.instance->api<zf_stage_api>()->before_backward, "before_backward", block, b);
+  }
+
+  // A block's backward is done: the stage reduces its gradients into the owners' shards, then
+  // its gradient memory and (sharded) parameters go.
+  void finish_block_backward(uint32_t block, const zf_step_buffers &b) {
+    call_hook(plugins_.stage.instance->api<zf_stage_api>()->after_backward, "after_backward", block, b);
+    if (grad_shards_) {
+      zf_step_buffers with_grads = b;
+      with_grads.block_grads = grad_shards_->block_view(block);
+      call_hook(stage_reduce_block(), "reduce_block", block, with_grads);
+      grad_shards_->release(block);
+    }
+    leave_block(block);
   }
 
   // This rank's shard of the working parameters, wherever they live.
@@ -430,19 +473,16 @@ class Trainer {
     b.micro_steps = uint32_t(grad_accum_);
     b.step = step;
     b.layout = &flat_->layout();
-    if (sharded_) {
-      b.params = view_of(flat_->grads);  // the element space and dtype; no rank holds every parameter
-      b.params.data = nullptr;
-    } else {
-      b.params = view_of(flat_->params);
-    }
+    // Whole-buffer views have data == NULL where no rank holds the whole buffer.
+    zf_tensor_view absent{nullptr, padded_numel_, abi_dtype(dtype_), ZF_DEVICE_CPU, 0, 0};
+    b.params = sharded_ ? absent : view_of(flat_->params);
     b.param_shard = view_of(params_shard());
-    b.grads = view_of(flat_->grads);
+    b.grads = grad_shards_ ? absent : view_of(flat_->grads);
+    b.grad_shard = view_of(grads_shard());
     b.stream = runtime_.compute_stream;
     return b;
   }
 
-  using StageHook = zf_status (*)(zf_object *, uint32_t, const zf_step_buffers *, zf_error *);
   void call_hook(StageHook hook, const char *name, uint32_t block, const zf_step_buffers &b) {
     if (!hook) return;
     zf_error error{};
@@ -478,23 +518,18 @@ class Trainer {
 
       timers_.start(t.bwd);
       timers_.start(t.bwd_inner);
-      if (sharded_ || stage_api->before_backward || stage_api->after_backward) {
+      if (sharded_ || grad_shards_ || stage_api->before_backward || stage_api->after_backward) {
         // The gradient of block b's output arriving means block b+1's backward is done and
         // block b's is about to start.
         for (size_t block = 0; block < blocks; ++block) {
-          outputs[block].register_hook([this, block, blocks, b, stage_api, step](const torch::Tensor &) {
-            if (block + 1 < blocks) {
-              call_hook(stage_api->after_backward, "after_backward", uint32_t(block + 1), b);
-              leave_block(uint32_t(block + 1));
-            }
-            enter_block(uint32_t(block), step);
-            call_hook(stage_api->before_backward, "before_backward", uint32_t(block), b);
+          outputs[block].register_hook([this, block, blocks, b, step](const torch::Tensor &) {
+            if (block + 1 < blocks) finish_block_backward(uint32_t(block + 1), b);
+            start_block_backward(uint32_t(block), step, b);
           });
         }
       }
       loss.backward();
-      call_hook(stage_api->after_backward, "after_backward", 0, b);
-      leave_block(0);
+      finish_block_backward(0, b);
       timers_.stop(t.bwd_inner);
       loss_sum += loss.item<double>();
       if (micro + 1 == grad_accum_) {
@@ -511,7 +546,8 @@ class Trainer {
     timers_.start(t.step);
     optimizer_step(step);
     timers_.stop(t.step);
-    flat_->grads.zero_();
+    if (grad_shards_) grad_shards_->shard.zero_();
+    else flat_->grads.zero_();
 
     // The reported loss is the mean over micro-batches and ranks.
     double reduced[1] = {loss_sum};
@@ -522,7 +558,7 @@ class Trainer {
 
   void optimizer_step(int64_t step) {
     auto &optimizer = *plugins_.optimizer.instance;
-    torch::Tensor grads = flat_->grads.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
+    torch::Tensor grads = grads_shard();
     torch::Tensor params = params_shard();
     const double mean_scale = 1.0 / double(grad_accum_ * comm_.world_size());
     double clip = 1.0;
@@ -568,7 +604,7 @@ class Trainer {
   double global_grad_norm(const torch::Tensor &shard_grads) {
     double sums[2] = {shard_grads.to(torch::kFloat64).pow(2).sum().item<double>(), double(shard_numel())};
     comm_.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
-    double owners = sums[1] / double(flat_->grads.numel());
+    double owners = sums[1] / double(padded_numel_);
     return std::sqrt(sums[0] / std::max(1.0, owners));
   }
 
@@ -588,7 +624,7 @@ class Trainer {
     args.struct_size = sizeof args;
     args.column_count = columns;
     args.layout = &layout;
-    args.grads = view_of(flat_->grads.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())));
+    args.grads = view_of(grads_shard());
     args.grad_offset = shard_begin_;
     zf_tensor_view score_view{scores.data(), columns, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
     zf_tensor_view mask_view{mask.data(), columns, ZF_DTYPE_U8, ZF_DEVICE_CPU, 0, 0};
@@ -636,7 +672,7 @@ class Trainer {
     std::memcpy(mine.data(), master_.data_ptr<float>(), shard_numel() * sizeof(float));
     comm_.all_gather(zf_tensor_view{mine.data(), mine.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
                      zf_tensor_view{all.data(), all.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0}, nullptr);
-    std::vector<float> full(flat_->grads.numel(), 0.0f);
+    std::vector<float> full(padded_numel_, 0.0f);
     for (int r = 0; r < world; ++r)  // ranks may own the same range (zero0): last copy wins, all equal
       std::memcpy(full.data() + ranges[2 * r], all.data() + size_t(r) * size_t(longest),
                   size_t(ranges[2 * r + 1] - ranges[2 * r]) * sizeof(float));
@@ -726,6 +762,8 @@ class Trainer {
   int64_t eval_every_ = 0;
   std::unique_ptr<FlatBuffers> flat_;
   std::unique_ptr<ShardedParameters> sharded_;  // only under a stage that shards parameters
+  std::unique_ptr<ShardedGradients> grad_shards_;  // only under a stage that reduces per block
+  uint64_t padded_numel_ = 0;  // elements of the flat buffers (>= layout numel)
   torch::Dtype dtype_ = torch::kFloat32;
   torch::Tensor master_;
   uint64_t shard_begin_ = 0, shard_end_ = 0;

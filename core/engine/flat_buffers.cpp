@@ -123,4 +123,10 @@ void FlatBuffers::bind_block(uint32_t block, const torch::Tensor &storage) {
     parameters_[i].tensor.set_data(view_of(storage, i, b.offset));
 }
 
+void FlatBuffers::bind_block_grads(uint32_t block, const torch::Tensor &storage) {
+  const zf_block &b = blocks_[block];
+  for (uint32_t i = b.first_segment; i < b.first_segment + b.segment_count; ++i)
+    parameters_[i].tensor.mutable_grad() = view_of(storage, i, b.offset);
+}
+
 }  // namespace zf

@@ -33,6 +33,8 @@ class FlatBuffers {
   // Re-points the parameters of `block` at views of storage, which holds the block's layout
   // elements [block.offset, block.offset + block.numel) (sharded parameters: one storage per block).
   void bind_block(uint32_t block, const torch::Tensor &storage);
+  // The same for the parameters' .grad (sharded gradients: one storage per block).
+  void bind_block_grads(uint32_t block, const torch::Tensor &storage);
 
   torch::Tensor params;  // flat working parameters (undefined once parameters are sharded)
   torch::Tensor grads;   // flat gradients (accumulated over micro-steps)

@@ -18,20 +18,21 @@ struct EstimateInput {
   uint64_t alignment = 64;         // elements; shards are rounded up to it
   uint64_t persistence_threshold = 100000;  // zero3: blocks below it stay resident
   uint64_t max_live_parameters = 1000000000;
-  uint64_t reduce_bucket_size = 500000000;     // zero1-3 knobs: they size the staging buffer
+  uint64_t reduce_bucket_size = 500000000;     // zero1-3 knobs: they size the staging buffers
   uint64_t allgather_bucket_size = 500000000;
 };
 
 struct StageEstimate {
   std::string stage;
   uint64_t params = 0;     // "params" (zero0-2) or "params.shard" + "params.resident" (zero3)
-  uint64_t gathered = 0;   // zero3: the largest block, held only while it computes
-  uint64_t grads = 0;      // "grads"
+  uint64_t grads = 0;      // "grads" (zero0-1) or "grads.shard" (zero2-3)
   uint64_t master = 0;     // "master" (fp32)
   uint64_t state = 0;      // the optimizer's tags (exp_avg + exp_avg_sq for Adam)
-  uint64_t staging = 0;    // "<stage>.staging": packed buffer of the bucketed collectives
+  uint64_t staging = 0;    // "<stage>.staging" + "<stage>.reduce_staging": collective buffers
+  uint64_t transient = 0;  // held only while one block computes: its gradients ("grads.block",
+                           // zero2-3) and, zero3, its gathered parameters ("params.gathered")
   uint64_t paper = 0;      // ZeRO paper, mixed-precision Adam: (2 + 2 + 12) bytes/param, divided as the stage does
-  uint64_t total() const { return params + gathered + grads + master + state + staging; }
+  uint64_t total() const { return params + grads + master + state + staging + transient; }
 };
 
 // Elements per rank of a sharded stage: ceil(numel / world) rounded up to alignment.

@@ -28,24 +28,32 @@ ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, ui
   flat.params = torch::Tensor();  // the last reference: the full buffer goes back to the ledger
 }
 
+void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, uint64_t bytes, const char *tag) {
+  c10::StorageImpl *storage = tensor.storage().unsafeGetStorageImpl();
+  void *memory = ledger.allocate(ZF_TIER_HOST, bytes, tag);
+  MemoryLedger *owner = &ledger;
+  storage->set_data_ptr_noswap(c10::InefficientStdFunctionContext::makeDataPtr(
+      memory, [owner](void *p) { owner->release(p); }, c10::Device(c10::kCPU)));
+  storage->set_nbytes(bytes);
+}
+
+void detach_memory(const torch::Tensor &tensor) {
+  c10::StorageImpl *storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));  // frees the memory
+  storage->set_nbytes(0);
+}
+
 bool ShardedParameters::held(uint32_t block) const { return storage_[block].storage().nbytes() > 0; }
 
 void ShardedParameters::hold(uint32_t block) {
   if (held(block)) return;
-  c10::StorageImpl *storage = storage_[block].storage().unsafeGetStorageImpl();
   uint64_t bytes = std::max<uint64_t>(layout_.blocks[block].numel, 1) * c10::elementSize(dtype_);
-  void *memory = ledger_.allocate(ZF_TIER_HOST, bytes, "params.gathered");
-  MemoryLedger *ledger = &ledger_;
-  storage->set_data_ptr_noswap(c10::InefficientStdFunctionContext::makeDataPtr(
-      memory, [ledger](void *p) { ledger->release(p); }, c10::Device(c10::kCPU)));
-  storage->set_nbytes(bytes);
+  attach_memory(storage_[block], ledger_, bytes, "params.gathered");
 }
 
 void ShardedParameters::release(uint32_t block) {
   if (resident_[block] || !held(block)) return;
-  c10::StorageImpl *storage = storage_[block].storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));  // frees the memory
-  storage->set_nbytes(0);
+  detach_memory(storage_[block]);
 }
 
 zf_tensor_view ShardedParameters::block_view(uint32_t block) const {

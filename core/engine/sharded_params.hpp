@@ -12,6 +12,11 @@
 
 namespace zf {
 
+// Attaches `bytes` of fresh ledger memory (tag) to tensor's storage, or detaches it: the tensor,
+// its views and whatever autograd saved of them keep the storage object throughout.
+void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, uint64_t bytes, const char *tag);
+void detach_memory(const torch::Tensor &tensor);
+
 class ShardedParameters {
  public:
   // Takes this rank's shard out of flat.params (already initialized on every rank), gives each

@@ -4,11 +4,13 @@
 // 256 x 256 + 256 = 65792 elements, L = 263168, every segment a multiple of the 64-element
 // alignment), fp32 compute on CPU, S = ceil(L / N) rounded up to 64:
 //   zero0:  params 4L, grads 4L, master 4L, exp_avg 4L, exp_avg_sq 4L
-//   zero1/2: params 4NS, grads 4NS (the flat compute buffers, padded to N shards), master 4S,
-//            exp_avg 4S, exp_avg_sq 4S
+//   zero1:  params 4NS, grads 4NS (the flat compute buffers, padded to N shards), master 4S,
+//           exp_avg 4S, exp_avg_sq 4S, staging 4S (the all-gather's own part; default buckets)
+//   zero2:  params 4NS, grads.shard 4S, no whole gradient buffer and no block's gradients held
+//           after the backward, master 4S, exp_avg 4S, exp_avg_sq 4S, staging 4S,
+//           reduce_staging 4 x 65792 (the largest part of a block one rank owns, 2 and 3 ranks)
 //   zero3:  params.shard 4S + params.resident 4 x (resident blocks) between uses, nothing else
-//           gathered; grads 4NS, master 4S, exp_avg 4S, exp_avg_sq 4S
-//   zero1-3 staging (default buckets hold whole shards): 4S
+//           gathered; grads.shard 4S, master 4S, exp_avg 4S, exp_avg_sq 4S, reduce_staging as zero2
 // (the optimizer's tags carry its name: adamw_ref.exp_avg).
 #include "stage_runs.hpp"
 
@@ -35,11 +37,18 @@ uint64_t field(const std::string &summary, const std::string &key) {
   return value.empty() ? 0 : std::stoull(value);
 }
 
-void check_common(const std::string &summary, uint64_t owned, uint64_t buffer) {
+void check_optimizer_side(const std::string &summary, uint64_t owned) {
   CHECK(field(summary, "host.master") == 4 * owned);
   CHECK(field(summary, "host.adamw_ref.exp_avg") == 4 * owned);
   CHECK(field(summary, "host.adamw_ref.exp_avg_sq") == 4 * owned);
-  CHECK(field(summary, "host.grads") == 4 * buffer);
+}
+
+// zero2 and zero3: only the reduced gradient shard outlives the backward.
+void check_sharded_gradients(const std::string &summary, const std::string &stage, uint64_t world) {
+  CHECK(field(summary, "host.grads") == 0);
+  CHECK(field(summary, "host.grads.shard") == 4 * shard(world));
+  CHECK(field(summary, "host.grads.block") == 0);
+  CHECK(field(summary, "host." + stage + ".reduce_staging") == 4 * kBlock);
 }
 
 }  // namespace
@@ -53,9 +62,11 @@ TEST_CASE("the ledger shows each stage's per-rank memory formula", "[stage][mpi]
       bool sharded = stage != "zero0";
       uint64_t owned = sharded ? shard(world) : kLayout;
       uint64_t buffer = sharded ? shard(world) * world : kLayout;
-      check_common(r.summary, owned, buffer);
+      check_optimizer_side(r.summary, owned);
       CHECK(field(r.summary, "host.params") == 4 * buffer);
       CHECK(field(r.summary, "host." + stage + ".staging") == (sharded ? 4 * shard(world) : 0));
+      if (stage == "zero2") check_sharded_gradients(r.summary, stage, world);
+      else CHECK(field(r.summary, "host.grads") == 4 * buffer);
       // What the run printed before the first step names the same categories.
       CHECK_THAT(r.outcome.output, Catch::Contains("zfcore: memory host:") && Catch::Contains("master"));
     }
@@ -83,12 +94,13 @@ TEST_CASE("zero3 holds its parameter shard and the resident blocks between uses"
       test::StageRun r = test::run_stage("mem_zero3", "zero3", int(world), "--set train.steps=2 " + c.knobs);
       INFO(c.knobs << " on " << world << " ranks\n" << r.outcome.output);
       REQUIRE(r.outcome.exit_code == 0);
-      check_common(r.summary, shard(world), shard(world) * world);
+      check_optimizer_side(r.summary, shard(world));
+      check_sharded_gradients(r.summary, "zero3", world);
       CHECK(field(r.summary, "host.params") == 0);  // the full working buffer is gone
       CHECK(field(r.summary, "host.params.shard") == 4 * shard(world));
       CHECK(field(r.summary, "host.params.resident") == 4 * kBlock * c.resident_blocks);
       CHECK(field(r.summary, "host.params.gathered") == 0);  // released after use
-      CHECK(field(r.summary, "host.zero3.staging") == 4 * shard(world));
+      CHECK(field(r.summary, "host.zero3.staging") == 0);  // zero3 neither all-gathers nor packs
       CHECK(test::json_field(r.summary, "param_digest") == digest[world]);
     }
   }
@@ -100,28 +112,28 @@ TEST_CASE("zfcore estimate predicts the bytes the ledger shows", "[stage]") {
   INFO(outcome.output);
   REQUIRE(outcome.exit_code == 0);
   uint64_t s = shard(3), b = 3 * s;
-  auto row = [](const std::string &stage, uint64_t params, uint64_t gathered, uint64_t grads, uint64_t master,
-                uint64_t state, uint64_t staging) {
+  auto row = [](const std::string &stage, uint64_t params, uint64_t grads, uint64_t master, uint64_t state,
+                uint64_t staging, uint64_t transient) {
     char line[256];
     std::snprintf(line, sizeof line, "  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu", stage.c_str(),
-                  (unsigned long long)params, (unsigned long long)gathered, (unsigned long long)grads,
-                  (unsigned long long)master, (unsigned long long)state, (unsigned long long)staging,
-                  (unsigned long long)(params + gathered + grads + master + state + staging));
+                  (unsigned long long)params, (unsigned long long)grads, (unsigned long long)master,
+                  (unsigned long long)state, (unsigned long long)staging, (unsigned long long)transient,
+                  (unsigned long long)(params + grads + master + state + staging + transient));
     return std::string(line);
   };
-  uint64_t staging = 4 * s;  // default buckets hold whole shards: one shard staged
-  CHECK_THAT(outcome.output, Catch::Contains(row("zero0", 4 * kLayout, 0, 4 * kLayout, 4 * kLayout, 8 * kLayout, 0)));
-  CHECK_THAT(outcome.output, Catch::Contains(row("zero1", 4 * b, 0, 4 * b, 4 * s, 8 * s, staging)));
-  CHECK_THAT(outcome.output, Catch::Contains(row("zero2", 4 * b, 0, 4 * b, 4 * s, 8 * s, staging)));
+  CHECK_THAT(outcome.output, Catch::Contains(row("zero0", 4 * kLayout, 4 * kLayout, 4 * kLayout, 8 * kLayout, 0, 0)));
+  CHECK_THAT(outcome.output, Catch::Contains(row("zero1", 4 * b, 4 * b, 4 * s, 8 * s, 4 * s, 0)));
+  // transient: one block's gradients during its backward.
+  CHECK_THAT(outcome.output, Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 4 * s + 4 * kBlock, 4 * kBlock)));
   // Default threshold (100000 elements): every 65792-element block stays resident.
-  CHECK_THAT(outcome.output, Catch::Contains(row("zero3", 4 * (s + kLayout), 0, 4 * b, 4 * s, 8 * s, staging)));
-  // Released blocks: the shard between uses, one block while it computes.
+  CHECK_THAT(outcome.output, Catch::Contains(row("zero3", 4 * (s + kLayout), 4 * s, 4 * s, 8 * s, 4 * kBlock, 4 * kBlock)));
+  // Released blocks: the shard between uses, plus one block's parameters while it computes.
   auto released = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
                                     "/examples/linear_stack.toml --world 3 --set stage.plugin=zero3"
                                     " --set stage.param_persistence_threshold=1000");
   INFO(released.output);
-  CHECK_THAT(released.output, Catch::Contains(row("zero3", 4 * s, 4 * kBlock, 4 * b, 4 * s, 8 * s, staging) +
-                                              "  " ));
+  CHECK_THAT(released.output,
+             Catch::Contains(row("zero3", 4 * s, 4 * s, 4 * s, 8 * s, 4 * kBlock, 8 * kBlock) + "  "));
   auto bad = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
                                "/examples/linear_stack.toml --world 0");
   CHECK(bad.exit_code == 2);

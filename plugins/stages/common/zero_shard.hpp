@@ -162,8 +162,10 @@ class BackwardReducer {
   BackwardReducer(const zf_host *host, Collectives &comm, const Knobs &knobs)
       : host_(host), comm_(comm), knobs_(knobs), pending_end_(comm.shard()) {}
 
+  // Both do nothing when the host shards the gradients itself (grads.data == NULL): then
+  // BlockReducer does the work in reduce_block.
   zf_status after_backward(uint32_t block, const zf_step_buffers &buffers, zf_error *error) {
-    if (host_->world_size == 1 || !knobs_.overlap_comm) return ZF_OK;
+    if (host_->world_size == 1 || !knobs_.overlap_comm || !buffers.grads.data) return ZF_OK;
     if (buffers.micro_step + 1 != buffers.micro_steps) return ZF_OK;  // still accumulating
     // Blocks run backward last to first, so every element from the lowest offset of blocks
     // block.. onward is final (a tied weight belongs to the block whose backward comes last).
@@ -178,7 +180,7 @@ class BackwardReducer {
   }
 
   zf_status finish(const zf_step_buffers &buffers, zf_error *error) {
-    if (host_->world_size == 1) return ZF_OK;
+    if (host_->world_size == 1 || !buffers.grads.data) return ZF_OK;
     zf_status status = reduce_down_to(buffers.grads, 0, error);
     pending_end_ = comm_.shard();  // the next step starts unreduced
     return status;
@@ -197,6 +199,83 @@ class BackwardReducer {
   Collectives &comm_;
   Knobs knobs_;
   uint64_t pending_end_;  // shard-relative elements [pending_end_, shard) are reduced this step
+};
+
+// Sharded gradients (host ABI 1.1, reduce_block): after each block's backward, the block's
+// gradients are summed over ranks straight into the owners' shards. A block's range crosses one
+// or more shards unevenly, so each owner receives its part with one reduce (to that owner), in
+// pieces of reduce_bucket_size elements, and adds it to its shard (accumulating micro-steps).
+class BlockReducer {
+ public:
+  BlockReducer(const zf_host *host, uint64_t shard, const Knobs &knobs) : host_(host), shard_(shard), knobs_(knobs) {}
+  BlockReducer(const BlockReducer &) = delete;
+  BlockReducer &operator=(const BlockReducer &) = delete;
+  ~BlockReducer() {
+    if (staging_) host_->mem_free(host_, staging_);
+  }
+
+  zf_status reduce_block(uint32_t block, const zf_step_buffers &buffers, zf_error *error) {
+    if (buffers.struct_size < offsetof(zf_step_buffers, block_grads) + sizeof(zf_tensor_view))
+      return zf::fail(error, ZF_ERROR_UNSUPPORTED, "reduce_block needs a host with plugin ABI 1.1 or newer");
+    bool has_reduce = host_->struct_size >= offsetof(zf_host, reduce) + sizeof(void *) && host_->reduce;
+    if (world() > 1 && !has_reduce)
+      return zf::fail(error, ZF_ERROR_UNSUPPORTED, "the host has no reduce collective (plugin ABI 1.1)");
+    const zf_block &b = buffers.layout->blocks[block];
+    const zf_tensor_view &grads = buffers.block_grads;
+    uint64_t piece = std::max<uint64_t>(1, knobs_.reduce_bucket_size);
+    for (uint64_t owner = b.offset / shard_; owner < world() && owner * shard_ < b.offset + b.numel; ++owner) {
+      uint64_t lo = std::max(b.offset, owner * shard_), hi = std::min(b.offset + b.numel, (owner + 1) * shard_);
+      for (uint64_t at = lo; at < hi; at += piece) {
+        uint64_t len = std::min(piece, hi - at);
+        zf_tensor_view send = grads;
+        send.data = static_cast<char *>(grads.data) + (at - b.offset) * zf::dtype_size(grads.dtype);
+        send.numel = len;
+        zf_tensor_view sum = send;  // one rank: its own gradients are the sum
+        if (world() > 1) {
+          zf_status status = reserve(grads.dtype, len, error);
+          if (status != ZF_OK) return status;
+          sum.data = staging_;
+          status = host_->reduce(host_, send, sum, ZF_REDUCE_SUM, int32_t(owner), buffers.stream, error);
+          if (status != ZF_OK) return status;
+        }
+        if (owner == uint64_t(host_->rank)) add_into(buffers.grad_shard, at - owner * shard_, sum);
+      }
+    }
+    return ZF_OK;
+  }
+
+ private:
+  uint64_t world() const { return uint64_t(host_->world_size); }
+
+  // shard[offset + i] += values[i], in the compute dtype.
+  static void add_into(const zf_tensor_view &shard, uint64_t offset, const zf_tensor_view &values) {
+    if (shard.dtype == ZF_DTYPE_F32) {
+      float *out = static_cast<float *>(shard.data) + offset;
+      const float *in = static_cast<const float *>(values.data);
+      for (uint64_t i = 0; i < values.numel; ++i) out[i] += in[i];
+      return;
+    }
+    uint16_t *out = static_cast<uint16_t *>(shard.data) + offset;
+    for (uint64_t i = 0; i < values.numel; ++i) {
+      float total = zf::load_float(shard, offset + i) + zf::load_float(values, i);
+      out[i] = shard.dtype == ZF_DTYPE_BF16 ? zf::float_to_bf16(total) : zf::float_to_f16(total);
+    }
+  }
+
+  zf_status reserve(zf_dtype dtype, uint64_t numel, zf_error *error) {
+    uint64_t bytes = numel * zf::dtype_size(dtype);
+    if (bytes <= staging_bytes_) return ZF_OK;
+    if (staging_) host_->mem_free(host_, staging_);
+    staging_ = static_cast<char *>(host_->mem_alloc(host_, ZF_TIER_HOST, bytes, "reduce_staging", error));
+    staging_bytes_ = staging_ ? bytes : 0;
+    return staging_ ? ZF_OK : ZF_ERROR_OUT_OF_MEMORY;
+  }
+
+  const zf_host *host_;
+  uint64_t shard_;
+  Knobs knobs_;
+  char *staging_ = nullptr;
+  uint64_t staging_bytes_ = 0;
 };
 
 }  // namespace zf::zero

@@ -1,6 +1,8 @@
-// zero2: zero1, and gradients are reduce-scattered in buckets during the backward (the
-// after_backward hook of each block), so that each rank ends the step with only its own shard of
-// the gradients reduced. See BackwardReducer in ../common/zero_shard.hpp.
+// zero2: zero1, and gradients are reduced during the backward so that each rank keeps only its
+// own shard of them. On a host with sharded gradients (ABI 1.1) the host holds one block's
+// gradients at a time and reduce_block sums them into the owners' shards (BlockReducer); on a
+// host that keeps the whole gradient buffer, the after_backward hook reduce-scatters it in
+// buckets as blocks finish (BackwardReducer). Both in ../common/zero_shard.hpp.
 #include "../common/zero_shard.hpp"
 
 #include <memory>
@@ -13,13 +15,14 @@ struct Zero2 {
   const zf_host *host;
   Knobs knobs;
   std::unique_ptr<Collectives> comm;  // made by plan, once the shard size is known
-  std::unique_ptr<BackwardReducer> reducer;
+  std::unique_ptr<BackwardReducer> reducer;  // hosts that keep the whole gradient buffer
+  std::unique_ptr<BlockReducer> block_reducer;  // hosts that shard gradients (ABI 1.1)
 };
 
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
   return zf::guard(error, [&] {
     zf::Config cfg(host, config);
-    *out = reinterpret_cast<zf_object *>(new Zero2{host, read_knobs(cfg), nullptr, nullptr});
+    *out = reinterpret_cast<zf_object *>(new Zero2{host, read_knobs(cfg), nullptr, nullptr, nullptr});
   });
 }
 
@@ -32,11 +35,16 @@ zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, 
     plan_shard(self->host, layout, plan, &shard);
     self->comm = std::make_unique<Collectives>(self->host, shard, self->knobs);
     self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs);
+    self->block_reducer = std::make_unique<BlockReducer>(self->host, shard, self->knobs);
   });
 }
 
 zf_status after_backward(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
   return reinterpret_cast<Zero2 *>(object)->reducer->after_backward(block, *buffers, error);
+}
+
+zf_status reduce_block(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
+  return reinterpret_cast<Zero2 *>(object)->block_reducer->reduce_block(block, *buffers, error);
 }
 
 zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
@@ -56,6 +64,7 @@ const zf_stage_api api = {
     nullptr, nullptr, nullptr, after_backward,
     reduce_gradients, gather_parameters,
     nullptr,  // gather_block: every rank holds every parameter
+    reduce_block,
 };
 
 const zf_descriptor descriptor = {

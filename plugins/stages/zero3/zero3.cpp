@@ -1,4 +1,5 @@
-// zero3: zero2, and the compute-precision parameters themselves are sharded. Each rank keeps its
+// zero3: zero2 (gradients reduced block by block into the owners' shards), and the
+// compute-precision parameters themselves are sharded. Each rank keeps its
 // shard of the flat parameter buffer; the host holds a block's parameters only while the block
 // computes and asks this stage to fill them (gather_block) before the block's forward and again
 // before its backward. Blocks smaller than param_persistence_threshold elements stay resident
@@ -23,7 +24,8 @@ struct Zero3 {
   uint64_t persistence_threshold;
   uint64_t max_live;
   std::unique_ptr<Collectives> comm;
-  std::unique_ptr<BackwardReducer> reducer;
+  std::unique_ptr<BackwardReducer> reducer;  // hosts that keep the whole gradient buffer
+  std::unique_ptr<BlockReducer> block_reducer;  // hosts that shard gradients (ABI 1.1)
   uint64_t shard = 0;
 };
 
@@ -32,7 +34,7 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
     zf::Config cfg(host, config);
     cfg.integer("prefetch_bucket_size");  // validated by the host; nothing to prefetch on CPU
     *out = reinterpret_cast<zf_object *>(new Zero3{host, read_knobs(cfg), uint64_t(cfg.integer("param_persistence_threshold")),
-                                                   uint64_t(cfg.integer("max_live_parameters")), nullptr, nullptr, 0});
+                                                   uint64_t(cfg.integer("max_live_parameters")), nullptr, nullptr, nullptr, 0});
   });
 }
 
@@ -46,6 +48,7 @@ zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, 
     plan_shard(self->host, layout, plan, &self->shard);
     self->comm = std::make_unique<Collectives>(self->host, self->shard, self->knobs);
     self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs);
+    self->block_reducer = std::make_unique<BlockReducer>(self->host, self->shard, self->knobs);
     uint64_t live = 0, resident_blocks = 0;
     for (uint32_t b = 0; b < layout->block_count; ++b) {
       uint64_t numel = layout->blocks[b].numel;
@@ -91,6 +94,10 @@ zf_status after_backward(zf_object *object, uint32_t block, const zf_step_buffer
   return reinterpret_cast<Zero3 *>(object)->reducer->after_backward(block, *buffers, error);
 }
 
+zf_status reduce_block(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
+  return reinterpret_cast<Zero3 *>(object)->block_reducer->reduce_block(block, *buffers, error);
+}
+
 zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
   return reinterpret_cast<Zero3 *>(object)->reducer->finish(*buffers, error);
 }
@@ -112,6 +119,7 @@ const zf_stage_api api = {
     reduce_gradients,
     nullptr,  // gather_parameters: nothing is kept whole; resident blocks are refreshed by gather_block
     gather_block,
+    reduce_block,
 };
 
 const zf_descriptor descriptor = {

@@ -213,6 +213,12 @@ struct zf_host {
    * training thread's and from other ranks' on the same host). Writes at most capacity core ids
    * and returns how many there are in total. */
   uint32_t (*worker_cores)(const zf_host *host, int32_t *cores, uint32_t capacity);
+
+  /* ABI 1.1. Sum (op) of every rank's send into recv on rank root only (recv is ignored
+   * elsewhere); send and recv have the same numel and dtype and must not overlap. Collective, as
+   * above. */
+  zf_status (*reduce)(const zf_host *host, zf_tensor_view send, zf_tensor_view recv, zf_reduce_op op,
+                      int32_t root, void *stream, zf_error *error);
 };
 
 /* ---- Declared parameters --------------------------------------------------------------------- */
@@ -318,6 +324,12 @@ typedef struct zf_step_buffers {
   zf_tensor_view param_shard;  /* this rank's parameters [shard_begin, shard_end), compute dtype */
   zf_tensor_view block_params; /* in gather_block: storage for that block's layout elements
                                   [block.offset, block.offset + block.numel); else data == NULL */
+  /* ABI 1.1, with a stage that wires reduce_block (sharded gradients): no rank holds every
+   * gradient, so grads above has data == NULL. */
+  zf_tensor_view grad_shard;  /* this rank's reduced gradients [shard_begin, shard_end), summed
+                                 over ranks and micro-steps so far; the optimizer reads it */
+  zf_tensor_view block_grads; /* in reduce_block: this rank's gradients of that block's layout
+                                 elements [block.offset, block.offset + block.numel) */
 } zf_step_buffers;
 
 /* ---- Stage: who owns which shard, and which collectives move gradients and parameters -------- */
@@ -369,6 +381,15 @@ typedef struct zf_stage_api {
    * block before it needs the whole model (export, sampling). The host allocates and frees the
    * storage; the ledger shows it as "params.gathered" (transient) and "params.resident". */
   zf_status (*gather_block)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
+                            zf_error *error);
+  /* ABI 1.1, optional (ZF_CAP_SHARD_GRADIENTS). When wired, the host keeps no whole gradient
+   * buffer: each block's gradients live in storage the host attaches for the block's backward, and
+   * after it (every micro-step) the host calls reduce_block, which must add the sum over ranks of
+   * buffers->block_grads into the owners' buffers->grad_shard (a collective: every rank calls it
+   * for the same block); the host then frees the block's gradients ("grads.block" in the ledger;
+   * the shard is "grads.shard"). reduce_gradients is still called after the last micro-step.
+   * NULL = the host keeps the whole flat gradient buffer (buffers->grads). */
+  zf_status (*reduce_block)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
                             zf_error *error);
 } zf_stage_api;
 
