@@ -78,3 +78,15 @@ TEST_CASE("zero1, zero2 and zero3 on 3 ranks (padded shards) train like zero0", 
   REQUIRE(other.outcome.exit_code == 0);
   CHECK(std::stod(test::json_field(other.summary, "final_loss")) != Approx(expected).epsilon(1e-5));
 }
+
+TEST_CASE("a stage plugin built for ABI 1.0 still loads and trains on this host", "[stage][mpi][abi]") {
+  // tests/engine/faulty_stage.cpp speaks ABI 1.0 (shorter stage table, no gather_block or
+  // reduce_block); told to fail after the last step, it is zero0, so it must compute zero0's digest.
+  std::string common = workload(1, true) + "--set run.plugin_path=" + test::binary_dir() + "/tests/abi_plugins ";
+  test::StageRun zero0 = test::run_stage("abi10_zero0", "zero0", 2, common);
+  test::StageRun old = test::run_stage("abi10_faulty", "faulty", 2, common + "--set stage.fail_step=1000");
+  INFO(old.outcome.output);
+  REQUIRE(zero0.outcome.exit_code == 0);
+  REQUIRE(old.outcome.exit_code == 0);
+  CHECK(test::json_field(old.summary, "param_digest") == test::json_field(zero0.summary, "param_digest"));
+}
