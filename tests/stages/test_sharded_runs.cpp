@@ -34,8 +34,8 @@ TEST_CASE("a rank killed in the middle of a zero2 or zero3 run ends every rank, 
     std::string args = " run " + linear_stack() + " --set run.progress=off --set train.steps=1000000 " +
                        "--set stage.plugin=" + stage + " --set run.output_dir=" + test::scratch_dir("kill_" + stage);
     if (stage == "zero3") args += " --set stage.param_persistence_threshold=1000";  // gather every block
-    // MPMD launch: rank 1 is killed (SIGKILL, no chance to say goodbye) 8 s after it starts.
-    std::string launch = "timeout 120 " + test::mpirun(1) + test::zfcore() + args + " : -np 1 timeout -s KILL 8 " +
+    // MPMD launch: rank 1 is killed (SIGKILL, no chance to say goodbye) 10 s after it starts.
+    std::string launch = "timeout 120 " + test::mpirun(1) + test::zfcore() + args + " : -np 1 timeout -s KILL 10 " +
                          test::zfcore() + args;
     auto started = std::chrono::steady_clock::now();
     auto outcome = test::run_command(launch);
