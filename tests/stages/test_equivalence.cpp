@@ -2,7 +2,8 @@
 // batch. With 1 and 2 ranks every gradient element is a sum of at most two partial sums (float
 // addition is commutative), so the parameters are bit-identical: same param_digest. With 3 ranks
 // the sum has three terms and MPI's all-reduce and reduce-scatter may associate them differently,
-// so there the final loss is compared within a relative 1e-5 (a few float roundings per step).
+// so there the final loss is compared within a relative 1e-5 (a few float roundings per step);
+// likewise for gradient accumulation on several ranks (zero2/zero3 reduce every micro-step).
 #include "stage_runs.hpp"
 
 #include <catch2/catch.hpp>
@@ -72,6 +73,19 @@ TEST_CASE("zero1, zero2 and zero3 on 3 ranks (padded shards) train like zero0", 
     REQUIRE(r.outcome.exit_code == 0);
     CHECK(test::json_field(r.summary, "world_size") == "3");
     CHECK(std::stod(test::json_field(r.summary, "final_loss")) == Approx(expected).epsilon(1e-5));
+  }
+  // Gradient accumulation over ranks: zero2 and zero3 sum every micro-step over ranks
+  // ((g0 + g1) + (g2 + g3)) where zero0 sums each rank's micro-steps first ((g0 + g2) + (g1 + g3)),
+  // so they agree within the same tolerance, not bit for bit.
+  std::string accumulating = "--set train.steps=5 --set train.micro_batch=24 --set train.grad_accum=2 ";
+  test::StageRun accum_oracle = test::run_stage("eq_accum_oracle", "zero0", 2, accumulating);
+  REQUIRE(accum_oracle.outcome.exit_code == 0);
+  for (const std::string &stage : {std::string("zero2"), std::string("zero3")}) {
+    test::StageRun r = test::run_stage("eq_accum_" + stage, stage, 2, accumulating + buckets(stage));
+    INFO(stage << " with grad_accum 2\n" << r.outcome.output);
+    REQUIRE(r.outcome.exit_code == 0);
+    CHECK(std::stod(test::json_field(r.summary, "final_loss")) ==
+          Approx(std::stod(test::json_field(accum_oracle.summary, "final_loss"))).epsilon(1e-5));
   }
   // Another learning rate moves the loss by far more than the tolerance: the comparison can fail.
   test::StageRun other = test::run_stage("eq3_other", "zero2", 3, common + "--set optimizer.lr=2e-3");
