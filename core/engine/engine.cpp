@@ -323,10 +323,13 @@ class Trainer {
   void finish_block_backward(uint32_t block, const zf_step_buffers &b) {
     call_hook(plugins_.stage.instance->api<zf_stage_api>()->after_backward, "after_backward", block, b);
     if (grad_shards_) {
+      uint32_t timer = timers_.id("grad_reduce");  // inside bwd: reducing a block into the shards
+      timers_.start(timer);
       zf_step_buffers with_grads = b;
       with_grads.block_grads = grad_shards_->block_view(block);
       call_hook(stage_reduce_block(), "reduce_block", block, with_grads);
       grad_shards_->release(block);
+      timers_.stop(timer);
     }
     leave_block(block);
   }
@@ -340,11 +343,14 @@ class Trainer {
   void gather_block(uint32_t block, int64_t step) {
     auto &stage = *plugins_.stage.instance;
     const auto *api = stage.api<zf_stage_api>();
+    uint32_t timer = timers_.id("param_gather");  // inside fwd/bwd: the wait for a block's parameters
+    timers_.start(timer);
     sharded_->hold(block);
     zf_step_buffers b = buffers(step, uint32_t(grad_accum_ - 1));
     b.block_params = sharded_->block_view(block);
     zf_error error{};
     stage.check(api->gather_block(stage.object(), block, &b, &error), error, "gather_block");
+    timers_.stop(timer);
   }
 
   // Resident blocks hold gathered copies: refresh them after the shard changed.
