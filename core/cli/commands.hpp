@@ -19,6 +19,7 @@ int command_run(const std::vector<std::string> &args);
 int command_validate(const std::vector<std::string> &args);
 int command_plugins(const std::vector<std::string> &args);
 int command_bench(const std::vector<std::string> &args);
+int command_estimate(const std::vector<std::string> &args);
 
 // The user-facing text of an exception (zf::Error as is, libtorch's without its backtrace).
 std::string error_message(const std::exception &error);

@@ -18,6 +18,7 @@ const char *kUsage =
     "  run FILE [--set table.key=value]...       train as FILE (TOML) says\n"
     "  validate FILE [--set table.key=value]...  check FILE and the plugins it names, run nothing\n"
     "  plugins [--params]                        list the plugins found (and their parameters)\n"
+    "  estimate FILE [--world N] [--set ...]     per-rank memory of FILE's model for each ZeRO stage\n"
     "  bench optimizer [options]                 compare CPU optimizers (zfcore bench optimizer --help)\n"
     "  --version                                 print the version and ABI\n";
 
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
     if (command == "validate") return zf::command_validate(rest);
     if (command == "plugins") return zf::command_plugins(rest);
     if (command == "bench") return zf::command_bench(rest);
+    if (command == "estimate") return zf::command_estimate(rest);
     std::fprintf(stderr, "zfcore: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const zf::UsageError &error) {

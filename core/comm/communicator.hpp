@@ -24,6 +24,8 @@ class Communicator {
                               void *stream) = 0;
   virtual void all_gather(zf_tensor_view send, zf_tensor_view recv, void *stream) = 0;
   virtual void broadcast(zf_tensor_view buffer, int root, void *stream) = 0;
+  // Sum of every rank's send into recv on root (plugin ABI 1.1); a communicator without it says so.
+  virtual void reduce(zf_tensor_view send, zf_tensor_view recv, zf_reduce_op op, int root, void *stream);
   virtual void barrier() = 0;
   // Ends every rank of the job now (after an error on this one), so none waits forever.
   [[noreturn]] virtual void abort(int exit_code) = 0;

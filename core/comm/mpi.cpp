@@ -127,6 +127,16 @@ class MpiCommunicator final : public Communicator {
           "all_gather");
   }
 
+  void reduce(zf_tensor_view send, zf_tensor_view recv, zf_reduce_op op, int root, void *) override {
+    require_cpu(send, "reduce");
+    require_cpu(recv, "reduce");
+    ZF_REQUIRE(send.dtype == recv.dtype && send.numel == recv.numel, "reduce: send and recv differ in size or dtype");
+    ZF_REQUIRE(send.numel <= uint64_t(INT_MAX), "reduce: over 2^31 elements");
+    check(MPI_Reduce(send.data, recv.data, int(send.numel), type(send.dtype), mpi_op(send.dtype, op), root,
+                     MPI_COMM_WORLD),
+          "reduce");
+  }
+
   void broadcast(zf_tensor_view buffer, int root, void *) override {
     require_cpu(buffer, "broadcast");
     const uint64_t chunk = uint64_t(INT_MAX) / 2;

@@ -125,6 +125,14 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
+  void reduce(zf_tensor_view send, zf_tensor_view recv, zf_reduce_op op, int root, void *stream) override {
+    if (same_place(send, recv, "reduce")) return host_->reduce(send, recv, op, root, stream);
+    ZF_REQUIRE(send.dtype == recv.dtype && send.numel == recv.numel, "reduce: send and recv differ in size or dtype");
+    enqueue("reduce", stream, [&] {
+      return ncclReduce(send.data, recv.data, send.numel, nccl_type(send.dtype), nccl_op(op), root, comm_, stream_);
+    });
+  }
+
   void broadcast(zf_tensor_view buffer, int root, void *stream) override {
     if (buffer.device == ZF_DEVICE_CPU) return host_->broadcast(buffer, root, stream);
     enqueue("broadcast", stream, [&] {

@@ -25,6 +25,9 @@ class SingleCommunicator final : public Communicator {
   }
   void all_gather(zf_tensor_view send, zf_tensor_view recv, void *stream) override { copy(send, recv, stream); }
   void broadcast(zf_tensor_view, int, void *) override {}
+  void reduce(zf_tensor_view send, zf_tensor_view recv, zf_reduce_op, int, void *stream) override {
+    copy(send, recv, stream);
+  }
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
 
@@ -39,6 +42,10 @@ class SingleCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+void Communicator::reduce(zf_tensor_view, zf_tensor_view, zf_reduce_op, int, void *) {
+  throw Error(format("the %s communicator has no reduce (plugin ABI 1.1)", name().c_str()));
+}
 
 bool launched_under_mpi() {
   for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})

@@ -8,6 +8,8 @@
 #include "engine/plugin_set.hpp"
 #include "engine/report.hpp"
 #include "engine/schedule.hpp"
+#include "engine/sharded_grads.hpp"
+#include "engine/sharded_params.hpp"
 #include "model/zoo.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
@@ -82,6 +84,8 @@ std::vector<zf_optimizer_range> optimizer_ranges(const zf_layout &layout, uint64
   }
   return ranges;
 }
+
+using StageHook = zf_status (*)(zf_object *, uint32_t, const zf_step_buffers *, zf_error *);
 
 class Trainer {
  public:
@@ -176,6 +180,7 @@ class Trainer {
   // After the last step: export the model and print a sample, as the config asks.
   void finish() {
     std::string export_dir = config_.string("checkpoint", "export_hf");
+    if (!export_dir.empty() || config_.integer("sample", "tokens") > 0) gather_whole_model();
     if (!export_dir.empty() && comm_.rank() == 0) {
       save_hf_checkpoint(*model_, export_dir);
       std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
@@ -205,11 +210,20 @@ class Trainer {
     int64_t micro = micro_batch_;
     int64_t chunks = std::min<int64_t>((eval_data_->size() + micro - 1) / micro, config_.integer("train", "eval_batches"));
     double sums[2] = {0, 0};  // loss * tokens, tokens
-    for (int64_t chunk = comm_.rank(); chunk < chunks; chunk += comm_.world_size()) {
-      Batch batch = on_device(eval_data_->batch(chunk, micro));
+    // Every rank runs the same number of rounds: with sharded parameters each block's gather is
+    // a collective, also on a rank whose share of the chunks has run out.
+    int64_t world = comm_.world_size();
+    for (int64_t round = 0; round < (chunks + world - 1) / world; ++round) {
+      int64_t chunk = round * world + comm_.rank();
+      bool mine = chunk < chunks;
+      Batch batch = mine ? on_device(eval_data_->batch(chunk, micro)) : Batch{};
       torch::Tensor hidden = batch.inputs;
-      for (size_t block = 0; block < flat_->layout().block_count; ++block)
-        hidden = model_->forward_block(block, hidden, batch);
+      for (size_t block = 0; block < flat_->layout().block_count; ++block) {
+        enter_block(uint32_t(block), 0);
+        if (mine) hidden = model_->forward_block(block, hidden, batch);
+        leave_block(uint32_t(block));
+      }
+      if (!mine) continue;
       double counted = batch.targets.ne(kIgnoreIndex).sum().item<double>();
       sums[0] += model_->loss(hidden, batch).item<double>() * counted;
       sums[1] += counted;
@@ -225,6 +239,8 @@ class Trainer {
     auto &stage = *plugins_.stage.instance;
     zf_stage_plan plan{};
     plan.struct_size = sizeof plan;
+    std::vector<uint8_t> resident(layout.block_count, 1);
+    plan.block_resident = resident.data();
     zf_error error{};
     stage.check(stage.api<zf_stage_api>()->plan(stage.object(), &layout, &plan, &error), error, "plan");
     uint64_t numel = std::max(layout.numel, plan.padded_numel);
@@ -247,6 +263,9 @@ class Trainer {
     check_master_tier(tiers.master_tier);
     master_ = ledger_tensor(runtime_.memory, tiers.master_tier, shard_numel(), torch::kFloat32, "master");
     master_.copy_(flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())));
+    padded_numel_ = numel;
+    if (stage.file().descriptor->capabilities & ZF_CAP_SHARD_PARAMETERS) shard_parameters(std::move(resident));
+    if (stage_reduce_block()) grad_shards_ = std::make_unique<ShardedGradients>(*flat_, runtime_.memory, shard_numel());
 
     auto &optimizer = *plugins_.optimizer.instance;
     optimizer.check(optimizer.api<zf_optimizer_api>()->init_state(optimizer.object(), shard_numel(), &error), error,
@@ -292,6 +311,101 @@ class Trainer {
     batch.inputs = batch.inputs.to(device);
     batch.targets = batch.targets.to(device);
     return batch;
+  }
+
+  // ---- Sharded parameters (a stage with ZF_CAP_SHARD_PARAMETERS, ZeRO-3) ----
+  // From here on this rank holds its shard of the parameters plus the resident blocks; the
+  // other blocks are gathered around their forward and backward.
+  void shard_parameters(std::vector<uint8_t> resident) {
+    sharded_ = std::make_unique<ShardedParameters>(*flat_, runtime_.memory, shard_begin_, shard_end_,
+                                                   std::move(resident));
+    gather_resident_blocks(0);
+  }
+
+  // ---- Sharded gradients (a stage that wires reduce_block, ZeRO-2 and ZeRO-3) ----
+  // The stage's reduce_block entry (ABI 1.1), or NULL.
+  StageHook stage_reduce_block() const {
+    const auto *api = plugins_.stage.instance->api<zf_stage_api>();
+    if (api->struct_size < offsetof(zf_stage_api, reduce_block) + sizeof(void *)) return nullptr;
+    return api->reduce_block;
+  }
+
+  // This rank's shard of the (reduced) gradients, wherever they live.
+  torch::Tensor grads_shard() const {
+    if (grad_shards_) return grad_shards_->shard;
+    return flat_->grads.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
+  }
+
+  // A block's backward starts: its gradients (and those of blocks whose tied weights it reads)
+  // need memory, and its parameters must be there.
+  void start_block_backward(uint32_t block, int64_t step, const zf_step_buffers &b) {
+    if (grad_shards_) {
+      grad_shards_->hold(block);
+      for (size_t tied : model_->tied_blocks(block)) grad_shards_->hold(uint32_t(tied));
+    }
+    enter_block(block, step);
+    call_hook(plugins_.stage.instance->api<zf_stage_api>()->before_backward, "before_backward", block, b);
+  }
+
+  // A block's backward is done: the stage reduces its gradients into the owners' shards, then
+  // its gradient memory and (sharded) parameters go.
+  void finish_block_backward(uint32_t block, const zf_step_buffers &b) {
+    call_hook(plugins_.stage.instance->api<zf_stage_api>()->after_backward, "after_backward", block, b);
+    if (grad_shards_) {
+      uint32_t timer = timers_.id("grad_reduce");  // inside bwd: reducing a block into the shards
+      timers_.start(timer, stream());
+      zf_step_buffers with_grads = b;
+      with_grads.block_grads = grad_shards_->block_view(block);
+      call_hook(stage_reduce_block(), "reduce_block", block, with_grads);
+      grad_shards_->release(block);
+      timers_.stop(timer, stream());
+    }
+    leave_block(block);
+  }
+
+  // This rank's shard of the working parameters, wherever they live.
+  torch::Tensor params_shard() const {
+    if (sharded_) return sharded_->shard;
+    return flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
+  }
+
+  void gather_block(uint32_t block, int64_t step) {
+    auto &stage = *plugins_.stage.instance;
+    const auto *api = stage.api<zf_stage_api>();
+    uint32_t timer = timers_.id("param_gather");  // inside fwd/bwd: the wait for a block's parameters
+    timers_.start(timer, stream());
+    sharded_->hold(block);
+    zf_step_buffers b = buffers(step, uint32_t(grad_accum_ - 1));
+    b.block_params = sharded_->block_view(block);
+    zf_error error{};
+    stage.check(api->gather_block(stage.object(), block, &b, &error), error, "gather_block");
+    timers_.stop(timer, stream());
+  }
+
+  // Resident blocks hold gathered copies: refresh them after the shard changed.
+  void gather_resident_blocks(int64_t step) {
+    for (uint32_t block = 0; block < sharded_->block_count(); ++block)
+      if (sharded_->resident(block)) gather_block(block, step);
+  }
+
+  // Before a block computes (forward, backward or evaluation): gather it, and the blocks whose
+  // tied weights it reads, if they are released.
+  void enter_block(uint32_t block, int64_t step) {
+    if (!sharded_) return;
+    if (!sharded_->resident(block)) gather_block(block, step);
+    for (size_t tied : model_->tied_blocks(block))
+      if (!sharded_->resident(uint32_t(tied)) && !sharded_->held(uint32_t(tied))) gather_block(uint32_t(tied), step);
+  }
+  void leave_block(uint32_t block) {
+    if (!sharded_) return;
+    sharded_->release(block);
+    for (size_t tied : model_->tied_blocks(block)) sharded_->release(uint32_t(tied));
+  }
+
+  // Every rank gathers every block, so that rank 0 can export or sample the whole model.
+  void gather_whole_model() {
+    if (!sharded_) return;
+    for (uint32_t block = 0; block < sharded_->block_count(); ++block) enter_block(block, 0);
   }
 
   // A hash of the segment table: a checkpoint only fits the layout that wrote it.
@@ -355,7 +469,7 @@ class Trainer {
     generator.set_state(state.rng);
     {
       torch::NoGradGuard no_grad;
-      flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())).copy_(master_);
+      params_shard().copy_(master_);
     }
     gather_parameters(state.step);
     start_step_ = state.step;
@@ -394,13 +508,16 @@ class Trainer {
     b.micro_steps = uint32_t(grad_accum_);
     b.step = step;
     b.layout = &flat_->layout();
-    b.params = view_of(flat_->params);
-    b.grads = view_of(flat_->grads);
+    // Whole-buffer views have data == NULL where no rank holds the whole buffer.
+    zf_tensor_view absent{nullptr, padded_numel_, abi_dtype(dtype_), ZF_DEVICE_CPU, 0, 0};
+    b.params = sharded_ ? absent : view_of(flat_->params);
+    b.param_shard = view_of(params_shard());
+    b.grads = grad_shards_ ? absent : view_of(flat_->grads);
+    b.grad_shard = view_of(grads_shard());
     b.stream = runtime_.compute_stream;
     return b;
   }
 
-  using StageHook = zf_status (*)(zf_object *, uint32_t, const zf_step_buffers *, zf_error *);
   void call_hook(StageHook hook, const char *name, uint32_t block, const zf_step_buffers &b) {
     if (!hook) return;
     zf_error error{};
@@ -425,9 +542,11 @@ class Trainer {
       torch::Tensor hidden = batch.inputs;
       size_t blocks = flat_->layout().block_count;
       for (size_t block = 0; block < blocks; ++block) {
+        enter_block(uint32_t(block), step);
         call_hook(stage_api->before_forward, "before_forward", uint32_t(block), b);
         hidden = model_->forward_block(block, hidden, batch);
         call_hook(stage_api->after_forward, "after_forward", uint32_t(block), b);
+        leave_block(uint32_t(block));
         outputs.push_back(hidden);
       }
       torch::Tensor loss = model_->loss(hidden, batch);
@@ -435,18 +554,18 @@ class Trainer {
 
       timers_.start(t.bwd, stream());
       timers_.start(t.bwd_inner, stream());
-      if (stage_api->before_backward || stage_api->after_backward) {
+      if (sharded_ || grad_shards_ || stage_api->before_backward || stage_api->after_backward) {
         // The gradient of block b's output arriving means block b+1's backward is done and
         // block b's is about to start.
         for (size_t block = 0; block < blocks; ++block) {
-          outputs[block].register_hook([this, block, blocks, b, stage_api](const torch::Tensor &) {
-            if (block + 1 < blocks) call_hook(stage_api->after_backward, "after_backward", uint32_t(block + 1), b);
-            call_hook(stage_api->before_backward, "before_backward", uint32_t(block), b);
+          outputs[block].register_hook([this, block, blocks, b, step](const torch::Tensor &) {
+            if (block + 1 < blocks) finish_block_backward(uint32_t(block + 1), b);
+            start_block_backward(uint32_t(block), step, b);
           });
         }
       }
       loss.backward();
-      call_hook(stage_api->after_backward, "after_backward", 0, b);
+      finish_block_backward(0, b);
       timers_.stop(t.bwd_inner, stream());
       loss_sum += loss.item<double>();
       if (micro + 1 == grad_accum_) {
@@ -463,7 +582,8 @@ class Trainer {
     timers_.start(t.step, stream());
     optimizer_step(step);
     timers_.stop(t.step, stream());
-    flat_->grads.zero_();
+    if (grad_shards_) grad_shards_->shard.zero_();
+    else flat_->grads.zero_();
 
     // The reported loss is the mean over micro-batches and ranks.
     double reduced[1] = {loss_sum};
@@ -474,8 +594,8 @@ class Trainer {
 
   void optimizer_step(int64_t step) {
     auto &optimizer = *plugins_.optimizer.instance;
-    torch::Tensor grads = flat_->grads.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
-    torch::Tensor params = flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
+    torch::Tensor grads = grads_shard();
+    torch::Tensor params = params_shard();
     const double mean_scale = 1.0 / double(grad_accum_ * comm_.world_size());
     double clip = 1.0;
     if (clip_grad_norm_ > 0) {
@@ -516,6 +636,7 @@ class Trainer {
       zf_step_buffers b = buffers(step, uint32_t(grad_accum_ - 1));
       stage.check(gather(stage.object(), &b, &error), error, "gather_parameters");
     }
+    if (sharded_) gather_resident_blocks(step);
   }
 
   // L2 norm of the summed gradients over all ranks. Each element is counted once even when
@@ -523,7 +644,7 @@ class Trainer {
   double global_grad_norm(const torch::Tensor &shard_grads) {
     double sums[2] = {shard_grads.to(torch::kFloat64).pow(2).sum().item<double>(), double(shard_numel())};
     comm_.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
-    double owners = sums[1] / double(flat_->params.numel());
+    double owners = sums[1] / double(padded_numel_);
     return std::sqrt(sums[0] / std::max(1.0, owners));
   }
 
@@ -543,7 +664,7 @@ class Trainer {
     args.struct_size = sizeof args;
     args.column_count = columns;
     args.layout = &layout;
-    args.grads = view_of(flat_->grads.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())));
+    args.grads = view_of(grads_shard());
     args.grad_offset = shard_begin_;
     zf_tensor_view score_view{scores.data(), columns, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
     zf_tensor_view mask_view{mask.data(), columns, ZF_DTYPE_U8, ZF_DEVICE_CPU, 0, 0};
@@ -600,7 +721,7 @@ class Trainer {
     std::memcpy(mine.data(), master.data_ptr<float>(), shard_numel() * sizeof(float));
     comm_.all_gather(zf_tensor_view{mine.data(), mine.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
                      zf_tensor_view{all.data(), all.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0}, nullptr);
-    std::vector<float> full(flat_->params.numel(), 0.0f);
+    std::vector<float> full(padded_numel_, 0.0f);
     for (int r = 0; r < world; ++r)  // ranks may own the same range (zero0): last copy wins, all equal
       std::memcpy(full.data() + ranges[2 * r], all.data() + size_t(r) * size_t(longest),
                   size_t(ranges[2 * r + 1] - ranges[2 * r]) * sizeof(float));
@@ -668,6 +789,11 @@ class Trainer {
       json.key("allocated_peak").value(device_peak_.allocated_peak).key("reserved_peak").value(device_peak_.reserved_peak);
       json.key("ledger_device_peak").value(runtime_.memory.peak(ZF_TIER_DEVICE)).end_object();
     }
+    json.key("memory_bytes").begin_object();  // this rank's ledger at the end, "tier.tag": bytes
+    for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
+      for (const auto &[tag, bytes] : runtime_.memory.current_by_tag(tier))
+        json.key(std::string(tier_name(tier)) + "." + tag).value(bytes);
+    json.end_object();
     json.key("plugins").begin_object();
     for (const ActivePlugin *p : {&plugins_.stage, &plugins_.offload, &plugins_.optimizer, &plugins_.selector}) {
       const zf_descriptor &d = *p->file().descriptor;
@@ -691,6 +817,9 @@ class Trainer {
   std::unique_ptr<DataSource> data_, eval_data_;
   int64_t eval_every_ = 0;
   std::unique_ptr<FlatBuffers> flat_;
+  std::unique_ptr<ShardedParameters> sharded_;  // only under a stage that shards parameters
+  std::unique_ptr<ShardedGradients> grad_shards_;  // only under a stage that reduces per block
+  uint64_t padded_numel_ = 0;  // elements of the flat buffers (>= layout numel)
   torch::Dtype dtype_ = torch::kFloat32;
   torch::Tensor master_;
   uint64_t shard_begin_ = 0, shard_end_ = 0;

@@ -101,9 +101,9 @@ FlatBuffers::FlatBuffers(std::vector<ModelParameter> parameters, const std::vect
   layout_.alignment = kAlignment;
 }
 
-torch::Tensor FlatBuffers::view_of(const torch::Tensor &flat, size_t index) const {
+torch::Tensor FlatBuffers::view_of(const torch::Tensor &flat, size_t index, uint64_t base_offset) const {
   const zf_segment &s = segments_[index];
-  torch::Tensor run = flat.narrow(0, int64_t(s.offset), int64_t(s.numel));
+  torch::Tensor run = flat.narrow(0, int64_t(s.offset - base_offset), int64_t(s.numel));
   if (s.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) return run.view({int64_t(s.cols), int64_t(s.rows)}).t();
   return run.view(parameters_[index].tensor.sizes());
 }
@@ -120,6 +120,19 @@ void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &
     tensor.set_data(value);
     tensor.mutable_grad() = view_of(grads, i);
   }
+}
+
+void FlatBuffers::bind_block(uint32_t block, const torch::Tensor &storage) {
+  const zf_block &b = blocks_[block];
+  torch::NoGradGuard no_grad;
+  for (uint32_t i = b.first_segment; i < b.first_segment + b.segment_count; ++i)
+    parameters_[i].tensor.set_data(view_of(storage, i, b.offset));
+}
+
+void FlatBuffers::bind_block_grads(uint32_t block, const torch::Tensor &storage) {
+  const zf_block &b = blocks_[block];
+  for (uint32_t i = b.first_segment; i < b.first_segment + b.segment_count; ++i)
+    parameters_[i].tensor.mutable_grad() = view_of(storage, i, b.offset);
 }
 
 }  // namespace zf

@@ -31,11 +31,17 @@ class FlatBuffers {
   // the parameter and its .grad at views of them (the model moves to the buffers' device).
   void materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier = ZF_TIER_HOST);
 
-  torch::Tensor params;  // flat working parameters
+  // Re-points the parameters of `block` at views of storage, which holds the block's layout
+  // elements [block.offset, block.offset + block.numel) (sharded parameters: one storage per block).
+  void bind_block(uint32_t block, const torch::Tensor &storage);
+  // The same for the parameters' .grad (sharded gradients: one storage per block).
+  void bind_block_grads(uint32_t block, const torch::Tensor &storage);
+
+  torch::Tensor params;  // flat working parameters (undefined once parameters are sharded)
   torch::Tensor grads;   // flat gradients (accumulated over micro-steps)
 
  private:
-  torch::Tensor view_of(const torch::Tensor &flat, size_t segment) const;
+  torch::Tensor view_of(const torch::Tensor &flat, size_t segment, uint64_t base_offset = 0) const;
   std::vector<ModelParameter> parameters_;
   std::vector<std::string> names_;  // owns the strings segments point to
   std::vector<std::string> block_names_;

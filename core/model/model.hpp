@@ -49,6 +49,9 @@ class Model {
   // Scalar mean loss over the counted positions of the micro-batch.
   virtual torch::Tensor loss(const torch::Tensor &output, const Batch &batch) = 0;
   virtual void train(bool on) = 0;
+  // Other blocks whose parameters forward_block(block) also reads (a tied output head reads the
+  // embedding block); a stage that shards parameters gathers them too.
+  virtual std::vector<size_t> tied_blocks(size_t /*block*/) const { return {}; }
 };
 
 }  // namespace zf

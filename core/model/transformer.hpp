@@ -32,6 +32,10 @@ class TransformerModel : public Model {
   // Mean cross-entropy (fp32) over positions whose target is not kIgnoreIndex; 0 when none count.
   torch::Tensor loss(const torch::Tensor &logits, const Batch &batch) override;
   void train(bool on) override { training_ = on; }
+  std::vector<size_t> tied_blocks(size_t block) const override {
+    if (options_.shape.tie_embeddings && block + 1 == block_names_.size() && block != 0) return {0};
+    return {};
+  }
 
   const TransformerShape &shape() const { return options_.shape; }
   const TransformerOptions &options() const { return options_; }

@@ -125,6 +125,11 @@ struct HostCallbacks {
     return guarded(error, ZF_ERROR_COMMUNICATION,
                    [&] { self(host).runtime_.comm->broadcast(buffer, root, stream); });
   }
+  static zf_status reduce(const zf_host *host, zf_tensor_view send, zf_tensor_view recv, zf_reduce_op op,
+                          int32_t root, void *stream, zf_error *error) {
+    return guarded(error, ZF_ERROR_COMMUNICATION,
+                   [&] { self(host).runtime_.comm->reduce(send, recv, op, root, stream); });
+  }
   static zf_status barrier(const zf_host *host, zf_error *error) {
     return guarded(error, ZF_ERROR_COMMUNICATION, [&] { self(host).runtime_.comm->barrier(); });
   }
@@ -165,6 +170,7 @@ PluginInstance::PluginInstance(const PluginFile &file, Runtime &runtime, const P
   host_.broadcast = HostCallbacks::broadcast;
   host_.barrier = HostCallbacks::barrier;
   host_.worker_cores = HostCallbacks::worker_cores;
+  host_.reduce = HostCallbacks::reduce;
 
   // Every kind's table starts with struct_size, create, destroy (ZF_OBJECT_ENTRIES).
   const auto *api = static_cast<const zf_stage_api *>(file.descriptor->api);

@@ -63,7 +63,7 @@ struct KindTable {
 KindTable kind_table(zf_kind kind) {
   switch (kind) {
     case ZF_KIND_STAGE:
-      return {sizeof(zf_stage_api),
+      return {offsetof(zf_stage_api, gather_block),  // ABI 1.0's table; 1.1 added gather_block
               {ZF_ENTRY(zf_stage_api, create), ZF_ENTRY(zf_stage_api, destroy),
                ZF_ENTRY(zf_stage_api, plan), ZF_ENTRY(zf_stage_api, reduce_gradients)}};
     case ZF_KIND_OFFLOAD:
@@ -83,7 +83,9 @@ KindTable kind_table(zf_kind kind) {
 }
 #undef ZF_ENTRY
 
+// An entry past the end of the plugin's table (an older minor version) counts as NULL.
 bool wired(const void *api, size_t offset) {
+  if (*static_cast<const uint32_t *>(api) < offset + sizeof(void *)) return false;
   void *entry = nullptr;
   std::memcpy(&entry, static_cast<const char *>(api) + offset, sizeof entry);
   return entry != nullptr;
@@ -107,6 +109,8 @@ std::string check_capabilities(const zf_descriptor &d) {
         {"read_tile", offsetof(zf_offload_api, read_tile)},
         {"wait", offsetof(zf_offload_api, wait)}}},
       {ZF_KIND_SELECTOR, ZF_CAP_SCORES, "ZF_CAP_SCORES", {{"score", offsetof(zf_selector_api, score)}}},
+      {ZF_KIND_STAGE, ZF_CAP_SHARD_PARAMETERS, "ZF_CAP_SHARD_PARAMETERS",
+       {{"gather_block", offsetof(zf_stage_api, gather_block)}}},
   };
   for (const Rule &rule : rules) {
     if (rule.kind != d.kind) continue;

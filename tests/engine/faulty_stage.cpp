@@ -1,5 +1,8 @@
 // faulty: zero0 that fails on purpose, to test that one rank's failure ends every rank.
 // fail_mode "error" returns an error from reduce_gradients; "exit" kills the process outright.
+// It is built as an ABI 1.0 plugin (1.0 handshake, descriptor and the 1.0-sized stage table,
+// without gather_block and reduce_block), so the tests also show that 1.0 stages load and run on
+// a newer host.
 #include <zf/zf_plugin.hpp>
 
 #include <unistd.h>
@@ -44,12 +47,16 @@ const zf_param_decl params[] = {
     {"fail_mode", ZF_PARAM_STRING, 0, "error", "error: return an error; exit: die", 0, 0, "error|exit", nullptr},
 };
 
-const zf_stage_api api = {sizeof(zf_stage_api), create, destroy, plan, nullptr, nullptr, nullptr, nullptr,
-                          reduce_gradients, nullptr};
+constexpr uint32_t kAbi10 = ZF_ABI_MAKE(1, 0);
+const zf_stage_api api = {offsetof(zf_stage_api, gather_block), create, destroy, plan, nullptr, nullptr, nullptr,
+                          nullptr, reduce_gradients, nullptr, nullptr, nullptr};
 
-const zf_descriptor descriptor = {sizeof(zf_descriptor), ZF_ABI_VERSION, "faulty", ZF_KIND_STAGE, 3, params,
+const zf_descriptor descriptor = {sizeof(zf_descriptor), kAbi10, "faulty", ZF_KIND_STAGE, 3, params,
                                   "0.0.1", "zero0 that fails on purpose (tests only)", ZF_CAP_CPU, &api};
 
 }  // namespace
 
-ZF_PLUGIN_DEFINE(descriptor)
+extern "C" ZF_EXPORT uint32_t zf_plugin_negotiate(uint32_t host_version) {
+  return zf::negotiate(host_version, kAbi10);
+}
+extern "C" ZF_EXPORT const zf_descriptor *zf_plugin_describe(void) { return &descriptor; }

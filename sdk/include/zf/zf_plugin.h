@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 0
+#define ZF_ABI_MINOR 1
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -213,6 +213,12 @@ struct zf_host {
    * training thread's and from other ranks' on the same host). Writes at most capacity core ids
    * and returns how many there are in total. */
   uint32_t (*worker_cores)(const zf_host *host, int32_t *cores, uint32_t capacity);
+
+  /* ABI 1.1. Sum (op) of every rank's send into recv on rank root only (recv is ignored
+   * elsewhere); send and recv have the same numel and dtype and must not overlap. Collective, as
+   * above. */
+  zf_status (*reduce)(const zf_host *host, zf_tensor_view send, zf_tensor_view recv, zf_reduce_op op,
+                      int32_t root, void *stream, zf_error *error);
 };
 
 /* ---- Declared parameters --------------------------------------------------------------------- */
@@ -313,6 +319,17 @@ typedef struct zf_step_buffers {
   zf_tensor_view params; /* working (compute-precision) parameters */
   zf_tensor_view grads;  /* gradients in compute precision, accumulated over micro-steps */
   void *stream;          /* compute stream, NULL on CPU */
+  /* ABI 1.1. With a stage that shards parameters (ZF_CAP_SHARD_PARAMETERS) the full params view
+   * above has data == NULL: no rank holds every parameter. */
+  zf_tensor_view param_shard;  /* this rank's parameters [shard_begin, shard_end), compute dtype */
+  zf_tensor_view block_params; /* in gather_block: storage for that block's layout elements
+                                  [block.offset, block.offset + block.numel); else data == NULL */
+  /* ABI 1.1, with a stage that wires reduce_block (sharded gradients): no rank holds every
+   * gradient, so grads above has data == NULL. */
+  zf_tensor_view grad_shard;  /* this rank's reduced gradients [shard_begin, shard_end), summed
+                                 over ranks and micro-steps so far; the optimizer reads it */
+  zf_tensor_view block_grads; /* in reduce_block: this rank's gradients of that block's layout
+                                 elements [block.offset, block.offset + block.numel) */
 } zf_step_buffers;
 
 /* ---- Stage: who owns which shard, and which collectives move gradients and parameters -------- */
@@ -324,6 +341,12 @@ typedef struct zf_stage_plan {
   uint64_t shard_end;
   uint64_t padded_numel; /* size the host gives the flat buffers (>= layout numel), so that every
                             rank's shard can have the same length; 0 = layout numel */
+  /* ABI 1.1: host-owned, layout->block_count bytes, each 1 on entry. A stage with
+   * ZF_CAP_SHARD_PARAMETERS sets 0 for each block the host should hold only while it computes
+   * (between before_forward/after_forward and before_backward/after_backward): the host then keeps
+   * just this rank's shard of it and calls gather_block before each use. Blocks left at 1 stay
+   * resident (gathered after every optimizer step). Ignored for other stages. */
+  uint8_t *block_resident;
 } zf_stage_plan;
 
 typedef struct zf_stage_api {
@@ -351,6 +374,23 @@ typedef struct zf_stage_api {
    * rank needs for the next forward available (all-gather). Optional: NULL = nothing. */
   zf_status (*gather_parameters)(zf_object *stage, const zf_step_buffers *buffers,
                                  zf_error *error);
+  /* ABI 1.1, required with ZF_CAP_SHARD_PARAMETERS, otherwise NULL. Fill buffers->block_params
+   * with block `block`'s parameters from every rank's buffers->param_shard (a collective: every
+   * rank calls it for the same block). The host calls it before the block's forward and backward
+   * when the block is not resident, for resident blocks after each optimizer step, and for every
+   * block before it needs the whole model (export, sampling). The host allocates and frees the
+   * storage; the ledger shows it as "params.gathered" (transient) and "params.resident". */
+  zf_status (*gather_block)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
+                            zf_error *error);
+  /* ABI 1.1, optional (ZF_CAP_SHARD_GRADIENTS). When wired, the host keeps no whole gradient
+   * buffer: each block's gradients live in storage the host attaches for the block's backward, and
+   * after it (every micro-step) the host calls reduce_block, which must add the sum over ranks of
+   * buffers->block_grads into the owners' buffers->grad_shard (a collective: every rank calls it
+   * for the same block); the host then frees the block's gradients ("grads.block" in the ledger;
+   * the shard is "grads.shard"). reduce_gradients is still called after the last micro-step.
+   * NULL = the host keeps the whole flat gradient buffer (buffers->grads). */
+  zf_status (*reduce_block)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
+                            zf_error *error);
 } zf_stage_api;
 
 /* ---- Offload: where master weights, optimizer state and gradients live ----------------------- */

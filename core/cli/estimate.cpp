@@ -1,0 +1,124 @@
+// zfcore estimate FILE [--world N] [--set table.key=value]...: per-rank memory of the model the
+// config describes, for every ZeRO stage, before running anything. The model is not built: the
+// block sizes come from the shape (linear_stack exactly; transformers from their parameter
+// counts: embeddings, one block per layer, and the head).
+#include "cli/commands.hpp"
+
+#include "config/config.hpp"
+#include "engine/memory_estimate.hpp"
+#include "model/transformer_shape.hpp"
+#include "runtime/memory.hpp"
+
+#include <cstdio>
+
+namespace zf {
+namespace {
+
+uint64_t aligned(uint64_t numel, uint64_t alignment) { return (numel + alignment - 1) / alignment * alignment; }
+
+std::vector<uint64_t> model_blocks(const Config &config, uint64_t alignment, std::string *what) {
+  std::string type = config.string("model", "type");
+  if (type == "linear_stack") {
+    uint64_t h = uint64_t(config.integer("model", "hidden")), layers = uint64_t(config.integer("model", "layers"));
+    *what = format("linear_stack, %llu layers of %llu x %llu (exact)", (unsigned long long)layers,
+                   (unsigned long long)h, (unsigned long long)h);
+    return std::vector<uint64_t>(layers, aligned(h * h, alignment) + aligned(h, alignment));
+  }
+  TransformerShape shape = transformer_options(config).shape;
+  TransformerShape none = shape, one = shape;
+  none.layers = 0;
+  one.layers = 1;
+  uint64_t per_layer = one.parameter_count() - none.parameter_count();
+  uint64_t embedding = uint64_t(shape.vocab * shape.hidden) + (shape.is_gpt2() ? uint64_t(shape.max_seq * shape.hidden) : 0);
+  uint64_t head = none.parameter_count() - embedding;
+  *what = format("%s, %llu parameters (blocks from the shape, within alignment padding)", shape.type.c_str(),
+                 (unsigned long long)shape.parameter_count());
+  std::vector<uint64_t> blocks{embedding};
+  blocks.insert(blocks.end(), size_t(shape.layers), per_layer);
+  blocks.push_back(head);
+  return blocks;
+}
+
+uint64_t state_bytes(const std::string &optimizer, std::string *note) {
+  if (optimizer == "cpu_lion" || optimizer == "cpu_adagrad") return 4;  // one fp32 tensor
+  if (optimizer != "adamw_ref" && optimizer != "cpu_adam")
+    *note = "optimizer '" + optimizer + "' unknown to the estimate: assuming Adam's 8 bytes of state per parameter";
+  return 8;
+}
+
+int64_t stage_knob(const Config &config, const std::string &key, int64_t fallback) {
+  for (const ConfigEntry &entry : config.plugin(ZF_KIND_STAGE).entries)
+    if (entry.key == key && std::holds_alternative<int64_t>(entry.value)) return std::get<int64_t>(entry.value);
+  return fallback;
+}
+
+}  // namespace
+
+int command_estimate(const std::vector<std::string> &args) {
+  std::vector<std::string> rest;
+  uint64_t world = 1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--world") {
+      if (i + 1 >= args.size()) throw UsageError("--world needs a number of ranks");
+      const std::string &text = args[++i];
+      char *end = nullptr;
+      long long value = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || value < 1) throw UsageError("--world " + text + ": must be an integer >= 1");
+      world = uint64_t(value);
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+  std::string file;
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] == "--set" && i + 1 < rest.size()) overrides.push_back(rest[++i]);
+    else if (!rest[i].empty() && rest[i][0] == '-') throw UsageError("unknown option '" + rest[i] + "'");
+    else if (file.empty()) file = rest[i];
+    else throw UsageError("one config file only");
+  }
+  if (file.empty()) throw UsageError("missing the config file, e.g. zfcore estimate train.toml --world 8");
+  Config config = Config::load(file, overrides);
+
+  EstimateInput input;
+  std::string what, note;
+  input.blocks = model_blocks(config, input.alignment, &what);
+  input.world = world;
+  bool bf16 = config.string("model", "dtype") == "bfloat16";
+  input.compute_bytes = bf16 ? 2 : 4;
+  std::string optimizer = config.plugin(ZF_KIND_OPTIMIZER).candidates.front();
+  input.state_bytes = state_bytes(optimizer, &note);
+  input.persistence_threshold = uint64_t(stage_knob(config, "param_persistence_threshold", 100000));
+  input.max_live_parameters = uint64_t(stage_knob(config, "max_live_parameters", 1000000000));
+  input.reduce_bucket_size = uint64_t(stage_knob(config, "reduce_bucket_size", 500000000));
+  input.allgather_bucket_size = uint64_t(stage_knob(config, "allgather_bucket_size", 500000000));
+  std::string chosen = config.plugin(ZF_KIND_STAGE).candidates.front();
+
+  std::printf("model: %s\n", what.c_str());
+  std::printf("world size %llu, compute dtype %s, optimizer %s (%llu bytes of state per parameter)\n",
+              (unsigned long long)world, bf16 ? "bfloat16" : "float32", optimizer.c_str(),
+              (unsigned long long)input.state_bytes);
+  if (!note.empty()) std::printf("note: %s\n", note.c_str());
+  std::printf("per rank, bytes (ledger tags in plugins/stages/README.md):\n");
+  std::printf("  %-6s %14s %14s %14s %14s %14s %14s %14s  %s\n", "stage", "params", "grads", "master", "opt_state",
+              "staging", "transient", "total", "ZeRO paper (2+2+12)/param");
+  for (const StageEstimate &e : estimate_memory(input)) {
+    std::printf("  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu  %s%s\n", e.stage.c_str(),
+                (unsigned long long)e.params, (unsigned long long)e.grads, (unsigned long long)e.master,
+                (unsigned long long)e.state, (unsigned long long)e.staging, (unsigned long long)e.transient,
+                (unsigned long long)e.total(), format_bytes(e.paper).c_str(), e.stage == chosen ? "   <- this config" : "");
+  }
+  std::printf(
+      "formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state bytes):\n"
+      "  zero0: params cP, grads cP, master 4P, state kP                  (paper: 16P)\n"
+      "  zero1: params cNS, grads cNS, master 4S, state kS                (paper: 4P + 12P/N)\n"
+      "  zero2: params cNS, grads cS, master 4S, state kS                 (paper: 2P + 14P/N)\n"
+      "  zero3: params c(S + resident blocks), grads cS, master 4S, kS    (paper: 16P/N)\n"
+      "  transient: one block's gradients while its backward runs (zero2, zero3), and its gathered\n"
+      "  parameters while it computes (zero3); staging: the collectives' buffers.\n"
+      "  CPU float32 runs: c = 4, so the per-parameter bytes are 4 + 4 + 4 + k instead of 2 + 2 + 12.\n",
+      (unsigned long long)input.compute_bytes);
+  return 0;
+}
+
+}  // namespace zf

@@ -1,0 +1,66 @@
+#include "engine/sharded_params.hpp"
+
+#include "runtime/error.hpp"
+
+#include <c10/core/Allocator.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace zf {
+
+ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, uint64_t shard_begin,
+                                     uint64_t shard_end, std::vector<uint8_t> resident)
+    : layout_(flat.layout()), ledger_(ledger), dtype_(flat.params.scalar_type()), resident_(std::move(resident)) {
+  ZF_REQUIRE(resident_.size() == layout_.block_count, "internal: one residency flag per block");
+  torch::NoGradGuard no_grad;
+  shard = ledger_tensor(ledger, ZF_TIER_HOST, shard_end - shard_begin, dtype_, "params.shard");
+  shard.copy_(flat.params.narrow(0, int64_t(shard_begin), int64_t(shard_end - shard_begin)));
+  for (uint32_t b = 0; b < layout_.block_count; ++b) {
+    const zf_block &block = layout_.blocks[b];
+    const char *tag = resident_[b] ? "params.resident" : "params.gathered";
+    torch::Tensor storage = ledger_tensor(ledger, ZF_TIER_HOST, std::max<uint64_t>(block.numel, 1), dtype_, tag);
+    if (block.numel) storage.narrow(0, 0, int64_t(block.numel)).copy_(flat.params.narrow(0, int64_t(block.offset), int64_t(block.numel)));
+    flat.bind_block(b, storage);
+    storage_.push_back(storage);
+    release(b);
+  }
+  flat.params = torch::Tensor();  // the last reference: the full buffer goes back to the ledger
+}
+
+void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, uint64_t bytes, const char *tag) {
+  c10::StorageImpl *storage = tensor.storage().unsafeGetStorageImpl();
+  void *memory = ledger.allocate(ZF_TIER_HOST, bytes, tag);
+  MemoryLedger *owner = &ledger;
+  storage->set_data_ptr_noswap(c10::InefficientStdFunctionContext::makeDataPtr(
+      memory, [owner](void *p) { owner->release(p); }, c10::Device(c10::kCPU)));
+  storage->set_nbytes(bytes);
+}
+
+void detach_memory(const torch::Tensor &tensor) {
+  c10::StorageImpl *storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));  // frees the memory
+  storage->set_nbytes(0);
+}
+
+bool ShardedParameters::held(uint32_t block) const { return storage_[block].storage().nbytes() > 0; }
+
+void ShardedParameters::hold(uint32_t block) {
+  if (held(block)) return;
+  uint64_t bytes = std::max<uint64_t>(layout_.blocks[block].numel, 1) * c10::elementSize(dtype_);
+  attach_memory(storage_[block], ledger_, bytes, "params.gathered");
+}
+
+void ShardedParameters::release(uint32_t block) {
+  if (resident_[block] || !held(block)) return;
+  detach_memory(storage_[block]);
+}
+
+zf_tensor_view ShardedParameters::block_view(uint32_t block) const {
+  ZF_REQUIRE(held(block), "internal: block %u's parameters are released", block);
+  zf_tensor_view view = view_of(storage_[block]);
+  view.numel = layout_.blocks[block].numel;
+  return view;
+}
+
+}  // namespace zf

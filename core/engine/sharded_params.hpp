@@ -1,0 +1,50 @@
+// sharded_params.hpp: the working parameters under a stage that shards them (ZeRO-3). This rank
+// keeps only its shard of the flat buffer; every block has its own storage, which is held
+// (allocated, then filled by the stage's gather_block) only while the block computes, unless the
+// stage made the block resident. Releasing keeps the tensors (autograd saved them for backward)
+// but gives their memory back to the ledger; holding again re-attaches fresh memory to the same
+// storage, so the saved tensors see the re-gathered values.
+#pragma once
+
+#include "engine/flat_buffers.hpp"
+
+#include <vector>
+
+namespace zf {
+
+// Attaches `bytes` of fresh ledger memory (tag) to tensor's storage, or detaches it: the tensor,
+// its views and whatever autograd saved of them keep the storage object throughout.
+void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, uint64_t bytes, const char *tag);
+void detach_memory(const torch::Tensor &tensor);
+
+class ShardedParameters {
+ public:
+  // Takes this rank's shard out of flat.params (already initialized on every rank), gives each
+  // block its own storage (resident blocks keep a copy, the others start released), re-points
+  // the model parameters and frees flat.params.
+  ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, uint64_t shard_begin, uint64_t shard_end,
+                    std::vector<uint8_t> resident);
+  ShardedParameters(const ShardedParameters &) = delete;
+  ShardedParameters &operator=(const ShardedParameters &) = delete;
+
+  torch::Tensor shard;  // this rank's [shard_begin, shard_end) of the parameters, ledger "params.shard"
+
+  bool resident(uint32_t block) const { return resident_[block] != 0; }
+  bool held(uint32_t block) const;
+  // Attaches memory ("params.gathered") to a released block; a no-op for a held one.
+  void hold(uint32_t block);
+  // Gives a non-resident block's memory back; a no-op for resident ones.
+  void release(uint32_t block);
+  // The block's storage as an ABI view (the block must be held).
+  zf_tensor_view block_view(uint32_t block) const;
+  uint32_t block_count() const { return uint32_t(storage_.size()); }
+
+ private:
+  const zf_layout &layout_;
+  MemoryLedger &ledger_;
+  torch::Dtype dtype_;
+  std::vector<uint8_t> resident_;
+  std::vector<torch::Tensor> storage_;  // one per block
+};
+
+}  // namespace zf

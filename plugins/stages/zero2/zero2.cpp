@@ -1,0 +1,79 @@
+// zero2: zero1, and gradients are reduced during the backward so that each rank keeps only its
+// own shard of them. On a host with sharded gradients (ABI 1.1) the host holds one block's
+// gradients at a time and reduce_block sums them into the owners' shards (BlockReducer); on a
+// host that keeps the whole gradient buffer, the after_backward hook reduce-scatters it in
+// buckets as blocks finish (BackwardReducer). Both in ../common/zero_shard.hpp.
+#include "../common/zero_shard.hpp"
+
+#include <memory>
+
+namespace {
+
+using namespace zf::zero;
+
+struct Zero2 {
+  const zf_host *host;
+  Knobs knobs;
+  std::unique_ptr<Collectives> comm;  // made by plan, once the shard size is known
+  std::unique_ptr<BackwardReducer> reducer;  // hosts that keep the whole gradient buffer
+  std::unique_ptr<BlockReducer> block_reducer;  // hosts that shard gradients (ABI 1.1)
+};
+
+zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
+  return zf::guard(error, [&] {
+    zf::Config cfg(host, config);
+    *out = reinterpret_cast<zf_object *>(new Zero2{host, read_knobs(cfg), nullptr, nullptr, nullptr});
+  });
+}
+
+void destroy(zf_object *object) { delete reinterpret_cast<Zero2 *>(object); }
+
+zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, zf_error *error) {
+  return zf::guard(error, [&] {
+    auto *self = reinterpret_cast<Zero2 *>(object);
+    uint64_t shard = 0;
+    plan_shard(self->host, layout, plan, &shard);
+    self->comm = std::make_unique<Collectives>(self->host, shard, self->knobs);
+    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs);
+    self->block_reducer = std::make_unique<BlockReducer>(self->host, shard, self->knobs);
+  });
+}
+
+zf_status after_backward(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
+  return reinterpret_cast<Zero2 *>(object)->reducer->after_backward(block, *buffers, error);
+}
+
+zf_status reduce_block(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
+  return reinterpret_cast<Zero2 *>(object)->block_reducer->reduce_block(block, *buffers, error);
+}
+
+zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
+  return reinterpret_cast<Zero2 *>(object)->reducer->finish(*buffers, error);
+}
+
+zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
+  auto *self = reinterpret_cast<Zero2 *>(object);
+  if (self->host->world_size == 1) return ZF_OK;
+  return self->comm->all_gather(buffers->params, 0, self->comm->shard(), error);
+}
+
+const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
+
+const zf_stage_api api = {
+    sizeof(zf_stage_api), create, destroy, plan,
+    nullptr, nullptr, nullptr, after_backward,
+    reduce_gradients, gather_parameters,
+    nullptr,  // gather_block: every rank holds every parameter
+    reduce_block,
+};
+
+const zf_descriptor descriptor = {
+    sizeof(zf_descriptor), ZF_ABI_VERSION, "zero2", ZF_KIND_STAGE,
+    sizeof params / sizeof params[0], params, "0.1.0",
+    "ZeRO-2: zero1 + gradients reduce-scattered in buckets during the backward",
+    ZF_CAP_CPU | ZF_CAP_SHARD_OPTIMIZER | ZF_CAP_SHARD_GRADIENTS, &api,
+};
+
+}  // namespace
+
+ZF_PLUGIN_DEFINE(descriptor)

@@ -1,0 +1,134 @@
+// zero3: zero2 (gradients reduced block by block into the owners' shards), and the
+// compute-precision parameters themselves are sharded. Each rank keeps its
+// shard of the flat parameter buffer; the host holds a block's parameters only while the block
+// computes and asks this stage to fill them (gather_block) before the block's forward and again
+// before its backward. Blocks smaller than param_persistence_threshold elements stay resident
+// (gathered after every optimizer step), as long as all resident blocks together stay within
+// max_live_parameters.
+//
+// A block's range crosses the shards of one or more ranks, unevenly; each owner broadcasts its
+// part straight into the block storage (in allgather_bucket_size pieces), so no staging is needed.
+// On CPU the collectives block, so there is nothing to prefetch: prefetch_bucket_size is accepted
+// and has no effect.
+#include "../common/zero_shard.hpp"
+
+#include <memory>
+
+namespace {
+
+using namespace zf::zero;
+
+struct Zero3 {
+  const zf_host *host;
+  Knobs knobs;
+  uint64_t persistence_threshold;
+  uint64_t max_live;
+  std::unique_ptr<Collectives> comm;
+  std::unique_ptr<BackwardReducer> reducer;  // hosts that keep the whole gradient buffer
+  std::unique_ptr<BlockReducer> block_reducer;  // hosts that shard gradients (ABI 1.1)
+  uint64_t shard = 0;
+};
+
+zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
+  return zf::guard(error, [&] {
+    zf::Config cfg(host, config);
+    cfg.integer("prefetch_bucket_size");  // validated by the host; nothing to prefetch on CPU
+    *out = reinterpret_cast<zf_object *>(new Zero3{host, read_knobs(cfg), uint64_t(cfg.integer("param_persistence_threshold")),
+                                                   uint64_t(cfg.integer("max_live_parameters")), nullptr, nullptr, nullptr, 0});
+  });
+}
+
+void destroy(zf_object *object) { delete reinterpret_cast<Zero3 *>(object); }
+
+zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, zf_error *error) {
+  auto *self = reinterpret_cast<Zero3 *>(object);
+  if (plan->struct_size < offsetof(zf_stage_plan, block_resident) + sizeof(uint8_t *) || !plan->block_resident)
+    return zf::fail(error, ZF_ERROR_UNSUPPORTED, "zero3 needs a host with plugin ABI 1.1 or newer (block residency)");
+  return zf::guard(error, [&] {
+    plan_shard(self->host, layout, plan, &self->shard);
+    self->comm = std::make_unique<Collectives>(self->host, self->shard, self->knobs);
+    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs);
+    self->block_reducer = std::make_unique<BlockReducer>(self->host, self->shard, self->knobs);
+    uint64_t live = 0, resident_blocks = 0;
+    for (uint32_t b = 0; b < layout->block_count; ++b) {
+      uint64_t numel = layout->blocks[b].numel;
+      bool keep = numel < self->persistence_threshold && live + numel <= self->max_live;
+      plan->block_resident[b] = keep ? 1 : 0;
+      if (keep) live += numel, ++resident_blocks;
+    }
+    zf::log(self->host, ZF_LOG_INFO, "%llu of %u blocks resident (%llu elements), the others gathered per use",
+            (unsigned long long)resident_blocks, layout->block_count, (unsigned long long)live);
+  });
+}
+
+zf_status gather_block(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
+  auto *self = reinterpret_cast<Zero3 *>(object);
+  if (buffers->struct_size < offsetof(zf_step_buffers, block_params) + sizeof(zf_tensor_view))
+    return zf::fail(error, ZF_ERROR_UNSUPPORTED, "zero3 needs a host with plugin ABI 1.1 or newer");
+  const zf_block &b = buffers->layout->blocks[block];
+  const zf_tensor_view &shard = buffers->param_shard;
+  const zf_tensor_view &out = buffers->block_params;
+  size_t element = zf::dtype_size(out.dtype);
+  uint64_t world = uint64_t(self->host->world_size), rank = uint64_t(self->host->rank);
+  uint64_t piece = std::max<uint64_t>(1, self->knobs.allgather_bucket_size);
+  for (uint64_t owner = b.offset / self->shard; owner < world && owner * self->shard < b.offset + b.numel; ++owner) {
+    uint64_t lo = std::max(b.offset, owner * self->shard);
+    uint64_t hi = std::min(b.offset + b.numel, (owner + 1) * self->shard);
+    char *destination = static_cast<char *>(out.data) + (lo - b.offset) * element;
+    if (owner == rank)
+      std::memcpy(destination, static_cast<const char *>(shard.data) + (lo - owner * self->shard) * element,
+                  (hi - lo) * element);
+    if (world == 1) continue;
+    for (uint64_t at = lo; at < hi; at += piece) {
+      zf_tensor_view part = out;
+      part.data = destination + (at - lo) * element;
+      part.numel = std::min(piece, hi - at);
+      zf_status status = self->host->broadcast(self->host, part, int32_t(owner), buffers->stream, error);
+      if (status != ZF_OK) return status;
+    }
+  }
+  return ZF_OK;
+}
+
+zf_status after_backward(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
+  return reinterpret_cast<Zero3 *>(object)->reducer->after_backward(block, *buffers, error);
+}
+
+zf_status reduce_block(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
+  return reinterpret_cast<Zero3 *>(object)->block_reducer->reduce_block(block, *buffers, error);
+}
+
+zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
+  return reinterpret_cast<Zero3 *>(object)->reducer->finish(*buffers, error);
+}
+
+const zf_param_decl params[] = {
+    ZF_ZERO_COMMON_PARAMS,
+    {"prefetch_bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE, "50000000",
+     "elements of the next blocks to gather ahead (CPU: collectives block, so no prefetch happens)", 0, 0, nullptr,
+     nullptr},
+    {"param_persistence_threshold", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "100000",
+     "a block with fewer parameter elements stays gathered (resident) between uses", 0, 0, nullptr, nullptr},
+    {"max_live_parameters", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "1000000000",
+     "at most this many elements of resident blocks (the rest is gathered per use)", 0, 0, nullptr, nullptr},
+};
+
+const zf_stage_api api = {
+    sizeof(zf_stage_api), create, destroy, plan,
+    nullptr, nullptr, nullptr, after_backward,  // the host gathers and releases around the hooks
+    reduce_gradients,
+    nullptr,  // gather_parameters: nothing is kept whole; resident blocks are refreshed by gather_block
+    gather_block,
+    reduce_block,
+};
+
+const zf_descriptor descriptor = {
+    sizeof(zf_descriptor), ZF_ABI_VERSION, "zero3", ZF_KIND_STAGE,
+    sizeof params / sizeof params[0], params, "0.1.0",
+    "ZeRO-3: zero2 + parameters sharded, each block gathered before use and released after",
+    ZF_CAP_CPU | ZF_CAP_SHARD_OPTIMIZER | ZF_CAP_SHARD_GRADIENTS | ZF_CAP_SHARD_PARAMETERS, &api,
+};
+
+}  // namespace
+
+ZF_PLUGIN_DEFINE(descriptor)
