@@ -56,15 +56,37 @@ inline Knobs read_knobs(const zf::Config &cfg) {
        "gradients live in one flat buffer (always so in zfcore; accepted for DeepSpeed configs)", 0, 0,      \
        nullptr, nullptr}
 
+// A host buffer that grows to the largest bucket seen, once, accounted under tag.
+class Staging {
+ public:
+  Staging(const zf_host *host, const char *tag) : host_(host), tag_(tag) {}
+  Staging(const Staging &) = delete;
+  Staging &operator=(const Staging &) = delete;
+  ~Staging() {
+    if (data_) host_->mem_free(host_, data_);
+  }
+  zf_status reserve(zf_dtype dtype, uint64_t numel, zf_error *error) {
+    uint64_t bytes = numel * zf::dtype_size(dtype);
+    if (bytes <= bytes_) return ZF_OK;
+    if (data_) host_->mem_free(host_, data_);
+    data_ = static_cast<char *>(host_->mem_alloc(host_, ZF_TIER_HOST, bytes, tag_, error));
+    bytes_ = data_ ? bytes : 0;
+    return data_ ? ZF_OK : ZF_ERROR_OUT_OF_MEMORY;
+  }
+  char *data() const { return data_; }
+
+ private:
+  const zf_host *host_;
+  const char *tag_;
+  char *data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
 // Staged, bucketed reduce-scatter and all-gather over the shard-relative range [begin, end).
 class Collectives {
  public:
-  Collectives(const zf_host *host, uint64_t shard, const Knobs &knobs) : host_(host), shard_(shard), knobs_(knobs) {}
-  Collectives(const Collectives &) = delete;
-  Collectives &operator=(const Collectives &) = delete;
-  ~Collectives() {
-    if (staging_) host_->mem_free(host_, staging_);
-  }
+  Collectives(const zf_host *host, uint64_t shard, const Knobs &knobs)
+      : host_(host), shard_(shard), knobs_(knobs), staging_(host, "staging") {}
 
   uint64_t shard() const { return shard_; }
 
@@ -76,11 +98,11 @@ class Collectives {
       uint64_t len = std::min(step, end - a);
       // Whole shards: the buffer is already in rank order, only the received part is staged.
       bool whole = len == shard_;
-      zf_status status = reserve(grads.dtype, whole ? len : len * (world + 1), error);
+      zf_status status = staging_.reserve(grads.dtype, whole ? len : len * (world + 1), error);
       if (status != ZF_OK) return status;
       size_t element = zf::dtype_size(grads.dtype);
-      char *send = whole ? static_cast<char *>(grads.data) : staging_;
-      char *recv = whole ? staging_ : staging_ + len * world * element;
+      char *send = whole ? static_cast<char *>(grads.data) : staging_.data();
+      char *recv = whole ? staging_.data() : staging_.data() + len * world * element;
       for (uint64_t r = 0; r < world && !whole; ++r)
         std::memcpy(send + r * len * element, at(grads, r * shard_ + a), len * element);
       status = host_->reduce_scatter(host_, view(grads, send, len * world), view(grads, recv, len), ZF_REDUCE_SUM,
@@ -100,11 +122,11 @@ class Collectives {
       // Whole shards: gather straight into the buffer; only this rank's part is staged (the
       // collectives do not alias send and receive).
       bool whole = len == shard_;
-      zf_status status = reserve(params.dtype, whole ? len : len * (world + 1), error);
+      zf_status status = staging_.reserve(params.dtype, whole ? len : len * (world + 1), error);
       if (status != ZF_OK) return status;
       size_t element = zf::dtype_size(params.dtype);
-      char *send = staging_;
-      char *recv = whole ? static_cast<char *>(params.data) : staging_ + len * element;
+      char *send = staging_.data();
+      char *recv = whole ? static_cast<char *>(params.data) : staging_.data() + len * element;
       std::memcpy(send, at(params, uint64_t(host_->rank) * shard_ + a), len * element);
       status = host_->all_gather(host_, view(params, send, len), view(params, recv, len * world), nullptr, error);
       if (status != ZF_OK) return status;
@@ -136,21 +158,10 @@ class Collectives {
     v.numel = numel;
     return v;
   }
-  // The staging buffer grows to the largest bucket seen, once (ledger tag "<stage>.staging").
-  zf_status reserve(zf_dtype dtype, uint64_t numel, zf_error *error) {
-    uint64_t bytes = numel * zf::dtype_size(dtype);
-    if (bytes <= staging_bytes_) return ZF_OK;
-    if (staging_) host_->mem_free(host_, staging_);
-    staging_ = static_cast<char *>(host_->mem_alloc(host_, ZF_TIER_HOST, bytes, "staging", error));
-    staging_bytes_ = staging_ ? bytes : 0;
-    return staging_ ? ZF_OK : ZF_ERROR_OUT_OF_MEMORY;
-  }
-
   const zf_host *host_;
   uint64_t shard_;
   Knobs knobs_;
-  char *staging_ = nullptr;
-  uint64_t staging_bytes_ = 0;
+  Staging staging_;  // ledger tag "<stage>.staging"
 };
 
 // The gradient side of zero2 and zero3: reduce-scatter during the backward. After block b's
@@ -207,12 +218,8 @@ class BackwardReducer {
 // pieces of reduce_bucket_size elements, and adds it to its shard (accumulating micro-steps).
 class BlockReducer {
  public:
-  BlockReducer(const zf_host *host, uint64_t shard, const Knobs &knobs) : host_(host), shard_(shard), knobs_(knobs) {}
-  BlockReducer(const BlockReducer &) = delete;
-  BlockReducer &operator=(const BlockReducer &) = delete;
-  ~BlockReducer() {
-    if (staging_) host_->mem_free(host_, staging_);
-  }
+  BlockReducer(const zf_host *host, uint64_t shard, const Knobs &knobs)
+      : host_(host), shard_(shard), knobs_(knobs), staging_(host, "reduce_staging") {}
 
   zf_status reduce_block(uint32_t block, const zf_step_buffers &buffers, zf_error *error) {
     if (buffers.struct_size < offsetof(zf_step_buffers, block_grads) + sizeof(zf_tensor_view))
@@ -232,9 +239,9 @@ class BlockReducer {
         send.numel = len;
         zf_tensor_view sum = send;  // one rank: its own gradients are the sum
         if (world() > 1) {
-          zf_status status = reserve(grads.dtype, len, error);
+          zf_status status = staging_.reserve(grads.dtype, len, error);
           if (status != ZF_OK) return status;
-          sum.data = staging_;
+          sum.data = staging_.data();
           status = host_->reduce(host_, send, sum, ZF_REDUCE_SUM, int32_t(owner), buffers.stream, error);
           if (status != ZF_OK) return status;
         }
@@ -262,20 +269,10 @@ class BlockReducer {
     }
   }
 
-  zf_status reserve(zf_dtype dtype, uint64_t numel, zf_error *error) {
-    uint64_t bytes = numel * zf::dtype_size(dtype);
-    if (bytes <= staging_bytes_) return ZF_OK;
-    if (staging_) host_->mem_free(host_, staging_);
-    staging_ = static_cast<char *>(host_->mem_alloc(host_, ZF_TIER_HOST, bytes, "reduce_staging", error));
-    staging_bytes_ = staging_ ? bytes : 0;
-    return staging_ ? ZF_OK : ZF_ERROR_OUT_OF_MEMORY;
-  }
-
   const zf_host *host_;
   uint64_t shard_;
   Knobs knobs_;
-  char *staging_ = nullptr;
-  uint64_t staging_bytes_ = 0;
+  Staging staging_;
 };
 
 }  // namespace zf::zero
