@@ -4,9 +4,9 @@
 // stage has reduced them into the owners' shards.
 #pragma once
 
-#include "engine/flat_buffers.hpp"
+#include "engine/sharded_params.hpp"
 
-#include <vector>
+
 
 namespace zf {
 
@@ -20,16 +20,13 @@ class ShardedGradients {
 
   torch::Tensor shard;  // this rank's reduced gradients, ledger "grads.shard"
 
-  bool held(uint32_t block) const;
+  bool held(uint32_t block) const { return blocks_.held(block); }
   void hold(uint32_t block);     // attaches zeroed memory ("grads.block"); a no-op when held
   void release(uint32_t block);  // detaches it
-  zf_tensor_view block_view(uint32_t block) const;
+  zf_tensor_view block_view(uint32_t block) const { return blocks_.view(block, "gradients"); }
 
  private:
-  const zf_layout &layout_;
-  MemoryLedger &ledger_;
-  torch::Dtype dtype_;
-  std::vector<torch::Tensor> storage_;
+  BlockStorage blocks_;
 };
 
 }  // namespace zf

@@ -11,18 +11,17 @@ namespace zf {
 
 ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, uint64_t shard_begin,
                                      uint64_t shard_end, std::vector<uint8_t> resident)
-    : layout_(flat.layout()), ledger_(ledger), dtype_(flat.params.scalar_type()), resident_(std::move(resident)) {
-  ZF_REQUIRE(resident_.size() == layout_.block_count, "internal: one residency flag per block");
+    : resident_(std::move(resident)), blocks_(flat.layout(), ledger, flat.params.scalar_type()) {
+  const zf_layout &layout = flat.layout();
+  ZF_REQUIRE(resident_.size() == layout.block_count, "internal: one residency flag per block");
   torch::NoGradGuard no_grad;
-  shard = ledger_tensor(ledger, ZF_TIER_HOST, shard_end - shard_begin, dtype_, "params.shard");
+  shard = ledger_tensor(ledger, ZF_TIER_HOST, shard_end - shard_begin, flat.params.scalar_type(), "params.shard");
   shard.copy_(flat.params.narrow(0, int64_t(shard_begin), int64_t(shard_end - shard_begin)));
-  for (uint32_t b = 0; b < layout_.block_count; ++b) {
-    const zf_block &block = layout_.blocks[b];
-    const char *tag = resident_[b] ? "params.resident" : "params.gathered";
-    torch::Tensor storage = ledger_tensor(ledger, ZF_TIER_HOST, std::max<uint64_t>(block.numel, 1), dtype_, tag);
+  for (uint32_t b = 0; b < layout.block_count; ++b) {
+    const zf_block &block = layout.blocks[b];
+    torch::Tensor storage = blocks_.add(resident_[b] ? "params.resident" : "params.gathered");
     if (block.numel) storage.narrow(0, 0, int64_t(block.numel)).copy_(flat.params.narrow(0, int64_t(block.offset), int64_t(block.numel)));
     flat.bind_block(b, storage);
-    storage_.push_back(storage);
     release(b);
   }
   flat.params = torch::Tensor();  // the last reference: the full buffer goes back to the ledger
@@ -43,24 +42,35 @@ void detach_memory(const torch::Tensor &tensor) {
   storage->set_nbytes(0);
 }
 
-bool ShardedParameters::held(uint32_t block) const { return storage_[block].storage().nbytes() > 0; }
-
-void ShardedParameters::hold(uint32_t block) {
-  if (held(block)) return;
-  uint64_t bytes = std::max<uint64_t>(layout_.blocks[block].numel, 1) * c10::elementSize(dtype_);
-  attach_memory(storage_[block], ledger_, bytes, "params.gathered");
+torch::Tensor BlockStorage::add(const char *tag) {
+  uint32_t block = count();
+  storage_.push_back(ledger_tensor(ledger_, ZF_TIER_HOST, bytes(block) / c10::elementSize(dtype_), dtype_, tag));
+  return storage_.back();
 }
 
-void ShardedParameters::release(uint32_t block) {
-  if (resident_[block] || !held(block)) return;
-  detach_memory(storage_[block]);
+uint64_t BlockStorage::bytes(uint32_t block) const {
+  return std::max<uint64_t>(layout_.blocks[block].numel, 1) * c10::elementSize(dtype_);
 }
 
-zf_tensor_view ShardedParameters::block_view(uint32_t block) const {
-  ZF_REQUIRE(held(block), "internal: block %u's parameters are released", block);
+void BlockStorage::attach(uint32_t block, const char *tag) { attach_memory(storage_[block], ledger_, bytes(block), tag); }
+
+zf_tensor_view BlockStorage::view(uint32_t block, const char *what) const {
+  ZF_REQUIRE(held(block), "internal: block %u's %s are released", block, what);
   zf_tensor_view view = view_of(storage_[block]);
   view.numel = layout_.blocks[block].numel;
   return view;
 }
+
+bool ShardedParameters::held(uint32_t block) const { return blocks_.held(block); }
+
+void ShardedParameters::hold(uint32_t block) {
+  if (!held(block)) blocks_.attach(block, "params.gathered");
+}
+
+void ShardedParameters::release(uint32_t block) {
+  if (!resident_[block] && held(block)) blocks_.detach(block);
+}
+
+zf_tensor_view ShardedParameters::block_view(uint32_t block) const { return blocks_.view(block, "parameters"); }
 
 }  // namespace zf

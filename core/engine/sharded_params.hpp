@@ -17,6 +17,32 @@ namespace zf {
 void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, uint64_t bytes, const char *tag);
 void detach_memory(const torch::Tensor &tensor);
 
+// One storage per block of the layout (at least one element each), whose memory comes and goes:
+// a block is held while memory is attached. Shared by the sharded parameters and gradients.
+class BlockStorage {
+ public:
+  BlockStorage(const zf_layout &layout, MemoryLedger &ledger, torch::Dtype dtype)
+      : layout_(layout), ledger_(ledger), dtype_(dtype) {}
+  // Allocates the next block's storage (ledger tag), attached.
+  torch::Tensor add(const char *tag);
+  bool held(uint32_t block) const { return storage_[block].storage().nbytes() > 0; }
+  // Attaches fresh memory (tag) to a released block.
+  void attach(uint32_t block, const char *tag);
+  void detach(uint32_t block) { detach_memory(storage_[block]); }
+  // The block's storage as an ABI view; what names the contents in the error for a released block.
+  zf_tensor_view view(uint32_t block, const char *what) const;
+  const torch::Tensor &operator[](uint32_t block) const { return storage_[block]; }
+  uint32_t count() const { return uint32_t(storage_.size()); }
+
+ private:
+  uint64_t bytes(uint32_t block) const;
+
+  const zf_layout &layout_;
+  MemoryLedger &ledger_;
+  torch::Dtype dtype_;
+  std::vector<torch::Tensor> storage_;
+};
+
 class ShardedParameters {
  public:
   // Takes this rank's shard out of flat.params (already initialized on every rank), gives each
@@ -37,14 +63,11 @@ class ShardedParameters {
   void release(uint32_t block);
   // The block's storage as an ABI view (the block must be held).
   zf_tensor_view block_view(uint32_t block) const;
-  uint32_t block_count() const { return uint32_t(storage_.size()); }
+  uint32_t block_count() const { return blocks_.count(); }
 
  private:
-  const zf_layout &layout_;
-  MemoryLedger &ledger_;
-  torch::Dtype dtype_;
   std::vector<uint8_t> resident_;
-  std::vector<torch::Tensor> storage_;  // one per block
+  BlockStorage blocks_;
 };
 
 }  // namespace zf
