@@ -13,10 +13,7 @@ class Gpt2 final : public TransformerModel {
     const TransformerShape &s = shape();
     int64_t h = s.hidden, inner = s.intermediate;
     uint32_t head_block = uint32_t(s.layers + 1);
-    std::vector<std::string> names = {"embeddings"};
-    for (int64_t i = 0; i < s.layers; ++i) names.push_back("transformer.h." + std::to_string(i));
-    names.push_back("head");
-    set_block_names(names);
+    set_block_names("transformer.h.");
 
     wte_ = add("transformer.wte.weight", {s.vocab, h}, 0, Init::embedding);
     wpe_ = add("transformer.wpe.weight", {s.max_seq, h}, 0, Init::embedding);

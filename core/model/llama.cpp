@@ -12,10 +12,7 @@ class Llama final : public TransformerModel {
     const TransformerShape &s = shape();
     int64_t h = s.hidden, q = s.heads * s.head_dim(), kv = s.kv_heads * s.head_dim();
     uint32_t head_block = uint32_t(s.layers + 1);
-    std::vector<std::string> names = {"embeddings"};
-    for (int64_t i = 0; i < s.layers; ++i) names.push_back("model.layers." + std::to_string(i));
-    names.push_back("head");
-    set_block_names(names);
+    set_block_names("model.layers.");
 
     embed_tokens_ = add("model.embed_tokens.weight", {s.vocab, h}, 0, Init::embedding);
     for (int64_t i = 0; i < s.layers; ++i) {

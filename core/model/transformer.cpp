@@ -51,8 +51,10 @@ TransformerModel::TransformerModel(TransformerOptions options)
              "model.dtype = \"%s\": use float32 or bfloat16", options_.dtype.c_str());
 }
 
-void TransformerModel::set_block_names(std::vector<std::string> names) {
-  block_names_ = std::move(names);
+void TransformerModel::set_block_names(const std::string &layer_prefix) {
+  block_names_ = {"embeddings"};
+  for (int64_t i = 0; i < shape().layers; ++i) block_names_.push_back(layer_prefix + std::to_string(i));
+  block_names_.push_back("head");
   block_tensors_.assign(block_names_.size(), {});
 }
 

@@ -62,7 +62,8 @@ class TransformerModel : public Model {
   // same values), registers and returns the parameter; registration order is the engine's order.
   torch::Tensor add(const std::string &name, std::vector<int64_t> sizes, uint32_t block, Init init,
                     bool hf_transposed = false);
-  void set_block_names(std::vector<std::string> names);
+  // The blocks: "embeddings", one per layer named layer_prefix + index, then "head".
+  void set_block_names(const std::string &layer_prefix);
   double dropout_p() const { return training_ ? options_.dropout : 0.0; }
   torch::Tensor dropout(const torch::Tensor &x) const {
     return dropout_p() > 0 ? torch::dropout(x, dropout_p(), /*train=*/true) : x;
