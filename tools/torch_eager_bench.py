@@ -1,18 +1,40 @@
 #!/usr/bin/env python3
 """The torch eager peer of zfcore's GPU benchmark: the same model shape (a plain torch model of
-the Qwen2 or GPT-2 architecture), fp32 parameters under autocast bf16, fused AdamW, synthetic
-tokens, warm-up steps then timed steps. Prints one line of JSON: step ms, tokens/s, peak GiB.
+the Qwen2 or GPT-2 architecture), fp32 parameters, fused AdamW, synthetic tokens, warm-up steps
+then timed steps with the loss on the host every step. Prints one line of JSON: step ms,
+tokens/s, peak GiB.
 
 usage: torch_eager_bench.py {qwen2-1.5b,gpt2} --batch 8 --seq 512 [--warmup 3 --steps 10]
+       torchrun --standalone --nproc_per_node N torch_eager_bench.py SHAPE --parallel MODE [...]
+       mpirun -np N python3 torch_eager_bench.py SHAPE --parallel MODE [...]
+
+--parallel (one process per GPU, NCCL; --batch is per GPU, each rank draws its own tokens):
+  none           one GPU, autocast bf16 (the default)
+  ddp            DistributedDataParallel (default buckets, fp32 gradients), autocast bf16
+  fsdp2          FSDP2 fully_shard on each layer, then the root (which holds the tied embedding and
+                 output head), reshard_after_forward=False (ZeRO-2-like); bf16 compute parameters
+                 via MixedPrecisionPolicy, fp32 sharded parameters and AdamW state, gradients
+                 reduce-scattered in --reduce-dtype
+  fsdp2-reshard  the same with reshard_after_forward=True on the layers (ZeRO-3-like); the root
+                 keeps FSDP2's root default (False: it is needed first in the backward)
+Under mpirun, OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK} stand for RANK, WORLD_SIZE and LOCAL_RANK,
+and MASTER_ADDR/MASTER_PORT default to 127.0.0.1:29517. Rank 0 prints the JSON line: step ms
+(rank 0's mean), tokens/s over all GPUs and per GPU, peak GiB (per GPU, the largest rank's).
 """
 import argparse
+import contextlib
 import json
 import math
+import os
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+PARALLEL = ("none", "ddp", "fsdp2", "fsdp2-reshard")
+MASTER_PORT = "29517"
 
 SHAPES = {
     # hidden, layers, heads, kv_heads, intermediate, vocab, rope_theta, norm_eps
@@ -114,56 +136,182 @@ class Model(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
 
 
-def main():
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("shape", choices=sorted(SHAPES))
-    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=8, help="sequences per GPU")
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("torch_eager_bench.py: no GPU visible to torch")
-    torch.manual_seed(0)
-    model = Model(SHAPES[args.shape])
+    parser.add_argument("--seed", type=int, default=0, help="weights: seed; tokens: seed + rank")
+    parser.add_argument("--parallel", choices=PARALLEL, default="none")
+    parser.add_argument("--reduce-dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="fsdp2*: MixedPrecisionPolicy.reduce_dtype of the gradient reduce-scatter")
+    return parser.parse_args()
+
+
+def init_distributed():
+    """Joins the NCCL group of torchrun's or mpirun's processes: (rank, world size, local rank)."""
+    env = os.environ
+    for name, ompi in (("RANK", "OMPI_COMM_WORLD_RANK"), ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"),
+                       ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")):
+        if name not in env and ompi in env:
+            env[name] = env[ompi]
+    env.setdefault("RANK", "0")
+    env.setdefault("WORLD_SIZE", "1")
+    env.setdefault("LOCAL_RANK", "0")
+    env.setdefault("MASTER_ADDR", "127.0.0.1")
+    env.setdefault("MASTER_PORT", MASTER_PORT)
+    local_rank = int(env["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    return dist.get_rank(), dist.get_world_size(), local_rank
+
+
+def build_model(shape, seed):
+    """The model on the CPU with the same weights on every rank (FSDP2 does not broadcast them)."""
+    torch.manual_seed(seed)
+    model = Model(SHAPES[shape])
     with torch.no_grad():  # GPT-2 style initialization, so that the loss starts near ln(vocab)
         for name, p in model.named_parameters():
             if p.dim() == 2:
                 p.normal_(0.0, 0.02)
             elif name.endswith("bias"):
                 p.zero_()
-    model = model.cuda()
-    params = sum(p.numel() for p in model.parameters())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
-    vocab = SHAPES[args.shape]["vocab"]
-    ids = torch.randint(0, vocab, (args.batch, args.seq + 1), device="cuda")
-    inputs, targets = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    return model
 
+
+def fsdp2(model, reshard_after_forward, reduce_dtype, mesh):
+    """FSDP2: one group per layer, then the root's group, which holds what is left: the embedding
+    (so the tied output head, used at both ends of the forward, lives in one group), the final norm
+    and GPT-2's positions. The root keeps FSDP2's default for roots (no reshard after the forward:
+    the backward starts with it). bf16 compute copies of the fp32 sharded parameters."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)
+    for layer in model.layers:
+        fully_shard(layer, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
+
+
+def parallelize(model, args, world, local_rank):
+    if args.parallel == "ddp":
+        return nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])
+    if args.parallel.startswith("fsdp2"):
+        from torch.distributed.device_mesh import init_device_mesh
+        return fsdp2(model, args.parallel == "fsdp2-reshard", getattr(torch, args.reduce_dtype),
+                     init_device_mesh("cuda", (world,)))
+    return model
+
+
+class AdamW:
+    """Fused AdamW. With fallback, a fused kernel that refuses the parameters (FSDP2's DTensors) at
+    the first step gives way to foreach AdamW, which then takes that step; `kind` says which runs."""
+
+    def __init__(self, params, fallback=False):
+        self.params, self.fallback, self.kind = list(params), fallback, "fused"
+        self.optimizer = self.make(fused=True)
+
+    def make(self, fused):
+        kind = dict(fused=True) if fused else dict(foreach=True)
+        return torch.optim.AdamW(self.params, lr=1e-4, weight_decay=0.01, **kind)
+
+    def step(self):
+        try:
+            self.optimizer.step()
+        except (RuntimeError, NotImplementedError) as error:
+            if not self.fallback or self.kind != "fused":
+                raise
+            self.kind = "foreach (fused failed: %s)" % str(error).strip().splitlines()[0][:160]
+            self.optimizer = self.make(fused=False)
+            self.optimizer.step()
+
+    def zero_grad(self):
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def make_step(model, optimizer, inputs, targets, autocast):
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
             loss = model(inputs, targets)
         loss.backward()
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         return loss.item()  # the loss reaches the host every step, as zfcore reports it
 
-    for _ in range(args.warmup):
+    return step
+
+
+def tokens(args, rank, device):
+    """This rank's batch: --batch x --seq tokens (and the next ones as targets), seed + rank."""
+    torch.manual_seed(args.seed + rank)
+    ids = torch.randint(0, SHAPES[args.shape]["vocab"], (args.batch, args.seq + 1), device=device)
+    return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+
+
+def run(step, warmup, steps, distributed):
+    """Warm-up steps, then timed steps: (mean step ms, last loss); the memory peak from then on."""
+    for _ in range(warmup):
         step()
     torch.cuda.synchronize()
+    if distributed:
+        dist.barrier()
     torch.cuda.reset_peak_memory_stats()
     times = []
-    for _ in range(args.steps):
+    for _ in range(steps):
         started = time.perf_counter()
         loss = step()
         times.append((time.perf_counter() - started) * 1000)
-    ms = sum(times) / len(times)
-    print(json.dumps({
-        "system": "torch eager (autocast bf16, fused AdamW)", "shape": args.shape, "params": params,
-        "batch": args.batch, "seq": args.seq, "step_ms": round(ms, 2),
-        "tokens_per_s": round(args.batch * args.seq / (ms / 1000)),
-        "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2), "loss": round(loss, 4),
-        "torch": torch.__version__, "device": torch.cuda.get_device_name(),
-    }))
+    return sum(times) / len(times), loss
+
+
+def peak_bytes(distributed):
+    """max_memory_allocated of this GPU, or the largest over the ranks."""
+    peak = torch.tensor([torch.cuda.max_memory_allocated()], dtype=torch.int64, device="cuda")
+    if distributed:
+        dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+    return int(peak.item())
+
+
+def report(args, params, world, ms, loss, peak, adamw):
+    tokens_per_gpu = args.batch * args.seq / (ms / 1000)
+    common = {"shape": args.shape, "params": params, "batch": args.batch, "seq": args.seq}
+    tail = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    if args.parallel == "none":  # the single-GPU line, as it always was
+        return {"system": "torch eager (autocast bf16, fused AdamW)", **common, "step_ms": round(ms, 2),
+                "tokens_per_s": round(tokens_per_gpu), "peak_gib": round(peak / 2**30, 2),
+                "loss": round(loss, 4), **tail}
+    if args.parallel == "ddp":
+        system, extra = "torch DDP (autocast bf16)", {"param_dtype": "float32 (autocast bf16)",
+                                                      "reduce_dtype": "float32"}
+    else:
+        system = "torch FSDP2 (reshard_after_forward=%s)" % (args.parallel == "fsdp2-reshard")
+        extra = {"param_dtype": "bfloat16 (fp32 shards)", "reduce_dtype": args.reduce_dtype}
+    return {"system": system, "parallel": args.parallel, **common, "world_size": world,
+            "step_ms": round(ms, 2), "tokens_per_s": round(tokens_per_gpu * world),
+            "tokens_per_s_per_gpu": round(tokens_per_gpu), "peak_gib": round(peak / 2**30, 2),
+            "loss": round(loss, 4), "adamw": adamw, **extra, **tail}
+
+
+def main():
+    args = parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("torch_eager_bench.py: no GPU visible to torch")
+    distributed = args.parallel != "none"
+    rank, world, local_rank = init_distributed() if distributed else (0, 1, 0)
+    model = build_model(args.shape, args.seed).cuda()
+    params = sum(p.numel() for p in model.parameters())
+    model = parallelize(model, args, world, local_rank)
+    fsdp = args.parallel.startswith("fsdp2")
+    optimizer = AdamW(model.parameters(), fallback=fsdp)
+    inputs, targets = tokens(args, rank, "cuda")
+    ms, loss = run(make_step(model, optimizer, inputs, targets, autocast=not fsdp), args.warmup, args.steps,
+                   distributed)
+    peak = peak_bytes(distributed)
+    if rank == 0:
+        print(json.dumps(report(args, params, world, ms, loss, peak, optimizer.kind)), flush=True)
+    if distributed:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
   comm_.barrier();
 
   std::vector<std::pair<std::string, at::Tensor>> tensors = {{"master", state.master}, {"rng", state.rng}};
+  if (state.device_rng.defined()) tensors.emplace_back("device_rng", state.device_rng);
   for (const auto &[name, tensor] : state.optimizer) tensors.emplace_back("optimizer." + name, tensor);
   std::map<std::string, std::string> metadata = {
       {"step", std::to_string(state.step)},
@@ -128,6 +129,7 @@ void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) con
     stored.read_into("optimizer." + name, tensor);
   }
   state.rng = stored.load("rng");
+  if (stored.has("device_rng")) state.device_rng = stored.load("device_rng");
   state.step = std::stoll(field("step"));
 }
 

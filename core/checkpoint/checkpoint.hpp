@@ -26,6 +26,7 @@ struct TrainingState {
   at::Tensor master;          // fp32 master shard
   std::vector<std::pair<std::string, at::Tensor>> optimizer;  // named optimizer state tensors
   at::Tensor rng;             // torch's CPU generator state (uint8)
+  at::Tensor device_rng;      // the GPU's generator state (GPU runs; undefined otherwise)
 };
 
 class CheckpointStore {

@@ -24,6 +24,8 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("log_every", ZF_PARAM_INT, "1", "print one step line every N steps", kMin, 1),
         decl("timing_warmup", ZF_PARAM_INT, "2", "steps left out of the mean step time", kMin, 0),
         decl("device", ZF_PARAM_STRING, "cpu", "where the model computes", 0, 0, 0, "cpu|cuda"),
+        decl("deterministic", ZF_PARAM_BOOL, "false",
+             "GPU: deterministic kernels only (runs repeat bit for bit; somewhat slower)"),
         decl("threads", ZF_PARAM_INT, "0", "intra-op threads of the training thread (0 = automatic)", kMin, 0),
         decl("progress", ZF_PARAM_STRING, "auto", "progress bar: auto (on a terminal), on, off", 0, 0, 0, "auto|on|off")}},
       {"train",

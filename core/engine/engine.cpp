@@ -17,6 +17,7 @@
 #include "runtime/log.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 
 #include <csignal>
 #include <unistd.h>
@@ -249,8 +250,9 @@ class Trainer {
                (unsigned long long)plan.shard_begin, (unsigned long long)plan.shard_end, (unsigned long long)numel);
     shard_begin_ = plan.shard_begin;
     shard_end_ = plan.shard_end;
+    prefetch_numel_ = plan.prefetch_numel;
     dtype_ = compute_dtype(config_);
-    flat_->materialize(numel, dtype_, runtime_.memory, on_gpu() ? ZF_TIER_DEVICE : ZF_TIER_HOST);
+    flat_->materialize(numel, dtype_, runtime_.memory, tier());
 
     // Every rank starts from rank 0's parameters.
     comm_.broadcast(view_of(flat_->params), 0, runtime_.compute_stream);
@@ -265,7 +267,7 @@ class Trainer {
     master_.copy_(flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())));
     padded_numel_ = numel;
     if (stage.file().descriptor->capabilities & ZF_CAP_SHARD_PARAMETERS) shard_parameters(std::move(resident));
-    if (stage_reduce_block()) grad_shards_ = std::make_unique<ShardedGradients>(*flat_, runtime_.memory, shard_numel());
+    if (stage_reduce_block()) grad_shards_ = std::make_unique<ShardedGradients>(*flat_, runtime_.memory, tier(), shard_numel());
 
     auto &optimizer = *plugins_.optimizer.instance;
     optimizer.check(optimizer.api<zf_optimizer_api>()->init_state(optimizer.object(), shard_numel(), &error), error,
@@ -283,7 +285,19 @@ class Trainer {
 
   uint64_t shard_numel() const { return shard_end_ - shard_begin_; }
   bool on_gpu() const { return runtime_.device == ZF_DEVICE_CUDA; }
+  zf_tier tier() const { return on_gpu() ? ZF_TIER_DEVICE : ZF_TIER_HOST; }  // of the model's buffers
   void *stream() const { return runtime_.compute_stream; }
+
+  // Stage entries that move data (after_backward, reduce_block, gather_block) queue it on the
+  // communication stream (GPU runs), after the compute queued so far; the compute stream waits for
+  // it where it needs the results (join_comm). On CPU both streams are NULL and this changes nothing.
+  zf_step_buffers on_comm(zf_step_buffers b) const {
+    if (!runtime_.comm_stream) return b;
+    stream_wait(runtime_.comm_stream, stream());
+    b.stream = runtime_.comm_stream;
+    return b;
+  }
+  void join_comm() const { stream_wait(stream(), runtime_.comm_stream); }
 
   // The optimizer updates the master weights where they live: a GPU run keeps them on the GPU
   // (offloading them to the host comes with the offload tiers), a CPU run on the host.
@@ -317,8 +331,9 @@ class Trainer {
   // From here on this rank holds its shard of the parameters plus the resident blocks; the
   // other blocks are gathered around their forward and backward.
   void shard_parameters(std::vector<uint8_t> resident) {
-    sharded_ = std::make_unique<ShardedParameters>(*flat_, runtime_.memory, shard_begin_, shard_end_,
+    sharded_ = std::make_unique<ShardedParameters>(*flat_, runtime_.memory, tier(), shard_begin_, shard_end_,
                                                    std::move(resident));
+    gathered_.assign(sharded_->block_count(), nullptr);
     gather_resident_blocks(0);
   }
 
@@ -344,21 +359,23 @@ class Trainer {
       for (size_t tied : model_->tied_blocks(block)) grad_shards_->hold(uint32_t(tied));
     }
     enter_block(block, step);
+    prefetch_after(block, -1, step);
     call_hook(plugins_.stage.instance->api<zf_stage_api>()->before_backward, "before_backward", block, b);
   }
 
   // A block's backward is done: the stage reduces its gradients into the owners' shards, then
   // its gradient memory and (sharded) parameters go.
+  // On a GPU the reduction runs on the communication stream beside the next blocks' backward.
   void finish_block_backward(uint32_t block, const zf_step_buffers &b) {
-    call_hook(plugins_.stage.instance->api<zf_stage_api>()->after_backward, "after_backward", block, b);
+    zf_step_buffers comm = on_comm(b);
+    call_hook(plugins_.stage.instance->api<zf_stage_api>()->after_backward, "after_backward", block, comm);
     if (grad_shards_) {
-      uint32_t timer = timers_.id("grad_reduce");  // inside bwd: reducing a block into the shards
-      timers_.start(timer, stream());
-      zf_step_buffers with_grads = b;
-      with_grads.block_grads = grad_shards_->block_view(block);
-      call_hook(stage_reduce_block(), "reduce_block", block, with_grads);
-      grad_shards_->release(block);
-      timers_.stop(timer, stream());
+      uint32_t timer = timers_.id("grad_reduce");  // reducing a block into the shards (GPU: comm stream)
+      timers_.start(timer, comm.stream);
+      comm.block_grads = grad_shards_->block_view(block);
+      call_hook(stage_reduce_block(), "reduce_block", block, comm);
+      timers_.stop(timer, comm.stream);
+      grad_shards_->release(block, record_event(runtime_.comm_stream), stream());
     }
     leave_block(block);
   }
@@ -369,17 +386,52 @@ class Trainer {
     return flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
   }
 
-  void gather_block(uint32_t block, int64_t step) {
+  // Gathers on the communication stream. The compute stream waits for the block's parameters
+  // now, or, gathered ahead (prefetch), when the block is entered.
+  void gather_block(uint32_t block, int64_t step, bool ahead = false) {
     auto &stage = *plugins_.stage.instance;
     const auto *api = stage.api<zf_stage_api>();
-    uint32_t timer = timers_.id("param_gather");  // inside fwd/bwd: the wait for a block's parameters
-    timers_.start(timer, stream());
     sharded_->hold(block);
-    zf_step_buffers b = buffers(step, uint32_t(grad_accum_ - 1));
+    zf_step_buffers b = on_comm(buffers(step, uint32_t(grad_accum_ - 1)));
+    uint32_t timer = timers_.id("param_gather");  // gathering a block's parameters (GPU: comm stream)
+    timers_.start(timer, b.stream);
     b.block_params = sharded_->block_view(block);
     zf_error error{};
     stage.check(api->gather_block(stage.object(), block, &b, &error), error, "gather_block");
-    timers_.stop(timer, stream());
+    timers_.stop(timer, b.stream);
+    void *gathered = record_event(runtime_.comm_stream);
+    if (ahead) gathered_[block] = gathered;
+    else wait_event(stream(), gathered);
+  }
+
+  // The compute stream waits for a block gathered ahead (no-op otherwise).
+  void wait_gathered(uint32_t block) {
+    wait_event(stream(), gathered_[block]);
+    gathered_[block] = nullptr;
+  }
+
+  // A block and the blocks whose tied weights it reads: what must be held while it computes.
+  std::vector<uint32_t> needed_by(uint32_t block) const {
+    std::vector<uint32_t> needed = {block};
+    for (size_t tied : model_->tied_blocks(block)) needed.push_back(uint32_t(tied));
+    return needed;
+  }
+
+  // GPU runs: gathers the blocks that follow `block` in the direction of travel (+1 forward, -1
+  // backward), up to the stage's prefetch_numel elements and at least the next one, on the
+  // communication stream while `block` computes.
+  void prefetch_after(uint32_t block, int direction, int64_t step) {
+    if (!sharded_ || !runtime_.comm_stream || prefetch_numel_ == 0) return;
+    uint64_t ahead = 0;
+    for (int64_t next = int64_t(block) + direction; next >= 0 && next < int64_t(sharded_->block_count());
+         next += direction) {
+      for (uint32_t b : needed_by(uint32_t(next))) {
+        if (sharded_->resident(b)) continue;
+        if (!sharded_->held(b)) gather_block(b, step, /*ahead=*/true);
+        ahead += flat_->layout().blocks[b].numel;
+      }
+      if (ahead >= prefetch_numel_) break;
+    }
   }
 
   // Resident blocks hold gathered copies: refresh them after the shard changed.
@@ -389,17 +441,21 @@ class Trainer {
   }
 
   // Before a block computes (forward, backward or evaluation): gather it, and the blocks whose
-  // tied weights it reads, if they are released.
+  // tied weights it reads, if they are released; wait for them if they were gathered ahead.
   void enter_block(uint32_t block, int64_t step) {
     if (!sharded_) return;
-    if (!sharded_->resident(block)) gather_block(block, step);
-    for (size_t tied : model_->tied_blocks(block))
-      if (!sharded_->resident(uint32_t(tied)) && !sharded_->held(uint32_t(tied))) gather_block(uint32_t(tied), step);
+    for (uint32_t b : needed_by(block)) {
+      if (sharded_->resident(b)) continue;
+      if (sharded_->held(b)) wait_gathered(b);
+      else gather_block(b, step);
+    }
   }
   void leave_block(uint32_t block) {
     if (!sharded_) return;
-    sharded_->release(block);
-    for (size_t tied : model_->tied_blocks(block)) sharded_->release(uint32_t(tied));
+    for (uint32_t b : needed_by(block)) {
+      wait_gathered(b);  // the compute stream frees the memory: no gather may still write it
+      sharded_->release(b);
+    }
   }
 
   // Every rank gathers every block, so that rank 0 can export or sample the whole model.
@@ -442,7 +498,12 @@ class Trainer {
       state.optimizer.emplace_back(name, tensor_of(view));
     }
     state.rng = at::detail::getDefaultCPUGenerator().get_state();
+    if (on_gpu()) state.device_rng = device_generator().get_state();
     return state;
+  }
+
+  at::Generator device_generator() const {
+    return at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, c10::DeviceIndex(runtime_.device_index)));
   }
 
   void save_checkpoint(int64_t step) {
@@ -467,6 +528,7 @@ class Trainer {
     checkpoints_->load(*from, state);
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     generator.set_state(state.rng);
+    if (on_gpu() && state.device_rng.defined()) device_generator().set_state(state.device_rng);
     {
       torch::NoGradGuard no_grad;
       params_shard().copy_(master_);
@@ -490,15 +552,6 @@ class Trainer {
     json.key("optimizer").value(plugins_.optimizer.instance->name());
     json.key("stage").value(plugins_.stage.instance->name()).end_object();
     return json.str();
-  }
-
-  static torch::Tensor tensor_of(const zf_tensor_view &view) {
-    ZF_REQUIRE(view.device == ZF_DEVICE_CPU, "device-resident optimizer state is checkpointed in a later version");
-    static const std::map<zf_dtype, torch::Dtype> dtypes = {
-        {ZF_DTYPE_F32, torch::kFloat32}, {ZF_DTYPE_BF16, torch::kBFloat16}, {ZF_DTYPE_F16, torch::kFloat16},
-        {ZF_DTYPE_F64, torch::kFloat64}, {ZF_DTYPE_I32, torch::kInt32},    {ZF_DTYPE_I64, torch::kInt64},
-        {ZF_DTYPE_U8, torch::kUInt8}};
-    return torch::from_blob(view.data, {int64_t(view.numel)}, torch::TensorOptions().dtype(dtypes.at(view.dtype)));
   }
 
   zf_step_buffers buffers(int64_t step, uint32_t micro) const {
@@ -543,6 +596,7 @@ class Trainer {
       size_t blocks = flat_->layout().block_count;
       for (size_t block = 0; block < blocks; ++block) {
         enter_block(uint32_t(block), step);
+        prefetch_after(uint32_t(block), +1, step);
         call_hook(stage_api->before_forward, "before_forward", uint32_t(block), b);
         hidden = model_->forward_block(block, hidden, batch);
         call_hook(stage_api->after_forward, "after_forward", uint32_t(block), b);
@@ -566,6 +620,8 @@ class Trainer {
       }
       loss.backward();
       finish_block_backward(0, b);
+      if (grad_shards_) grad_shards_->release_all(stream());
+      join_comm();
       timers_.stop(t.bwd_inner, stream());
       loss_sum += loss.item<double>();
       if (micro + 1 == grad_accum_) {
@@ -818,6 +874,8 @@ class Trainer {
   int64_t eval_every_ = 0;
   std::unique_ptr<FlatBuffers> flat_;
   std::unique_ptr<ShardedParameters> sharded_;  // only under a stage that shards parameters
+  std::vector<void *> gathered_;  // per block: event after its gather ahead, until entered
+  uint64_t prefetch_numel_ = 0;   // elements the stage lets the host gather ahead (GPU runs)
   std::unique_ptr<ShardedGradients> grad_shards_;  // only under a stage that reduces per block
   uint64_t padded_numel_ = 0;  // elements of the flat buffers (>= layout numel)
   torch::Dtype dtype_ = torch::kFloat32;
@@ -841,6 +899,7 @@ class Trainer {
 
 RunSummary train(const Config &config, Runtime &runtime, PluginRegistry &registry) {
   if (config.string("run", "device") == "cuda" && runtime.device != ZF_DEVICE_CUDA) use_cuda_device(runtime);
+  if (config.boolean("run", "deterministic")) use_deterministic_kernels();
   int64_t threads = config.integer("run", "threads");
   if (threads == 0)
     threads = std::max<int64_t>(1, int64_t(runtime.worker_cores.size()) / std::max(1, runtime.comm->local_size()));

@@ -5,6 +5,7 @@
 #include <c10/core/Device.h>
 
 #include <cstring>
+#include <map>
 
 namespace zf {
 
@@ -30,6 +31,18 @@ zf_tensor_view view_of(const torch::Tensor &tensor) {
   view.device = tensor.is_cuda() ? ZF_DEVICE_CUDA : ZF_DEVICE_CPU;
   view.device_index = tensor.is_cuda() ? tensor.get_device() : 0;
   return view;
+}
+
+torch::Tensor tensor_of(const zf_tensor_view &view) {
+  static const std::map<zf_dtype, torch::Dtype> dtypes = {
+      {ZF_DTYPE_F32, torch::kFloat32}, {ZF_DTYPE_BF16, torch::kBFloat16}, {ZF_DTYPE_F16, torch::kFloat16},
+      {ZF_DTYPE_F64, torch::kFloat64}, {ZF_DTYPE_I32, torch::kInt32},    {ZF_DTYPE_I64, torch::kInt64},
+      {ZF_DTYPE_U8, torch::kUInt8}};
+  auto dtype = dtypes.find(view.dtype);
+  ZF_REQUIRE(dtype != dtypes.end(), "ABI view with unknown dtype %d", int(view.dtype));
+  auto options = torch::TensorOptions().dtype(dtype->second);
+  if (view.device == ZF_DEVICE_CUDA) options = options.device(torch::kCUDA, c10::DeviceIndex(view.device_index));
+  return torch::from_blob(view.data, {int64_t(view.numel)}, options);
 }
 
 torch::Tensor ledger_tensor(MemoryLedger &ledger, zf_tier tier, uint64_t numel, torch::Dtype dtype,

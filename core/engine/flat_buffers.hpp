@@ -55,6 +55,7 @@ torch::Tensor ledger_tensor(MemoryLedger &ledger, zf_tier tier, uint64_t numel, 
                             const std::string &tag);
 
 zf_tensor_view view_of(const torch::Tensor &tensor);  // contiguous tensor -> ABI view
+torch::Tensor tensor_of(const zf_tensor_view &view);  // ABI view -> 1-D tensor on its memory (not owned)
 zf_dtype abi_dtype(torch::Dtype dtype);
 
 }  // namespace zf

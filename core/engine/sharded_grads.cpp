@@ -1,15 +1,15 @@
 #include "engine/sharded_grads.hpp"
 
-#include <cstring>
+#include "runtime/device.hpp"
 
 namespace zf {
 
-ShardedGradients::ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, uint64_t shard_numel)
-    : blocks_(flat.layout(), ledger, flat.grads.scalar_type()) {
-  shard = ledger_tensor(ledger, ZF_TIER_HOST, shard_numel, flat.grads.scalar_type(), "grads.shard");
+ShardedGradients::ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_numel)
+    : blocks_(flat.layout(), ledger, tier, flat.grads.scalar_type()) {
+  shard = ledger_tensor(ledger, tier, shard_numel, flat.grads.scalar_type(), "grads.shard");
   for (uint32_t b = 0; b < flat.layout().block_count; ++b) {
     flat.bind_block_grads(b, blocks_.add("grads.block"));
-    release(b);
+    blocks_.detach(b);
   }
   flat.grads = torch::Tensor();  // the last reference: the whole buffer goes back to the ledger
 }
@@ -17,11 +17,25 @@ ShardedGradients::ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, uint
 void ShardedGradients::hold(uint32_t block) {
   if (held(block)) return;
   blocks_.attach(block, "grads.block");
-  std::memset(blocks_[block].data_ptr(), 0, blocks_[block].storage().nbytes());
+  torch::NoGradGuard no_grad;
+  blocks_[block].zero_();
 }
 
-void ShardedGradients::release(uint32_t block) {
-  if (held(block)) blocks_.detach(block);
+void ShardedGradients::release(uint32_t block, void *reduced, void *compute_stream) {
+  if (!held(block)) return;
+  reducing_.emplace_back(block, reduced);
+  while (reducing_.size() > 1 || (reducing_.size() == 1 && !reduced)) detach_oldest(compute_stream);
+}
+
+void ShardedGradients::release_all(void *compute_stream) {
+  while (!reducing_.empty()) detach_oldest(compute_stream);
+}
+
+void ShardedGradients::detach_oldest(void *compute_stream) {
+  auto [block, reduced] = reducing_.front();
+  reducing_.pop_front();
+  wait_event(compute_stream, reduced);
+  blocks_.detach(block);
 }
 
 }  // namespace zf

@@ -6,27 +6,35 @@
 
 #include "engine/sharded_params.hpp"
 
-
+#include <deque>
+#include <utility>
 
 namespace zf {
 
 class ShardedGradients {
  public:
-  // Gives each block its own (detached) gradient storage, re-points the parameters' .grad and
-  // frees flat.grads.
-  ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, uint64_t shard_numel);
+  // Gives each block its own (detached) gradient storage on tier, re-points the parameters'
+  // .grad and frees flat.grads.
+  ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_numel);
   ShardedGradients(const ShardedGradients &) = delete;
   ShardedGradients &operator=(const ShardedGradients &) = delete;
 
   torch::Tensor shard;  // this rank's reduced gradients, ledger "grads.shard"
 
   bool held(uint32_t block) const { return blocks_.held(block); }
-  void hold(uint32_t block);     // attaches zeroed memory ("grads.block"); a no-op when held
-  void release(uint32_t block);  // detaches it
+  void hold(uint32_t block);  // attaches zeroed memory ("grads.block"); a no-op when held
+  // Detaches the block's memory once the reduction that reads it is done: `reduced` is an event
+  // (record_event) after it on the communication stream, NULL when it is done already (CPU).
+  // A GPU run keeps the newest block until the next release, so the compute stream (which reuses
+  // the memory) waits for a reduction that had a block's backward to finish in.
+  void release(uint32_t block, void *reduced, void *compute_stream);
+  void release_all(void *compute_stream);  // what release kept, after the last block
   zf_tensor_view block_view(uint32_t block) const { return blocks_.view(block, "gradients"); }
 
  private:
+  void detach_oldest(void *compute_stream);
   BlockStorage blocks_;
+  std::deque<std::pair<uint32_t, void *>> reducing_;  // block, event after its reduction
 };
 
 }  // namespace zf

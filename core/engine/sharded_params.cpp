@@ -9,13 +9,13 @@
 
 namespace zf {
 
-ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, uint64_t shard_begin,
+ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_begin,
                                      uint64_t shard_end, std::vector<uint8_t> resident)
-    : resident_(std::move(resident)), blocks_(flat.layout(), ledger, flat.params.scalar_type()) {
+    : resident_(std::move(resident)), blocks_(flat.layout(), ledger, tier, flat.params.scalar_type()) {
   const zf_layout &layout = flat.layout();
   ZF_REQUIRE(resident_.size() == layout.block_count, "internal: one residency flag per block");
   torch::NoGradGuard no_grad;
-  shard = ledger_tensor(ledger, ZF_TIER_HOST, shard_end - shard_begin, flat.params.scalar_type(), "params.shard");
+  shard = ledger_tensor(ledger, tier, shard_end - shard_begin, flat.params.scalar_type(), "params.shard");
   shard.copy_(flat.params.narrow(0, int64_t(shard_begin), int64_t(shard_end - shard_begin)));
   for (uint32_t b = 0; b < layout.block_count; ++b) {
     const zf_block &block = layout.blocks[b];
@@ -27,24 +27,24 @@ ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, ui
   flat.params = torch::Tensor();  // the last reference: the full buffer goes back to the ledger
 }
 
-void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, uint64_t bytes, const char *tag) {
+void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, zf_tier tier, uint64_t bytes, const char *tag) {
   c10::StorageImpl *storage = tensor.storage().unsafeGetStorageImpl();
-  void *memory = ledger.allocate(ZF_TIER_HOST, bytes, tag);
+  void *memory = ledger.allocate(tier, bytes, tag);
   MemoryLedger *owner = &ledger;
   storage->set_data_ptr_noswap(c10::InefficientStdFunctionContext::makeDataPtr(
-      memory, [owner](void *p) { owner->release(p); }, c10::Device(c10::kCPU)));
+      memory, [owner](void *p) { owner->release(p); }, storage->device()));
   storage->set_nbytes(bytes);
 }
 
 void detach_memory(const torch::Tensor &tensor) {
   c10::StorageImpl *storage = tensor.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));  // frees the memory
+  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, storage->device()));  // frees the memory
   storage->set_nbytes(0);
 }
 
 torch::Tensor BlockStorage::add(const char *tag) {
   uint32_t block = count();
-  storage_.push_back(ledger_tensor(ledger_, ZF_TIER_HOST, bytes(block) / c10::elementSize(dtype_), dtype_, tag));
+  storage_.push_back(ledger_tensor(ledger_, tier_, bytes(block) / c10::elementSize(dtype_), dtype_, tag));
   return storage_.back();
 }
 
@@ -52,7 +52,9 @@ uint64_t BlockStorage::bytes(uint32_t block) const {
   return std::max<uint64_t>(layout_.blocks[block].numel, 1) * c10::elementSize(dtype_);
 }
 
-void BlockStorage::attach(uint32_t block, const char *tag) { attach_memory(storage_[block], ledger_, bytes(block), tag); }
+void BlockStorage::attach(uint32_t block, const char *tag) {
+  attach_memory(storage_[block], ledger_, tier_, bytes(block), tag);
+}
 
 zf_tensor_view BlockStorage::view(uint32_t block, const char *what) const {
   ZF_REQUIRE(held(block), "internal: block %u's %s are released", block, what);

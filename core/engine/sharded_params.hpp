@@ -12,17 +12,19 @@
 
 namespace zf {
 
-// Attaches `bytes` of fresh ledger memory (tag) to tensor's storage, or detaches it: the tensor,
-// its views and whatever autograd saved of them keep the storage object throughout.
-void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, uint64_t bytes, const char *tag);
+// Attaches `bytes` of fresh ledger memory (tier, tag) to tensor's storage, or detaches it: the
+// tensor, its views and whatever autograd saved of them keep the storage object throughout.
+// Device memory comes from (and goes back to) the compute stream's pool.
+void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, zf_tier tier, uint64_t bytes, const char *tag);
 void detach_memory(const torch::Tensor &tensor);
 
-// One storage per block of the layout (at least one element each), whose memory comes and goes:
-// a block is held while memory is attached. Shared by the sharded parameters and gradients.
+// One storage per block of the layout (at least one element each) on a tier (host, or device on
+// a GPU run), whose memory comes and goes: a block is held while memory is attached. Shared by
+// the sharded parameters and gradients.
 class BlockStorage {
  public:
-  BlockStorage(const zf_layout &layout, MemoryLedger &ledger, torch::Dtype dtype)
-      : layout_(layout), ledger_(ledger), dtype_(dtype) {}
+  BlockStorage(const zf_layout &layout, MemoryLedger &ledger, zf_tier tier, torch::Dtype dtype)
+      : layout_(layout), ledger_(ledger), tier_(tier), dtype_(dtype) {}
   // Allocates the next block's storage (ledger tag), attached.
   torch::Tensor add(const char *tag);
   bool held(uint32_t block) const { return storage_[block].storage().nbytes() > 0; }
@@ -39,16 +41,17 @@ class BlockStorage {
 
   const zf_layout &layout_;
   MemoryLedger &ledger_;
+  zf_tier tier_;
   torch::Dtype dtype_;
   std::vector<torch::Tensor> storage_;
 };
 
 class ShardedParameters {
  public:
-  // Takes this rank's shard out of flat.params (already initialized on every rank), gives each
-  // block its own storage (resident blocks keep a copy, the others start released), re-points
-  // the model parameters and frees flat.params.
-  ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, uint64_t shard_begin, uint64_t shard_end,
+  // Takes this rank's shard out of flat.params (already initialized on every rank, on tier),
+  // gives each block its own storage (resident blocks keep a copy, the others start released),
+  // re-points the model parameters and frees flat.params.
+  ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_begin, uint64_t shard_end,
                     std::vector<uint8_t> resident);
   ShardedParameters(const ShardedParameters &) = delete;
   ShardedParameters &operator=(const ShardedParameters &) = delete;

@@ -2,6 +2,8 @@
 // let an exception reach plugin code.
 #include "plugin/plugin_instance.hpp"
 
+#include "engine/flat_buffers.hpp"
+#include "runtime/device.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
 
@@ -64,7 +66,13 @@ struct HostCallbacks {
       return nullptr;
     }
   }
-  static void mem_free(const zf_host *host, void *pointer) { self(host).runtime_.memory.release(pointer); }
+  // Device memory goes back to the compute stream's pool: collectives still queued on the
+  // communication stream may read it, so they finish first (plugins free rarely: teardown, growth).
+  static void mem_free(const zf_host *host, void *pointer) {
+    Runtime &runtime = self(host).runtime_;
+    if (runtime.comm_stream) synchronize_stream(runtime.comm_stream);
+    runtime.memory.release(pointer);
+  }
   static void mem_account(const zf_host *host, zf_tier tier, const char *tag, int64_t delta) {
     PluginInstance &p = self(host);
     p.runtime_.memory.account(tier, format("%s.%s", p.name(), tag ? tag : "unnamed"), delta);
@@ -108,28 +116,54 @@ struct HostCallbacks {
   static zf_status all_reduce(const zf_host *host, zf_tensor_view buffer, zf_reduce_op op, void *stream,
                               zf_error *error) {
     return guarded(error, ZF_ERROR_COMMUNICATION,
-                   [&] { self(host).runtime_.comm->all_reduce(buffer, op, stream); });
+                   [&] { self(host).runtime_.comm->all_reduce(buffer, op, on(host, stream)); });
   }
   static zf_status reduce_scatter(const zf_host *host, zf_tensor_view send, zf_tensor_view recv,
                                   zf_reduce_op op, void *stream, zf_error *error) {
     return guarded(error, ZF_ERROR_COMMUNICATION,
-                   [&] { self(host).runtime_.comm->reduce_scatter(send, recv, op, stream); });
+                   [&] { self(host).runtime_.comm->reduce_scatter(send, recv, op, on(host, stream)); });
   }
   static zf_status all_gather(const zf_host *host, zf_tensor_view send, zf_tensor_view recv, void *stream,
                               zf_error *error) {
     return guarded(error, ZF_ERROR_COMMUNICATION,
-                   [&] { self(host).runtime_.comm->all_gather(send, recv, stream); });
+                   [&] { self(host).runtime_.comm->all_gather(send, recv, on(host, stream)); });
   }
   static zf_status broadcast(const zf_host *host, zf_tensor_view buffer, int32_t root, void *stream,
                              zf_error *error) {
     return guarded(error, ZF_ERROR_COMMUNICATION,
-                   [&] { self(host).runtime_.comm->broadcast(buffer, root, stream); });
+                   [&] { self(host).runtime_.comm->broadcast(buffer, root, on(host, stream)); });
   }
   static zf_status reduce(const zf_host *host, zf_tensor_view send, zf_tensor_view recv, zf_reduce_op op,
                           int32_t root, void *stream, zf_error *error) {
     return guarded(error, ZF_ERROR_COMMUNICATION,
-                   [&] { self(host).runtime_.comm->reduce(send, recv, op, root, stream); });
+                   [&] { self(host).runtime_.comm->reduce(send, recv, op, root, on(host, stream)); });
   }
+  // The ABI's NULL stream is the compute stream.
+  static void *on(const zf_host *host, void *stream) { return stream ? stream : self(host).runtime_.compute_stream; }
+
+  static zf_status copy(const zf_host *host, zf_tensor_view dst, zf_tensor_view src, void *stream, zf_error *error) {
+    return guarded(error, ZF_ERROR_INVALID_ARGUMENT, [&] {
+      same_shape(dst, src, "copy");
+      uint64_t bytes = tensor_of(dst).nbytes();
+      if (dst.device == ZF_DEVICE_CPU && src.device == ZF_DEVICE_CPU) std::memmove(dst.data, src.data, bytes);
+      else device_copy(dst.data, src.data, bytes, on(host, stream));
+    });
+  }
+  static zf_status accumulate(const zf_host *host, zf_tensor_view dst, zf_tensor_view src, void *stream,
+                              zf_error *error) {
+    return guarded(error, ZF_ERROR_INVALID_ARGUMENT, [&] {
+      same_shape(dst, src, "accumulate");
+      ZF_REQUIRE(dst.device == src.device, "accumulate: dst and src are on different devices");
+      if (dst.device == ZF_DEVICE_CPU) tensor_of(dst).add_(tensor_of(src));
+      else device_accumulate(dst, src, on(host, stream));
+    });
+  }
+  static void same_shape(const zf_tensor_view &dst, const zf_tensor_view &src, const char *what) {
+    ZF_REQUIRE(dst.numel == src.numel && dst.dtype == src.dtype,
+               "%s: dst has %llu elements of dtype %d, src %llu of dtype %d", what, (unsigned long long)dst.numel,
+               int(dst.dtype), (unsigned long long)src.numel, int(src.dtype));
+  }
+
   static zf_status barrier(const zf_host *host, zf_error *error) {
     return guarded(error, ZF_ERROR_COMMUNICATION, [&] { self(host).runtime_.comm->barrier(); });
   }
@@ -171,6 +205,8 @@ PluginInstance::PluginInstance(const PluginFile &file, Runtime &runtime, const P
   host_.barrier = HostCallbacks::barrier;
   host_.worker_cores = HostCallbacks::worker_cores;
   host_.reduce = HostCallbacks::reduce;
+  host_.copy = HostCallbacks::copy;
+  host_.accumulate = HostCallbacks::accumulate;
 
   // Every kind's table starts with struct_size, create, destroy (ZF_OBJECT_ENTRIES).
   const auto *api = static_cast<const zf_stage_api *>(file.descriptor->api);

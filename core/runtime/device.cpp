@@ -1,15 +1,19 @@
 // The CUDA device layer (runtime/device.hpp). CPU builds compile the fallbacks at the end.
 #include "runtime/device.hpp"
 
+#include "engine/flat_buffers.hpp"
+
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
 
 #include <cstdlib>
 
 #if ZF_WITH_CUDA
+#include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
@@ -79,6 +83,37 @@ class CudaEventClock final : public EventClock {
   std::vector<cudaEvent_t> pool_;
 };
 
+// Events that order streams (no timing): taken by record_event, given back by wait_event.
+class OrderingEvents {
+ public:
+  cudaEvent_t take() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!pool_.empty()) {
+        cudaEvent_t event = pool_.back();
+        pool_.pop_back();
+        return event;
+      }
+    }
+    cudaEvent_t event = nullptr;
+    ZF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+  }
+  void give_back(cudaEvent_t event) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pool_.push_back(event);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<cudaEvent_t> pool_;
+};
+
+OrderingEvents &ordering_events() {
+  static OrderingEvents *events = new OrderingEvents;  // lives until exit: hooks may run late
+  return *events;
+}
+
 double comm_timeout_s() {
   const char *text = std::getenv("ZF_COMM_TIMEOUT_S");
   if (!text || !*text) return 600.0;
@@ -115,11 +150,17 @@ void use_cuda_device(Runtime &runtime) {
   runtime.device = ZF_DEVICE_CUDA;
   runtime.device_index = local;
   runtime.compute_stream = stream.stream();
+  runtime.comm_stream = c10::cuda::getStreamFromPool(true, c10::DeviceIndex(local)).stream();
   runtime.memory.set_allocator(ZF_TIER_DEVICE, {device_allocate, device_release});
   runtime.memory.set_allocator(ZF_TIER_PINNED_HOST, {pinned_allocate, pinned_release});
   runtime.timers.set_event_clock(std::make_unique<CudaEventClock>());
   if (runtime.comm->world_size() > 1)
     runtime.comm = make_nccl_communicator(std::move(runtime.comm), local, comm_timeout_s());
+}
+
+void use_deterministic_kernels() {
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);  // read when torch creates its cuBLAS handle
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
 }
 
 DeviceMemory device_memory() {
@@ -139,7 +180,27 @@ void synchronize_stream(void *stream) { ZF_CUDA_CHECK(cudaStreamSynchronize(stat
 
 void device_copy(void *to, const void *from, uint64_t bytes, void *stream) {
   if (to == from || bytes == 0) return;
-  ZF_CUDA_CHECK(cudaMemcpyAsync(to, from, size_t(bytes), cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+  ZF_CUDA_CHECK(cudaMemcpyAsync(to, from, size_t(bytes), cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+}
+
+void device_accumulate(const zf_tensor_view &dst, const zf_tensor_view &src, void *stream) {
+  if (dst.numel == 0) return;
+  auto index = c10::DeviceIndex(dst.device_index);
+  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(stream), index));
+  tensor_of(dst).add_(tensor_of(src));
+}
+
+void *record_event(void *stream) {
+  if (!stream) return nullptr;
+  cudaEvent_t event = ordering_events().take();
+  ZF_CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
+  return event;
+}
+
+void wait_event(void *stream, void *event) {
+  if (!event) return;
+  ZF_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
+  ordering_events().give_back(static_cast<cudaEvent_t>(event));  // the wait holds what it needs
 }
 
 }  // namespace zf
@@ -158,10 +219,14 @@ namespace {
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
 void use_cuda_device(Runtime &) { no_cuda("run.device = \"cuda\""); }
+void use_deterministic_kernels() {}  // CPU kernels of a run already repeat bit for bit
 DeviceMemory device_memory() { return {}; }
 void reset_device_memory_peak() {}
 void synchronize_stream(void *) {}
 void device_copy(void *, const void *, uint64_t, void *) { no_cuda("device copy"); }
+void device_accumulate(const zf_tensor_view &, const zf_tensor_view &, void *) { no_cuda("device accumulate"); }
+void *record_event(void *) { return nullptr; }
+void wait_event(void *, void *) {}
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator>, int, double) {
   no_cuda("NCCL communicator");
 }

@@ -25,12 +25,25 @@ struct DeviceMemory {
   uint64_t allocated = 0, allocated_peak = 0;  // held by tensors and ledger blocks
   uint64_t reserved = 0, reserved_peak = 0;    // obtained from the driver by the allocator
 };
+// Deterministic kernels from here on (cuBLAS with a fixed workspace, attention and reductions
+// without atomics), so that a GPU run repeats bit for bit. Call before the first GPU matmul.
+void use_deterministic_kernels();
+
 DeviceMemory device_memory();
 void reset_device_memory_peak();
 
 void synchronize_stream(void *stream);  // waits for one stream, never the whole device
-// Copies bytes between device buffers in stream order.
+// Copies bytes in stream order (device and pinned or plain host memory, any direction).
 void device_copy(void *to, const void *from, uint64_t bytes, void *stream);
+// dst += src on the device in stream order (fp32 arithmetic, rounded once to the dtype).
+void device_accumulate(const zf_tensor_view &dst, const zf_tensor_view &src, void *stream);
+
+// Ordering between streams, none of it waiting on the host. An event marks what a stream has
+// queued so far; wait_event makes another stream wait for it and takes the event back. All are
+// no-ops given NULL streams/events (CPU runs), so callers need no branches.
+void *record_event(void *stream);
+void wait_event(void *stream, void *event);
+inline void stream_wait(void *waiter, void *waited) { wait_event(waiter, record_event(waited)); }
 
 // The NCCL communicator (comm/nccl.cpp): device buffers through NCCL on its own stream, ordered
 // against the caller's stream with events; host buffers through `host`, which also bootstraps

@@ -18,6 +18,7 @@ struct Runtime {
   zf_device device = ZF_DEVICE_CPU;
   int device_index = 0;
   void *compute_stream = nullptr;
+  void *comm_stream = nullptr;  // the stages' collectives that overlap compute (GPU runs)
   std::vector<int> worker_cores;  // for plugin worker threads (see runtime/affinity.hpp)
 
   // A single-process CPU runtime (tests, benchmarks): rank 0 of 1, all allowed cores for workers.

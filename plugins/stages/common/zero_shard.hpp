@@ -1,7 +1,9 @@
 // zero_shard.hpp: what the ZeRO stages (zero1, zero2, zero3) share. The flat buffer is padded to
 // world_size equal shards; rank r owns elements [r * S, (r + 1) * S). A bucketed collective moves
 // the same relative range [a, a + len) of every rank's shard at once, through a staging buffer
-// (the host's collectives do not alias send and receive buffers).
+// (the host's collectives do not alias send and receive buffers). Everything here works on host
+// and device buffers alike: copies and sums go through the host (ABI 1.2) on the stream the
+// entry was given, and staging lives where the data does.
 #pragma once
 
 #include <zf/zf_plugin.hpp>
@@ -56,7 +58,34 @@ inline Knobs read_knobs(const zf::Config &cfg) {
        "gradients live in one flat buffer (always so in zfcore; accepted for DeepSpeed configs)", 0, 0,      \
        nullptr, nullptr}
 
-// A host buffer that grows to the largest bucket seen, once, accounted under tag.
+// The stages copy and sum through the host (ABI 1.2), so that device buffers work as host ones.
+inline zf_status require_abi_1_2(const zf_host *host, const char *stage, zf_error *error) {
+  if (host->struct_size >= offsetof(zf_host, accumulate) + sizeof(void *) && host->copy && host->accumulate)
+    return ZF_OK;
+  return zf::fail(error, ZF_ERROR_UNSUPPORTED, "%s needs a host with plugin ABI 1.2 or newer (copy, accumulate)", stage);
+}
+
+// dst = src (same numel and dtype), in stream order.
+inline zf_status copy(const zf_host *host, const zf_tensor_view &dst, const zf_tensor_view &src, void *stream,
+                      zf_error *error) {
+  return host->copy(host, dst, src, stream, error);
+}
+
+// The view of numel elements of like's dtype and device at data.
+inline zf_tensor_view view_at(const zf_tensor_view &like, void *data, uint64_t numel) {
+  zf_tensor_view v = like;
+  v.data = data;
+  v.numel = numel;
+  return v;
+}
+
+// Element `element` of view.
+inline char *element_at(const zf_tensor_view &view, uint64_t element) {
+  return static_cast<char *>(view.data) + element * zf::dtype_size(view.dtype);
+}
+
+// A buffer where the data lives (host memory, or the device's for device data) that grows to
+// the largest bucket seen, once, accounted under tag.
 class Staging {
  public:
   Staging(const zf_host *host, const char *tag) : host_(host), tag_(tag) {}
@@ -65,11 +94,13 @@ class Staging {
   ~Staging() {
     if (data_) host_->mem_free(host_, data_);
   }
-  zf_status reserve(zf_dtype dtype, uint64_t numel, zf_error *error) {
-    uint64_t bytes = numel * zf::dtype_size(dtype);
+  // Room for numel elements like `like` (its dtype, on its device).
+  zf_status reserve(const zf_tensor_view &like, uint64_t numel, zf_error *error) {
+    uint64_t bytes = numel * zf::dtype_size(like.dtype);
     if (bytes <= bytes_) return ZF_OK;
     if (data_) host_->mem_free(host_, data_);
-    data_ = static_cast<char *>(host_->mem_alloc(host_, ZF_TIER_HOST, bytes, tag_, error));
+    zf_tier tier = like.device == ZF_DEVICE_CPU ? ZF_TIER_HOST : ZF_TIER_DEVICE;
+    data_ = static_cast<char *>(host_->mem_alloc(host_, tier, bytes, tag_, error));
     bytes_ = data_ ? bytes : 0;
     return data_ ? ZF_OK : ZF_ERROR_OUT_OF_MEMORY;
   }
@@ -82,7 +113,8 @@ class Staging {
   uint64_t bytes_ = 0;
 };
 
-// Staged, bucketed reduce-scatter and all-gather over the shard-relative range [begin, end).
+// Staged, bucketed reduce-scatter and all-gather over the shard-relative range [begin, end), and
+// bucketed all-reduce; device work is queued on `stream`.
 class Collectives {
  public:
   Collectives(const zf_host *host, uint64_t shard, const Knobs &knobs)
@@ -91,30 +123,31 @@ class Collectives {
   uint64_t shard() const { return shard_; }
 
   // After it, rank r's part of every relative element in [begin, end) holds the sum over ranks.
-  zf_status reduce_scatter(const zf_tensor_view &grads, uint64_t begin, uint64_t end, zf_error *error) {
+  zf_status reduce_scatter(const zf_tensor_view &grads, uint64_t begin, uint64_t end, void *stream, zf_error *error) {
     uint64_t world = uint64_t(host_->world_size);
     uint64_t step = std::max<uint64_t>(1, knobs_.reduce_bucket_size / world);
     for (uint64_t a = begin; a < end; a += step) {
       uint64_t len = std::min(step, end - a);
       // Whole shards: the buffer is already in rank order, only the received part is staged.
       bool whole = len == shard_;
-      zf_status status = staging_.reserve(grads.dtype, whole ? len : len * (world + 1), error);
+      zf_status status = staging_.reserve(grads, whole ? len : len * (world + 1), error);
       if (status != ZF_OK) return status;
-      size_t element = zf::dtype_size(grads.dtype);
-      char *send = whole ? static_cast<char *>(grads.data) : staging_.data();
-      char *recv = whole ? staging_.data() : staging_.data() + len * world * element;
-      for (uint64_t r = 0; r < world && !whole; ++r)
-        std::memcpy(send + r * len * element, at(grads, r * shard_ + a), len * element);
-      status = host_->reduce_scatter(host_, view(grads, send, len * world), view(grads, recv, len), ZF_REDUCE_SUM,
-                                     nullptr, error);
+      zf_tensor_view send = view_at(grads, whole ? grads.data : staging_.data(), len * world);
+      zf_tensor_view recv = view_at(grads, whole ? staging_.data() : element_at(send, len * world), len);
+      for (uint64_t r = 0; r < world && !whole && status == ZF_OK; ++r)
+        status = copy(host_, view_at(grads, element_at(send, r * len), len),
+                      view_at(grads, element_at(grads, r * shard_ + a), len), stream, error);
+      if (status == ZF_OK) status = host_->reduce_scatter(host_, send, recv, ZF_REDUCE_SUM, stream, error);
+      if (status == ZF_OK)
+        status = copy(host_, view_at(grads, element_at(grads, uint64_t(host_->rank) * shard_ + a), len), recv, stream,
+                      error);
       if (status != ZF_OK) return status;
-      std::memcpy(at(grads, uint64_t(host_->rank) * shard_ + a), recv, len * element);
     }
     return ZF_OK;
   }
 
   // After it, every rank holds every rank's part of the relative elements [begin, end).
-  zf_status all_gather(const zf_tensor_view &params, uint64_t begin, uint64_t end, zf_error *error) {
+  zf_status all_gather(const zf_tensor_view &params, uint64_t begin, uint64_t end, void *stream, zf_error *error) {
     uint64_t world = uint64_t(host_->world_size);
     uint64_t step = std::max<uint64_t>(1, knobs_.allgather_bucket_size / world);
     for (uint64_t a = begin; a < end; a += step) {
@@ -122,56 +155,52 @@ class Collectives {
       // Whole shards: gather straight into the buffer; only this rank's part is staged (the
       // collectives do not alias send and receive).
       bool whole = len == shard_;
-      zf_status status = staging_.reserve(params.dtype, whole ? len : len * (world + 1), error);
+      zf_status status = staging_.reserve(params, whole ? len : len * (world + 1), error);
       if (status != ZF_OK) return status;
-      size_t element = zf::dtype_size(params.dtype);
-      char *send = staging_.data();
-      char *recv = whole ? static_cast<char *>(params.data) : staging_.data() + len * element;
-      std::memcpy(send, at(params, uint64_t(host_->rank) * shard_ + a), len * element);
-      status = host_->all_gather(host_, view(params, send, len), view(params, recv, len * world), nullptr, error);
+      zf_tensor_view send = view_at(params, staging_.data(), len);
+      zf_tensor_view recv = view_at(params, whole ? params.data : element_at(send, len), len * world);
+      status = copy(host_, send, view_at(params, element_at(params, uint64_t(host_->rank) * shard_ + a), len), stream,
+                    error);
+      if (status == ZF_OK) status = host_->all_gather(host_, send, recv, stream, error);
+      for (uint64_t r = 0; r < world && !whole && status == ZF_OK; ++r)
+        status = copy(host_, view_at(params, element_at(params, r * shard_ + a), len),
+                      view_at(params, element_at(recv, r * len), len), stream, error);
       if (status != ZF_OK) return status;
-      for (uint64_t r = 0; r < world && !whole; ++r)
-        std::memcpy(at(params, r * shard_ + a), recv + r * len * element, len * element);
     }
     return ZF_OK;
   }
 
-  // Plain bucketed all-reduce of the whole buffer, in place.
-  zf_status all_reduce(const zf_tensor_view &grads, zf_error *error) {
-    for (uint64_t a = 0; a < grads.numel; a += knobs_.reduce_bucket_size) {
-      zf_tensor_view part = grads;
-      part.data = at(grads, a);
-      part.numel = std::min(knobs_.reduce_bucket_size, grads.numel - a);
-      zf_status status = host_->all_reduce(host_, part, ZF_REDUCE_SUM, nullptr, error);
+  // Bucketed all-reduce of the elements [begin, end), in place.
+  zf_status all_reduce(const zf_tensor_view &grads, uint64_t begin, uint64_t end, void *stream, zf_error *error) {
+    uint64_t step = std::max<uint64_t>(1, knobs_.reduce_bucket_size);
+    for (uint64_t a = begin; a < end; a += step) {
+      zf_tensor_view part = view_at(grads, element_at(grads, a), std::min(step, end - a));
+      zf_status status = host_->all_reduce(host_, part, ZF_REDUCE_SUM, stream, error);
       if (status != ZF_OK) return status;
     }
     return ZF_OK;
   }
 
  private:
-  static char *at(const zf_tensor_view &v, uint64_t element) {
-    return static_cast<char *>(v.data) + element * zf::dtype_size(v.dtype);
-  }
-  static zf_tensor_view view(const zf_tensor_view &like, char *data, uint64_t numel) {
-    zf_tensor_view v = like;
-    v.data = data;
-    v.numel = numel;
-    return v;
-  }
   const zf_host *host_;
   uint64_t shard_;
   Knobs knobs_;
   Staging staging_;  // ledger tag "<stage>.staging"
 };
 
-// The gradient side of zero2 and zero3: reduce-scatter during the backward. After block b's
-// backward (on the last micro-step) the gradients of blocks b.. are final; every shard-relative
-// range whose rank-0 part lies there is reduce-scattered once it fills a bucket
-// (reduce_bucket_size elements over all ranks). finish() reduces what is left.
+// Gradient reduction during the backward, for hosts that keep the whole gradient buffer: after
+// block b's backward (on the last micro-step) the gradients of blocks b.. are final, and once a
+// bucket's worth (reduce_bucket_size elements over all ranks) of them is, it is reduced:
+//   all_reduce:     elements [from, end) summed on every rank (zero0, zero1);
+//   reduce_scatter: shard-relative elements [from, end) of every shard summed into their owners'
+//                   (zero2, zero3): the rank-0 part of a relative element is the element itself.
+// finish() reduces what is left. With the host's communication stream, this runs beside the
+// backward of the blocks before.
 class BackwardReducer {
  public:
-  BackwardReducer(const zf_host *host, Collectives &comm, const Knobs &knobs)
-      : host_(host), comm_(comm), knobs_(knobs), pending_end_(comm.shard()) {}
+  enum Mode { all_reduce, reduce_scatter };
+  BackwardReducer(const zf_host *host, Collectives &comm, const Knobs &knobs, Mode mode)
+      : host_(host), comm_(comm), knobs_(knobs), mode_(mode) {}
 
   // Both do nothing when the host shards the gradients itself (grads.data == NULL): then
   // BlockReducer does the work in reduce_block.
@@ -184,24 +213,33 @@ class BackwardReducer {
     uint64_t final_from = block == 0 ? 0 : layout.numel;
     for (uint32_t b = block; b < layout.block_count; ++b)
       if (layout.blocks[b].segment_count) final_from = std::min(final_from, layout.blocks[b].offset);
-    if (final_from >= pending_end_) return ZF_OK;
-    uint64_t bucket = std::max<uint64_t>(1, knobs_.reduce_bucket_size / uint64_t(host_->world_size));
-    if (block != 0 && pending_end_ - final_from < bucket) return ZF_OK;  // wait for a full bucket
-    return reduce_down_to(buffers.grads, final_from, error);
+    uint64_t pending_end = pending_end_of(buffers.grads);
+    if (final_from >= pending_end) return ZF_OK;
+    uint64_t bucket = std::max<uint64_t>(1, knobs_.reduce_bucket_size / ranks_per_element());
+    if (block != 0 && pending_end - final_from < bucket) return ZF_OK;  // wait for a full bucket
+    return reduce_down_to(buffers, final_from, error);
   }
 
   zf_status finish(const zf_step_buffers &buffers, zf_error *error) {
     if (host_->world_size == 1 || !buffers.grads.data) return ZF_OK;
-    zf_status status = reduce_down_to(buffers.grads, 0, error);
-    pending_end_ = comm_.shard();  // the next step starts unreduced
+    zf_status status = reduce_down_to(buffers, 0, error);
+    pending_end_ = kUnset;  // the next step starts unreduced
     return status;
   }
 
  private:
-  // Reduce-scatters the relative range [from, pending_end_) and marks it done.
-  zf_status reduce_down_to(const zf_tensor_view &grads, uint64_t from, zf_error *error) {
-    if (from >= pending_end_) return ZF_OK;
-    zf_status status = comm_.reduce_scatter(grads, from, pending_end_, error);
+  static constexpr uint64_t kUnset = ~uint64_t(0);
+  uint64_t ranks_per_element() const { return mode_ == reduce_scatter ? uint64_t(host_->world_size) : 1; }
+  uint64_t pending_end_of(const zf_tensor_view &grads) const {
+    return pending_end_ != kUnset ? pending_end_ : mode_ == reduce_scatter ? comm_.shard() : grads.numel;
+  }
+
+  // Reduces the range [from, pending end) and marks it done.
+  zf_status reduce_down_to(const zf_step_buffers &buffers, uint64_t from, zf_error *error) {
+    uint64_t end = pending_end_of(buffers.grads);
+    if (from >= end) return ZF_OK;
+    zf_status status = mode_ == reduce_scatter ? comm_.reduce_scatter(buffers.grads, from, end, buffers.stream, error)
+                                               : comm_.all_reduce(buffers.grads, from, end, buffers.stream, error);
     if (status == ZF_OK) pending_end_ = from;
     return status;
   }
@@ -209,7 +247,8 @@ class BackwardReducer {
   const zf_host *host_;
   Collectives &comm_;
   Knobs knobs_;
-  uint64_t pending_end_;  // shard-relative elements [pending_end_, shard) are reduced this step
+  Mode mode_;
+  uint64_t pending_end_ = kUnset;  // elements [pending_end_, end) are reduced this step
 };
 
 // Sharded gradients (host ABI 1.1, reduce_block): after each block's backward, the block's
@@ -233,19 +272,19 @@ class BlockReducer {
     for (uint64_t owner = b.offset / shard_; owner < world() && owner * shard_ < b.offset + b.numel; ++owner) {
       uint64_t lo = std::max(b.offset, owner * shard_), hi = std::min(b.offset + b.numel, (owner + 1) * shard_);
       for (uint64_t at = lo; at < hi; at += piece) {
-        uint64_t len = std::min(piece, hi - at);
-        zf_tensor_view send = grads;
-        send.data = static_cast<char *>(grads.data) + (at - b.offset) * zf::dtype_size(grads.dtype);
-        send.numel = len;
+        zf_tensor_view send = view_at(grads, element_at(grads, at - b.offset), std::min(piece, hi - at));
         zf_tensor_view sum = send;  // one rank: its own gradients are the sum
         if (world() > 1) {
-          zf_status status = staging_.reserve(grads.dtype, len, error);
+          zf_status status = staging_.reserve(grads, send.numel, error);
           if (status != ZF_OK) return status;
           sum.data = staging_.data();
           status = host_->reduce(host_, send, sum, ZF_REDUCE_SUM, int32_t(owner), buffers.stream, error);
           if (status != ZF_OK) return status;
         }
-        if (owner == uint64_t(host_->rank)) add_into(buffers.grad_shard, at - owner * shard_, sum);
+        if (owner != uint64_t(host_->rank)) continue;
+        zf_tensor_view mine = view_at(buffers.grad_shard, element_at(buffers.grad_shard, at - owner * shard_), sum.numel);
+        zf_status status = host_->accumulate(host_, mine, sum, buffers.stream, error);
+        if (status != ZF_OK) return status;
       }
     }
     return ZF_OK;
@@ -253,22 +292,6 @@ class BlockReducer {
 
  private:
   uint64_t world() const { return uint64_t(host_->world_size); }
-
-  // shard[offset + i] += values[i], in the compute dtype.
-  static void add_into(const zf_tensor_view &shard, uint64_t offset, const zf_tensor_view &values) {
-    if (shard.dtype == ZF_DTYPE_F32) {
-      float *out = static_cast<float *>(shard.data) + offset;
-      const float *in = static_cast<const float *>(values.data);
-      for (uint64_t i = 0; i < values.numel; ++i) out[i] += in[i];
-      return;
-    }
-    uint16_t *out = static_cast<uint16_t *>(shard.data) + offset;
-    for (uint64_t i = 0; i < values.numel; ++i) {
-      float total = zf::load_float(shard, offset + i) + zf::load_float(values, i);
-      out[i] = shard.dtype == ZF_DTYPE_BF16 ? zf::float_to_bf16(total) : zf::float_to_f16(total);
-    }
-  }
-
   const zf_host *host_;
   uint64_t shard_;
   Knobs knobs_;

@@ -1,6 +1,7 @@
 // zero1: optimizer-state sharding. Rank r owns 1/N of the fp32 master parameters and optimizer
 // state (the engine allocates only the planned shard). Gradients are all-reduced in buckets as in
-// zero0, each rank updates its shard, and the updated parameters are all-gathered in buckets.
+// zero0 (during the backward with overlap_comm), each rank updates its shard, and the updated
+// parameters are all-gathered in buckets.
 #include "../common/zero_shard.hpp"
 
 #include <memory>
@@ -13,12 +14,14 @@ struct Zero1 {
   const zf_host *host;
   Knobs knobs;
   std::unique_ptr<Collectives> comm;  // made by plan, once the shard size is known
+  std::unique_ptr<BackwardReducer> reducer;
 };
 
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
+  if (zf_status status = require_abi_1_2(host, "zero1", error); status != ZF_OK) return status;
   return zf::guard(error, [&] {
     zf::Config cfg(host, config);
-    *out = reinterpret_cast<zf_object *>(new Zero1{host, read_knobs(cfg), nullptr});
+    *out = reinterpret_cast<zf_object *>(new Zero1{host, read_knobs(cfg), nullptr, nullptr});
   });
 }
 
@@ -30,35 +33,38 @@ zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, 
     uint64_t shard = 0;
     plan_shard(self->host, layout, plan, &shard);
     self->comm = std::make_unique<Collectives>(self->host, shard, self->knobs);
+    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs, BackwardReducer::all_reduce);
   });
 }
 
+zf_status after_backward(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
+  return reinterpret_cast<Zero1 *>(object)->reducer->after_backward(block, *buffers, error);
+}
+
 zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
-  auto *self = reinterpret_cast<Zero1 *>(object);
-  if (self->host->world_size == 1) return ZF_OK;
-  return self->comm->all_reduce(buffers->grads, error);
+  return reinterpret_cast<Zero1 *>(object)->reducer->finish(*buffers, error);
 }
 
 zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
   auto *self = reinterpret_cast<Zero1 *>(object);
   if (self->host->world_size == 1) return ZF_OK;
-  return self->comm->all_gather(buffers->params, 0, self->comm->shard(), error);
+  return self->comm->all_gather(buffers->params, 0, self->comm->shard(), buffers->stream, error);
 }
 
 const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
 
 const zf_stage_api api = {
     sizeof(zf_stage_api), create, destroy, plan,
-    nullptr, nullptr, nullptr, nullptr,  // no block hooks: gradients are reduced after the backward
+    nullptr, nullptr, nullptr, after_backward,
     reduce_gradients, gather_parameters,
     nullptr,  // gather_block: every rank holds every parameter
 };
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero1", ZF_KIND_STAGE,
-    sizeof params / sizeof params[0], params, "0.1.0",
+    sizeof params / sizeof params[0], params, "0.2.0",
     "ZeRO-1: fp32 master and optimizer state sharded; gradients all-reduced, parameters all-gathered",
-    ZF_CAP_CPU | ZF_CAP_SHARD_OPTIMIZER, &api,
+    ZF_CAP_CPU | ZF_CAP_CUDA | ZF_CAP_SHARD_OPTIMIZER, &api,
 };
 
 }  // namespace

@@ -20,6 +20,7 @@ struct Zero2 {
 };
 
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
+  if (zf_status status = require_abi_1_2(host, "zero2", error); status != ZF_OK) return status;
   return zf::guard(error, [&] {
     zf::Config cfg(host, config);
     *out = reinterpret_cast<zf_object *>(new Zero2{host, read_knobs(cfg), nullptr, nullptr, nullptr});
@@ -34,7 +35,8 @@ zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, 
     uint64_t shard = 0;
     plan_shard(self->host, layout, plan, &shard);
     self->comm = std::make_unique<Collectives>(self->host, shard, self->knobs);
-    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs);
+    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs,
+                                                      BackwardReducer::reduce_scatter);
     self->block_reducer = std::make_unique<BlockReducer>(self->host, shard, self->knobs);
   });
 }
@@ -54,7 +56,7 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
   auto *self = reinterpret_cast<Zero2 *>(object);
   if (self->host->world_size == 1) return ZF_OK;
-  return self->comm->all_gather(buffers->params, 0, self->comm->shard(), error);
+  return self->comm->all_gather(buffers->params, 0, self->comm->shard(), buffers->stream, error);
 }
 
 const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
@@ -69,9 +71,9 @@ const zf_stage_api api = {
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero2", ZF_KIND_STAGE,
-    sizeof params / sizeof params[0], params, "0.1.0",
+    sizeof params / sizeof params[0], params, "0.2.0",
     "ZeRO-2: zero1 + gradients reduce-scattered in buckets during the backward",
-    ZF_CAP_CPU | ZF_CAP_SHARD_OPTIMIZER | ZF_CAP_SHARD_GRADIENTS, &api,
+    ZF_CAP_CPU | ZF_CAP_CUDA | ZF_CAP_SHARD_OPTIMIZER | ZF_CAP_SHARD_GRADIENTS, &api,
 };
 
 }  // namespace

@@ -8,8 +8,9 @@
 //
 // A block's range crosses the shards of one or more ranks, unevenly; each owner broadcasts its
 // part straight into the block storage (in allgather_bucket_size pieces), so no staging is needed.
-// On CPU the collectives block, so there is nothing to prefetch: prefetch_bucket_size is accepted
-// and has no effect.
+// On a GPU the host gathers the next blocks (up to prefetch_bucket_size elements, at least one)
+// on its communication stream while the current block computes; on CPU the collectives block,
+// so the host does not prefetch there.
 #include "../common/zero_shard.hpp"
 
 #include <memory>
@@ -23,6 +24,7 @@ struct Zero3 {
   Knobs knobs;
   uint64_t persistence_threshold;
   uint64_t max_live;
+  uint64_t prefetch;
   std::unique_ptr<Collectives> comm;
   std::unique_ptr<BackwardReducer> reducer;  // hosts that keep the whole gradient buffer
   std::unique_ptr<BlockReducer> block_reducer;  // hosts that shard gradients (ABI 1.1)
@@ -30,11 +32,12 @@ struct Zero3 {
 };
 
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
+  if (zf_status status = require_abi_1_2(host, "zero3", error); status != ZF_OK) return status;
   return zf::guard(error, [&] {
     zf::Config cfg(host, config);
-    cfg.integer("prefetch_bucket_size");  // validated by the host; nothing to prefetch on CPU
     *out = reinterpret_cast<zf_object *>(new Zero3{host, read_knobs(cfg), uint64_t(cfg.integer("param_persistence_threshold")),
-                                                   uint64_t(cfg.integer("max_live_parameters")), nullptr, nullptr, nullptr, 0});
+                                                   uint64_t(cfg.integer("max_live_parameters")),
+                                                   uint64_t(cfg.integer("prefetch_bucket_size")), nullptr, nullptr, nullptr, 0});
   });
 }
 
@@ -47,8 +50,11 @@ zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, 
   return zf::guard(error, [&] {
     plan_shard(self->host, layout, plan, &self->shard);
     self->comm = std::make_unique<Collectives>(self->host, self->shard, self->knobs);
-    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs);
+    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs,
+                                                      BackwardReducer::reduce_scatter);
     self->block_reducer = std::make_unique<BlockReducer>(self->host, self->shard, self->knobs);
+    if (plan->struct_size >= offsetof(zf_stage_plan, prefetch_numel) + sizeof(uint64_t))
+      plan->prefetch_numel = self->prefetch;
     uint64_t live = 0, resident_blocks = 0;
     for (uint32_t b = 0; b < layout->block_count; ++b) {
       uint64_t numel = layout->blocks[b].numel;
@@ -68,24 +74,21 @@ zf_status gather_block(zf_object *object, uint32_t block, const zf_step_buffers 
   const zf_block &b = buffers->layout->blocks[block];
   const zf_tensor_view &shard = buffers->param_shard;
   const zf_tensor_view &out = buffers->block_params;
-  size_t element = zf::dtype_size(out.dtype);
   uint64_t world = uint64_t(self->host->world_size), rank = uint64_t(self->host->rank);
   uint64_t piece = std::max<uint64_t>(1, self->knobs.allgather_bucket_size);
   for (uint64_t owner = b.offset / self->shard; owner < world && owner * self->shard < b.offset + b.numel; ++owner) {
     uint64_t lo = std::max(b.offset, owner * self->shard);
     uint64_t hi = std::min(b.offset + b.numel, (owner + 1) * self->shard);
-    char *destination = static_cast<char *>(out.data) + (lo - b.offset) * element;
+    zf_tensor_view part = view_at(out, element_at(out, lo - b.offset), hi - lo);
+    zf_status status = ZF_OK;
     if (owner == rank)
-      std::memcpy(destination, static_cast<const char *>(shard.data) + (lo - owner * self->shard) * element,
-                  (hi - lo) * element);
-    if (world == 1) continue;
-    for (uint64_t at = lo; at < hi; at += piece) {
-      zf_tensor_view part = out;
-      part.data = destination + (at - lo) * element;
-      part.numel = std::min(piece, hi - at);
-      zf_status status = self->host->broadcast(self->host, part, int32_t(owner), buffers->stream, error);
-      if (status != ZF_OK) return status;
+      status = copy(self->host, part, view_at(shard, element_at(shard, lo - owner * self->shard), hi - lo),
+                    buffers->stream, error);
+    for (uint64_t at = lo; at < hi && world > 1 && status == ZF_OK; at += piece) {
+      zf_tensor_view bucket = view_at(out, element_at(out, at - b.offset), std::min(piece, hi - at));
+      status = self->host->broadcast(self->host, bucket, int32_t(owner), buffers->stream, error);
     }
+    if (status != ZF_OK) return status;
   }
   return ZF_OK;
 }
@@ -104,9 +107,9 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 
 const zf_param_decl params[] = {
     ZF_ZERO_COMMON_PARAMS,
-    {"prefetch_bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE, "50000000",
-     "elements of the next blocks to gather ahead (CPU: collectives block, so no prefetch happens)", 0, 0, nullptr,
-     nullptr},
+    {"prefetch_bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "50000000",
+     "elements of the next blocks to gather ahead, at least one block; 0 = none (GPU only: CPU collectives block)",
+     0, 0, nullptr, nullptr},
     {"param_persistence_threshold", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "100000",
      "a block with fewer parameter elements stays gathered (resident) between uses", 0, 0, nullptr, nullptr},
     {"max_live_parameters", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "1000000000",
@@ -124,9 +127,9 @@ const zf_stage_api api = {
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero3", ZF_KIND_STAGE,
-    sizeof params / sizeof params[0], params, "0.1.0",
+    sizeof params / sizeof params[0], params, "0.2.0",
     "ZeRO-3: zero2 + parameters sharded, each block gathered before use and released after",
-    ZF_CAP_CPU | ZF_CAP_SHARD_OPTIMIZER | ZF_CAP_SHARD_GRADIENTS | ZF_CAP_SHARD_PARAMETERS, &api,
+    ZF_CAP_CPU | ZF_CAP_CUDA | ZF_CAP_SHARD_OPTIMIZER | ZF_CAP_SHARD_GRADIENTS | ZF_CAP_SHARD_PARAMETERS, &api,
 };
 
 }  // namespace

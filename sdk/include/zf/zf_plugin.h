@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 1
+#define ZF_ABI_MINOR 2
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -219,6 +219,15 @@ struct zf_host {
    * above. */
   zf_status (*reduce)(const zf_host *host, zf_tensor_view send, zf_tensor_view recv, zf_reduce_op op,
                       int32_t root, void *stream, zf_error *error);
+
+  /* ABI 1.2. Element-wise work on buffers of the run, in stream order on the device (stream NULL =
+   * the compute stream), before return on the host. dst and src have the same numel and dtype.
+   * copy: dst = src, host or device buffers in any direction. accumulate: dst += src (same
+   * device), computed in fp32 and rounded once to the dtype. */
+  zf_status (*copy)(const zf_host *host, zf_tensor_view dst, zf_tensor_view src, void *stream,
+                    zf_error *error);
+  zf_status (*accumulate)(const zf_host *host, zf_tensor_view dst, zf_tensor_view src, void *stream,
+                          zf_error *error);
 };
 
 /* ---- Declared parameters --------------------------------------------------------------------- */
@@ -318,7 +327,11 @@ typedef struct zf_step_buffers {
   const zf_layout *layout;
   zf_tensor_view params; /* working (compute-precision) parameters */
   zf_tensor_view grads;  /* gradients in compute precision, accumulated over micro-steps */
-  void *stream;          /* compute stream, NULL on CPU */
+  void *stream;          /* where the entry queues its device work, NULL on CPU: the compute
+                            stream, except for after_backward, reduce_block and gather_block, which
+                            get the host's communication stream (ABI 1.2); the host orders it
+                            against the compute stream (work queued there starts after the compute
+                            queued so far, and compute waits for it before it reads the results) */
   /* ABI 1.1. With a stage that shards parameters (ZF_CAP_SHARD_PARAMETERS) the full params view
    * above has data == NULL: no rank holds every parameter. */
   zf_tensor_view param_shard;  /* this rank's parameters [shard_begin, shard_end), compute dtype */
@@ -347,6 +360,10 @@ typedef struct zf_stage_plan {
    * just this rank's shard of it and calls gather_block before each use. Blocks left at 1 stay
    * resident (gathered after every optimizer step). Ignored for other stages. */
   uint8_t *block_resident;
+  /* ABI 1.2, with ZF_CAP_SHARD_PARAMETERS: elements of the blocks after the current one (in
+   * execution order) that the host may gather ahead, on its communication stream, while the
+   * current one computes; at least the next block when > 0. 0 on entry = no prefetch. */
+  uint64_t prefetch_numel;
 } zf_stage_plan;
 
 typedef struct zf_stage_api {
