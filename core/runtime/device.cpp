@@ -154,7 +154,8 @@ void use_cuda_device(Runtime &runtime) {
   runtime.memory.set_allocator(ZF_TIER_DEVICE, {device_allocate, device_release});
   runtime.memory.set_allocator(ZF_TIER_PINNED_HOST, {pinned_allocate, pinned_release});
   runtime.timers.set_event_clock(std::make_unique<CudaEventClock>());
-  if (runtime.comm->world_size() > 1)
+  // Under an MPI launcher device buffers go through NCCL, also for one rank (MPI takes host buffers).
+  if (runtime.comm->world_size() > 1 || launched_under_mpi())
     runtime.comm = make_nccl_communicator(std::move(runtime.comm), local, comm_timeout_s());
 }
 

@@ -17,7 +17,8 @@ int cuda_device_count();  // GPUs this process can see (0 without a driver or in
 // Makes runtime a CUDA runtime: binds the process to GPU local_rank (one GPU per local rank),
 // makes a compute stream torch's current stream, installs the caching allocator for the device
 // tier and page-locked memory for the pinned tier, CUDA-event timers, and wraps the communicator
-// so that device buffers go through NCCL (world size > 1). Throws with the reason otherwise.
+// so that device buffers go through NCCL (world size > 1, or any under mpirun). Throws with the
+// reason otherwise.
 void use_cuda_device(Runtime &runtime);
 
 // GPU memory as the caching allocator sees it (bytes), for the current device.
