@@ -15,13 +15,15 @@
 #   --stages-only  only the 2-GPU ZeRO stage benchmarks: no tests, no single-GPU benchmarks
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_JOBS (default: all cores),
 #              ZF_BENCH_STEPS (timed steps, default 10),
-#              ZF_STAGES (the stages of the 2-GPU benchmarks, default "zero0 zero1 zero2 zero3")
+#              ZF_STAGES (the stages of the 2-GPU benchmarks, default "zero0 zero1 zero2 zero3"),
+#              ZF_SINGLE (the single-GPU benchmarks, default "qwen2-1.5b gpt2-124m")
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
 jobs=${ZF_JOBS:-$(nproc)}
 steps=${ZF_BENCH_STEPS:-10}
 stages=${ZF_STAGES:-zero0 zero1 zero2 zero3}
+singles=${ZF_SINGLE:-qwen2-1.5b gpt2-124m}
 run_tests=1 run_bench=1 run_single=1
 for arg in "$@"; do
   case $arg in
@@ -111,8 +113,13 @@ PY
     results+=("$1|$zf_result|$torch_result")
   }
   if [ "$run_single" = 1 ]; then
-    bench qwen2-1.5b examples/gpu/qwen2-1.5b-bench.toml 8 512 qwen2-1.5b
-    bench gpt2-124m examples/gpu/gpt2-124m-bench.toml 4 512 gpt2
+    for single in $singles; do
+      case $single in
+        qwen2-1.5b) bench qwen2-1.5b examples/gpu/qwen2-1.5b-bench.toml 8 512 qwen2-1.5b ;;
+        gpt2-124m) bench gpt2-124m examples/gpu/gpt2-124m-bench.toml 4 512 gpt2 ;;
+        *) echo "ZF_SINGLE: unknown benchmark '$single' (qwen2-1.5b gpt2-124m)" >&2; status=1 ;;
+      esac
+    done
   fi
   gpus=$(nvidia-smi --list-gpus | wc -l)
   stage_results=()

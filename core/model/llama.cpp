@@ -3,6 +3,8 @@
 // except Qwen2's q/k/v biases, untied head unless tie_embeddings.
 #include "model/transformer.hpp"
 
+#include <ATen/Context.h>
+
 namespace zf {
 namespace {
 
@@ -54,9 +56,20 @@ class Llama final : public TransformerModel {
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
     // enable_gqa lets each group of heads / kv_heads query heads share one key/value head
-    // without materializing repeated keys and values.
+    // without materializing repeated keys and values. Under deterministic kernels
+    // (run.deterministic) the keys and values are repeated instead: attention with grouped heads
+    // may pick a kernel that accumulates with atomics, plain attention has a deterministic one.
+    bool grouped = s.kv_heads != s.heads;
+    if (grouped && at::globalContext().deterministicAlgorithms()) {
+      auto repeat = [&](const torch::Tensor &t) {
+        return t.unsqueeze(2).expand({batch, s.kv_heads, s.heads / s.kv_heads, length, d}).reshape({batch, s.heads, length, d});
+      };
+      k = repeat(k);
+      v = repeat(v);
+      grouped = false;
+    }
     torch::Tensor attended = at::scaled_dot_product_attention(q, k, v, {}, dropout_p(), /*is_causal=*/true,
-                                                              std::nullopt, /*enable_gqa=*/s.kv_heads != s.heads);
+                                                              std::nullopt, /*enable_gqa=*/grouped);
     attended = attended.transpose(1, 2).reshape({batch, length, s.heads * d});
     torch::Tensor residual = x + torch::linear(attended, l.o_weight);
     normed = rms_norm(residual, l.post_attention_norm);
