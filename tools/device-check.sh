@@ -6,7 +6,7 @@
 # under mpirun) beside their torch peers under torchrun (tools/torch_eager_bench.py --parallel):
 # DDP beside zero0 and zero1, FSDP2 (reshard_after_forward=False) beside zero2, FSDP2 with
 # reshard_after_forward=True beside zero3; each peer runs once. Every run inherits this shell's
-# environment (source .devkit/prelude.sh first where the machine needs it).
+# environment (set up the toolchain variables first where the machine needs them).
 #
 # usage: tools/device-check.sh [--no-tests] [--no-bench] [--no-single] [--stages-only]
 #   --no-tests     build no tests and run none
