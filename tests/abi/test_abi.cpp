@@ -7,7 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <set>
+#include <vector>
 
 using namespace zf;
 
@@ -134,4 +136,42 @@ TEST_CASE("every built-in plugin passes the host's checks and starts with its de
       // Declining is allowed (e.g. a GPU plugin on this machine).
     }
   }
+}
+
+TEST_CASE("the host's copy and accumulate (ABI 1.2) move and sum host buffers and round once", "[abi]") {
+  PluginRegistry registry({PluginRegistry::builtin_dir()});
+  std::string reason;
+  const PluginFile *file = registry.load(PluginRegistry::builtin_dir() / "zf-stage-zero0.so", &reason);
+  INFO(reason);
+  REQUIRE(file != nullptr);
+  auto runtime = Runtime::single_cpu();
+  PluginConfig config(*file->descriptor, "stage");
+  PluginInstance instance(*file, *runtime, config);
+  const zf_host *host = instance.host();
+  REQUIRE(host->struct_size >= offsetof(zf_host, accumulate) + sizeof(void *));
+  zf_error error{};
+
+  std::vector<float> a = {1.5f, -2.0f, 3.25f}, b = {0, 0, 0};
+  zf_tensor_view va{a.data(), 3, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0}, vb{b.data(), 3, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
+  REQUIRE(host->copy(host, vb, va, nullptr, &error) == ZF_OK);
+  CHECK(b == a);
+  REQUIRE(host->accumulate(host, vb, va, nullptr, &error) == ZF_OK);
+  CHECK(b == std::vector<float>({3.0f, -4.0f, 6.5f}));
+
+  // bf16: the sum is computed in fp32 and rounded once (1 + 2^-8 + 2^-8 = 1 + 2^-7 exactly).
+  std::vector<uint16_t> x = {0x3f80, 0x3f80}, y = {0x3b80, 0x3b80};  // 1.0, and 2^-8
+  zf_tensor_view vx{x.data(), 2, ZF_DTYPE_BF16, ZF_DEVICE_CPU, 0, 0}, vy{y.data(), 2, ZF_DTYPE_BF16, ZF_DEVICE_CPU, 0, 0};
+  REQUIRE(host->accumulate(host, vx, vy, nullptr, &error) == ZF_OK);  // 1 + 2^-8: a tie, to even = 1.0
+  CHECK(x[0] == 0x3f80);
+  std::vector<uint16_t> two = {0x3c00, 0x3c00};  // 2^-7
+  zf_tensor_view vtwo{two.data(), 2, ZF_DTYPE_BF16, ZF_DEVICE_CPU, 0, 0};
+  REQUIRE(host->accumulate(host, vx, vtwo, nullptr, &error) == ZF_OK);  // 1 + 2^-7 is representable
+  CHECK(x[0] == 0x3f81);
+
+  // Mismatched views are an error with the sizes, not a crash.
+  zf_tensor_view short_view = va;
+  short_view.numel = 2;
+  CHECK(host->copy(host, vb, short_view, nullptr, &error) == ZF_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(error.message), Catch::Contains("copy: dst has 3 elements"));
+  CHECK(host->accumulate(host, vb, vx, nullptr, &error) == ZF_ERROR_INVALID_ARGUMENT);
 }
