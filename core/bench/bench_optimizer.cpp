@@ -313,14 +313,8 @@ int bench_optimizer(const std::vector<std::string> &args) {
     p->group = zf_optimizer_group{float(lr),  float(beta1),        float(beta2),
                                   float(eps), float(weight_decay), {}};
     zf_optimizer_step_args &a = p->args;
-    a.struct_size = sizeof a;
-    a.range_count = 1;
-    a.ranges = &p->range;
-    a.groups = &p->group;
-    a.group_count = 1;
-    a.grad_scale = 1.0f;
-    a.params = zf_tensor_view{params, n, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
-    a.grads = zf_tensor_view{grads, n, o.grad_dtype, ZF_DEVICE_CPU, 0, 0};
+    a = optimizer_step_args(&p->range, 1, &p->group, 1, 0, 1.0f, zf_tensor_view{params, n, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
+                            zf_tensor_view{grads, n, o.grad_dtype, ZF_DEVICE_CPU, 0, 0});
     if (params_out) a.params_out = zf_tensor_view{params_out, n, o.out_dtype, ZF_DEVICE_CPU, 0, 0};
     PluginContender *raw = p.get();
     contenders.push_back(Contender{

@@ -661,16 +661,8 @@ class Trainer {
     double lr_factor = schedule_.factor(step);
     for (zf_optimizer_group &group : groups_) group.lr = float(base_lr_ * lr_factor);
     lr_ = base_lr_ * lr_factor;
-    zf_optimizer_step_args args{};
-    args.struct_size = sizeof args;
-    args.range_count = uint32_t(ranges_.size());
-    args.ranges = ranges_.data();
-    args.groups = groups_.data();
-    args.group_count = uint32_t(groups_.size());
-    args.grad_scale = float(mean_scale * clip);
-    args.step = step;
-    args.params = view_of(master_);
-    args.grads = view_of(grads);
+    zf_optimizer_step_args args = optimizer_step_args(ranges_.data(), ranges_.size(), groups_.data(), groups_.size(),
+                                                      step, float(mean_scale * clip), view_of(master_), view_of(grads));
     args.stream = runtime_.compute_stream;
     // An optimizer that writes the low-precision working parameters in its own pass saves the copy.
     bool writes_params = (optimizer.file().descriptor->capabilities & ZF_CAP_LOW_PRECISION_OUT) &&

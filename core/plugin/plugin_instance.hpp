@@ -44,4 +44,23 @@ class PluginInstance {
   zf_object *object_ = nullptr;
 };
 
+// One optimizer step's arguments over ranges and groups (borrowed: they must outlive the step);
+// params_out and stream are left empty for the caller to set where it has them.
+inline zf_optimizer_step_args optimizer_step_args(const zf_optimizer_range *ranges, size_t range_count,
+                                                  const zf_optimizer_group *groups, size_t group_count,
+                                                  int64_t step, float grad_scale, zf_tensor_view params,
+                                                  zf_tensor_view grads) {
+  zf_optimizer_step_args args{};
+  args.struct_size = sizeof args;
+  args.range_count = uint32_t(range_count);
+  args.ranges = ranges;
+  args.groups = groups;
+  args.group_count = uint32_t(group_count);
+  args.grad_scale = grad_scale;
+  args.step = step;
+  args.params = params;
+  args.grads = grads;
+  return args;
+}
+
 }  // namespace zf

@@ -49,16 +49,8 @@ TEST_CASE("adamw_ref: the first AdamW step by hand", "[optimizer]") {
   float p = 1.0f, g = 0.5f;
   zf_optimizer_group group{0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, {}};
   zf_optimizer_range range{0, 1, 0, 0};
-  zf_optimizer_step_args args{};
-  args.struct_size = sizeof args;
-  args.range_count = 1;
-  args.ranges = &range;
-  args.groups = &group;
-  args.group_count = 1;
-  args.grad_scale = 1.0f;
-  args.step = 1;
-  args.params = {&p, 1, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
-  args.grads = {&g, 1, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
+  zf_optimizer_step_args args = optimizer_step_args(&range, 1, &group, 1, 1, 1.0f, {&p, 1, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
+                                                    {&g, 1, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0});
   REQUIRE(ref.api()->step(ref.instance->object(), &args, &error) == ZF_OK);
   // p * (1 - lr wd) = 0.999; m_hat = 0.5, v_hat = 0.25, update = lr * 0.5 / 0.5 = 0.1.
   CHECK(p == Approx(0.899).epsilon(1e-6));
@@ -88,17 +80,10 @@ TEST_CASE("adamw_ref follows AdamW and Adam over many steps, groups, scales and 
           grads_bf16[i] = float_to_bf16(g);
           grads[i] = grad_dtype == ZF_DTYPE_BF16 ? bf16_to_float(grads_bf16[i]) : g;
         }
-        zf_optimizer_step_args args{};
-        args.struct_size = sizeof args;
-        args.range_count = 2;
-        args.ranges = ranges;
-        args.groups = groups;
-        args.group_count = 2;
-        args.grad_scale = 0.5f;
-        args.step = t;
-        args.params = {params.data(), n, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
-        args.grads = grad_dtype == ZF_DTYPE_BF16 ? zf_tensor_view{grads_bf16.data(), n, ZF_DTYPE_BF16, ZF_DEVICE_CPU, 0, 0}
-                                                 : zf_tensor_view{grads.data(), n, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
+        zf_optimizer_step_args args = optimizer_step_args(
+            ranges, 2, groups, 2, t, 0.5f, {params.data(), n, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
+            grad_dtype == ZF_DTYPE_BF16 ? zf_tensor_view{grads_bf16.data(), n, ZF_DTYPE_BF16, ZF_DEVICE_CPU, 0, 0}
+                                        : zf_tensor_view{grads.data(), n, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0});
         args.params_out = {params_bf16.data(), n, ZF_DTYPE_BF16, ZF_DEVICE_CPU, 0, 0};
         REQUIRE(ref.api()->step(ref.instance->object(), &args, &error) == ZF_OK);
         for (uint64_t i = 0; i < 36; ++i)
@@ -121,15 +106,8 @@ TEST_CASE("adamw_ref rejects bad arguments with a message", "[optimizer]") {
   float p[8] = {}, g[8] = {};
   zf_optimizer_group group{1e-3f, 0.9f, 0.999f, 1e-8f, 0, {}};
   zf_optimizer_range range{0, 8, 0, 0};
-  zf_optimizer_step_args args{};
-  args.struct_size = sizeof args;
-  args.range_count = 1;
-  args.ranges = &range;
-  args.groups = &group;
-  args.group_count = 1;
-  args.step = 1;
-  args.params = {p, 8, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
-  args.grads = {g, 8, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
+  zf_optimizer_step_args args = optimizer_step_args(&range, 1, &group, 1, 1, 0.0f, {p, 8, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
+                                                    {g, 8, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0});
   CHECK(ref.api()->step(ref.instance->object(), &args, &error) == ZF_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(error.message), Catch::Contains("state of 4"));
 }

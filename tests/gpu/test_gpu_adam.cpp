@@ -62,16 +62,8 @@ TEST_CASE("gpu_adam matches adamw_ref over steps and groups with fp32 and bf16 g
     for (int64_t step = 1; step <= 5; ++step) {
       torch::Tensor grads_cpu = (torch::randn({int64_t(numel)}) * 3.0).to(grad_dtype);
       torch::Tensor grads_gpu = grads_cpu.to(device);
-      zf_optimizer_step_args args{};
-      args.struct_size = sizeof args;
-      args.range_count = uint32_t(ranges.size());
-      args.ranges = ranges.data();
-      args.groups = groups.data();
-      args.group_count = uint32_t(groups.size());
-      args.grad_scale = 0.5f;
-      args.step = step;
-      args.params = view_of(master_cpu);
-      args.grads = view_of(grads_cpu);
+      zf_optimizer_step_args args = optimizer_step_args(ranges.data(), ranges.size(), groups.data(), groups.size(),
+                                                        step, 0.5f, view_of(master_cpu), view_of(grads_cpu));
       args.params_out = view_of(out_cpu);
       reference.call(reference.api()->step(reference.instance->object(), &args, &error), error);
       args.params = view_of(master_gpu);
@@ -122,16 +114,9 @@ TEST_CASE("gpu_adam declines in a CPU run and refuses host buffers", "[gpu][opti
   std::vector<float> params(16, 1.0f), grads(16, 1.0f);
   zf_optimizer_range range{0, 16, 0, 0};
   zf_optimizer_group group{1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, {}};
-  zf_optimizer_step_args args{};
-  args.struct_size = sizeof args;
-  args.range_count = 1;
-  args.ranges = &range;
-  args.groups = &group;
-  args.group_count = 1;
-  args.grad_scale = 1;
-  args.step = 1;
-  args.params = zf_tensor_view{params.data(), 16, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
-  args.grads = zf_tensor_view{grads.data(), 16, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
+  zf_optimizer_step_args args =
+      optimizer_step_args(&range, 1, &group, 1, 1, 1.0f, zf_tensor_view{params.data(), 16, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
+                          zf_tensor_view{grads.data(), 16, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0});
   CHECK(fused.api()->step(fused.instance->object(), &args, &error) == ZF_ERROR_UNSUPPORTED);
   CHECK_THAT(std::string(error.message), Catch::Contains("on the GPU"));
 }

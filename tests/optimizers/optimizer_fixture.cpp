@@ -118,17 +118,11 @@ StepArgs::StepArgs(Problem &problem, std::vector<zf_optimizer_range> ranges_in,
                    std::vector<zf_optimizer_group> groups_in, int64_t step, float grad_scale)
     : ranges(std::move(ranges_in)), groups(std::move(groups_in)) {
   const uint64_t n = problem.numel;
-  args.struct_size = sizeof args;
-  args.range_count = uint32_t(ranges.size());
-  args.ranges = ranges.data();
-  args.groups = groups.data();
-  args.group_count = uint32_t(groups.size());
-  args.grad_scale = grad_scale;
-  args.step = step;
-  args.params = {problem.params.data(), n, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
   void *grads = problem.grad_dtype == ZF_DTYPE_F32 ? static_cast<void *>(problem.grads.data())
                                                    : static_cast<void *>(problem.grads16.data());
-  args.grads = {grads, n, problem.grad_dtype, ZF_DEVICE_CPU, 0, 0};
+  args = optimizer_step_args(ranges.data(), ranges.size(), groups.data(), groups.size(), step, grad_scale,
+                             {problem.params.data(), n, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
+                             {grads, n, problem.grad_dtype, ZF_DEVICE_CPU, 0, 0});
   if (problem.out_dtype != ZF_DTYPE_F32)
     args.params_out = {problem.out_data(), n, problem.out_dtype, ZF_DEVICE_CPU, 0, 0};
 }
