@@ -27,6 +27,12 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("deterministic", ZF_PARAM_BOOL, "false",
              "GPU: deterministic kernels only (runs repeat bit for bit; somewhat slower)"),
         decl("threads", ZF_PARAM_INT, "0", "intra-op threads of the training thread (0 = automatic)", kMin, 0),
+        decl("bind_cores", ZF_PARAM_BOOL, "true",
+             "give each rank its own physical cores of the host; on a GPU run pin the training thread to one or two "
+             "of them and the optimizer workers to the rest"),
+        decl("host_memory_limit_gb", ZF_PARAM_FLOAT, "0",
+             "host memory (pinned + pageable) this host lets the run use, in GiB, shared by its ranks (0 = the "
+             "cgroup limit, else available memory)", kMin, 0),
         decl("progress", ZF_PARAM_STRING, "auto", "progress bar: auto (on a terminal), on, off", 0, 0, 0, "auto|on|off")}},
       {"train",
        {decl("steps", ZF_PARAM_INT, "100", "optimizer steps to run", kMin, 1),

@@ -33,28 +33,33 @@ zf_tensor_view view_of(const torch::Tensor &tensor) {
   return view;
 }
 
-torch::Tensor tensor_of(const zf_tensor_view &view) {
+torch::Dtype torch_dtype(zf_dtype dtype) {
   static const std::map<zf_dtype, torch::Dtype> dtypes = {
       {ZF_DTYPE_F32, torch::kFloat32}, {ZF_DTYPE_BF16, torch::kBFloat16}, {ZF_DTYPE_F16, torch::kFloat16},
       {ZF_DTYPE_F64, torch::kFloat64}, {ZF_DTYPE_I32, torch::kInt32},    {ZF_DTYPE_I64, torch::kInt64},
       {ZF_DTYPE_U8, torch::kUInt8}};
-  auto dtype = dtypes.find(view.dtype);
-  ZF_REQUIRE(dtype != dtypes.end(), "ABI view with unknown dtype %d", int(view.dtype));
-  auto options = torch::TensorOptions().dtype(dtype->second);
+  auto found = dtypes.find(dtype);
+  ZF_REQUIRE(found != dtypes.end(), "ABI view with unknown dtype %d", int(dtype));
+  return found->second;
+}
+
+torch::Tensor tensor_of(const zf_tensor_view &view) {
+  auto options = torch::TensorOptions().dtype(torch_dtype(view.dtype));
   if (view.device == ZF_DEVICE_CUDA) options = options.device(torch::kCUDA, c10::DeviceIndex(view.device_index));
   return torch::from_blob(view.data, {int64_t(view.numel)}, options);
 }
 
 torch::Tensor ledger_tensor(MemoryLedger &ledger, zf_tier tier, uint64_t numel, torch::Dtype dtype,
-                            const std::string &tag) {
+                            const std::string &tag, bool zero) {
   size_t bytes = numel * c10::elementSize(dtype);
   void *memory = ledger.allocate(tier, bytes, tag);
   auto release = [&ledger](void *p) { ledger.release(p); };
   if (tier == ZF_TIER_DEVICE) {  // on the current GPU, zeroed in stream order
     auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
-    return torch::from_blob(memory, {int64_t(numel)}, release, options).zero_();
+    torch::Tensor tensor = torch::from_blob(memory, {int64_t(numel)}, release, options);
+    return zero ? tensor.zero_() : tensor;
   }
-  std::memset(memory, 0, bytes);  // first touch by the thread that owns the buffer
+  if (zero) std::memset(memory, 0, bytes);  // first touch by the thread that owns the buffer
   return torch::from_blob(memory, {int64_t(numel)}, release, torch::TensorOptions().dtype(dtype));
 }
 

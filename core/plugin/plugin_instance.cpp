@@ -168,6 +168,39 @@ struct HostCallbacks {
     return guarded(error, ZF_ERROR_COMMUNICATION, [&] { self(host).runtime_.comm->barrier(); });
   }
 
+  // Streams and events exist on GPU runs only; on a CPU run they are NULL and the calls no-ops.
+  static void *stream_create(const zf_host *host) {
+    try {
+      return self(host).runtime_.device == ZF_DEVICE_CUDA ? create_stream() : nullptr;
+    } catch (const std::exception &exception) {
+      log_message(ZF_LOG_ERROR, exception.what());
+      return nullptr;
+    }
+  }
+  // A CUDA failure here is fatal: no status goes back through these entries, so it ends the process
+  // with the reason rather than letting an exception cross into plugin code.
+  template <class Body>
+  static auto fatal_on_error(Body &&body) noexcept {
+    try {
+      return body();
+    } catch (const std::exception &exception) {
+      log_message(ZF_LOG_ERROR, format("host event service: %s", exception.what()));
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  }
+  static void *event_record(const zf_host *host, void *stream) {
+    return fatal_on_error([&]() -> void * {
+      return self(host).runtime_.device == ZF_DEVICE_CUDA ? record_event(on(host, stream)) : nullptr;
+    });
+  }
+  static void event_wait(const zf_host *host, void *stream, void *event) {
+    fatal_on_error([&] { wait_event(on(host, stream), event); });
+  }
+  static void event_synchronize(const zf_host *, void *event) {
+    fatal_on_error([&] { synchronize_event(event); });
+  }
+
   static uint32_t worker_cores(const zf_host *host, int32_t *cores, uint32_t capacity) {
     const std::vector<int> &list = self(host).runtime_.worker_cores;
     for (uint32_t i = 0; i < capacity && i < list.size(); ++i) cores[i] = list[i];
@@ -207,6 +240,10 @@ PluginInstance::PluginInstance(const PluginFile &file, Runtime &runtime, const P
   host_.reduce = HostCallbacks::reduce;
   host_.copy = HostCallbacks::copy;
   host_.accumulate = HostCallbacks::accumulate;
+  host_.stream_create = HostCallbacks::stream_create;
+  host_.event_record = HostCallbacks::event_record;
+  host_.event_wait = HostCallbacks::event_wait;
+  host_.event_synchronize = HostCallbacks::event_synchronize;
 
   // Every kind's table starts with struct_size, create, destroy (ZF_OBJECT_ENTRIES).
   const auto *api = static_cast<const zf_stage_api *>(file.descriptor->api);

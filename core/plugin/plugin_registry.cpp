@@ -67,11 +67,11 @@ KindTable kind_table(zf_kind kind) {
               {ZF_ENTRY(zf_stage_api, create), ZF_ENTRY(zf_stage_api, destroy),
                ZF_ENTRY(zf_stage_api, plan), ZF_ENTRY(zf_stage_api, reduce_gradients)}};
     case ZF_KIND_OFFLOAD:
-      return {sizeof(zf_offload_api),
+      return {offsetof(zf_offload_api, transfer_event),  // ABI 1.0's table; 1.3 added transfer_event
               {ZF_ENTRY(zf_offload_api, create), ZF_ENTRY(zf_offload_api, destroy),
                ZF_ENTRY(zf_offload_api, plan)}};
     case ZF_KIND_OPTIMIZER:
-      return {sizeof(zf_optimizer_api),
+      return {offsetof(zf_optimizer_api, state_spec),  // ABI 1.0's table; 1.3 added state_spec, bind_state
               {ZF_ENTRY(zf_optimizer_api, create), ZF_ENTRY(zf_optimizer_api, destroy),
                ZF_ENTRY(zf_optimizer_api, init_state), ZF_ENTRY(zf_optimizer_api, step)}};
     case ZF_KIND_SELECTOR:

@@ -1,10 +1,27 @@
-// affinity.hpp: which cores this process may run on.
+// affinity.hpp: which cores this process may run on, and how a rank shares them between its
+// training thread and the optimizer workers of its plugins.
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace zf {
 
 std::vector<int> allowed_cores();  // from the process's affinity mask, ascending
+// One logical CPU per physical core (SMT siblings folded, by the kernel's topology), of `cores`.
+std::vector<int> physical_cores(const std::vector<int> &cores);
+
+struct CoreBinding {
+  std::vector<int> trainer;  // the training thread (and its intra-op threads)
+  std::vector<int> workers;  // plugin worker threads (the CPU optimizer)
+  bool shared = false;       // fewer cores than ranks: ranks share cores
+};
+// Rank local_rank of local_size on this host takes a disjoint, contiguous share of `physical`.
+// A GPU run gives the training thread 1 core (2 from 8 cores up) and the workers the rest; a CPU
+// run computes the model on the host, so trainer and workers both get the whole share.
+CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int local_size, bool gpu_run);
+// Pins the calling thread to cores; false when the kernel refuses.
+bool pin_this_thread(const std::vector<int> &cores);
+std::string core_list(const std::vector<int> &cores);  // "0-3,8"
 
 }  // namespace zf

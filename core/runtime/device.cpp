@@ -204,6 +204,28 @@ void wait_event(void *stream, void *event) {
   ordering_events().give_back(static_cast<cudaEvent_t>(event));  // the wait holds what it needs
 }
 
+void synchronize_event(void *event) {
+  if (!event) return;
+  ZF_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+  ordering_events().give_back(static_cast<cudaEvent_t>(event));
+}
+
+uint64_t device_free_bytes() {
+  size_t free = 0, total = 0;
+  ZF_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
+void use_device_on_this_thread(const Runtime &runtime) {
+  if (runtime.device == ZF_DEVICE_CUDA) ZF_CUDA_CHECK(cudaSetDevice(runtime.device_index));
+}
+
+void *create_stream() {
+  cudaStream_t stream = nullptr;  // lives as long as the process: plugins may use it until exit
+  ZF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
 }  // namespace zf
 
 #else  // CPU build
@@ -222,12 +244,16 @@ int cuda_device_count() { return 0; }
 void use_cuda_device(Runtime &) { no_cuda("run.device = \"cuda\""); }
 void use_deterministic_kernels() {}  // CPU kernels of a run already repeat bit for bit
 DeviceMemory device_memory() { return {}; }
+uint64_t device_free_bytes() { return 0; }
 void reset_device_memory_peak() {}
 void synchronize_stream(void *) {}
 void device_copy(void *, const void *, uint64_t, void *) { no_cuda("device copy"); }
 void device_accumulate(const zf_tensor_view &, const zf_tensor_view &, void *) { no_cuda("device accumulate"); }
 void *record_event(void *) { return nullptr; }
 void wait_event(void *, void *) {}
+void synchronize_event(void *) {}
+void use_device_on_this_thread(const Runtime &) {}
+void *create_stream() { return nullptr; }
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator>, int, double) {
   no_cuda("NCCL communicator");
 }

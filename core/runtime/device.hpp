@@ -31,6 +31,7 @@ struct DeviceMemory {
 void use_deterministic_kernels();
 
 DeviceMemory device_memory();
+uint64_t device_free_bytes();  // free memory of the current GPU as the driver sees it (0 in a CPU build)
 void reset_device_memory_peak();
 
 void synchronize_stream(void *stream);  // waits for one stream, never the whole device
@@ -45,6 +46,12 @@ void device_accumulate(const zf_tensor_view &dst, const zf_tensor_view &src, voi
 void *record_event(void *stream);
 void wait_event(void *stream, void *event);
 inline void stream_wait(void *waiter, void *waited) { wait_event(waiter, record_event(waited)); }
+// Makes the run's GPU the current device of the calling thread (threads start on device 0).
+void use_device_on_this_thread(const Runtime &runtime);
+// Blocks the calling thread until the event completed, and takes the event back.
+void synchronize_event(void *event);
+// A new non-blocking stream on the current device (NULL in a CPU build); never destroyed.
+void *create_stream();
 
 // The NCCL communicator (comm/nccl.cpp): device buffers through NCCL on its own stream, ordered
 // against the caller's stream with events; host buffers through `host`, which also bootstraps

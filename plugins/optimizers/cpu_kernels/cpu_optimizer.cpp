@@ -100,8 +100,48 @@ CpuOptimizer::CpuOptimizer(const zf_host *host, const CpuOptimizerOptions &optio
 
 CpuOptimizer::~CpuOptimizer() {
   wait();
+  if (owns_state_)
+    for (StateSlot *slot : {&m_, &v_})
+      if (slot->data) host_->mem_free(host_, slot->data);
+}
+
+uint32_t CpuOptimizer::slots(StateSlot **out) {
+  uint32_t count = 0;
   for (StateSlot *slot : {&m_, &v_})
-    if (slot->data) host_->mem_free(host_, slot->data);
+    if (slot->name) out[count++] = slot;
+  return count;
+}
+
+bool CpuOptimizer::state_spec(uint32_t index, const char **name, zf_dtype *dtype) const {
+  StateSlot *list[2];
+  const uint32_t count = const_cast<CpuOptimizer *>(this)->slots(list);
+  if (index >= count) return false;
+  *name = list[index]->name;
+  *dtype = options_.moments == MomentFormat::f32 ? ZF_DTYPE_F32 : ZF_DTYPE_BF16;
+  return true;
+}
+
+void CpuOptimizer::bind_state(uint64_t numel, const zf_tensor_view *state, uint32_t count) {
+  if (in_flight_) invalid("bind_state while a step is in flight");
+  if (initialized_) invalid("bind_state after init_state or bind_state");
+  StateSlot *list[2];
+  const uint32_t expected = slots(list);
+  if (count != expected)
+    invalid("bind_state got " + std::to_string(count) + " state views; this optimizer keeps " +
+            std::to_string(expected));
+  const zf_dtype dtype = options_.moments == MomentFormat::f32 ? ZF_DTYPE_F32 : ZF_DTYPE_BF16;
+  for (uint32_t i = 0; i < count; ++i) {
+    const zf_tensor_view &view = state[i];
+    if (view.numel != numel || view.dtype != dtype || view.device != ZF_DEVICE_CPU ||
+        (numel && !view.data))
+      invalid(std::string("state view '") + list[i]->name + "' must be a CPU view of " +
+              std::to_string(numel) + " elements of dtype " + std::to_string(dtype));
+    list[i]->data = view.data;
+  }
+  numel_ = numel;
+  initialized_ = true;
+  owns_state_ = false;
+  fill_state();
 }
 
 void CpuOptimizer::init_state(uint64_t numel) {
@@ -109,6 +149,7 @@ void CpuOptimizer::init_state(uint64_t numel) {
   if (initialized_) invalid("init_state called twice");
   numel_ = numel;
   initialized_ = true;
+  owns_state_ = true;
   const uint64_t bytes = numel * moment_bytes();
   for (StateSlot *slot : {&m_, &v_}) {
     if (!slot->name || numel == 0) continue;
@@ -124,9 +165,13 @@ void CpuOptimizer::init_state(uint64_t numel) {
     madvise(slot->data, bytes, MADV_HUGEPAGE);
 #endif
   }
-  // First touch: the worker that will update a chunk writes its initial state, so its pages
-  // land on that worker's NUMA node.
-  const zf_optimizer_range all{0, numel, 0, 0};
+  fill_state();
+}
+
+// First touch: the worker that will update a chunk writes its initial state, so its pages land on
+// that worker's NUMA node.
+void CpuOptimizer::fill_state() {
+  const zf_optimizer_range all{0, numel_, 0, 0};
   build_chunks(&all, 1);
   pool_.run(&CpuOptimizer::fill_chunk, this, chunks_.size());
 }

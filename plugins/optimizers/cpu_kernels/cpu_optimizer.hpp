@@ -40,6 +40,9 @@ class CpuOptimizer {
   CpuOptimizer &operator=(const CpuOptimizer &) = delete;
 
   void init_state(uint64_t numel);
+  // ABI 1.3: the state tensors this algorithm keeps (name, dtype), and host-owned state.
+  bool state_spec(uint32_t index, const char **name, zf_dtype *dtype) const;
+  void bind_state(uint64_t numel, const zf_tensor_view *state, uint32_t count);
   // Validates args, copies what the step needs and starts it; throws on bad arguments or when a
   // step is already in flight.
   void submit(const zf_optimizer_step_args &args);
@@ -65,12 +68,15 @@ class CpuOptimizer {
                                  int64_t step) const;
   void build_chunks(const zf_optimizer_range *ranges, uint32_t range_count);
   size_t moment_bytes() const { return options_.moments == MomentFormat::f32 ? 4 : 2; }
+  uint32_t slots(StateSlot **out);  // the algorithm's state slots in spec order
+  void fill_state();
 
   const zf_host *host_;
   CpuOptimizerOptions options_;
   ThreadPool pool_;
   uint64_t numel_ = 0;
   bool initialized_ = false;
+  bool owns_state_ = false;  // init_state allocated it (bind_state: the host did)
   StateSlot m_, v_;
 
   // The step in flight (or the state fill of init_state).

@@ -55,6 +55,18 @@ zf_status wait_entry(zf_object *object, zf_error *error) {
   return guard(error, [&] { self(object).wait(); });
 }
 
+zf_status state_spec_entry(zf_object *object, uint32_t index, const char **name, zf_dtype *dtype,
+                           zf_error *error) {
+  return guard(error, [&]() -> zf_status {
+    return self(object).state_spec(index, name, dtype) ? ZF_OK : ZF_DECLINED;
+  });
+}
+
+zf_status bind_state_entry(zf_object *object, uint64_t numel, const zf_tensor_view *state,
+                           uint32_t count, zf_error *error) {
+  return guard(error, [&] { self(object).bind_state(numel, state, count); });
+}
+
 zf_status state_tensor_entry(zf_object *object, uint32_t index, const char **name,
                              zf_tensor_view *view, zf_error *error) {
   return guard(error, [&]() -> zf_status {

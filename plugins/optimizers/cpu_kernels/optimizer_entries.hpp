@@ -58,18 +58,24 @@ zf_status submit_entry(zf_object *object, const zf_optimizer_step_args *args, zf
 zf_status wait_entry(zf_object *object, zf_error *error);
 zf_status state_tensor_entry(zf_object *object, uint32_t index, const char **name,
                              zf_tensor_view *view, zf_error *error);
+zf_status state_spec_entry(zf_object *object, uint32_t index, const char **name, zf_dtype *dtype,
+                           zf_error *error);
+zf_status bind_state_entry(zf_object *object, uint64_t numel, const zf_tensor_view *state,
+                           uint32_t count, zf_error *error);
 
 // The table with every entry wired; plugins only supply create.
 constexpr zf_optimizer_api optimizer_api(zf_status (*create)(const zf_host *, const zf_config *,
                                                              zf_object **, zf_error *)) {
-  return zf_optimizer_api{sizeof(zf_optimizer_api),
-                          create,
-                          destroy_optimizer,
-                          init_state_entry,
-                          step_entry,
-                          submit_entry,
-                          wait_entry,
-                          state_tensor_entry};
+  return zf_optimizer_api{.struct_size = sizeof(zf_optimizer_api),
+                          .create = create,
+                          .destroy = destroy_optimizer,
+                          .init_state = init_state_entry,
+                          .step = step_entry,
+                          .submit = submit_entry,
+                          .wait = wait_entry,
+                          .state_tensor = state_tensor_entry,
+                          .state_spec = state_spec_entry,
+                          .bind_state = bind_state_entry};
 }
 
 constexpr uint64_t kCapabilities = ZF_CAP_CPU | ZF_CAP_ASYNC | ZF_CAP_LOW_PRECISION_OUT;

@@ -19,6 +19,7 @@ struct GpuAdam {
   bool decoupled = true;
   float *exp_avg = nullptr;
   float *exp_avg_sq = nullptr;
+  bool owns_state = false;  // init_state allocated the moments; bind_state: the host owns them
   uint64_t numel = 0;
   // The range table on the device, rebuilt when the ranges change (the first step, normally).
   std::vector<zf_optimizer_range> ranges;
@@ -52,8 +53,9 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
 
 void destroy(zf_object *object) {
   GpuAdam &self = self_of(object);
-  for (void *pointer : {(void *)self.exp_avg, (void *)self.exp_avg_sq, (void *)self.device_ranges,
-                        (void *)self.device_first_tile})
+  if (self.owns_state)
+    for (void *pointer : {(void *)self.exp_avg, (void *)self.exp_avg_sq}) self.host->mem_free(self.host, pointer);
+  for (void *pointer : {(void *)self.device_ranges, (void *)self.device_first_tile})
     self.host->mem_free(self.host, pointer);
   delete &self;
 }
@@ -62,19 +64,48 @@ void *device_alloc(GpuAdam &self, uint64_t bytes, const char *tag, zf_error *err
   return self.host->mem_alloc(self.host, ZF_TIER_DEVICE, bytes, tag, error);
 }
 
-zf_status init_state(zf_object *object, uint64_t numel, zf_error *error) {
-  GpuAdam &self = self_of(object);
-  if (self.exp_avg) return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "init_state called twice");
-  self.exp_avg = static_cast<float *>(device_alloc(self, numel * 4, "exp_avg", error));
-  if (!self.exp_avg) return ZF_ERROR_OUT_OF_MEMORY;
-  self.exp_avg_sq = static_cast<float *>(device_alloc(self, numel * 4, "exp_avg_sq", error));
-  if (!self.exp_avg_sq) return ZF_ERROR_OUT_OF_MEMORY;
+zf_status zero_moments(GpuAdam &self, uint64_t numel, zf_error *error) {
   auto stream = static_cast<cudaStream_t>(self.host->compute_stream);
   cudaError_t status = cudaMemsetAsync(self.exp_avg, 0, numel * 4, stream);
   if (status == cudaSuccess) status = cudaMemsetAsync(self.exp_avg_sq, 0, numel * 4, stream);
   if (status != cudaSuccess) return zf::fail(error, ZF_ERROR, "zeroing the moments: %s", cudaGetErrorString(status));
   self.numel = numel;
   return ZF_OK;
+}
+
+zf_status init_state(zf_object *object, uint64_t numel, zf_error *error) {
+  GpuAdam &self = self_of(object);
+  if (self.exp_avg) return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "init_state called twice");
+  self.owns_state = true;
+  self.exp_avg = static_cast<float *>(device_alloc(self, numel * 4, "exp_avg", error));
+  if (!self.exp_avg) return ZF_ERROR_OUT_OF_MEMORY;
+  self.exp_avg_sq = static_cast<float *>(device_alloc(self, numel * 4, "exp_avg_sq", error));
+  if (!self.exp_avg_sq) return ZF_ERROR_OUT_OF_MEMORY;
+  return zero_moments(self, numel, error);
+}
+
+const char *const kStateNames[2] = {"exp_avg", "exp_avg_sq"};
+
+zf_status state_spec(zf_object *, uint32_t index, const char **name, zf_dtype *dtype, zf_error *) {
+  if (index > 1) return ZF_DECLINED;
+  *name = kStateNames[index];
+  *dtype = ZF_DTYPE_F32;
+  return ZF_OK;
+}
+
+// Host-owned moments: device views of numel fp32 elements each.
+zf_status bind_state(zf_object *object, uint64_t numel, const zf_tensor_view *state, uint32_t count,
+                     zf_error *error) {
+  GpuAdam &self = self_of(object);
+  if (self.exp_avg) return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "bind_state after init_state or bind_state");
+  if (count != 2) return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "bind_state got %u views; gpu_adam keeps 2", count);
+  for (uint32_t i = 0; i < 2; ++i)
+    if (state[i].numel != numel || state[i].dtype != ZF_DTYPE_F32 || state[i].device != ZF_DEVICE_CUDA)
+      return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "state view '%s' must be %llu fp32 elements on the GPU",
+                      kStateNames[i], (unsigned long long)numel);
+  self.exp_avg = static_cast<float *>(state[0].data);
+  self.exp_avg_sq = static_cast<float *>(state[1].data);
+  return zero_moments(self, numel, error);
 }
 
 // Uploads the range table and its tile prefix when the ranges differ from the last step's.
@@ -177,11 +208,15 @@ const zf_param_decl params[] = {
      nullptr, nullptr},
 };
 
-const zf_optimizer_api api = {
-    sizeof(zf_optimizer_api), create, destroy, init_state, step,
-    nullptr, nullptr,  // stream-ordered already: step only enqueues the kernel
-    state_tensor,
-};
+// No submit/wait: step only enqueues the kernel, which is stream-ordered already.
+const zf_optimizer_api api = {.struct_size = sizeof(zf_optimizer_api),
+                              .create = create,
+                              .destroy = destroy,
+                              .init_state = init_state,
+                              .step = step,
+                              .state_tensor = state_tensor,
+                              .state_spec = state_spec,
+                              .bind_state = bind_state};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "gpu_adam", ZF_KIND_OPTIMIZER,

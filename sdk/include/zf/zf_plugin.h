@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 2
+#define ZF_ABI_MINOR 3
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -45,6 +45,11 @@ extern "C" {
 #else
 #define ZF_EXPORT __attribute__((visibility("default")))
 #endif
+
+/* True when the struct at `pointer` (of C type `type`, which starts with uint32_t struct_size)
+ * is large enough to hold `member`: the way to test for a field added by a later minor version. */
+#define ZF_HAS(type, pointer, member) \
+  ((pointer)->struct_size >= offsetof(type, member) + sizeof(((const type *)0)->member))
 
 /* ---- Status and errors ----------------------------------------------------------------------- */
 
@@ -228,6 +233,21 @@ struct zf_host {
                     zf_error *error);
   zf_status (*accumulate)(const zf_host *host, zf_tensor_view dst, zf_tensor_view src, void *stream,
                           zf_error *error);
+
+  /* ABI 1.3. Streams and events, so that an offload plugin moves data on streams of its own,
+   * ordered against the host's by events. Opaque cudaStream_t / cudaEvent_t on a GPU run; on a
+   * CPU run every stream and event is NULL and every call below returns at once.
+   * stream_create: a new stream on the run's device, owned by the host (destroyed at exit).
+   * event_record: an event that completes when `stream` (NULL = the compute stream) reaches
+   *   everything queued on it so far. Every event goes back to the host through exactly one
+   *   event_wait or event_synchronize.
+   * event_wait: `stream` (NULL = the compute stream) waits for the event; the host never blocks.
+   * event_synchronize: the calling thread blocks until the event completed.
+   * Thread-safe. */
+  void *(*stream_create)(const zf_host *host);
+  void *(*event_record)(const zf_host *host, void *stream);
+  void (*event_wait)(const zf_host *host, void *stream, void *event);
+  void (*event_synchronize)(const zf_host *host, void *event);
 };
 
 /* ---- Declared parameters --------------------------------------------------------------------- */
@@ -384,7 +404,8 @@ typedef struct zf_stage_api {
                               zf_error *error);
   /* After the last micro-step's backward: leave in buffers->grads[shard_begin, shard_end) the sum
    * over all ranks of their accumulated gradients (the host applies 1 / (world * micro_steps)).
-   * Required. */
+   * With one rank the gradients are that sum already and must be left as they are (ABI 1.3: the
+   * host may copy them during the backward). Required. */
   zf_status (*reduce_gradients)(zf_object *stage, const zf_step_buffers *buffers,
                                 zf_error *error);
   /* After the optimizer wrote this rank's shard of buffers->params: make the parameters every
@@ -405,6 +426,8 @@ typedef struct zf_stage_api {
    * buffers->block_grads into the owners' buffers->grad_shard (a collective: every rank calls it
    * for the same block); the host then frees the block's gradients ("grads.block" in the ledger;
    * the shard is "grads.shard"). reduce_gradients is still called after the last micro-step.
+   * ABI 1.3: on the last micro-step a block's part of grad_shard is final once its reduce_block
+   * returned (in stream order): the host may copy it out while earlier blocks run backward.
    * NULL = the host keeps the whole flat gradient buffer (buffers->grads). */
   zf_status (*reduce_block)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
                             zf_error *error);
@@ -415,8 +438,18 @@ typedef struct zf_stage_api {
 typedef struct zf_offload_plan {
   uint32_t struct_size;
   zf_tier master_tier; /* fp32 master parameters of the shard */
-  zf_tier state_tier;  /* optimizer state */
+  zf_tier state_tier;  /* optimizer state (ABI 1.3: the host allocates it there, see bind_state) */
   zf_tier grad_tier;   /* gradients handed to the optimizer */
+  /* ABI 1.3. Where the compute-precision copy of the updated shard is written (the optimizer's
+   * params_out): the model's own tier = straight into the working parameters; another tier = a
+   * buffer there, which parameters_in moves to the working parameters. */
+  zf_tier param_out_tier;
+  /* ABI 1.3. 1 = overlap: the host hands the offload plugin each bucket of the gradient shard as
+   * soon as it is final (during the last micro-step's backward), updates each bucket as soon as it
+   * landed, and uploads each bucket as soon as it is updated. 0 = one bucket after the backward. */
+  uint32_t overlap;
+  /* ABI 1.3. Elements per bucket (gradient copies, CPU updates and uploads); 0 = the whole shard. */
+  uint64_t bucket_numel;
 } zf_offload_plan;
 
 typedef struct zf_offload_api {
@@ -424,9 +457,12 @@ typedef struct zf_offload_api {
   /* Once, before the first step: choose the tiers for this rank's shard. Required. */
   zf_status (*plan)(zf_object *offload, const zf_layout *layout, uint64_t shard_numel,
                     zf_offload_plan *plan, zf_error *error);
-  /* Start moving the owned gradient shard from the compute device to where the optimizer reads
-   * it, on the plugin's own stream, ordered after the work already on `stream`. Optional: NULL
-   * when grad_tier is the compute device's (nothing moves). */
+  /* Start moving the owned gradient shard (ABI 1.3: or one bucket of it) from the compute device
+   * to where the optimizer reads it, on the plugin's own stream, ordered after the work already on
+   * `stream`. Optional: NULL when grad_tier is the compute device's (nothing moves).
+   * Threading (ABI 1.3): gradients_out is called from the thread that runs the backward, and
+   * parameters_in from the host's update thread, possibly at the same time; each is called from
+   * one thread at a time. */
   zf_status (*gradients_out)(zf_object *offload, zf_tensor_view device_grads,
                              zf_tensor_view optimizer_grads, void *stream, zf_error *error);
   /* Start moving updated compute-precision parameters back to the device; `stream` will wait
@@ -442,7 +478,15 @@ typedef struct zf_offload_api {
                           uint64_t bytes, zf_error *error);
   zf_status (*read_tile)(zf_object *offload, uint32_t tensor, uint64_t offset, void *destination,
                          uint64_t bytes, zf_error *error);
+  /* ABI 1.3. An event (host services: event_record on the plugin's stream) that completes when
+   * every transfer of `direction` started so far has landed; *event = NULL when nothing is in
+   * flight or on a CPU run. The host waits on it: its update thread before the optimizer reads a
+   * bucket's gradients, the compute stream before the next forward reads the parameters. Called
+   * from the thread that started the transfers. Optional: NULL = the host calls wait. */
+  zf_status (*transfer_event)(zf_object *offload, int32_t direction, void **event, zf_error *error);
 } zf_offload_api;
+
+enum { ZF_TRANSFER_GRADIENTS_OUT = 0, ZF_TRANSFER_PARAMETERS_IN = 1 };
 
 /* ---- Optimizer: the update math on one device ------------------------------------------------ */
 
@@ -494,6 +538,17 @@ typedef struct zf_optimizer_api {
    * valid until destroy) and returns ZF_OK, or returns ZF_DECLINED past the last one. Optional. */
   zf_status (*state_tensor)(zf_object *optimizer, uint32_t index, const char **name,
                             zf_tensor_view *view, zf_error *error);
+  /* ABI 1.3. Host-owned state: the host allocates the state on the tier the offload plugin chose
+   * (device, pinned host, later NVMe-backed tiles) and the ledger sees every byte.
+   * state_spec: name and element dtype of state tensor `index` (one element per parameter);
+   *   ZF_DECLINED past the last one. Called after create, before bind_state.
+   * bind_state: use these views (count = the number of specs, numel elements each, in spec order)
+   *   as the state from now on, instead of init_state, and write their initial values. They stay
+   *   valid until destroy. Both optional: NULL = init_state allocates the state privately. */
+  zf_status (*state_spec)(zf_object *optimizer, uint32_t index, const char **name, zf_dtype *dtype,
+                          zf_error *error);
+  zf_status (*bind_state)(zf_object *optimizer, uint64_t numel, const zf_tensor_view *state,
+                          uint32_t count, zf_error *error);
 } zf_optimizer_api;
 
 /* ---- Selector: which gradient columns matter now --------------------------------------------- */

@@ -1,0 +1,43 @@
+#include "engine/run_options.hpp"
+
+namespace zf {
+
+RunOptions RunOptions::read(const Config &config) {
+  RunOptions o;
+  o.seed = uint64_t(config.integer("run", "seed"));
+  o.output_dir = config.string("run", "output_dir");
+  if (o.output_dir.empty()) o.output_dir = "runs/" + config.string("run", "name");
+  o.progress = config.string("run", "progress");
+  o.log_every = config.integer("run", "log_every");
+  o.timing_warmup = config.integer("run", "timing_warmup");
+  o.host_memory_limit_gb = config.real("run", "host_memory_limit_gb");
+
+  o.steps = config.integer("train", "steps");
+  o.micro_batch = config.integer("train", "micro_batch");
+  o.grad_accum = config.integer("train", "grad_accum");
+  o.eval_every = config.integer("train", "eval_every");
+  o.eval_batches = config.integer("train", "eval_batches");
+  o.clip_grad_norm = config.real("train", "clip_grad_norm");
+  o.schedule.kind = config.string("train", "lr_schedule");
+  o.schedule.warmup_steps = config.integer("train", "warmup_steps");
+  o.schedule.total_steps = o.steps;
+  o.schedule.min_lr_ratio = config.real("train", "min_lr_ratio");
+
+  o.checkpoint_every = config.integer("checkpoint", "every");
+  o.export_hf = config.string("checkpoint", "export_hf");
+
+  o.sample.prompt = config.string("sample", "prompt");
+  o.sample.tokens = config.integer("sample", "tokens");
+  o.sample.temperature = config.real("sample", "temperature");
+  o.sample.top_k = config.integer("sample", "top_k");
+  o.sample.context = config.integer("data", "seq_len");
+  o.sample.seed = o.seed;
+
+  o.column_major = config.boolean("model", "column_major");
+  o.optimizer = OptimizerSettings{config.real("optimizer", "lr"), config.real("optimizer", "beta1"),
+                                  config.real("optimizer", "beta2"), config.real("optimizer", "eps"),
+                                  config.real("optimizer", "weight_decay")};
+  return o;
+}
+
+}  // namespace zf

@@ -1,0 +1,39 @@
+// run_options.hpp: the core tables of a config ([run], [train], [checkpoint], [sample], the
+// optimizer's hyperparameters) read once into typed structs; the step loop reads no key by name.
+// The checkpoint store reads its own keys (training_checkpoint.hpp); models and data read theirs.
+#pragma once
+
+#include "config/config.hpp"
+#include "engine/generate.hpp"
+#include "engine/schedule.hpp"
+#include "engine/update_plan.hpp"
+
+#include <string>
+
+namespace zf {
+
+struct RunOptions {
+  // [run]
+  uint64_t seed = 0;
+  std::string output_dir;  // run.output_dir, default runs/NAME
+  std::string progress;    // auto | on | off
+  int64_t log_every = 1, timing_warmup = 0;
+  double host_memory_limit_gb = 0;
+  // [train]
+  int64_t steps = 1, micro_batch = 1, grad_accum = 1, eval_every = 0, eval_batches = 0;
+  double clip_grad_norm = 0;
+  LrSchedule schedule;
+  // [checkpoint]
+  int64_t checkpoint_every = 0;
+  std::string export_hf;
+  // [sample]: tokens > 0 samples from the model at the end
+  SampleOptions sample;
+  // [model]
+  bool column_major = false;
+  // [optimizer]
+  OptimizerSettings optimizer;
+
+  static RunOptions read(const Config &config);
+};
+
+}  // namespace zf

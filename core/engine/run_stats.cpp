@@ -1,0 +1,152 @@
+#include "engine/run_stats.hpp"
+
+#include "engine/flat_buffers.hpp"
+#include "runtime/error.hpp"
+#include "runtime/json.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace zf {
+
+void RunStats::count_batch(int64_t samples, int64_t tokens) {
+  samples_ += samples;
+  tokens_ += tokens;
+  tokens_total_ += tokens;
+}
+
+StepRecord RunStats::record(int64_t step, int64_t steps, double loss, double step_ms, int64_t grad_accum) {
+  StepRecord r;
+  r.step = step;
+  r.steps = steps;
+  r.loss = loss;
+  r.step_ms = step_ms;
+  double seconds = step_ms / 1000.0;
+  double world = double(runtime_.comm->world_size());
+  r.samples_per_s = seconds > 0 ? double(samples_) * world / seconds : 0;
+  r.tokens_per_s = seconds > 0 ? double(tokens_) * world / seconds : 0;
+  samples_ = tokens_ = 0;
+  for (const auto &[name, ms] : runtime_.timers.snapshot()) {
+    r.timers_ms.emplace_back(name, ms);
+    bool per_micro = name == "fwd" || name == "bwd" || name == "bwd_inner";
+    if (name == "fwd" || name == "bwd" || name == "bwd_inner" || name == "bwd_allreduce" || name == "step")
+      r.timers_ms.emplace_back(name + "_microstep", per_micro ? ms / double(grad_accum) : ms);
+  }
+  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) r.memory[tier] = runtime_.memory.current(tier);
+  if (runtime_.device == ZF_DEVICE_CUDA) {  // the caching allocator's view: tensors of the step plus the ledger's blocks
+    DeviceMemory gpu = device_memory();
+    r.device_allocated_peak = gpu.allocated_peak;
+    r.device_reserved_peak = gpu.reserved_peak;
+    device_peak_.allocated_peak = std::max(device_peak_.allocated_peak, gpu.allocated_peak);
+    device_peak_.reserved_peak = std::max(device_peak_.reserved_peak, gpu.reserved_peak);
+    reset_device_memory_peak();
+  }
+  for (const auto &[name, ms] : r.timers_ms) timer_totals_[name] += ms;
+  return r;
+}
+
+std::string RunStats::summary_json(const RunSummary &s, int64_t timed_steps, const Facts &facts) const {
+  const Communicator &comm = *runtime_.comm;
+  const MemoryLedger &ledger = runtime_.memory;
+  double seconds = s.mean_step_ms / 1000.0;
+  JsonWriter json;
+  json.begin_object();
+  json.key("config").value(facts.config_file);
+  json.key("model").value(facts.model);
+  json.key("steps").value(s.steps);
+  json.key("first_step").value(s.first_step);
+  json.key("stop_signal").value(s.stop_signal);
+  json.key("world_size").value(comm.world_size());
+  json.key("communicator").value(comm.name());
+  json.key("samples_per_step").value(facts.samples_per_step);
+  json.key("initial_loss").value(s.initial_loss);
+  json.key("final_loss").value(s.final_loss);
+  if (facts.has_eval) json.key("eval_loss").value(s.eval_loss);
+  json.key("timed_steps").value(timed_steps);
+  json.key("mean_step_ms").value(s.mean_step_ms);
+  json.key("samples_per_s").value(seconds > 0 ? double(facts.samples_per_step) / seconds : 0.0);
+  json.key("tokens_per_s").value(seconds > 0 && s.steps > 0 ? double(tokens_total_) / double(s.steps - s.first_step + 1) *
+                                                                  double(comm.world_size()) / seconds
+                                                            : 0.0);
+  json.key("selected_column_fraction").value(selected_fraction);
+  json.key("mean_timers_ms").begin_object();
+  for (const auto &[name, total] : timer_totals_) json.key(name).value(total / double(s.steps));
+  json.end_object();
+  json.key("peak_memory_bytes").begin_object();
+  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) json.key(tier_name(tier)).value(ledger.peak(tier));
+  json.end_object();
+  if (runtime_.device == ZF_DEVICE_CUDA) {
+    json.key("gpu_memory_bytes").begin_object();
+    json.key("allocated_peak").value(device_peak_.allocated_peak).key("reserved_peak").value(device_peak_.reserved_peak);
+    json.key("ledger_device_peak").value(ledger.peak(ZF_TIER_DEVICE)).end_object();
+  }
+  for (zf_tier tier : {ZF_TIER_DEVICE, ZF_TIER_PINNED_HOST, ZF_TIER_HOST})  // the memory plan, this rank
+    json.key(format("planned_%s_bytes", tier_name(tier))).value(facts.memory_plan->bytes(tier));
+  json.key("memory_bytes").begin_object();  // this rank's ledger at the end, "tier.tag": bytes
+  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
+    for (const auto &[tag, bytes] : ledger.current_by_tag(tier))
+      json.key(std::string(tier_name(tier)) + "." + tag).value(bytes);
+  json.end_object();
+  json.key("plugins").begin_object();
+  const PluginSet &plugins = *facts.plugins;
+  for (const ActivePlugin *p : {&plugins.stage, &plugins.offload, &plugins.optimizer, &plugins.selector}) {
+    const zf_descriptor &d = *p->file().descriptor;
+    json.key(kind_name(d.kind)).begin_object();
+    json.key("name").value(d.name).key("version").value(d.version ? d.version : "");
+    json.key("path").value(p->file().path.string());
+    json.end_object();
+  }
+  json.end_object();
+  json.key("param_digest").value(s.param_digest);
+  json.end_object();
+  return json.str();
+}
+
+void print_run_start(const Runtime &runtime, const std::string &model, const zf_layout &layout, torch::Dtype dtype,
+                     const PluginSet &plugins) {
+  const Communicator &comm = *runtime.comm;
+  if (comm.rank() != 0) return;
+  uint64_t params = 0;
+  for (uint32_t i = 0; i < layout.segment_count; ++i) params += layout.segments[i].numel;
+  std::printf("zfcore: model %s, %llu parameters in %u blocks, %s, world size %d (%s)\n", model.c_str(),
+              (unsigned long long)params, layout.block_count, c10::toString(dtype), comm.world_size(),
+              comm.name().c_str());
+  std::printf("zfcore: plugins: stage %s, offload %s, optimizer %s, selector %s\n", plugins.stage.instance->name(),
+              plugins.offload.instance->name(), plugins.optimizer.instance->name(), plugins.selector.instance->name());
+  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) {
+    auto tags = runtime.memory.current_by_tag(tier);
+    if (tags.empty()) continue;
+    std::string detail;
+    for (const auto &[tag, bytes] : tags)
+      detail += format("%s%s %s", detail.empty() ? "" : ", ", tag.c_str(), format_bytes(bytes).c_str());
+    std::printf("zfcore: memory %s: %s (%s)\n", tier_name(tier), format_bytes(runtime.memory.current(tier)).c_str(),
+                detail.c_str());
+  }
+  std::fflush(stdout);
+}
+
+std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
+                         uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel) {
+  int world = comm.world_size();
+  int64_t range[2] = {int64_t(shard_begin), int64_t(shard_end)};
+  std::vector<int64_t> ranges(size_t(2 * world));
+  comm.all_gather(zf_tensor_view{range, 2, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0},
+                  zf_tensor_view{ranges.data(), ranges.size(), ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, nullptr);
+  int64_t longest = 0;
+  for (int r = 0; r < world; ++r) longest = std::max(longest, ranges[2 * r + 1] - ranges[2 * r]);
+  std::vector<float> mine(size_t(longest), 0.0f), all(size_t(longest) * size_t(world));
+  torch::Tensor host = master.cpu();
+  std::memcpy(mine.data(), host.data_ptr<float>(), (shard_end - shard_begin) * sizeof(float));
+  comm.all_gather(zf_tensor_view{mine.data(), mine.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
+                  zf_tensor_view{all.data(), all.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0}, nullptr);
+  std::vector<float> full(padded_numel, 0.0f);
+  for (int r = 0; r < world; ++r)  // ranks may own the same range (zero0): last copy wins, all equal
+    std::memcpy(full.data() + ranges[2 * r], all.data() + size_t(r) * size_t(longest),
+                size_t(ranges[2 * r + 1] - ranges[2 * r]) * sizeof(float));
+  uint64_t state = kDigestSeed;
+  for (uint32_t i = 0; i < layout.segment_count; ++i)
+    state = digest_bytes(full.data() + layout.segments[i].offset, layout.segments[i].numel * sizeof(float), state);
+  return format("%016llx", (unsigned long long)state);
+}
+
+}  // namespace zf

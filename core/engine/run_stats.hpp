@@ -1,0 +1,54 @@
+// run_stats.hpp: what a run measures and reports beside the step loop. RunStats counts samples and
+// tokens, turns each step's timers, memory and GPU peaks into a StepRecord (report.hpp writes it)
+// and builds summary.json at the end; print_run_start prints the model and plugins; param_digest
+// hashes the trained parameters over all shards (the oracle the equivalence tests compare).
+#pragma once
+
+#include "engine/engine.hpp"
+#include "engine/memory_plan.hpp"
+#include "engine/plugin_set.hpp"
+#include "engine/report.hpp"
+#include "runtime/device.hpp"
+
+#include <map>
+#include <string>
+
+namespace zf {
+
+class RunStats {
+ public:
+  explicit RunStats(Runtime &runtime) : runtime_(runtime) {}
+  void count_batch(int64_t samples, int64_t tokens);
+  // The step's figures (timers, with *_microstep forms for the standard ones, memory per tier,
+  // GPU peaks); the per-step counters start over. lr and grad_norm are the caller's.
+  StepRecord record(int64_t step, int64_t steps, double loss, double step_ms, int64_t grad_accum);
+
+  // What summary.json names besides the measurements.
+  struct Facts {
+    std::string config_file, model;
+    int64_t samples_per_step = 0;
+    bool has_eval = false;
+    const PluginSet *plugins = nullptr;
+    const MemoryPlan *memory_plan = nullptr;
+  };
+  std::string summary_json(const RunSummary &s, int64_t timed_steps, const Facts &facts) const;
+
+  double selected_fraction = 0;  // of the selector's columns (summary.json)
+
+ private:
+  Runtime &runtime_;
+  int64_t samples_ = 0, tokens_ = 0;  // this step
+  int64_t tokens_total_ = 0;          // this rank, whole run
+  DeviceMemory device_peak_;
+  std::map<std::string, double> timer_totals_;
+};
+
+// Rank 0 prints the model, the plugins and the ledger per tier.
+void print_run_start(const Runtime &runtime, const std::string &model, const zf_layout &layout, torch::Dtype dtype,
+                     const PluginSet &plugins);
+
+// Hash of the fp32 master parameters in segment order (padding excluded), over all shards.
+std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
+                         uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel);
+
+}  // namespace zf

@@ -1,0 +1,89 @@
+#include "engine/training_checkpoint.hpp"
+
+#include "engine/engine.hpp"
+#include "runtime/error.hpp"
+#include "runtime/json.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+
+#include <cstring>
+
+namespace zf {
+
+std::string layout_digest(const zf_layout &layout) {
+  uint64_t state = kDigestSeed;
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &seg = layout.segments[i];
+    state = digest_bytes(seg.name, std::strlen(seg.name), state);
+    uint64_t fields[5] = {seg.offset, seg.rows, seg.cols, seg.block, seg.flags};
+    state = digest_bytes(fields, sizeof fields, state);
+  }
+  return format("%016llx", (unsigned long long)state);
+}
+
+namespace {
+at::Generator device_generator(const Runtime &runtime) {
+  return at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, c10::DeviceIndex(runtime.device_index)));
+}
+}  // namespace
+
+TrainingCheckpoints::TrainingCheckpoints(const Config &config, const std::string &output_dir, Runtime &runtime,
+                                         const zf_layout &layout, RunIdentity identity)
+    : config_(config), runtime_(runtime), layout_digest_(layout_digest(layout)), identity_(std::move(identity)) {
+  std::string dir = config.string("checkpoint", "dir");
+  if (dir.empty()) dir = output_dir + "/checkpoints";
+  store_ = std::make_unique<CheckpointStore>(dir, config.integer("checkpoint", "keep"), *runtime.comm);
+}
+
+TrainingState TrainingCheckpoints::state(int64_t step, UpdatePlan &update) const {
+  TrainingState state;
+  state.step = step;
+  state.shard_begin = identity_.shard_begin;
+  state.shard_end = identity_.shard_end;
+  state.layout_digest = layout_digest_;
+  state.master = update.master;
+  state.optimizer = update.state_tensors();
+  state.rng = at::detail::getDefaultCPUGenerator().get_state();
+  if (runtime_.device == ZF_DEVICE_CUDA) state.device_rng = device_generator(runtime_).get_state();
+  return state;
+}
+
+std::string TrainingCheckpoints::info(int64_t step) const {
+  JsonWriter json;
+  json.begin_object().key("step").value(step).key("world_size").value(runtime_.comm->world_size());
+  json.key("config").value(identity_.config_file).key("layout").value(layout_digest_);
+  json.key("optimizer").value(identity_.optimizer);
+  json.key("stage").value(identity_.stage).end_object();
+  return json.str();
+}
+
+void TrainingCheckpoints::save(int64_t step, UpdatePlan &update) {
+  auto path = store_->save(state(step, update), info(step));
+  if (runtime_.comm->rank() == 0) std::printf("zfcore: checkpoint %s\n", path.c_str());
+}
+
+// checkpoint.resume: "auto" continues from the newest checkpoint in the directory, "never" starts
+// fresh, anything else names a checkpoint directory.
+int64_t TrainingCheckpoints::resume(UpdatePlan &update) {
+  std::string resume = config_.string("checkpoint", "resume");
+  std::optional<std::filesystem::path> from;
+  if (resume == "auto") from = store_->latest();
+  else if (resume != "never") {
+    ZF_REQUIRE(std::filesystem::exists(resume), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
+               config_.where("checkpoint", "resume").str().c_str(), resume.c_str());
+    from = std::filesystem::path(resume);
+  }
+  if (!from) return 0;
+  TrainingState loaded = state(0, update);
+  store_->load(*from, loaded);
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(loaded.rng);
+  if (runtime_.device == ZF_DEVICE_CUDA && loaded.device_rng.defined())
+    device_generator(runtime_).set_state(loaded.device_rng);
+  if (runtime_.comm->rank() == 0)
+    std::printf("zfcore: resumed from %s (step %lld)\n", from->c_str(), (long long)loaded.step);
+  return loaded.step;
+}
+
+}  // namespace zf

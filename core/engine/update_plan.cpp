@@ -1,0 +1,400 @@
+#include "engine/update_plan.hpp"
+
+#include "engine/flat_buffers.hpp"
+#include "runtime/device.hpp"
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace zf {
+
+std::vector<zf_optimizer_range> optimizer_ranges(const zf_layout &layout, uint64_t begin, uint64_t end) {
+  std::vector<zf_optimizer_range> ranges;
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &s = layout.segments[i];
+    uint64_t seg_end = i + 1 < layout.segment_count ? layout.segments[i + 1].offset : end;
+    uint64_t lo = std::max(s.offset, begin), hi = std::min(seg_end, end);
+    if (i == 0) lo = begin;  // leading elements of the shard belong to the first segment
+    if (lo >= hi) continue;
+    uint32_t group = (s.flags & ZF_SEGMENT_NO_DECAY) ? 1 : 0;
+    if (!ranges.empty() && ranges.back().group == group && ranges.back().end == lo - begin)
+      ranges.back().end = hi - begin;
+    else
+      ranges.push_back(zf_optimizer_range{lo - begin, hi - begin, group, 0});
+  }
+  return ranges;
+}
+
+namespace {
+
+// The part of `ranges` inside [begin, end).
+std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range> &ranges, uint64_t begin,
+                                            uint64_t end) {
+  std::vector<zf_optimizer_range> out;
+  for (const zf_optimizer_range &r : ranges) {
+    uint64_t lo = std::max(r.begin, begin), hi = std::min(r.end, end);
+    if (lo < hi) out.push_back(zf_optimizer_range{lo, hi, r.group, 0});
+  }
+  return out;
+}
+
+bool on_host(zf_tier tier) { return tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST; }
+
+}  // namespace
+
+// The CPU side of an offloaded update: buckets queue up as their gradients are copied down and
+// one thread updates them in order, then starts their upload. The first failure is kept and
+// rethrown on the training thread; the thread stops taking work after it.
+class UpdatePlan::UpdateThread {
+ public:
+  explicit UpdateThread(UpdatePlan &plan)
+      : plan_(plan), thread_([this] {
+          use_device_on_this_thread(plan_.runtime_);
+          loop();
+        }) {}
+  ~UpdateThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  void start_step(bool scale_known) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    scale_known_ = scale_known;
+  }
+  void push(const Bucket &bucket) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(bucket);
+    }
+    changed_.notify_all();
+  }
+  void release_scale() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      scale_known_ = true;
+    }
+    changed_.notify_all();
+  }
+  // Until every bucket handed over is updated and its upload started.
+  void drain() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return (queue_.empty() && !busy_) || failure_; });
+    if (failure_) {
+      std::exception_ptr failure = failure_;
+      failure_ = nullptr;
+      queue_.clear();
+      std::rethrow_exception(failure);
+    }
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return stopping_ || (!queue_.empty() && scale_known_ && !failure_); });
+      if (stopping_) return;
+      Bucket bucket = queue_.front();
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      try {
+        plan_.update_bucket(bucket);
+      } catch (...) {
+        lock.lock();
+        failure_ = std::current_exception();
+        busy_ = false;
+        changed_.notify_all();
+        continue;
+      }
+      lock.lock();
+      busy_ = false;
+      changed_.notify_all();
+    }
+  }
+
+  UpdatePlan &plan_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Bucket> queue_;
+  bool scale_known_ = false, busy_ = false, stopping_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin,
+                       uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings)
+    : runtime_(runtime),
+      plugins_(plugins),
+      layout_(layout),
+      shard_begin_(shard_begin),
+      shard_end_(shard_end),
+      dtype_(dtype),
+      model_tier_(model_tier) {
+  auto &offload = *plugins_.offload.instance;
+  tiers_.struct_size = sizeof tiers_;
+  tiers_.param_out_tier = model_tier;  // defaults for offload plugins older than ABI 1.3
+  zf_error error{};
+  offload.check(offload.api<zf_offload_api>()->plan(offload.object(), &layout, shard_end - shard_begin, &tiers_,
+                                                    &error),
+                error, "plan");
+  offloaded_ = tiers_.master_tier != model_tier;
+  check_optimizer_fits();
+
+  job_.device = on_host(tiers_.master_tier) ? ZF_DEVICE_CPU : ZF_DEVICE_CUDA;
+  job_.ranges = optimizer_ranges(layout, shard_begin, shard_end);
+  job_.overlapped = offloaded_ && tiers_.overlap;
+  zf_optimizer_group decay{float(settings.lr), float(settings.beta1), float(settings.beta2), float(settings.eps),
+                           float(settings.weight_decay), {}};
+  zf_optimizer_group no_decay = decay;
+  no_decay.weight_decay = 0;
+  groups_ = {decay, no_decay};
+
+  const uint64_t numel = shard_end - shard_begin, element = c10::elementSize(dtype);
+  planned_.push_back({tiers_.master_tier, "master", numel * 4});
+  auto &optimizer = *plugins_.optimizer.instance;
+  const auto *api = optimizer.api<zf_optimizer_api>();
+  if (ZF_HAS(zf_optimizer_api, api, bind_state) && api->state_spec && api->bind_state) {
+    for (uint32_t index = 0;; ++index) {
+      const char *name = nullptr;
+      zf_dtype state_dtype = ZF_DTYPE_F32;
+      zf_status status = api->state_spec(optimizer.object(), index, &name, &state_dtype, &error);
+      if (status == ZF_DECLINED) break;
+      optimizer.check(status, error, "state_spec");
+      state_names_.push_back(name);
+      state_dtypes_.push_back(torch_dtype(state_dtype));
+      planned_.push_back({tiers_.state_tier, format("%s.%s", optimizer.name(), name),
+                          numel * c10::elementSize(state_dtypes_.back())});
+    }
+  }
+  if (offloaded_) {
+    planned_.push_back({tiers_.grad_tier, "grads.offload", numel * element});
+    if (dtype != torch::kFloat32) planned_.push_back({tiers_.param_out_tier, "params.offload", numel * element});
+  }
+}
+
+UpdatePlan::~UpdatePlan() = default;
+
+// The optimizer must run where the master lives, and an offloaded bf16/fp16 run needs an
+// optimizer that writes the compute-precision copy in its pass.
+void UpdatePlan::check_optimizer_fits() {
+  auto &offload = *plugins_.offload.instance;
+  auto &optimizer = *plugins_.optimizer.instance;
+  const uint64_t caps = optimizer.file().descriptor->capabilities;
+  if (on_host(tiers_.master_tier)) {
+    ZF_REQUIRE(caps & ZF_CAP_CPU,
+               "optimizer plugin '%s' runs on the GPU but offload plugin '%s' keeps the master weights in host "
+               "memory: use a CPU optimizer (optimizer.plugin = \"cpu_adam\", \"cpu_lion\" or \"cpu_adagrad\")",
+               optimizer.name(), offload.name());
+  } else {
+    ZF_REQUIRE(tiers_.master_tier == ZF_TIER_DEVICE && runtime_.device == ZF_DEVICE_CUDA,
+               "offload plugin '%s' put the master weights on tier %s, which this %s run does not have",
+               offload.name(), tier_name(tiers_.master_tier), runtime_.device == ZF_DEVICE_CUDA ? "GPU" : "CPU");
+    ZF_REQUIRE(caps & ZF_CAP_CUDA,
+               "optimizer plugin '%s' runs on the CPU but run.device = \"cuda\" keeps the master weights on the "
+               "GPU: use optimizer.plugin = \"gpu_adam\", or offload.plugin = \"cpu_optimizer\" to update on the CPU",
+               optimizer.name());
+  }
+  if (!offloaded_) return;
+  const auto *api = offload.api<zf_offload_api>();
+  ZF_REQUIRE(api->gradients_out && api->parameters_in,
+             "offload plugin '%s' keeps the master weights on tier %s but does not move gradients and parameters "
+             "(gradients_out, parameters_in)", offload.name(), tier_name(tiers_.master_tier));
+  ZF_REQUIRE(dtype_ == torch::kFloat32 || (caps & ZF_CAP_LOW_PRECISION_OUT),
+             "optimizer plugin '%s' cannot write %s parameters in its step (ZF_CAP_LOW_PRECISION_OUT), which offload "
+             "plugin '%s' needs: use cpu_adam, cpu_lion or cpu_adagrad",
+             optimizer.name(), c10::toString(dtype_), offload.name());
+}
+
+void UpdatePlan::allocate(const torch::Tensor &params_shard) {
+  MemoryLedger &ledger = runtime_.memory;
+  const uint64_t numel = shard_end_ - shard_begin_;
+  master = ledger_tensor(ledger, tiers_.master_tier, numel, torch::kFloat32, "master");
+  master.copy_(params_shard);
+  auto &optimizer = *plugins_.optimizer.instance;
+  const auto *api = optimizer.api<zf_optimizer_api>();
+  zf_error error{};
+  if (state_names_.empty()) {  // an optimizer that keeps its state itself (ABI 1.0-1.2)
+    optimizer.check(api->init_state(optimizer.object(), numel, &error), error, "init_state");
+  } else {
+    std::vector<zf_tensor_view> views;
+    for (size_t i = 0; i < state_names_.size(); ++i) {
+      // The optimizer writes the initial values (its workers first-touch the pages).
+      state_.push_back(ledger_tensor(ledger, tiers_.state_tier, numel, state_dtypes_[i], planned_[1 + i].tag,
+                                     /*zero=*/false));
+      views.push_back(view_of(state_.back()));
+    }
+    optimizer.check(api->bind_state(optimizer.object(), numel, views.data(), uint32_t(views.size()), &error), error,
+                    "bind_state");
+  }
+  if (!offloaded_) return;
+  host_grads_ = ledger_tensor(ledger, tiers_.grad_tier, numel, dtype_, "grads.offload", /*zero=*/false);
+  if (dtype_ != torch::kFloat32)
+    params_out_ = ledger_tensor(ledger, tiers_.param_out_tier, numel, dtype_, "params.offload", /*zero=*/false);
+  if (job_.overlapped) thread_ = std::make_unique<UpdateThread>(*this);
+}
+
+zf_optimizer_step_args UpdatePlan::step_args(const std::vector<zf_optimizer_range> &ranges) const {
+  return optimizer_step_args(ranges.data(), ranges.size(), groups_.data(), groups_.size(), step_, grad_scale_,
+                             view_of(master), view_of(offloaded_ ? host_grads_ : grads_shard_));
+}
+
+void UpdatePlan::begin(int64_t step, double lr, const torch::Tensor &params_shard, const torch::Tensor &grads_shard,
+                       bool scale_known, float grad_scale) {
+  step_ = step;
+  grad_scale_ = grad_scale;
+  scale_known_ = scale_known;
+  for (zf_optimizer_group &group : groups_) group.lr = float(lr);
+  params_shard_ = params_shard;
+  grads_shard_ = grads_shard;
+  handed_.clear();
+  if (thread_) thread_->start_step(scale_known);
+}
+
+void UpdatePlan::gradients_final(uint64_t begin, uint64_t end, void *stream) {
+  if (!job_.overlapped) return;
+  uint64_t lo = std::max(begin, shard_begin_), hi = std::min(end, shard_end_);
+  if (lo < hi) hand_over(lo - shard_begin_, hi - shard_begin_, stream);
+}
+
+// Starts the copies of [begin, end) down, bucket by bucket, and queues their updates.
+void UpdatePlan::hand_over(uint64_t begin, uint64_t end, void *stream) {
+  auto &offload = *plugins_.offload.instance;
+  const auto *api = offload.api<zf_offload_api>();
+  const uint64_t bucket = tiers_.bucket_numel ? tiers_.bucket_numel : end - begin;
+  handed_.emplace_back(begin, end);
+  for (uint64_t lo = begin; lo < end; lo += bucket) {
+    uint64_t hi = std::min(end, lo + bucket);
+    zf_error error{};
+    auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(lo), int64_t(hi - lo))); };
+    offload.check(api->gradients_out(offload.object(), part(grads_shard_), part(host_grads_), stream, &error), error,
+                  "gradients_out");
+    void *landed = nullptr;
+    if (ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event)
+      offload.check(api->transfer_event(offload.object(), ZF_TRANSFER_GRADIENTS_OUT, &landed, &error), error,
+                    "transfer_event");
+    else if (api->wait)
+      offload.check(api->wait(offload.object(), &error), error, "wait");
+    Bucket b{lo, hi, landed};
+    if (thread_) thread_->push(b);
+    else update_bucket(b);
+  }
+}
+
+// Waits for the bucket's gradients, updates it, and starts its upload.
+void UpdatePlan::update_bucket(const Bucket &bucket) {
+  Timers &timers = runtime_.timers;
+  uint32_t copy_wait = timers.id("grad_copy_wait"), update = timers.id("cpu_update");
+  timers.start(copy_wait);
+  synchronize_event(bucket.landed);
+  timers.stop(copy_wait);
+
+  timers.start(update);
+  std::vector<zf_optimizer_range> ranges = clip_ranges(job_.ranges, bucket.begin, bucket.end);
+  zf_optimizer_step_args args = step_args(ranges);
+  if (params_out_.defined()) args.params_out = view_of(params_out_);
+  auto &optimizer = *plugins_.optimizer.instance;
+  zf_error error{};
+  optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
+  timers.stop(update);
+
+  auto &offload = *plugins_.offload.instance;
+  const torch::Tensor &source = params_out_.defined() ? params_out_ : master;
+  auto part = [&](const torch::Tensor &t) {
+    return view_of(t.narrow(0, int64_t(bucket.begin), int64_t(bucket.end - bucket.begin)));
+  };
+  offload.check(offload.api<zf_offload_api>()->parameters_in(offload.object(), part(source), part(params_shard_),
+                                                             runtime_.compute_stream, &error),
+                error, "parameters_in");
+}
+
+void UpdatePlan::finish(float grad_scale) {
+  if (!scale_known_) grad_scale_ = grad_scale;  // the update thread waits for it (release_scale)
+  if (!offloaded_) return update_on_device();
+  // What the backward did not hand over (all of it without overlap, or on ranks whose gradients
+  // are final only after reduce_gradients), in one pass after the backward.
+  std::sort(handed_.begin(), handed_.end());
+  uint64_t next = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> rest;
+  for (const auto &[lo, hi] : handed_) {
+    if (next < lo) rest.emplace_back(next, lo);
+    next = std::max(next, hi);
+  }
+  if (next < shard_end_ - shard_begin_) rest.emplace_back(next, shard_end_ - shard_begin_);
+  for (const auto &[lo, hi] : rest) hand_over(lo, hi, runtime_.compute_stream);
+
+  Timers &timers = runtime_.timers;
+  uint32_t wait = timers.id("update_wait");  // the training thread waits for the CPU update
+  timers.start(wait);
+  if (thread_) {
+    thread_->release_scale();
+    thread_->drain();
+  }
+  timers.stop(wait);
+  // The compute stream reads the new parameters and reuses the gradient memory only after the
+  // transfers have landed.
+  auto &offload = *plugins_.offload.instance;
+  const auto *api = offload.api<zf_offload_api>();
+  zf_error error{};
+  if (ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event) {
+    uint32_t param_wait = timers.id("param_copy_wait");  // the compute stream waits for the uploads
+    timers.start(param_wait, runtime_.compute_stream);
+    for (int32_t direction : {ZF_TRANSFER_GRADIENTS_OUT, ZF_TRANSFER_PARAMETERS_IN}) {
+      void *event = nullptr;
+      offload.check(api->transfer_event(offload.object(), direction, &event, &error), error, "transfer_event");
+      wait_event(runtime_.compute_stream, event);
+    }
+    timers.stop(param_wait, runtime_.compute_stream);
+  } else if (api->wait) {
+    offload.check(api->wait(offload.object(), &error), error, "wait");
+  }
+}
+
+// No offload: one step over the shard where the model computes; an optimizer that writes the
+// low-precision working parameters in its own pass saves the copy.
+void UpdatePlan::update_on_device() {
+  auto &optimizer = *plugins_.optimizer.instance;
+  zf_optimizer_step_args args = step_args(job_.ranges);
+  args.stream = runtime_.compute_stream;
+  bool writes_params = (optimizer.file().descriptor->capabilities & ZF_CAP_LOW_PRECISION_OUT) &&
+                       params_shard_.scalar_type() != torch::kFloat32 && params_shard_.device() == master.device();
+  if (writes_params) args.params_out = view_of(params_shard_);
+  zf_error error{};
+  optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
+  if (!writes_params) {
+    torch::NoGradGuard no_grad;
+    params_shard_.copy_(master);
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> UpdatePlan::state_tensors() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  auto &optimizer = *plugins_.optimizer.instance;
+  auto state_tensor = optimizer.api<zf_optimizer_api>()->state_tensor;
+  ZF_REQUIRE(state_tensor != nullptr || !state_.empty(),
+             "optimizer plugin '%s' exposes no state (state_tensor), so it cannot be checkpointed", optimizer.name());
+  if (!state_.empty()) {
+    for (size_t i = 0; i < state_.size(); ++i) out.emplace_back(state_names_[i], state_[i]);
+    return out;
+  }
+  for (uint32_t index = 0;; ++index) {
+    const char *name = nullptr;
+    zf_tensor_view view{};
+    zf_error error{};
+    zf_status status = state_tensor(optimizer.object(), index, &name, &view, &error);
+    if (status == ZF_DECLINED) break;
+    optimizer.check(status, error, "state_tensor");
+    out.emplace_back(name, tensor_of(view));
+  }
+  return out;
+}
+
+}  // namespace zf

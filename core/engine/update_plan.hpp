@@ -1,0 +1,118 @@
+// update_plan.hpp: the update of this rank's shard after the backward, laid out by the offload
+// plugin. The host allocates every buffer of the update on the tier the offload plugin chose (fp32
+// master, optimizer state, the gradients the optimizer reads, the compute-precision copy it
+// writes) and hands the optimizer views of its state. The update is a list of jobs; today a run
+// has one: the optimizer over the shard, either where the model computes (no offload: on the
+// training thread) or on the host (offload: bucket by bucket on the update thread, gradients
+// copied down and parameters copied up by the offload plugin on its own streams).
+//
+// Step protocol (training thread): begin(), then gradients_final() for ranges of the shard whose
+// gradients are final (during the last micro-step's backward, when the plan overlaps), then
+// finish() after the backward, which hands what is left, waits for the update and leaves the
+// compute stream ordered after the new parameters.
+#pragma once
+
+#include "engine/plugin_set.hpp"
+#include "runtime/runtime.hpp"
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zf {
+
+struct OptimizerSettings {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+};
+
+// One update job: an optimizer over element ranges of the shard, on a device, every `every` steps.
+struct UpdateJob {
+  zf_device device = ZF_DEVICE_CPU;
+  std::vector<zf_optimizer_range> ranges;  // shard elements, sorted and disjoint
+  int64_t every = 1;
+  bool overlapped = false;  // fed bucket by bucket during the backward, on the update thread
+};
+
+// Optimizer ranges over [begin, end) of the layout, in shard elements: group 0 decays, group 1
+// (biases, norms) does not. A segment's range runs to the next segment, so padding merges into it.
+std::vector<zf_optimizer_range> optimizer_ranges(const zf_layout &layout, uint64_t begin, uint64_t end);
+
+// Bytes of the plan per tier and tag, known before anything is allocated (the memory plan).
+struct PlannedBuffer {
+  zf_tier tier;
+  std::string tag;
+  uint64_t bytes;
+};
+
+class UpdatePlan {
+ public:
+  // model_tier: where the model's parameters and gradients live (device on a GPU run).
+  UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end,
+             torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings);
+  ~UpdatePlan();
+  UpdatePlan(const UpdatePlan &) = delete;
+  UpdatePlan &operator=(const UpdatePlan &) = delete;
+
+  // What allocate() will hold, per tier and tag.
+  const std::vector<PlannedBuffer> &planned() const { return planned_; }
+  // Allocates the buffers and binds the optimizer's state; master starts from params_shard.
+  void allocate(const torch::Tensor &params_shard);
+
+  torch::Tensor master;  // fp32 [shard_begin, shard_end), on the master tier
+  const UpdateJob &job() const { return job_; }
+  bool offloaded() const { return offloaded_; }
+
+  // Optimizer steps: params_shard and grads_shard are this rank's working parameters and reduced
+  // gradients (compute dtype, on the model's tier); grad_scale is known at begin unless clipping
+  // needs the global norm first (then pass scale_known = false and the scale to finish).
+  void begin(int64_t step, double lr, const torch::Tensor &params_shard, const torch::Tensor &grads_shard,
+             bool scale_known, float grad_scale);
+  // Layout elements [begin, end) of gradients are final; `stream` has the work that made them so.
+  void gradients_final(uint64_t begin, uint64_t end, void *stream);
+  void finish(float grad_scale);
+
+  // The optimizer's state for checkpoints (name, tensor).
+  std::vector<std::pair<std::string, torch::Tensor>> state_tensors();
+
+ private:
+  class UpdateThread;
+  struct Bucket {
+    uint64_t begin, end;  // shard elements
+    void *landed;         // event: its gradients are on the host
+  };
+  void hand_over(uint64_t begin, uint64_t end, void *stream);  // shard elements
+  void update_bucket(const Bucket &bucket);                     // on the update thread
+  void update_on_device();                                      // no offload, training thread
+  zf_optimizer_step_args step_args(const std::vector<zf_optimizer_range> &ranges) const;
+  void check_optimizer_fits();
+
+  Runtime &runtime_;
+  PluginSet &plugins_;
+  const zf_layout &layout_;
+  uint64_t shard_begin_, shard_end_;
+  torch::Dtype dtype_;
+  zf_tier model_tier_;
+  zf_offload_plan tiers_{};
+  bool offloaded_ = false;
+  UpdateJob job_;
+  std::vector<zf_optimizer_group> groups_;
+  std::vector<PlannedBuffer> planned_;
+  std::vector<torch::Tensor> state_;
+  std::vector<std::string> state_names_;
+  std::vector<torch::Dtype> state_dtypes_;
+  torch::Tensor host_grads_;  // gradients the optimizer reads (offload), grad tier
+  torch::Tensor params_out_;  // compute-precision copy the optimizer writes (offload, bf16/fp16 runs)
+  std::unique_ptr<UpdateThread> thread_;
+
+  // The step in progress.
+  int64_t step_ = 0;
+  float grad_scale_ = 1;
+  bool scale_known_ = true;
+  torch::Tensor params_shard_, grads_shard_;
+  std::vector<std::pair<uint64_t, uint64_t>> handed_;  // shard ranges handed over this step
+};
+
+}  // namespace zf

@@ -1,0 +1,112 @@
+// cpu_optimizer: ZeRO-Offload's strategy. The fp32 master and the optimizer state of this rank's
+// shard live in pinned host memory and a CPU optimizer (cpu_adam, cpu_lion, cpu_adagrad) updates
+// them. Gradients come down bucket by bucket as the backward finishes them (one stream), updated
+// parameters go up bucket by bucket as the CPU finishes them (another stream), so both PCIe
+// directions, the backward and the CPU update overlap. On a CPU run the "device" is host memory:
+// the same buckets, copies and ordering run, which is how CI tests the schedule.
+#include <zf/zf_plugin.hpp>
+
+namespace {
+
+struct CpuOptimizerOffload {
+  const zf_host *host = nullptr;
+  zf_tier tier = ZF_TIER_PINNED_HOST;
+  bool overlap = true;
+  uint64_t bucket_numel = 0;
+  void *down = nullptr;  // device -> host: gradients
+  void *up = nullptr;    // host -> device: parameters
+};
+
+CpuOptimizerOffload &self_of(zf_object *object) { return *reinterpret_cast<CpuOptimizerOffload *>(object); }
+
+zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
+  if (!ZF_HAS(zf_host, host, event_synchronize))
+    return zf::fail(error, ZF_DECLINED, "needs a host of ABI 1.3 or later (streams and events)");
+  return zf::guard(error, [&] {
+    zf::Config table(host, config);
+    auto *self = new CpuOptimizerOffload();
+    self->host = host;
+    self->tier = table.boolean("pin_memory") ? ZF_TIER_PINNED_HOST : ZF_TIER_HOST;
+    self->overlap = table.boolean("overlap");
+    self->bucket_numel = uint64_t(table.integer("bucket_size"));
+    self->down = host->stream_create(host);
+    self->up = host->stream_create(host);
+    *out = reinterpret_cast<zf_object *>(self);
+  });
+}
+
+void destroy(zf_object *object) { delete &self_of(object); }
+
+zf_status plan(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *plan, zf_error *error) {
+  CpuOptimizerOffload &self = self_of(object);
+  if (!ZF_HAS(zf_offload_plan, plan, bucket_numel))
+    return zf::fail(error, ZF_ERROR_UNSUPPORTED, "the host's offload plan is older than ABI 1.3");
+  plan->master_tier = plan->state_tier = plan->grad_tier = plan->param_out_tier = self.tier;
+  plan->overlap = self.overlap ? 1 : 0;
+  plan->bucket_numel = self.bucket_numel;
+  return ZF_OK;
+}
+
+// Queued on the gradient stream after what `stream` has queued so far (the bucket's reduction).
+zf_status gradients_out(zf_object *object, zf_tensor_view device_grads, zf_tensor_view host_grads, void *stream,
+                        zf_error *error) {
+  CpuOptimizerOffload &self = self_of(object);
+  const zf_host *host = self.host;
+  host->event_wait(host, self.down, host->event_record(host, stream));
+  return host->copy(host, host_grads, device_grads, self.down, error);
+}
+
+// The host wrote host_params before this call; the copy needs no event on the way in.
+zf_status parameters_in(zf_object *object, zf_tensor_view host_params, zf_tensor_view device_params, void *,
+                        zf_error *error) {
+  CpuOptimizerOffload &self = self_of(object);
+  return self.host->copy(self.host, device_params, host_params, self.up, error);
+}
+
+zf_status transfer_event(zf_object *object, int32_t direction, void **event, zf_error *error) {
+  CpuOptimizerOffload &self = self_of(object);
+  if (direction != ZF_TRANSFER_GRADIENTS_OUT && direction != ZF_TRANSFER_PARAMETERS_IN)
+    return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "unknown transfer direction %d", direction);
+  *event = self.host->event_record(self.host, direction == ZF_TRANSFER_GRADIENTS_OUT ? self.down : self.up);
+  return ZF_OK;
+}
+
+zf_status wait(zf_object *object, zf_error *) {
+  CpuOptimizerOffload &self = self_of(object);
+  for (void *stream : {self.down, self.up}) self.host->event_synchronize(self.host, self.host->event_record(self.host, stream));
+  return ZF_OK;
+}
+
+const zf_param_decl params[] = {
+    {"pin_memory", ZF_PARAM_BOOL, 0, "true",
+     "master, optimizer state and transfer buffers in page-locked memory (PCIe at full speed); false = pageable", 0,
+     0, nullptr, nullptr},
+    {"overlap", ZF_PARAM_BOOL, 0, "true",
+     "copy, update and upload each bucket as soon as the backward finished its gradients; false = all after the "
+     "backward, one bucket (the serial reference)",
+     0, 0, nullptr, nullptr},
+    {"bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "16777216",
+     "elements per bucket of gradient copies, CPU updates and parameter uploads (DeepSpeed's unit)", 1, 0, nullptr,
+     nullptr},
+};
+
+const zf_offload_api api = {.struct_size = sizeof(zf_offload_api),
+                            .create = create,
+                            .destroy = destroy,
+                            .plan = plan,
+                            .gradients_out = gradients_out,
+                            .parameters_in = parameters_in,
+                            .wait = wait,
+                            .transfer_event = transfer_event};
+
+const zf_descriptor descriptor = {
+    sizeof(zf_descriptor), ZF_ABI_VERSION, "cpu_optimizer", ZF_KIND_OFFLOAD, sizeof params / sizeof params[0],
+    params, "1.0.0",
+    "ZeRO-Offload: fp32 master and optimizer state in pinned host memory, updated by a CPU optimizer, "
+    "per-bucket copies overlapping the backward",
+    ZF_CAP_CPU | ZF_CAP_CUDA, &api,
+};
+
+}  // namespace
+
+ZF_PLUGIN_DEFINE(descriptor)

@@ -1,0 +1,65 @@
+// cpu_optimizer on GPUs: fp32 master and moments in pinned host memory, cpu_adam on the host's
+// cores, gradients down and parameters up per bucket on the offload plugin's streams. Oracles:
+// the serial reference of the same plugin (identical bits: the same CPU math on the same
+// gradients, with deterministic kernels), one GPU against two for the same global batch (as for
+// the stages), and gpu_adam without offload for the loss (the same AdamW, two implementations).
+#include "gpu_skip.hpp"
+
+#include "runtime/device.hpp"
+#include "stages/stage_runs.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+using namespace zf;
+
+namespace {
+
+std::string tiny_gpt() { return test::source_dir() + "/tests/gpu/tiny_gpt.toml"; }
+
+std::string offloaded(int grad_accum) {
+  return "--set run.device=cuda --set run.deterministic=true --set model.dtype=bfloat16 --set train.micro_batch=8 "
+         "--set optimizer.plugin=cpu_adam --set offload.plugin=cpu_optimizer --set offload.bucket_size=20000 "
+         "--set train.grad_accum=" + std::to_string(grad_accum) + " ";
+}
+
+}  // namespace
+
+TEST_CASE("cpu_optimizer on a GPU: the pipelined path equals the serial one and trains like gpu_adam",
+          "[gpu][offload]") {
+  test::require_gpus(1);
+  test::StageRun piped = test::run_stage("gpu_off_piped", "zero0", 1, offloaded(1), tiny_gpt());
+  INFO(piped.outcome.output);
+  REQUIRE(piped.outcome.exit_code == 0);
+  test::StageRun serial = test::run_stage("gpu_off_serial", "zero0", 1, offloaded(1) + "--set offload.overlap=false",
+                                          tiny_gpt());
+  INFO(serial.outcome.output);
+  REQUIRE(serial.outcome.exit_code == 0);
+  CHECK(test::json_field(piped.summary, "param_digest") == test::json_field(serial.summary, "param_digest"));
+  CHECK(std::stoull(test::json_field(piped.summary, "planned_pinned_bytes")) > 0);
+
+  test::StageRun gpu = test::run_stage("gpu_off_gpu_adam", "zero0", 1,
+                                       "--set run.device=cuda --set run.deterministic=true --set model.dtype=bfloat16 "
+                                       "--set train.micro_batch=8 --set optimizer.plugin=gpu_adam", tiny_gpt());
+  INFO(gpu.outcome.output);
+  REQUIRE(gpu.outcome.exit_code == 0);
+  double a = std::stod(test::json_field(piped.summary, "final_loss"));
+  double b = std::stod(test::json_field(gpu.summary, "final_loss"));
+  CHECK(std::fabs(a - b) <= 2e-2 * std::fabs(b));
+}
+
+TEST_CASE("cpu_optimizer under zero0-zero3 on two GPUs reproduces one GPU's param_digest", "[gpu][offload][mpi]") {
+  test::require_gpus(2);
+  test::StageRun oracle = test::run_stage("gpu_off_oracle", "zero0", 1, offloaded(2), tiny_gpt());
+  INFO(oracle.outcome.output);
+  REQUIRE(oracle.outcome.exit_code == 0);
+  for (const std::string &stage : {"zero0", "zero1", "zero2", "zero3"}) {
+    std::string extra = stage == "zero3" ? "--set stage.param_persistence_threshold=1000 " : "";
+    test::StageRun r = test::run_stage("gpu_off_" + stage, stage, 2, offloaded(1) + extra, tiny_gpt());
+    INFO(stage << " on 2 GPUs\n" << r.outcome.output);
+    REQUIRE(r.outcome.exit_code == 0);
+    CHECK(test::json_field(r.summary, "param_digest") == test::json_field(oracle.summary, "param_digest"));
+  }
+}

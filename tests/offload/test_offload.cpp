@@ -1,0 +1,149 @@
+// cpu_optimizer computes what no offload computes. Oracle: the same stage, world size and batch
+// with offload.plugin = "none" and the same CPU optimizer (cpu_adam): the update is elementwise,
+// so splitting it into buckets, copying gradients to another buffer and parameters back changes
+// no bit. Hence identical param_digest for zero0-zero3 on 1-3 ranks, with gradient accumulation
+// (every micro-step counted) and with clipping (the norm is the no-offload norm), in fp32 and in
+// bf16 (where the optimizer writes the bf16 copy into a buffer that is copied up).
+#include "stages/stage_runs.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace zf;
+
+namespace {
+
+const std::vector<std::string> kStages = {"zero0", "zero1", "zero2", "zero3"};
+
+std::string workload(int grad_accum, bool clip) {
+  std::string s = "--set train.steps=4 --set train.micro_batch=32 --set train.grad_accum=" +
+                  std::to_string(grad_accum) + " --set optimizer.plugin=cpu_adam --set optimizer.threads=1 ";
+  if (clip) s += "--set train.clip_grad_norm=0.5 ";
+  return s;
+}
+
+// Buckets much smaller than a layer, so that the backward hands over many of them.
+const std::string kOffload = "--set offload.plugin=cpu_optimizer --set offload.bucket_size=5000 ";
+
+std::string stage_buckets(const std::string &stage) {
+  if (stage == "zero3") return "--set stage.param_persistence_threshold=1000 ";
+  return "";
+}
+
+std::string digest_of(const test::StageRun &r) { return test::json_field(r.summary, "param_digest"); }
+
+}  // namespace
+
+TEST_CASE("cpu_optimizer gives no offload's param_digest under zero0-zero3 on 1 and 2 ranks", "[offload][mpi]") {
+  for (bool clip : {false, true}) {
+    for (const std::string &stage : kStages) {
+      for (int world : {1, 2}) {
+        int accum = world == 1 ? 2 : 1;
+        std::string base = workload(accum, clip) + stage_buckets(stage);
+        test::StageRun none = test::run_stage("off_none_" + stage, stage, world, base);
+        INFO(stage << " on " << world << " ranks, clipping " << clip << "\n" << none.outcome.output);
+        REQUIRE(none.outcome.exit_code == 0);
+        test::StageRun off = test::run_stage("off_cpu_" + stage, stage, world, base + kOffload);
+        INFO(off.outcome.output);
+        REQUIRE(off.outcome.exit_code == 0);
+        CHECK(digest_of(off).size() == 16);
+        CHECK(digest_of(off) == digest_of(none));
+        CHECK(test::json_field(off.summary, "final_loss") == test::json_field(none.summary, "final_loss"));
+        if (clip) {  // the step was clipped by the same global norm
+          std::string steps_none = test::read_text(none.dir + "/steps.jsonl");
+          std::string steps_off = test::read_text(off.dir + "/steps.jsonl");
+          CHECK(std::stod(test::json_field(steps_none, "grad_norm")) > 0.5);
+          CHECK(test::json_field(steps_off, "grad_norm") == test::json_field(steps_none, "grad_norm"));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu_optimizer on 3 ranks and in bf16 gives no offload's param_digest", "[offload][mpi]") {
+  for (const std::string &stage : {"zero1", "zero3"}) {
+    std::string base = workload(2, false) + stage_buckets(stage);
+    test::StageRun none = test::run_stage("off3_none_" + stage, stage, 3, base);
+    INFO(none.outcome.output);
+    REQUIRE(none.outcome.exit_code == 0);
+    test::StageRun off = test::run_stage("off3_cpu_" + stage, stage, 3, base + kOffload);
+    INFO(off.outcome.output);
+    REQUIRE(off.outcome.exit_code == 0);
+    CHECK(digest_of(off) == digest_of(none));
+  }
+  std::string bf16 = workload(2, true) + "--set model.dtype=bfloat16 ";
+  test::StageRun none = test::run_stage("offbf_none", "zero2", 2, bf16);
+  INFO(none.outcome.output);
+  REQUIRE(none.outcome.exit_code == 0);
+  test::StageRun off = test::run_stage("offbf_cpu", "zero2", 2, bf16 + kOffload);
+  INFO(off.outcome.output);
+  REQUIRE(off.outcome.exit_code == 0);
+  CHECK(digest_of(off) == digest_of(none));
+}
+
+TEST_CASE("the pipelined per-bucket update equals the serial reference bit for bit", "[offload]") {
+  std::string base = workload(1, false) + "--set offload.plugin=cpu_optimizer ";
+  test::StageRun serial = test::run_stage("off_serial", "zero0", 1, base + "--set offload.overlap=false");
+  INFO(serial.outcome.output);
+  REQUIRE(serial.outcome.exit_code == 0);
+  for (const char *bucket : {"64", "5000", "1000000"}) {
+    test::StageRun piped =
+        test::run_stage("off_piped", "zero0", 1, base + "--set offload.overlap=true --set offload.bucket_size=" + bucket);
+    INFO("bucket_size " << bucket << "\n" << piped.outcome.output);
+    REQUIRE(piped.outcome.exit_code == 0);
+    CHECK(digest_of(piped) == digest_of(serial));
+  }
+  // The step breakdown shows where an offloaded step spends its time.
+  for (const char *timer : {"cpu_update", "grad_copy_wait", "update_wait", "param_copy_wait"})
+    CHECK_FALSE(test::json_field(serial.summary, timer).empty());
+}
+
+TEST_CASE("an offloaded run resumed mid-run repeats the uninterrupted run bit for bit", "[offload]") {
+  std::string base = workload(1, true) + kOffload + "--set checkpoint.every=2 ";
+  test::StageRun whole = test::run_stage("off_whole", "zero0", 1, base + "--set train.steps=6");
+  INFO(whole.outcome.output);
+  REQUIRE(whole.outcome.exit_code == 0);
+  std::string dir = test::scratch_dir("off_resume");
+  std::string run = "timeout 120 " + test::zfcore() + " run " + test::source_dir() + "/examples/linear_stack.toml " +
+                    "--set run.output_dir=" + dir + " --set run.progress=off --set run.threads=1 " + base;
+  test::Outcome first = test::run_command(run + " --set train.steps=4");  // checkpoints at 2 and 4
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  test::Outcome resumed = test::run_command(run + " --set train.steps=6");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.output.find("resumed from") != std::string::npos);
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "param_digest") == digest_of(whole));
+}
+
+TEST_CASE("the memory plan is printed, equals the ledger, and a plan that cannot fit is refused", "[offload]") {
+  std::string base = workload(1, false) + kOffload;
+  test::StageRun fits = test::run_stage("off_plan", "zero0", 1, base);
+  INFO(fits.outcome.output);
+  REQUIRE(fits.outcome.exit_code == 0);
+  CHECK(fits.outcome.output.find("memory plan per rank:") != std::string::npos);
+  // Pinned memory holds exactly what the plan said: master, both moments, gradients and nothing else.
+  std::string planned = test::json_field(fits.summary, "planned_pinned_bytes");
+  REQUIRE_FALSE(planned.empty());
+  CHECK(std::stoull(planned) > 0);
+  CHECK(test::json_field(fits.summary, "pinned") == planned);
+
+  test::StageRun refused = test::run_stage("off_refused", "zero0", 1, base + "--set run.host_memory_limit_gb=0.0001");
+  INFO(refused.outcome.output);
+  CHECK(refused.outcome.exit_code != 0);
+  CHECK(refused.outcome.output.find("the memory plan does not fit") != std::string::npos);
+  CHECK(refused.outcome.output.find("moment_dtype = \"bf16\"") != std::string::npos);
+  CHECK(refused.outcome.output.find("run.host_memory_limit_gb") != std::string::npos);
+}
+
+TEST_CASE("an optimizer that cannot run where the offload plugin keeps the master is a clear error", "[offload]") {
+  // adamw_ref writes no bf16 copy in its step, which an offloaded bf16 run needs.
+  test::StageRun r = test::run_stage("off_badopt", "zero0", 1,
+                                     "--set train.steps=2 --set model.dtype=bfloat16 --set optimizer.plugin=adamw_ref " +
+                                         kOffload);
+  INFO(r.outcome.output);
+  CHECK(r.outcome.exit_code != 0);
+  CHECK(r.outcome.output.find("optimizer plugin 'adamw_ref' cannot write") != std::string::npos);
+  CHECK(r.outcome.output.find("use cpu_adam") != std::string::npos);
+}
