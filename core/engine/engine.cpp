@@ -112,6 +112,7 @@ class Trainer {
       timers_.reset();
       auto started = std::chrono::steady_clock::now();
       double loss = train_step(step);
+      if (step == steps) update_->drain();  // the last step's time includes the end of its update
       double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
       if (!std::isfinite(loss))
         throw Error(format("step %lld: the loss is %f; lower optimizer.lr or check the data", (long long)step, loss));
@@ -123,14 +124,17 @@ class Trainer {
       }
       StepRecord r = record(step, steps, loss, step_ms);
       if (options_.eval_every > 0 && (step % options_.eval_every == 0 || step == steps)) {
+        update_->drain();
         r.eval_loss = evaluate();
         summary.eval_loss = r.eval_loss;
       }
       report.step(r);
       summary.stop_signal = agreed_stop_signal();
       if (summary.stop_signal || (checkpoint_every > 0 && step % checkpoint_every == 0) ||
-          (step == steps && checkpoint_every > 0))
+          (step == steps && checkpoint_every > 0)) {
+        update_->drain();
         checkpoints_->save(step, *update_);
+      }
       if (summary.stop_signal) {
         if (comm_.rank() == 0)
           std::printf("zfcore: stopped by signal %d after step %lld; resume with the same command\n",
@@ -138,6 +142,7 @@ class Trainer {
         break;
       }
     }
+    update_->drain();
     summary.first_step = first_step;
     summary.steps = step;
     summary.mean_step_ms = timed_steps ? timed_ms / double(timed_steps) : 0;
@@ -228,6 +233,8 @@ class Trainer {
     if (stage.file().descriptor->capabilities & ZF_CAP_SHARD_PARAMETERS)
       residency_->shard(shard_begin_, shard_end_, std::move(resident), plan.prefetch_numel);
     if (stage_reduce_block()) grad_shards_ = std::make_unique<ShardedGradients>(*flat_, runtime_.memory, tier(), shard_numel());
+    // Without a gather after the update, the next forward can start while the update goes on.
+    defer_update_ = !stage.api<zf_stage_api>()->gather_parameters && !residency_->sharded();
   }
 
   // Bytes per tier before anything large is allocated, printed, and refused when they cannot fit.
@@ -369,7 +376,6 @@ class Trainer {
     StandardTimers t(timers_);
     const auto *stage_api = plugins_.stage.instance->api<zf_stage_api>();
     double loss_sum = 0;
-    begin_update(step);
     for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
       zf_step_buffers b = buffers(step, uint32_t(micro));
       int64_t chunk = ((step - 1) * options_.grad_accum + micro) * comm_.world_size() + comm_.rank();
@@ -381,6 +387,8 @@ class Trainer {
       torch::Tensor hidden = batch.inputs;
       size_t blocks = flat_->layout().block_count;
       for (size_t block = 0; block < blocks; ++block) {
+        const zf_block &range = flat_->layout().blocks[block];
+        update_->ready_for(range.offset, range.offset + range.numel);  // the last step's update of the block
         residency_->enter(uint32_t(block), step);
         residency_->prefetch_after(uint32_t(block), +1, step);
         call_hook(stage_api->before_forward, "before_forward", uint32_t(block), b);
@@ -391,6 +399,7 @@ class Trainer {
       }
       torch::Tensor loss = model_->loss(hidden, batch);
       timers_.stop(t.fwd, stream());
+      if (micro == 0) begin_update(step);  // the previous step's update is complete from here on
 
       timers_.start(t.bwd, stream());
       timers_.start(t.bwd_inner, stream());
@@ -450,7 +459,7 @@ class Trainer {
       grad_norm_ = global_grad_norm(grads_shard()) * mean_scale();
       clip = std::min(1.0, options_.clip_grad_norm / (grad_norm_ + 1e-6));
     }
-    update_->finish(float(mean_scale() * clip));
+    update_->finish(float(mean_scale() * clip), defer_update_);
     gather_parameters(step);
   }
 
@@ -527,6 +536,7 @@ class Trainer {
   uint64_t padded_numel_ = 0;  // elements of the flat buffers (>= layout numel)
   torch::Dtype dtype_ = torch::kFloat32;
   std::unique_ptr<UpdatePlan> update_;
+  bool defer_update_ = false;  // the next forward overlaps the end of the update (UpdatePlan::finish)
   MemoryPlan memory_plan_;
   uint64_t shard_begin_ = 0, shard_end_ = 0;
   RunStats stats_;

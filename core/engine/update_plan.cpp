@@ -84,19 +84,31 @@ class UpdatePlan::UpdateThread {
     }
     changed_.notify_all();
   }
+  // Until the bucket of this sequence number (and those before it) is updated and uploading.
+  void wait_for(uint64_t sequence) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return finished_ > sequence || failure_; });
+    if (failure_) rethrow(lock);
+  }
+  void start_counting() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = 0;
+  }
   // Until every bucket handed over is updated and its upload started.
   void drain() {
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [&] { return (queue_.empty() && !busy_) || failure_; });
-    if (failure_) {
-      std::exception_ptr failure = failure_;
-      failure_ = nullptr;
-      queue_.clear();
-      std::rethrow_exception(failure);
-    }
+    if (failure_) rethrow(lock);
   }
 
  private:
+  void rethrow(std::unique_lock<std::mutex> &) {
+    std::exception_ptr failure = failure_;
+    failure_ = nullptr;
+    queue_.clear();
+    std::rethrow_exception(failure);
+  }
+
   void loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
@@ -117,6 +129,7 @@ class UpdatePlan::UpdateThread {
       }
       lock.lock();
       busy_ = false;
+      ++finished_;
       changed_.notify_all();
     }
   }
@@ -126,6 +139,7 @@ class UpdatePlan::UpdateThread {
   std::condition_variable changed_;
   std::deque<Bucket> queue_;
   bool scale_known_ = false, busy_ = false, stopping_ = false;
+  uint64_t finished_ = 0;  // buckets of this step updated and uploading
   std::exception_ptr failure_;
   std::thread thread_;  // last: starts once the members above exist
 };
@@ -175,6 +189,9 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
                           numel * c10::elementSize(state_dtypes_.back())});
     }
   }
+  if (state_names_.empty())  // an optimizer older than ABI 1.3 allocates its own state: assume Adam's
+    planned_.push_back({tiers_.state_tier, format("%s.state (estimated, 8 bytes per element)", optimizer.name()),
+                        numel * 8});
   if (offloaded_) {
     planned_.push_back({tiers_.grad_tier, "grads.offload", numel * element});
     if (dtype != torch::kFloat32) planned_.push_back({tiers_.param_out_tier, "params.offload", numel * element});
@@ -249,6 +266,7 @@ zf_optimizer_step_args UpdatePlan::step_args(const std::vector<zf_optimizer_rang
 
 void UpdatePlan::begin(int64_t step, double lr, const torch::Tensor &params_shard, const torch::Tensor &grads_shard,
                        bool scale_known, float grad_scale) {
+  drain();  // the previous step's update, if deferred
   step_ = step;
   grad_scale_ = grad_scale;
   scale_known_ = scale_known;
@@ -256,7 +274,11 @@ void UpdatePlan::begin(int64_t step, double lr, const torch::Tensor &params_shar
   params_shard_ = params_shard;
   grads_shard_ = grads_shard;
   handed_.clear();
-  if (thread_) thread_->start_step(scale_known);
+  buckets_.clear();
+  if (thread_) {
+    thread_->start_step(scale_known);
+    thread_->start_counting();
+  }
 }
 
 void UpdatePlan::gradients_final(uint64_t begin, uint64_t end, void *stream) {
@@ -283,7 +305,8 @@ void UpdatePlan::hand_over(uint64_t begin, uint64_t end, void *stream) {
                     "transfer_event");
     else if (api->wait)
       offload.check(api->wait(offload.object(), &error), error, "wait");
-    Bucket b{lo, hi, landed};
+    Bucket b{lo, hi, landed, uint64_t(buckets_.size())};
+    buckets_.push_back(b);
     if (thread_) thread_->push(b);
     else update_bucket(b);
   }
@@ -316,11 +339,11 @@ void UpdatePlan::update_bucket(const Bucket &bucket) {
                 error, "parameters_in");
 }
 
-void UpdatePlan::finish(float grad_scale) {
+void UpdatePlan::finish(float grad_scale, bool defer) {
   if (!scale_known_) grad_scale_ = grad_scale;  // the update thread waits for it (release_scale)
   if (!offloaded_) return update_on_device();
   // What the backward did not hand over (all of it without overlap, or on ranks whose gradients
-  // are final only after reduce_gradients), in one pass after the backward.
+  // are final only after reduce_gradients), in forward order after the backward.
   std::sort(handed_.begin(), handed_.end());
   uint64_t next = 0;
   std::vector<std::pair<uint64_t, uint64_t>> rest;
@@ -331,27 +354,64 @@ void UpdatePlan::finish(float grad_scale) {
   if (next < shard_end_ - shard_begin_) rest.emplace_back(next, shard_end_ - shard_begin_);
   for (const auto &[lo, hi] : rest) hand_over(lo, hi, runtime_.compute_stream);
 
-  Timers &timers = runtime_.timers;
-  uint32_t wait = timers.id("update_wait");  // the training thread waits for the CPU update
-  timers.start(wait);
-  if (thread_) {
-    thread_->release_scale();
-    thread_->drain();
-  }
-  timers.stop(wait);
-  // The compute stream reads the new parameters and reuses the gradient memory only after the
-  // transfers have landed.
+  // The compute stream reuses the gradient memory only after the copies down have landed.
   auto &offload = *plugins_.offload.instance;
   const auto *api = offload.api<zf_offload_api>();
   zf_error error{};
   if (ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event) {
+    void *event = nullptr;
+    offload.check(api->transfer_event(offload.object(), ZF_TRANSFER_GRADIENTS_OUT, &event, &error), error,
+                  "transfer_event");
+    wait_event(runtime_.compute_stream, event);
+  }
+  if (thread_) thread_->release_scale();
+  pending_ = true;
+  if (!defer || !thread_) drain();
+}
+
+void UpdatePlan::ready_for(uint64_t begin, uint64_t end) {
+  if (!pending_) return;
+  uint64_t lo = std::max(begin, shard_begin_), hi = std::min(end, shard_end_);
+  if (lo >= hi) return;
+  lo -= shard_begin_;
+  hi -= shard_begin_;
+  uint64_t last = 0;
+  bool any = false;
+  for (const Bucket &b : buckets_)
+    if (b.begin < hi && lo < b.end) last = std::max(last, b.sequence), any = true;
+  if (!any) return;
+  Timers &timers = runtime_.timers;
+  uint32_t wait = timers.id("update_wait");
+  timers.start(wait);
+  thread_->wait_for(last);
+  timers.stop(wait);
+  wait_for_uploads();
+}
+
+void UpdatePlan::drain() {
+  if (!pending_) return;
+  Timers &timers = runtime_.timers;
+  uint32_t wait = timers.id("update_wait");  // the training thread waits for the CPU update
+  timers.start(wait);
+  if (thread_) thread_->drain();
+  timers.stop(wait);
+  pending_ = false;
+  wait_for_uploads();
+}
+
+// The compute stream reads the new parameters only after their uploads have landed.
+void UpdatePlan::wait_for_uploads() {
+  auto &offload = *plugins_.offload.instance;
+  const auto *api = offload.api<zf_offload_api>();
+  zf_error error{};
+  Timers &timers = runtime_.timers;
+  if (ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event) {
     uint32_t param_wait = timers.id("param_copy_wait");  // the compute stream waits for the uploads
     timers.start(param_wait, runtime_.compute_stream);
-    for (int32_t direction : {ZF_TRANSFER_GRADIENTS_OUT, ZF_TRANSFER_PARAMETERS_IN}) {
-      void *event = nullptr;
-      offload.check(api->transfer_event(offload.object(), direction, &event, &error), error, "transfer_event");
-      wait_event(runtime_.compute_stream, event);
-    }
+    void *event = nullptr;
+    offload.check(api->transfer_event(offload.object(), ZF_TRANSFER_PARAMETERS_IN, &event, &error), error,
+                  "transfer_event");
+    wait_event(runtime_.compute_stream, event);
     timers.stop(param_wait, runtime_.compute_stream);
   } else if (api->wait) {
     offload.check(api->wait(offload.object(), &error), error, "wait");

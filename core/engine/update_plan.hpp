@@ -6,10 +6,14 @@
 // training thread) or on the host (offload: bucket by bucket on the update thread, gradients
 // copied down and parameters copied up by the offload plugin on its own streams).
 //
-// Step protocol (training thread): begin(), then gradients_final() for ranges of the shard whose
-// gradients are final (during the last micro-step's backward, when the plan overlaps), then
-// finish() after the backward, which hands what is left, waits for the update and leaves the
-// compute stream ordered after the new parameters.
+// Step protocol (training thread): begin() before the backward, then gradients_final() for ranges
+// of the shard whose gradients are final (during the last micro-step's backward, when the plan
+// overlaps), then finish() after the backward, which hands over what is left. finish() either
+// waits for the whole update, or (defer = true) returns at once: the update thread goes on in
+// forward order (the embedding, whose gradients are final last, first) while the next forward
+// runs, and before each block's forward ready_for() makes the compute stream wait for that block's
+// new parameters. drain() completes a deferred update; anything that reads the master or all
+// parameters (checkpoints, evaluation, export, the next backward) drains first.
 #pragma once
 
 #include "engine/plugin_set.hpp"
@@ -72,7 +76,12 @@ class UpdatePlan {
              bool scale_known, float grad_scale);
   // Layout elements [begin, end) of gradients are final; `stream` has the work that made them so.
   void gradients_final(uint64_t begin, uint64_t end, void *stream);
-  void finish(float grad_scale);
+  void finish(float grad_scale, bool defer);
+  // Layout elements [begin, end) are about to be read by the compute stream: after a deferred
+  // finish, wait until the update thread has started their upload, and order the compute stream
+  // after it. At once otherwise.
+  void ready_for(uint64_t begin, uint64_t end);
+  void drain();
 
   // The optimizer's state for checkpoints (name, tensor).
   std::vector<std::pair<std::string, torch::Tensor>> state_tensors();
@@ -82,12 +91,14 @@ class UpdatePlan {
   struct Bucket {
     uint64_t begin, end;  // shard elements
     void *landed;         // event: its gradients are on the host
+    uint64_t sequence;    // handed over as the sequence-th bucket of the step
   };
   void hand_over(uint64_t begin, uint64_t end, void *stream);  // shard elements
   void update_bucket(const Bucket &bucket);                     // on the update thread
   void update_on_device();                                      // no offload, training thread
   zf_optimizer_step_args step_args(const std::vector<zf_optimizer_range> &ranges) const;
   void check_optimizer_fits();
+  void wait_for_uploads();  // the compute stream waits for every transfer started so far
 
   Runtime &runtime_;
   PluginSet &plugins_;
@@ -113,6 +124,8 @@ class UpdatePlan {
   bool scale_known_ = true;
   torch::Tensor params_shard_, grads_shard_;
   std::vector<std::pair<uint64_t, uint64_t>> handed_;  // shard ranges handed over this step
+  std::vector<Bucket> buckets_;                       // handed over this step, in order
+  bool pending_ = false;                              // a deferred update is still running
 };
 
 }  // namespace zf

@@ -57,7 +57,7 @@ CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int lo
     binding.trainer = binding.workers = share;
     return binding;
   }
-  size_t trainer = share.size() >= 8 ? 2 : 1;
+  size_t trainer = share.size() >= 32 ? 2 : 1;
   binding.trainer.assign(share.begin(), share.begin() + long(trainer));
   binding.workers.assign(share.begin() + long(trainer), share.end());
   return binding;

@@ -63,3 +63,13 @@ TEST_CASE("cpu_optimizer under zero0-zero3 on two GPUs reproduces one GPU's para
     CHECK(test::json_field(r.summary, "param_digest") == test::json_field(oracle.summary, "param_digest"));
   }
 }
+
+TEST_CASE("a GPU optimizer under cpu_optimizer is refused with what to use instead", "[gpu][offload]") {
+  test::require_gpus(1);
+  test::StageRun r = test::run_stage("gpu_off_gpu_optimizer", "zero0", 1,
+                                     offloaded(1) + "--set optimizer.plugin=gpu_adam --set train.steps=1", tiny_gpt());
+  INFO(r.outcome.output);
+  CHECK(r.outcome.exit_code != 0);
+  CHECK_THAT(r.outcome.output, Catch::Contains("optimizer plugin 'gpu_adam' runs on the GPU") &&
+                                   Catch::Contains("optimizer.plugin = \"cpu_adam\""));
+}
