@@ -57,7 +57,9 @@ CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int lo
     binding.trainer = binding.workers = share;
     return binding;
   }
-  size_t trainer = share.size() >= 32 ? 2 : 1;
+  // Two: the training thread, and the host's update thread that feeds the optimizer workers (each
+  // spins while it waits on the GPU; on one shared core they would slow each other down).
+  size_t trainer = share.size() >= 8 ? 2 : 1;
   binding.trainer.assign(share.begin(), share.begin() + long(trainer));
   binding.workers.assign(share.begin() + long(trainer), share.end());
   return binding;

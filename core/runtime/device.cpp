@@ -96,7 +96,9 @@ class OrderingEvents {
       }
     }
     cudaEvent_t event = nullptr;
-    ZF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    // Blocking sync: a thread waiting on one (synchronize_event) sleeps instead of spinning on a
+    // core that the optimizer's workers or the training thread need.
+    ZF_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync));
     return event;
   }
   void give_back(cudaEvent_t event) {

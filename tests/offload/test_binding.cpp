@@ -21,9 +21,9 @@ TEST_CASE("ranks of a host get disjoint core shares that cover the host", "[offl
       CHECK_FALSE(b.shared);
       for (int core : b.trainer) CHECK(seen.insert(core).second);
       for (int core : b.workers) CHECK(seen.insert(core).second);
-      if (ranks == 1) {  // 16 cores: 1 for the training thread, 15 for the optimizer
-        CHECK(b.trainer == std::vector<int>{0});
-        CHECK(b.workers.size() == 15);
+      if (ranks == 1) {  // 16 cores: 2 for the training and update threads, 14 for the optimizer
+        CHECK(b.trainer == std::vector<int>{0, 1});
+        CHECK(b.workers.size() == 14);
       }
     }
     CHECK(seen.size() == 16);
