@@ -6,7 +6,8 @@ Runs zfcore on a benchmark config (default examples/gpu/qwen2-1.5b-bench.toml) w
 (clipping, bf16 moments), and prints step time, practicality (no-offload step / offloaded step),
 GPU peak, pinned host memory and the step breakdown (where the offloaded step spends its time).
 
-usage: tools/offload_bench.py BUILD_DIR [--config FILE] [--steps N] [--only NAME ...]
+usage: tools/offload_bench.py BUILD_DIR [--config FILE] [--steps N] [--only NAME ...] [--set KEY=VALUE ...]
+                              [--launcher "mpirun -np 2"]
 """
 import argparse
 import json
@@ -26,9 +27,9 @@ CASES = [
 TIMERS = ["fwd", "bwd", "grad_copy_wait", "cpu_update", "update_wait", "param_copy_wait", "step"]
 
 
-def run(build, config, name, sets, steps, out_root):
+def run(build, config, name, sets, steps, out_root, launcher):
     out = os.path.join(out_root, name)
-    cmd = [os.path.join(build, "bin", "zfcore"), "run", config, "--set", "run.output_dir=" + out,
+    cmd = launcher + [os.path.join(build, "bin", "zfcore"), "run", config, "--set", "run.output_dir=" + out,
            "--set", "train.steps=%d" % (steps + 3), "--set", "run.timing_warmup=3"]
     for s in sets:
         cmd += ["--set", s]
@@ -56,6 +57,7 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--only", nargs="*", help="case names to run (default: all)")
     parser.add_argument("--set", action="append", default=[], help="extra table.key=value for every case")
+    parser.add_argument("--launcher", default="", help="command that starts the ranks, e.g. \"mpirun -np 2\"")
     args = parser.parse_args()
     out_root = os.path.join(args.build, "offload-bench")
     os.makedirs(out_root, exist_ok=True)
@@ -63,7 +65,7 @@ def main():
     for name, sets in CASES:
         if args.only and name not in args.only:
             continue
-        results[name] = run(args.build, args.config, name, sets + args.set, args.steps, out_root)
+        results[name] = run(args.build, args.config, name, sets + args.set, args.steps, out_root, args.launcher.split())
         print(name, json.dumps(results[name]), flush=True)
     base = results.get("none", {}).get("step_ms")
     print("\n%s, %d timed steps" % (os.path.basename(args.config), args.steps))

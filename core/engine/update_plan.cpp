@@ -74,25 +74,31 @@ class UpdatePlan::UpdateThread {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(bucket);
+      done_.resize(std::max<size_t>(done_.size(), bucket.sequence + 1), 0);
     }
     changed_.notify_all();
   }
+  // The backward is over: the scale is known, and what is still queued goes in forward order
+  // (the next forward needs the first blocks first).
   void release_scale() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       scale_known_ = true;
+      std::sort(queue_.begin(), queue_.end(), [](const Bucket &a, const Bucket &b) { return a.begin < b.begin; });
     }
     changed_.notify_all();
   }
-  // Until the bucket of this sequence number (and those before it) is updated and uploading.
-  void wait_for(uint64_t sequence) {
+  // Until these buckets are updated and their uploads started.
+  void wait_for(const std::vector<uint64_t> &sequences) {
     std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return finished_ > sequence || failure_; });
+    changed_.wait(lock, [&] {
+      return failure_ || std::all_of(sequences.begin(), sequences.end(), [&](uint64_t i) { return done_[i] != 0; });
+    });
     if (failure_) rethrow(lock);
   }
   void start_counting() {
     std::lock_guard<std::mutex> lock(mutex_);
-    finished_ = 0;
+    done_.clear();
   }
   // Until every bucket handed over is updated and its upload started.
   void drain() {
@@ -116,6 +122,7 @@ class UpdatePlan::UpdateThread {
       if (stopping_) return;
       Bucket bucket = queue_.front();
       queue_.pop_front();
+      current_ = bucket.sequence;
       busy_ = true;
       lock.unlock();
       try {
@@ -129,7 +136,7 @@ class UpdatePlan::UpdateThread {
       }
       lock.lock();
       busy_ = false;
-      ++finished_;
+      done_[current_] = 1;
       changed_.notify_all();
     }
   }
@@ -139,7 +146,8 @@ class UpdatePlan::UpdateThread {
   std::condition_variable changed_;
   std::deque<Bucket> queue_;
   bool scale_known_ = false, busy_ = false, stopping_ = false;
-  uint64_t finished_ = 0;  // buckets of this step updated and uploading
+  std::vector<uint8_t> done_;  // per bucket of this step (by sequence): updated and uploading
+  uint64_t current_ = 0;
   std::exception_ptr failure_;
   std::thread thread_;  // last: starts once the members above exist
 };
@@ -375,15 +383,14 @@ void UpdatePlan::ready_for(uint64_t begin, uint64_t end) {
   if (lo >= hi) return;
   lo -= shard_begin_;
   hi -= shard_begin_;
-  uint64_t last = 0;
-  bool any = false;
+  std::vector<uint64_t> needed;
   for (const Bucket &b : buckets_)
-    if (b.begin < hi && lo < b.end) last = std::max(last, b.sequence), any = true;
-  if (!any) return;
+    if (b.begin < hi && lo < b.end) needed.push_back(b.sequence);
+  if (needed.empty()) return;
   Timers &timers = runtime_.timers;
   uint32_t wait = timers.id("update_wait");
   timers.start(wait);
-  thread_->wait_for(last);
+  thread_->wait_for(needed);
   timers.stop(wait);
   wait_for_uploads();
 }
