@@ -183,7 +183,7 @@ TEST_CASE("the recommendation: the fastest row that ran and fits, a reason for e
   std::vector<RowResult> rows{row("zero0", "OOM", 0, 0, 0), row("zero1", "ok", 90, 79 * GiB, 2 * GiB),
                               row("zero2", "ok", 100, 60 * GiB, 2 * GiB), row("zero3", "ok", 120, 40 * GiB, 2 * GiB),
                               row("cpu_full", "error", 0, 0, 0), row("nvme", "ok", 80, 20 * GiB, 60 * GiB)};
-  MachineLimits limits{80 * GiB, 100 * GiB};
+  MachineLimits limits{80 * GiB, 60 * GiB};
   Recommendation rec = recommend(rows, limits, 1);
   CHECK(rec.chosen == 2);  // zero1 is faster but 79 GiB > 90% of 80; nvme is fastest but its RSS is too big
   CHECK(rec.reasons[0] == "OOM: CUDA out of memory");
