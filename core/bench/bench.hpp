@@ -10,4 +10,8 @@ namespace zf {
 // memory bandwidth of this machine, measured side by side (bench_optimizer.cpp, --help).
 int bench_optimizer(const std::vector<std::string> &args);
 
+// `zfcore bench stages | offload | zenflow | binding [options]`: configurations trained side by side,
+// each in its own process, and a recommendation (suite.hpp, docs/bench.md).
+int bench_suite(const std::string &suite, const std::vector<std::string> &args);
+
 }  // namespace zf

@@ -3,6 +3,7 @@
 // block sizes come from the shape (linear_stack exactly; transformers from their parameter
 // counts: embeddings, one block per layer, and the head).
 #include "cli/commands.hpp"
+#include "cli/estimate.hpp"
 
 #include "config/config.hpp"
 #include "engine/memory_estimate.hpp"
@@ -54,6 +55,19 @@ int64_t stage_knob(const Config &config, const std::string &key, int64_t fallbac
 
 }  // namespace
 
+EstimateInput estimate_input(const Config &config, uint64_t world, std::string *what, std::string *note) {
+  EstimateInput input;
+  input.blocks = model_blocks(config, input.alignment, what);
+  input.world = world;
+  input.compute_bytes = config.string("model", "dtype") == "bfloat16" ? 2 : 4;
+  input.state_bytes = state_bytes(config.plugin(ZF_KIND_OPTIMIZER).candidates.front(), note);
+  input.persistence_threshold = uint64_t(stage_knob(config, "param_persistence_threshold", 100000));
+  input.max_live_parameters = uint64_t(stage_knob(config, "max_live_parameters", 1000000000));
+  input.reduce_bucket_size = uint64_t(stage_knob(config, "reduce_bucket_size", 500000000));
+  input.allgather_bucket_size = uint64_t(stage_knob(config, "allgather_bucket_size", 500000000));
+  return input;
+}
+
 int command_estimate(const std::vector<std::string> &args) {
   std::vector<std::string> rest;
   uint64_t world = 1;
@@ -79,19 +93,10 @@ int command_estimate(const std::vector<std::string> &args) {
   }
   if (file.empty()) throw UsageError("missing the config file, e.g. zfcore estimate train.toml --world 8");
   Config config = Config::load(file, overrides);
-
-  EstimateInput input;
   std::string what, note;
-  input.blocks = model_blocks(config, input.alignment, &what);
-  input.world = world;
-  bool bf16 = config.string("model", "dtype") == "bfloat16";
-  input.compute_bytes = bf16 ? 2 : 4;
+  EstimateInput input = estimate_input(config, world, &what, &note);
+  bool bf16 = input.compute_bytes == 2;
   std::string optimizer = config.plugin(ZF_KIND_OPTIMIZER).candidates.front();
-  input.state_bytes = state_bytes(optimizer, &note);
-  input.persistence_threshold = uint64_t(stage_knob(config, "param_persistence_threshold", 100000));
-  input.max_live_parameters = uint64_t(stage_knob(config, "max_live_parameters", 1000000000));
-  input.reduce_bucket_size = uint64_t(stage_knob(config, "reduce_bucket_size", 500000000));
-  input.allgather_bucket_size = uint64_t(stage_knob(config, "allgather_bucket_size", 500000000));
   std::string chosen = config.plugin(ZF_KIND_STAGE).candidates.front();
 
   std::printf("model: %s\n", what.c_str());

@@ -20,6 +20,7 @@ const char *kUsage =
     "  plugins [--params]                        list the plugins found (and their parameters)\n"
     "  estimate FILE [--world N] [--set ...]     per-rank memory of FILE's model for each ZeRO stage\n"
     "  bench optimizer [options]                 compare CPU optimizers (zfcore bench optimizer --help)\n"
+    "  bench stages|offload|zenflow|binding      train configurations side by side and recommend one\n"
     "  --version                                 print the version and ABI\n";
 
 }  // namespace

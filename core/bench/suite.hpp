@@ -1,0 +1,94 @@
+// suite.hpp: `zfcore bench stages | offload | zenflow | binding`: one base config, a list of
+// configurations (rows) that each add `--set table.key=value` overrides to it, every row trained
+// in its own process, its own summary.json read back, and a recommendation from the measurements.
+// A new strategy is a new row in suite_options.cpp's tables, not new code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zf {
+
+// One configuration of a suite.
+struct SuiteRow {
+  std::string name;                    // "zero2", "cpu_optimizer", "topk0.1-u4-overlap-pin", ...
+  std::vector<std::string> overrides;  // "table.key=value", applied to the base config
+  bool bind_at_launch = false;         // each rank started under numactl/taskset on its share of the cores
+  std::vector<std::pair<std::string, std::string>> labels;  // extra table columns (zenflow: topk_ratio, ...)
+};
+
+struct SuiteOptions {
+  std::string suite;                   // stages | offload | zenflow | binding
+  std::string model;                   // preset name, Hugging Face directory or TOML file ("" = built-in)
+  int64_t batch_size = 0;              // 0: the base config's (train.micro_batch)
+  int64_t seq_length = 0;              // 0: the base config's (data.seq_len)
+  int64_t num_steps = 20;
+  int64_t warmup_steps = 5;
+  int64_t grad_accum = 0;              // 0: the base config's
+  std::string output_dir = "results";
+  int ranks = 1;                       // --gpus: processes under mpirun (also on CPU)
+  std::string device;                  // cpu | cuda
+  double timeout_s = 1800;             // per configuration
+  std::vector<std::string> extra;      // --set overrides for every row
+  std::vector<SuiteRow> rows;
+};
+
+// Parses `zfcore bench SUITE ...` and builds the rows; throws UsageError on a bad flag.
+SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std::string> &args);
+
+// What one configuration measured.
+struct RowResult {
+  SuiteRow row;
+  std::string status = "error";  // ok | OOM | error
+  std::string message;           // first error line, or empty
+  std::string log;               // the run's stdout and stderr
+  std::string run_dir;           // the run's output directory
+  double mean_step_ms = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0, selective_step_ms = 0;
+  double tokens_per_s = 0;
+  int64_t timed_steps = 0;
+  std::vector<double> step_times_ms;  // every step, warm-up included
+  uint64_t gpu_peak = 0;              // allocator's peak (GPU runs), else the ledger's device peak
+  uint64_t gpu_allocated_end = 0;     // ledger's device bytes at the end
+  uint64_t host_rss = 0;              // peak RSS of the largest process of the run (rank)
+  uint64_t pinned_peak = 0;           // ledger's pinned peak
+  uint64_t host_ledger_peak = 0;
+  uint64_t estimate = 0;              // `zfcore estimate`'s bytes per rank for this stage (0: none)
+  std::string estimate_note;          // why there is none
+};
+
+// Memory the recommendation compares against (0: unknown, not checked).
+struct MachineLimits {
+  uint64_t gpu_bytes = 0;
+  uint64_t host_bytes = 0;
+};
+
+struct Recommendation {
+  int chosen = -1;                   // index into the rows, -1: none fits
+  std::vector<std::string> reasons;  // per row: why (not) chosen
+};
+
+// The fastest ok row whose memory fits within 90% of the limits; one reason per row.
+Recommendation recommend(const std::vector<RowResult> &rows, const MachineLimits &limits, int ranks);
+
+// The whole suite: runs every row, writes OUTPUT_DIR/<suite>_<time>.{json,csv} and
+// recommended.toml, prints the table. Exit code 0 when at least one row ran.
+int run_suite(const SuiteOptions &options);
+
+// suite_report.cpp
+struct SuiteReport {
+  std::string stem;        // OUTPUT_DIR/<suite>_<time>
+  std::string base_config; // the TOML every row starts from
+  std::vector<std::string> common;  // overrides of every row that belong in recommended.toml
+  MachineLimits limits;
+};
+void write_suite_outputs(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
+                         const Recommendation &recommendation);
+void print_suite_table(const SuiteOptions &options, const std::vector<RowResult> &rows,
+                       const Recommendation &recommendation);
+// The base config with the chosen overrides written in (TOML, valid for `zfcore run`).
+std::string recommended_toml(const std::string &base_file, const std::vector<std::string> &overrides,
+                             const std::string &header);
+
+}  // namespace zf

@@ -1,0 +1,270 @@
+// suite_options.cpp: the flags of `zfcore bench stages | offload | zenflow | binding` and the
+// tables that turn them into rows. A row is a list of `--set` overrides: adding a strategy is
+// adding an entry here.
+#include "bench/suite.hpp"
+
+#include "cli/commands.hpp"
+#include "runtime/device.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+namespace zf {
+namespace {
+
+const char *kUsage =
+    "usage: zfcore bench stages|offload|zenflow|binding [options]\n"
+    "common options:\n"
+    "  --model M             preset name (gpt2, qwen2.5-1.5b, ...), Hugging Face directory (config.json)\n"
+    "                        or TOML config (default: a tiny GPT on CPU, gpt2 on a GPU)\n"
+    "  --batch-size N        samples per micro-batch per rank (default: the config's; 4 for a preset)\n"
+    "  --seq-length N        tokens per sample (default: the config's; 512 for a preset)\n"
+    "  --num-steps N         timed steps per configuration (default 20)\n"
+    "  --warmup-steps N      steps run first and left out of the figures (default 5)\n"
+    "  --grad-accum N        micro-batches per optimizer step (default: the config's)\n"
+    "  --output-dir D        where the JSON, CSV, logs and recommended.toml go (default results)\n"
+    "  --gpus N              ranks per configuration, under mpirun when N > 1 (default 1)\n"
+    "  --device cpu|cuda     default cuda when a GPU is present, else cpu\n"
+    "  --set table.key=V     added to every configuration (repeatable)\n"
+    "  --timeout S           seconds one configuration may run (default 1800)\n"
+    "stages:   --stages 0 1 2 3\n"
+    "offload:  --strategies none cpu_optimizer cpu_full nvme   --nvme-path DIR (adds nvme)\n"
+    "zenflow:  --topk-ratios 0.05 0.1 0.2  --update-intervals 2 4 8  --overlap-steps true\n"
+    "          --pin-memory-opts true\n"
+    "binding:  --strategies zero_offload zenflow  --bindings unbound inside launch\n";
+
+// The strategies, as overrides. {optimizer} is the device's own optimizer (gpu_adam on cuda,
+// cpu_adam on cpu), {nvme_path} the --nvme-path.
+const std::vector<std::pair<std::string, std::vector<std::string>>> &offload_table() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
+      {"none", {"offload.plugin=none", "optimizer.plugin={optimizer}"}},
+      {"cpu_optimizer", {"offload.plugin=cpu_optimizer", "optimizer.plugin=cpu_adam"}},
+      {"cpu_full", {"offload.plugin=cpu_full", "optimizer.plugin=cpu_adam"}},
+      {"nvme", {"offload.plugin=nvme", "offload.path={nvme_path}", "optimizer.plugin=cpu_adam"}},
+  };
+  return table;
+}
+
+// The binding study's two workloads and three ways to place their threads.
+const std::vector<std::pair<std::string, std::vector<std::string>>> &binding_workloads() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
+      {"zero_offload", {"offload.plugin=cpu_optimizer", "optimizer.plugin=cpu_adam"}},
+      {"zenflow",
+       {"offload.plugin=cpu_optimizer", "optimizer.plugin=cpu_adam", "zenflow.topk_ratio=0.1",
+        "zenflow.update_interval=4", "zenflow.overlap_step=true", "offload.pin_memory=true"}},
+  };
+  return table;
+}
+const std::vector<std::pair<std::string, std::vector<std::string>>> &binding_modes() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
+      {"unbound", {}},
+      {"inside", {"run.bind_cores=true"}},  // the engine binds its own threads
+      {"launch", {}},                       // every rank started on its share of the cores
+  };
+  return table;
+}
+
+std::string substitute(std::string text, const std::map<std::string, std::string> &values) {
+  for (const auto &[name, value] : values) {
+    std::string key = "{" + name + "}";
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+      text.replace(at, key.size(), value);
+  }
+  return text;
+}
+
+int64_t parse_int(const std::string &flag, const std::string &text, int64_t min) {
+  char *end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < min)
+    throw UsageError(format("%s %s: expected an integer >= %lld", flag.c_str(), text.c_str(), (long long)min));
+  return value;
+}
+
+std::string parse_real(const std::string &flag, const std::string &text, double min, double max) {
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(value > min && value <= max))
+    throw UsageError(format("%s %s: expected a number in (%g, %g]", flag.c_str(), text.c_str(), min, max));
+  return text;
+}
+
+std::string parse_bool(const std::string &flag, const std::string &text) {
+  if (text == "true" || text == "1" || text == "True") return "true";
+  if (text == "false" || text == "0" || text == "False") return "false";
+  throw UsageError(format("%s %s: expected true or false (or 1 or 0)", flag.c_str(), text.c_str()));
+}
+
+std::string one_of(const std::string &flag, const std::string &text, const std::vector<std::string> &names) {
+  std::string list;
+  for (const std::string &name : names) {
+    if (name == text) return text;
+    list += (list.empty() ? "" : ", ") + name;
+  }
+  throw UsageError(format("%s %s: expected one of %s", flag.c_str(), text.c_str(), list.c_str()));
+}
+
+template <class Table>
+std::vector<std::string> names_of(const Table &table) {
+  std::vector<std::string> names;
+  for (const auto &entry : table) names.push_back(entry.first);
+  return names;
+}
+
+template <class Table>
+const std::vector<std::string> &overrides_of(const Table &table, const std::string &name) {
+  for (const auto &entry : table)
+    if (entry.first == name) return entry.second;
+  throw UsageError("no strategy '" + name + "'");
+}
+
+// The rows of each suite from the swept values.
+struct Sweep {
+  std::vector<std::string> stages{"0", "1", "2", "3"};
+  std::vector<std::string> strategies;
+  std::string nvme_path;
+  std::vector<std::string> topk{"0.05", "0.1", "0.2"}, intervals{"2", "4", "8"}, overlap{"true"}, pin{"true"};
+  std::vector<std::string> bindings{"unbound", "inside", "launch"};
+};
+
+std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, const std::string &device) {
+  std::map<std::string, std::string> values{{"optimizer", device == "cuda" ? "gpu_adam" : "cpu_adam"},
+                                            {"nvme_path", sweep.nvme_path}};
+  std::vector<SuiteRow> rows;
+  if (suite == "stages") {
+    for (const std::string &stage : sweep.stages) rows.push_back({"zero" + stage, {"stage.plugin=zero" + stage}, false, {}});
+  } else if (suite == "offload") {
+    std::vector<std::string> strategies = sweep.strategies;
+    if (strategies.empty()) strategies = {"none", "cpu_optimizer", "cpu_full"};
+    if (sweep.strategies.empty() && !sweep.nvme_path.empty()) strategies.push_back("nvme");
+    for (const std::string &name : strategies) {
+      if (name == "nvme" && sweep.nvme_path.empty())
+        throw UsageError("--strategies nvme needs --nvme-path DIR (a directory on the NVMe drive)");
+      SuiteRow row{name, {}, false, {}};
+      for (const std::string &o : overrides_of(offload_table(), name)) row.overrides.push_back(substitute(o, values));
+      rows.push_back(row);
+    }
+  } else if (suite == "zenflow") {
+    for (const std::string &topk : sweep.topk)
+      for (const std::string &interval : sweep.intervals)
+        for (const std::string &overlap : sweep.overlap)
+          for (const std::string &pin : sweep.pin) {
+            SuiteRow row;
+            row.name = format("topk%s-u%s%s%s", topk.c_str(), interval.c_str(), overlap == "true" ? "-overlap" : "",
+                              pin == "true" ? "-pin" : "");
+            row.overrides = {"offload.plugin=cpu_optimizer", "optimizer.plugin=cpu_adam", "zenflow.topk_ratio=" + topk,
+                             "zenflow.update_interval=" + interval, "zenflow.overlap_step=" + overlap,
+                             "offload.pin_memory=" + pin};
+            row.labels = {{"topk_ratio", topk}, {"update_interval", interval}, {"overlap_step", overlap},
+                          {"pin_memory", pin}};
+            rows.push_back(row);
+          }
+  } else {  // binding
+    std::vector<std::string> workloads = sweep.strategies;
+    if (workloads.empty()) workloads = names_of(binding_workloads());
+    for (const std::string &workload : workloads)
+      for (const std::string &mode : sweep.bindings) {
+        SuiteRow row{workload + "-" + mode, overrides_of(binding_workloads(), workload), mode == "launch", {}};
+        for (const std::string &o : overrides_of(binding_modes(), mode)) row.overrides.push_back(o);
+        row.labels = {{"workload", workload}, {"binding", mode}};
+        rows.push_back(row);
+      }
+  }
+  return rows;
+}
+
+}  // namespace
+
+SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std::string> &args) {
+  SuiteOptions o;
+  o.suite = suite;
+  Sweep sweep;
+  // Flags take one value, or (the sweeps) every value up to the next flag.
+  auto values_after = [&](size_t &i) {
+    std::vector<std::string> values;
+    while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) values.push_back(args[++i]);
+    if (values.empty()) throw UsageError(args[i] + " needs a value\n" + kUsage);
+    return values;
+  };
+  auto value_after = [&](size_t &i) {
+    if (i + 1 >= args.size()) throw UsageError(args[i] + " needs a value\n" + kUsage);
+    return args[++i];
+  };
+  auto only_for = [&](const std::string &flag, std::initializer_list<const char *> suites) {
+    for (const char *s : suites)
+      if (suite == s) return;
+    throw UsageError(format("%s is not an option of `zfcore bench %s`\n%s", flag.c_str(), suite.c_str(), kUsage));
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string flag = args[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (flag == "--model") {
+      o.model = value_after(i);
+    } else if (flag == "--batch-size") {
+      o.batch_size = parse_int(flag, value_after(i), 1);
+    } else if (flag == "--seq-length") {
+      o.seq_length = parse_int(flag, value_after(i), 1);
+    } else if (flag == "--num-steps") {
+      o.num_steps = parse_int(flag, value_after(i), 1);
+    } else if (flag == "--warmup-steps") {
+      o.warmup_steps = parse_int(flag, value_after(i), 0);
+    } else if (flag == "--grad-accum") {
+      o.grad_accum = parse_int(flag, value_after(i), 1);
+    } else if (flag == "--output-dir") {
+      o.output_dir = value_after(i);
+    } else if (flag == "--gpus") {
+      o.ranks = int(parse_int(flag, value_after(i), 1));
+    } else if (flag == "--device") {
+      o.device = one_of(flag, value_after(i), {"cpu", "cuda"});
+    } else if (flag == "--timeout") {
+      o.timeout_s = double(parse_int(flag, value_after(i), 1));
+    } else if (flag == "--set") {
+      std::string item = value_after(i);
+      if (item.find('=') == std::string::npos || item.find('.') > item.find('='))
+        throw UsageError("--set " + item + ": expected table.key=value");
+      o.extra.push_back(item);
+    } else if (flag == "--stages") {
+      only_for(flag, {"stages"});
+      sweep.stages.clear();
+      for (const std::string &v : values_after(i))
+        sweep.stages.push_back(one_of(flag, v, {"0", "1", "2", "3"}));
+    } else if (flag == "--strategies") {
+      only_for(flag, {"offload", "binding"});
+      auto names = suite == "offload" ? names_of(offload_table()) : names_of(binding_workloads());
+      for (const std::string &v : values_after(i)) sweep.strategies.push_back(one_of(flag, v, names));
+    } else if (flag == "--nvme-path") {
+      only_for(flag, {"offload"});
+      sweep.nvme_path = value_after(i);
+    } else if (flag == "--topk-ratios") {
+      only_for(flag, {"zenflow"});
+      sweep.topk.clear();
+      for (const std::string &v : values_after(i)) sweep.topk.push_back(parse_real(flag, v, 0, 1));
+    } else if (flag == "--update-intervals") {
+      only_for(flag, {"zenflow"});
+      sweep.intervals.clear();
+      for (const std::string &v : values_after(i)) sweep.intervals.push_back(std::to_string(parse_int(flag, v, 1)));
+    } else if (flag == "--overlap-steps") {
+      only_for(flag, {"zenflow"});
+      sweep.overlap.clear();
+      for (const std::string &v : values_after(i)) sweep.overlap.push_back(parse_bool(flag, v));
+    } else if (flag == "--pin-memory-opts") {
+      only_for(flag, {"zenflow"});
+      sweep.pin.clear();
+      for (const std::string &v : values_after(i)) sweep.pin.push_back(parse_bool(flag, v));
+    } else if (flag == "--bindings") {
+      only_for(flag, {"binding"});
+      sweep.bindings.clear();
+      for (const std::string &v : values_after(i)) sweep.bindings.push_back(one_of(flag, v, names_of(binding_modes())));
+    } else {
+      throw UsageError("unknown option '" + flag + "'\n" + kUsage);
+    }
+  }
+  if (o.device.empty()) o.device = cuda_device_count() > 0 ? "cuda" : "cpu";
+  o.rows = build_rows(suite, sweep, o.device);
+  return o;
+}
+
+}  // namespace zf

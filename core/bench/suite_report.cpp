@@ -1,0 +1,225 @@
+// suite_report.cpp: what a suite tells the user: the recommendation, the console table (and the
+// ZenFlow sweep's table), OUTPUT_DIR/<suite>_<time>.json and .csv, OUTPUT_DIR/recommended.toml.
+#include "bench/suite.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/json.hpp"
+#include "runtime/memory.hpp"
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace zf {
+namespace {
+
+std::string bytes_text(uint64_t bytes) { return bytes ? format_bytes(bytes) : "-"; }
+
+std::string csv_field(const std::string &text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
+  return quoted + "\"";
+}
+
+// Every row's own overrides plus the user's, as the recommendation writes them.
+std::vector<std::string> config_overrides(const SuiteReport &report, const SuiteRow &row) {
+  std::vector<std::string> all = report.common;
+  all.insert(all.end(), row.overrides.begin(), row.overrides.end());
+  return all;
+}
+
+void write_text(const std::string &path, const std::string &text) {
+  std::ofstream out(path);
+  out << text;
+  ZF_REQUIRE(out.good(), "cannot write %s", path.c_str());
+}
+
+std::string json_text(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
+                      const Recommendation &rec) {
+  JsonWriter json;
+  json.begin_object();
+  json.key("suite").value(o.suite).key("device").value(o.device).key("ranks").value(o.ranks);
+  json.key("num_steps").value(o.num_steps).key("warmup_steps").value(o.warmup_steps);
+  json.key("base_config").value(report.base_config);
+  json.key("common_overrides").begin_array();
+  for (const std::string &item : report.common) json.value(item);
+  json.end_array();
+  json.key("limits").begin_object().key("gpu_bytes").value(report.limits.gpu_bytes);
+  json.key("host_bytes").value(report.limits.host_bytes).end_object();
+  json.key("rows").begin_array();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult &r = rows[i];
+    json.begin_object().key("config").value(r.row.name).key("status").value(r.status).key("message").value(r.message);
+    json.key("reason").value(rec.reasons[i]).key("recommended").value(int(i) == rec.chosen);
+    json.key("overrides").begin_array();
+    for (const std::string &item : r.row.overrides) json.value(item);
+    json.end_array().key("labels").begin_object();
+    for (const auto &[name, value] : r.row.labels) json.key(name).value(value);
+    json.end_object();
+    json.key("mean_step_ms").value(r.mean_step_ms).key("fwd_ms").value(r.fwd_ms).key("bwd_ms").value(r.bwd_ms);
+    json.key("optimizer_step_ms").value(r.step_ms).key("selective_optimizer_step_ms").value(r.selective_step_ms);
+    json.key("tokens_per_s").value(r.tokens_per_s).key("timed_steps").value(r.timed_steps);
+    json.key("gpu_peak_bytes").value(r.gpu_peak).key("gpu_allocated_end_bytes").value(r.gpu_allocated_end);
+    json.key("host_rss_bytes").value(r.host_rss).key("pinned_peak_bytes").value(r.pinned_peak);
+    json.key("host_ledger_peak_bytes").value(r.host_ledger_peak);
+    json.key("estimate_bytes").value(r.estimate).key("estimate_note").value(r.estimate_note);
+    json.key("step_times_ms").begin_array();
+    for (double ms : r.step_times_ms) json.value(ms);
+    json.end_array();
+    json.key("run_dir").value(r.run_dir).key("log").value(r.run_dir + ".log");
+    json.end_object();
+  }
+  json.end_array();
+  json.key("recommended").value(rec.chosen >= 0 ? rows[size_t(rec.chosen)].row.name : "");
+  json.end_object();
+  return json.str() + "\n";
+}
+
+std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, const Recommendation &rec) {
+  std::string labels;
+  if (!rows.empty())
+    for (const auto &[name, value] : rows[0].row.labels) labels += "," + name;
+  std::string text = "suite,config" + labels +
+                     ",status,mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,"
+                     "gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,"
+                     "recommended,reason,message\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult &r = rows[i];
+    text += o.suite + "," + csv_field(r.row.name);
+    for (const auto &[name, value] : r.row.labels) text += "," + csv_field(value);
+    text += format(",%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%llu,%llu,%llu,%llu,%llu,%s,", r.status.c_str(), r.mean_step_ms,
+                   r.fwd_ms, r.bwd_ms, r.step_ms, r.selective_step_ms, r.tokens_per_s, (unsigned long long)r.gpu_peak,
+                   (unsigned long long)r.gpu_allocated_end, (unsigned long long)r.host_rss,
+                   (unsigned long long)r.pinned_peak, (unsigned long long)r.estimate,
+                   int(i) == rec.chosen ? "true" : "false");
+    text += csv_field(rec.reasons[i]) + "," + csv_field(r.message) + "\n";
+  }
+  return text;
+}
+
+// Columns padded to their widest cell, separated by two spaces.
+void print_columns(const std::vector<std::vector<std::string>> &table) {
+  std::vector<size_t> width;
+  for (const auto &line : table)
+    for (size_t c = 0; c < line.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], line[c].size());
+    }
+  for (const auto &line : table) {
+    std::string text;
+    for (size_t c = 0; c < line.size(); ++c)
+      text += c + 1 == line.size() ? line[c] : line[c] + std::string(width[c] - line[c].size() + 2, ' ');
+    std::printf("%s\n", text.c_str());
+  }
+}
+
+}  // namespace
+
+Recommendation recommend(const std::vector<RowResult> &rows, const MachineLimits &limits, int ranks) {
+  Recommendation rec;
+  rec.reasons.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult &r = rows[i];
+    if (r.status != "ok") {
+      rec.reasons[i] = r.status == "OOM" ? "OOM" + (r.message.empty() ? "" : ": " + r.message) : "error: " + r.message;
+    } else if (limits.gpu_bytes && double(r.gpu_peak) > 0.9 * double(limits.gpu_bytes)) {
+      rec.reasons[i] = "does not fit: GPU peak " + format_bytes(r.gpu_peak) + " > 90% of " + format_bytes(limits.gpu_bytes);
+    } else if (limits.host_bytes && double(r.host_rss) * ranks > 0.9 * double(limits.host_bytes)) {
+      rec.reasons[i] = format("does not fit: host RSS %s x %d ranks > 90%% of %s available", format_bytes(r.host_rss).c_str(),
+                              ranks, format_bytes(limits.host_bytes).c_str());
+    } else if (rec.chosen < 0 || r.mean_step_ms < rows[size_t(rec.chosen)].mean_step_ms) {
+      rec.chosen = int(i);
+    }
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rec.reasons[i].empty()) continue;
+    const RowResult &best = rows[size_t(rec.chosen)];
+    rec.reasons[i] = int(i) == rec.chosen
+                         ? format("fastest that fits: %.1f ms per step", best.mean_step_ms)
+                         : format("slower: %.1f ms vs %.1f ms (%s)", rows[i].mean_step_ms, best.mean_step_ms,
+                                  best.row.name.c_str());
+  }
+  return rec;
+}
+
+std::string recommended_toml(const std::string &base_file, const std::vector<std::string> &overrides,
+                             const std::string &header) {
+  toml::table root = toml::parse_file(base_file);
+  for (const std::string &item : overrides) {
+    size_t dot = item.find('.'), equals = item.find('=');
+    std::string table = item.substr(0, dot), key = item.substr(dot + 1, equals - dot - 1);
+    std::string text = item.substr(equals + 1);
+    if (!root.contains(table)) root.insert(table, toml::table{});
+    toml::table &target = *root[table].as_table();
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + text);
+    } catch (const toml::parse_error &) {
+    }
+    const toml::node *node = parsed.get("v");
+    // As `--set` reads them: a TOML scalar, else the text itself; plugin names are always text.
+    if (key == "plugin" || !node || node->is_array() || node->is_table()) target.insert_or_assign(key, text);
+    else if (node->is_integer()) target.insert_or_assign(key, node->as_integer()->get());
+    else if (node->is_floating_point()) target.insert_or_assign(key, node->as_floating_point()->get());
+    else if (node->is_boolean()) target.insert_or_assign(key, node->as_boolean()->get());
+    else target.insert_or_assign(key, text);
+  }
+  std::stringstream out;
+  out << header << root << "\n";
+  return out.str();
+}
+
+void write_suite_outputs(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
+                         const Recommendation &rec) {
+  write_text(report.stem + ".json", json_text(o, report, rows, rec));
+  write_text(report.stem + ".csv", csv_text(o, rows, rec));
+  if (rec.chosen < 0) return;
+  const RowResult &best = rows[size_t(rec.chosen)];
+  std::string header = format(
+      "# zfcore bench %s recommends '%s': %s.\n# Measured: %s.json. Base: %s, with these overrides written in:\n",
+      o.suite.c_str(), best.row.name.c_str(), rec.reasons[size_t(rec.chosen)].c_str(), report.stem.c_str(),
+      report.base_config.c_str());
+  std::vector<std::string> overrides = config_overrides(report, best.row);
+  for (const std::string &item : overrides) header += "#   " + item + "\n";
+  write_text(o.output_dir + "/recommended.toml", recommended_toml(report.base_config, overrides, header + "\n"));
+}
+
+void print_suite_table(const SuiteOptions &o, const std::vector<RowResult> &rows, const Recommendation &rec) {
+  std::vector<std::vector<std::string>> table{{"config", "status", "step ms", "tokens/s", "GPU peak", "GPU end",
+                                               "host RSS", "pinned", "estimate", "message"}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult &r = rows[i];
+    bool ok = r.status == "ok";
+    table.push_back({(int(i) == rec.chosen ? "* " : "  ") + r.row.name, r.status,
+                     ok ? format("%.1f", r.mean_step_ms) : "-", ok ? format("%.0f", r.tokens_per_s) : "-",
+                     bytes_text(r.gpu_peak), bytes_text(r.gpu_allocated_end), bytes_text(r.host_rss),
+                     bytes_text(r.pinned_peak), bytes_text(r.estimate), rec.reasons[i]});
+  }
+  std::printf("zfcore bench %s: %s, %d rank%s, %lld timed steps after %lld warm-up step%s\n", o.suite.c_str(),
+              o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps, (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s");
+  print_columns(table);
+  if (o.suite == "zenflow") {  // the reference benchmark's table
+    std::vector<std::vector<std::string>> sweep{{"trial", "topk_ratio", "update_interval", "overlap_step", "pin_memory",
+                                                 "avg_step (ms)", "avg_bwd (ms)", "avg_fwd (ms)",
+                                                 "avg_selective_optimizer_step (ms)"}};
+    for (const RowResult &r : rows) {
+      std::vector<std::string> line{"1"};
+      for (const auto &[name, value] : r.row.labels) line.push_back(value);
+      bool ok = r.status == "ok";
+      for (double ms : {r.mean_step_ms, r.bwd_ms, r.fwd_ms, r.selective_step_ms})
+        line.push_back(ok ? format("%.3f", ms) : r.status);
+      sweep.push_back(line);
+    }
+    std::printf("\n");
+    print_columns(sweep);
+  }
+  if (rec.chosen >= 0)
+    std::printf("\nrecommended: %s (%s)\n", rows[size_t(rec.chosen)].row.name.c_str(), rec.reasons[size_t(rec.chosen)].c_str());
+  else
+    std::printf("\nno configuration ran and fit: nothing to recommend\n");
+}
+
+}  // namespace zf

@@ -1,0 +1,400 @@
+// suite_run.cpp: runs a suite's rows. Every row is `zfcore run BASE --set ...` in its own process
+// (this same executable; under mpirun for several ranks), its output in a log file, its figures
+// read back from the run's own summary.json and steps.jsonl, its peak RSS from wait4().
+#include "bench/suite.hpp"
+
+#include "bench/bench.hpp"
+
+#include "cli/commands.hpp"
+#include "cli/estimate.hpp"
+#include "config/config.hpp"
+#include "model/transformer_shape.hpp"
+#include "runtime/affinity.hpp"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace zf {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const fs::path &path, const std::string &text) {
+  std::ofstream out(path);
+  out << text;
+  ZF_REQUIRE(out.good(), "cannot write %s", path.c_str());
+}
+
+// The base config every row starts from: the user's TOML, or one written for a preset or a
+// Hugging Face directory (synthetic tokens), or a tiny GPT for CPU runs.
+std::string prepare_base(const SuiteOptions &o, const std::string &stem) {
+  if (!o.model.empty() && fs::is_regular_file(o.model)) return o.model;
+  std::string model_lines;
+  bool tiny = o.model.empty() && o.device == "cpu";
+  if (tiny) {
+    model_lines = format("type = \"gpt2\"\nhidden = 64\nlayers = 2\nheads = 2\nvocab = 257\nmax_seq = %lld\n",
+                         (long long)std::max<int64_t>(64, o.seq_length));
+  } else if (!o.model.empty() && fs::is_directory(o.model)) {
+    ZF_REQUIRE(fs::exists(fs::path(o.model) / "config.json"),
+               "--model %s: a directory must be a Hugging Face checkpoint with config.json", o.model.c_str());
+    model_lines = "init_from = \"" + fs::absolute(o.model).string() + "\"\n";
+  } else {
+    std::string preset = o.model.empty() ? "gpt2" : o.model;
+    ZF_REQUIRE(preset.find('/') == std::string::npos && preset.find(".toml") == std::string::npos,
+               "--model %s: no such file or directory (expected a preset name, a Hugging Face directory or a "
+               "TOML config)", preset.c_str());
+    model_lines = "preset = \"" + preset + "\"\n";
+  }
+  if (o.device == "cuda") model_lines += "dtype = \"bfloat16\"\n";
+  std::string text = format(
+      "# The base config of `zfcore bench %s`: every configuration adds its overrides to it.\n"
+      "[run]\nname = \"bench\"\ndevice = \"%s\"\n\n[model]\n%s\n[data]\ntype = \"synthetic\"\nseq_len = %lld\n"
+      "samples = 1024\n",
+      o.suite.c_str(), o.device.c_str(), model_lines.c_str(), (long long)(o.seq_length ? o.seq_length : tiny ? 64 : 512));
+  // Synthetic ids are drawn below the model's vocabulary.
+  Config shape_only = Config::parse(text, "bench base");
+  text += format("vocab = %lld\n", (long long)transformer_options(shape_only).shape.vocab);
+  text += format("\n[train]\nmicro_batch = 4\n\n[optimizer]\nplugin = \"%s\"\nlr = %s\n",
+                 o.device == "cuda" ? "gpu_adam" : "cpu_adam", tiny ? "1e-3" : "1e-4");
+  std::string path = stem + ".base.toml";
+  write_file(path, text);
+  return path;
+}
+
+// Overrides of every row that belong to the configuration (also in recommended.toml).
+std::vector<std::string> common_overrides(const SuiteOptions &o) {
+  std::vector<std::string> common{"run.device=" + o.device};
+  if (o.batch_size) common.push_back(format("train.micro_batch=%lld", (long long)o.batch_size));
+  if (o.seq_length) common.push_back(format("data.seq_len=%lld", (long long)o.seq_length));
+  if (o.grad_accum) common.push_back(format("train.grad_accum=%lld", (long long)o.grad_accum));
+  common.insert(common.end(), o.extra.begin(), o.extra.end());
+  return common;
+}
+
+// Overrides that make a run a measurement: its length, its output directory, nothing else done.
+std::vector<std::string> measurement_overrides(const SuiteOptions &o, const std::string &name, const std::string &dir) {
+  return {format("train.steps=%lld", (long long)(o.warmup_steps + o.num_steps)),
+          format("run.timing_warmup=%lld", (long long)o.warmup_steps),
+          "run.name=" + name, "run.output_dir=" + dir, "run.progress=off",
+          "checkpoint.every=0", "checkpoint.resume=never", "checkpoint.export_hf=", "sample.tokens=0",
+          "train.eval_every=0"};
+}
+
+std::string executable() {
+  std::error_code error;
+  fs::path self = fs::read_symlink("/proc/self/exe", error);
+  ZF_REQUIRE(!error, "cannot find this executable (/proc/self/exe): %s", error.message().c_str());
+  return self.string();
+}
+
+bool on_path(const std::string &name) {
+  const char *path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+// One core per physical core among those this process may use, split into `ranks` shares.
+std::vector<std::string> core_shares(int ranks) {
+  std::vector<int> cores;
+  std::set<std::pair<std::string, std::string>> seen;  // (package, core id)
+  for (int cpu : allowed_cores()) {
+    std::string topology = format("/sys/devices/system/cpu/cpu%d/topology/", cpu);
+    auto key = std::make_pair(read_file(topology + "physical_package_id"), read_file(topology + "core_id"));
+    if (key.second.empty() || seen.insert(key).second) cores.push_back(cpu);
+  }
+  std::vector<std::string> shares(static_cast<size_t>(ranks));
+  size_t per = std::max<size_t>(1, cores.size() / size_t(ranks));
+  for (int r = 0; r < ranks; ++r)
+    for (size_t k = 0; k < per; ++k) {
+      int cpu = cores[(size_t(r) * per + k) % cores.size()];
+      shares[size_t(r)] += (shares[size_t(r)].empty() ? "" : ",") + std::to_string(cpu);
+    }
+  return shares;
+}
+
+std::vector<std::string> bind_command(const std::string &cores) {
+  if (on_path("numactl")) return {"numactl", "--physcpubind=" + cores};
+  return {"taskset", "-c", cores};
+}
+
+// The command line of one row: zfcore run, under mpirun for several ranks, each rank under
+// numactl/taskset when the row binds at launch.
+std::vector<std::string> row_command(const SuiteOptions &o, const SuiteRow &row, const std::string &base,
+                                     const std::vector<std::string> &overrides) {
+  std::vector<std::string> zfcore{executable(), "run", base};
+  for (const std::string &item : overrides) {
+    zfcore.push_back("--set");
+    zfcore.push_back(item);
+  }
+  std::vector<std::string> shares = row.bind_at_launch ? core_shares(o.ranks) : std::vector<std::string>{};
+  std::vector<std::string> argv;
+  if (o.ranks == 1) {
+    if (row.bind_at_launch) argv = bind_command(shares[0]);
+    argv.insert(argv.end(), zfcore.begin(), zfcore.end());
+    return argv;
+  }
+  const char *mpiexec = std::getenv("MPIEXEC");
+  argv = {mpiexec && *mpiexec ? mpiexec : "mpirun"};
+  if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+  argv.insert(argv.end(), {"--oversubscribe", "--bind-to", "none"});
+  if (!row.bind_at_launch) {
+    argv.insert(argv.end(), {"-np", std::to_string(o.ranks)});
+    argv.insert(argv.end(), zfcore.begin(), zfcore.end());
+    return argv;
+  }
+  for (int r = 0; r < o.ranks; ++r) {  // one application context per rank, each on its own cores
+    if (r > 0) argv.push_back(":");
+    argv.insert(argv.end(), {"-np", "1"});
+    for (const std::string &word : bind_command(shares[size_t(r)])) argv.push_back(word);
+    argv.insert(argv.end(), zfcore.begin(), zfcore.end());
+  }
+  return argv;
+}
+
+struct Exit {
+  int code = -1, signal = 0;
+  bool timed_out = false;
+  uint64_t max_rss = 0;
+};
+
+Exit spawn(const std::vector<std::string> &argv, const std::string &log_path, double timeout_s) {
+  std::vector<char *> args;
+  for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
+  args.push_back(nullptr);
+  int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ZF_REQUIRE(log >= 0, "cannot write %s: %s", log_path.c_str(), std::strerror(errno));
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  ZF_REQUIRE(pid >= 0, "cannot start a process: %s", std::strerror(errno));
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    dup2(log, 1);
+    dup2(log, 2);
+    execvp(args[0], args.data());
+    dprintf(2, "[zfcore] error: cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(log);
+  Exit exit;
+  auto started = std::chrono::steady_clock::now();
+  int status = 0;
+  rusage usage{};
+  bool terminated = false;
+  while (wait4(pid, &status, WNOHANG, &usage) == 0) {
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (elapsed > timeout_s && !terminated) {
+      exit.timed_out = terminated = true;
+      kill(pid, SIGTERM);
+    } else if (terminated && elapsed > timeout_s + 10) {
+      kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  exit.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  exit.max_rss = uint64_t(usage.ru_maxrss) * 1024;  // kilobytes; the largest of the process and its waited children
+  return exit;
+}
+
+bool mentions_oom(const std::string &log) {
+  std::string lower = log;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return lower.find("out of memory") != std::string::npos || log.find("OOM") != std::string::npos ||
+         lower.find("on signal 9") != std::string::npos;
+}
+
+// The first "error:" line of a log, without the logger's prefix.
+std::string first_error(const std::string &log) {
+  std::stringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    auto at = line.find("error: ");
+    if (at != std::string::npos) return line.substr(at + 7);
+  }
+  return "";
+}
+
+uint64_t number(const nlohmann::json &object, const std::string &key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_number() ? it->get<uint64_t>() : 0;
+}
+
+// Reads the run's summary.json and steps.jsonl; the timers are averaged over the timed steps
+// only (the summary's mean_timers_ms includes the warm-up).
+void read_measurements(RowResult &r, int64_t warmup) {
+  nlohmann::json summary = nlohmann::json::parse(read_file(fs::path(r.run_dir) / "summary.json"));
+  r.mean_step_ms = summary.value("mean_step_ms", 0.0);
+  r.tokens_per_s = summary.value("tokens_per_s", 0.0);
+  r.timed_steps = summary.value("timed_steps", int64_t(0));
+  const auto &peak = summary["peak_memory_bytes"];
+  r.pinned_peak = number(peak, "pinned");
+  r.host_ledger_peak = number(peak, "host");
+  r.gpu_peak = summary.contains("gpu_memory_bytes") ? number(summary["gpu_memory_bytes"], "allocated_peak")
+                                                   : number(peak, "device");
+  for (const auto &[tag, bytes] : summary["memory_bytes"].items())
+    if (tag.rfind("device.", 0) == 0 && bytes.is_number()) r.gpu_allocated_end += bytes.get<uint64_t>();
+
+  std::stringstream lines(read_file(fs::path(r.run_dir) / "steps.jsonl"));
+  std::vector<nlohmann::json> steps;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) steps.push_back(nlohmann::json::parse(line));
+  size_t skip = steps.size() > size_t(warmup) ? size_t(warmup) : 0;
+  std::map<std::string, double> totals;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    r.step_times_ms.push_back(steps[i].value("step_ms", 0.0));
+    if (i < skip) continue;
+    for (const auto &[name, ms] : steps[i]["timers_ms"].items()) totals[name] += ms.get<double>();
+  }
+  double timed = double(steps.size() - skip);
+  auto mean = [&](const std::string &name) { return timed > 0 && totals.count(name) ? totals[name] / timed : 0.0; };
+  r.fwd_ms = mean("fwd");
+  r.bwd_ms = mean("bwd");
+  r.step_ms = mean("step");
+  r.selective_step_ms = totals.count("selective_optimizer_step") ? mean("selective_optimizer_step") : r.step_ms;
+}
+
+// `zfcore estimate`'s bytes per rank for the row's stage, from the same config the row runs.
+void estimate_row(RowResult &r, const std::string &base, const std::vector<std::string> &overrides, int ranks) {
+  try {
+    Config config = Config::load(base, overrides);
+    std::string what, note;
+    std::string stage = config.plugin(ZF_KIND_STAGE).candidates.front();
+    for (const StageEstimate &e : estimate_memory(estimate_input(config, uint64_t(ranks), &what, &note)))
+      if (e.stage == stage) r.estimate = e.total();
+    if (!r.estimate) r.estimate_note = "no estimate for stage '" + stage + "'";
+  } catch (const std::exception &error) {
+    r.estimate_note = error_message(error);
+  }
+}
+
+RowResult run_row(const SuiteOptions &o, const SuiteRow &row, const std::string &base,
+                  const std::vector<std::string> &common, const std::string &rows_dir) {
+  RowResult r;
+  r.row = row;
+  r.run_dir = rows_dir + "/" + row.name;
+  fs::remove_all(r.run_dir);
+  std::vector<std::string> overrides = common;
+  overrides.insert(overrides.end(), row.overrides.begin(), row.overrides.end());
+  estimate_row(r, base, overrides, o.ranks);
+  for (const std::string &item : measurement_overrides(o, row.name, r.run_dir)) overrides.push_back(item);
+
+  std::string log_path = r.run_dir + ".log";
+  Exit exit = spawn(row_command(o, row, base, overrides), log_path, o.timeout_s);
+  r.host_rss = exit.max_rss;
+  r.log = read_file(log_path);
+  bool has_summary = fs::exists(fs::path(r.run_dir) / "summary.json");
+  if (exit.code == 0 && has_summary) {
+    try {
+      read_measurements(r, o.warmup_steps);
+      r.status = "ok";
+    } catch (const std::exception &error) {
+      r.message = "cannot read the run's results: " + std::string(error.what());
+    }
+    return r;
+  }
+  std::string error = first_error(r.log);
+  if (exit.timed_out) {
+    r.message = format("timed out after %.0f s (--timeout)", o.timeout_s);
+  } else if (exit.signal == SIGKILL || mentions_oom(r.log)) {
+    r.status = "OOM";
+    r.message = !error.empty() ? error : exit.signal ? format("killed by signal %d", exit.signal) : "out of memory";
+  } else {
+    r.message = !error.empty() ? error
+                : exit.signal ? format("killed by signal %d", exit.signal)
+                              : format("exit code %d, no error line (see %s)", exit.code, log_path.c_str());
+  }
+  return r;
+}
+
+// 90% of these must hold the run: the GPU's memory (nvidia-smi) and the host's available memory
+// or the cgroup's limit, whichever is smaller.
+MachineLimits machine_limits(const std::string &device) {
+  MachineLimits limits;
+  if (device == "cuda") {
+    if (std::FILE *pipe = popen("nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null", "r")) {
+      unsigned long long mib = 0;
+      if (std::fscanf(pipe, "%llu", &mib) == 1) limits.gpu_bytes = uint64_t(mib) << 20;
+      pclose(pipe);
+    }
+  }
+  std::stringstream meminfo(read_file("/proc/meminfo"));
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) limits.host_bytes = std::stoull(line.substr(13)) * 1024;
+  std::string cgroup = read_file("/sys/fs/cgroup/memory.max");
+  if (!cgroup.empty() && std::isdigit(static_cast<unsigned char>(cgroup[0])))
+    limits.host_bytes = limits.host_bytes ? std::min<uint64_t>(limits.host_bytes, std::stoull(cgroup)) : std::stoull(cgroup);
+  return limits;
+}
+
+std::string timestamp() {
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y%m%d-%H%M%S", &local);
+  return text;
+}
+
+}  // namespace
+
+int run_suite(const SuiteOptions &o) {
+  fs::create_directories(o.output_dir);
+  SuiteReport report;
+  report.stem = o.output_dir + "/" + o.suite + "_" + timestamp();
+  std::string rows_dir = report.stem;
+  fs::create_directories(rows_dir);
+  report.base_config = prepare_base(o, report.stem);
+  Config::load(report.base_config, common_overrides(o));  // a bad base or --set is the user's error, once
+  report.common = common_overrides(o);
+  report.limits = machine_limits(o.device);
+
+  bool terminal = isatty(STDERR_FILENO);
+  std::vector<RowResult> rows;
+  for (size_t i = 0; i < o.rows.size(); ++i) {
+    if (terminal) std::fprintf(stderr, "[%zu/%zu] %s ...", i + 1, o.rows.size(), o.rows[i].name.c_str());
+    rows.push_back(run_row(o, o.rows[i], report.base_config, report.common, rows_dir));
+    const RowResult &r = rows.back();
+    if (terminal)
+      std::fprintf(stderr, " %s%s\n", r.status.c_str(),
+                   r.status == "ok" ? format(" %.1f ms/step", r.mean_step_ms).c_str() : (": " + r.message).c_str());
+  }
+  Recommendation recommendation = recommend(rows, report.limits, o.ranks);
+  write_suite_outputs(o, report, rows, recommendation);
+  print_suite_table(o, rows, recommendation);
+  std::printf("wrote %s.json, %s.csv%s (logs and runs in %s/)\n", report.stem.c_str(), report.stem.c_str(),
+              recommendation.chosen >= 0 ? format(", %s/recommended.toml", o.output_dir.c_str()).c_str() : "",
+              rows_dir.c_str());
+  return recommendation.chosen >= 0 || std::any_of(rows.begin(), rows.end(), [](const RowResult &r) {
+           return r.status == "ok";
+         }) ? 0 : 1;
+}
+
+int bench_suite(const std::string &suite, const std::vector<std::string> &args) {
+  return run_suite(parse_suite_options(suite, args));
+}
+
+}  // namespace zf

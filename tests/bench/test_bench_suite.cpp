@@ -1,0 +1,202 @@
+// `zfcore bench stages | offload | zenflow` on CPU with a tiny GPT: the files users read (JSON, CSV,
+// the console table, recommended.toml), a failing configuration as an `error` row while the suite
+// goes on, usage errors, and the recommendation fed recorded rows.
+#include "bench/suite.hpp"
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+using namespace zf;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tiny() { return test::source_dir() + "/tests/bench/tiny_bench.toml"; }
+
+test::Outcome bench(const std::string &args, const std::string &dir) {
+  return test::run_command("MPIEXEC=" + std::string(ZF_TEST_MPIEXEC) + " timeout 300 " + test::zfcore() + " bench " +
+                           args + " --device cpu --model " + tiny() +
+                           " --num-steps 2 --warmup-steps 1 --set run.threads=1 --output-dir " + dir);
+}
+
+// The one file of dir named <prefix>_<time><ext>.
+std::string output_file(const std::string &dir, const std::string &prefix, const std::string &ext) {
+  std::vector<std::string> found;
+  for (const auto &entry : fs::directory_iterator(dir)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(prefix + "_", 0) == 0 && entry.path().extension() == ext) found.push_back(entry.path().string());
+  }
+  REQUIRE(found.size() == 1);
+  return found[0];
+}
+
+std::vector<std::string> lines_of(const std::string &text) {
+  std::vector<std::string> lines;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+size_t commas(const std::string &line) { return size_t(std::count(line.begin(), line.end(), ',')); }
+
+const nlohmann::json &row_named(const nlohmann::json &result, const std::string &name) {
+  for (const auto &row : result["rows"])
+    if (row["config"] == name) return row;
+  FAIL("no row " << name);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("bench stages: every row measured, JSON + CSV + table, a recommended.toml that validates", "[bench]") {
+  std::string dir = test::scratch_dir("bench_stages");
+  auto outcome = bench("stages --stages 0 1", dir);
+  INFO(outcome.output);
+  REQUIRE(outcome.exit_code == 0);
+  for (const char *column : {"config", "status", "step ms", "tokens/s", "GPU peak", "GPU end", "host RSS", "pinned",
+                             "estimate", "message", "recommended: "})
+    CHECK_THAT(outcome.output, Catch::Contains(column));
+
+  nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "stages", ".json")));
+  REQUIRE(result["rows"].size() == 2);
+  std::string fastest;
+  double best = 1e300;
+  for (const auto &row : result["rows"]) {
+    INFO(row.dump());
+    CHECK(row["status"] == "ok");
+    CHECK(row["timed_steps"] == 2);
+    CHECK(row["step_times_ms"].size() == 3);  // the warm-up step is recorded, not counted
+    CHECK(row["mean_step_ms"].get<double>() > 0);
+    CHECK(row["tokens_per_s"].get<double>() > 0);
+    CHECK(row["host_rss_bytes"].get<uint64_t>() > 10u << 20);  // a real process with libtorch loaded
+    CHECK(row["estimate_bytes"].get<uint64_t>() > 0);
+    if (row["mean_step_ms"].get<double>() < best) {
+      best = row["mean_step_ms"].get<double>();
+      fastest = row["config"];
+    }
+  }
+  CHECK(result["recommended"] == fastest);
+  CHECK(row_named(result, fastest)["reason"].get<std::string>().rfind("fastest that fits", 0) == 0);
+
+  std::vector<std::string> csv = lines_of(test::read_text(output_file(dir, "stages", ".csv")));
+  REQUIRE(csv.size() == 3);
+  CHECK(csv[0].rfind("suite,config,status,mean_step_ms", 0) == 0);
+  CHECK(commas(csv[1]) == commas(csv[0]));
+  CHECK(commas(csv[2]) == commas(csv[0]));
+
+  // recommended.toml is a config `zfcore validate` accepts, with the fastest stage written in.
+  auto valid = test::run_command(test::zfcore() + " validate " + dir + "/recommended.toml");
+  INFO(valid.output);
+  CHECK(valid.exit_code == 0);
+  CHECK_THAT(valid.output, Catch::Contains("stage " + fastest + ","));
+
+  // A row is the same training as a plain `zfcore run` of its configuration.
+  std::string plain_dir = test::scratch_dir("bench_stages_plain");
+  auto plain = test::run_command(test::zfcore() + " run " + tiny() + " --set stage.plugin=zero1 --set train.steps=3 " +
+                                 "--set run.threads=1 --set run.output_dir=" + plain_dir);
+  REQUIRE(plain.exit_code == 0);
+  std::string digest = test::json_field(test::read_text(plain_dir + "/summary.json"), "param_digest");
+  std::string row_dir = row_named(result, "zero1")["run_dir"];
+  CHECK(test::json_field(test::read_text(row_dir + "/summary.json"), "param_digest") == digest);
+}
+
+TEST_CASE("bench offload: a configuration that fails is an error row with its message; the suite goes on",
+          "[bench]") {
+  std::string dir = test::scratch_dir("bench_offload");
+  auto outcome = bench("offload --strategies none cpu_full", dir);
+  INFO(outcome.output);
+  REQUIRE(outcome.exit_code == 0);
+  nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "offload", ".json")));
+  REQUIRE(result["rows"].size() == 2);
+  CHECK(row_named(result, "none")["status"] == "ok");
+  const auto &failed = row_named(result, "cpu_full");
+  CHECK(failed["status"] == "error");
+  CHECK_THAT(failed["message"].get<std::string>(), Catch::Contains("cpu_full"));
+  CHECK_THAT(failed["reason"].get<std::string>(), Catch::StartsWith("error: "));
+  CHECK(result["recommended"] == "none");
+  CHECK(fs::exists(dir + "/recommended.toml"));
+}
+
+TEST_CASE("bench stages on 2 MPI ranks: each configuration runs under mpirun", "[bench][mpi]") {
+  std::string dir = test::scratch_dir("bench_stages_mpi");
+  auto outcome = bench("stages --stages 2 --gpus 2", dir);
+  INFO(outcome.output);
+  REQUIRE(outcome.exit_code == 0);
+  nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "stages", ".json")));
+  const auto &row = row_named(result, "zero2");
+  CHECK(row["status"] == "ok");
+  std::string run_dir = row["run_dir"];
+  CHECK(test::json_field(test::read_text(run_dir + "/summary.json"), "world_size") == "2");
+}
+
+TEST_CASE("bench zenflow prints the reference's sweep table, rows that cannot run included", "[bench]") {
+  std::string dir = test::scratch_dir("bench_zenflow");
+  auto outcome = bench("zenflow --topk-ratios 0.1 --update-intervals 2 4 --overlap-steps false --pin-memory-opts 1", dir);
+  INFO(outcome.output);
+  for (const char *column : {"trial", "topk_ratio", "update_interval", "overlap_step", "pin_memory", "avg_step (ms)",
+                             "avg_bwd (ms)", "avg_fwd (ms)", "avg_selective_optimizer_step (ms)"})
+    CHECK_THAT(outcome.output, Catch::Contains(column));
+  nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "zenflow", ".json")));
+  REQUIRE(result["rows"].size() == 2);
+  for (const auto &row : result["rows"]) {
+    CHECK(row["labels"]["topk_ratio"] == "0.1");
+    CHECK(row["labels"]["pin_memory"] == "true");
+    if (row["status"] != "ok") CHECK(!row["message"].get<std::string>().empty());
+  }
+  // No row ran (until ZenFlow lands): nothing to recommend, a non-zero exit.
+  if (result["recommended"] == "") CHECK(outcome.exit_code == 1);
+}
+
+TEST_CASE("bench: bad flags are usage errors that name the flag", "[bench]") {
+  std::string dir = test::scratch_dir("bench_usage");
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case &c : {Case{"stages --stages 7", "--stages 7: expected one of 0, 1, 2, 3"},
+                        Case{"stages --num-steps zero", "--num-steps zero: expected an integer >= 1"},
+                        Case{"offload --strategies nvme", "--strategies nvme needs --nvme-path"},
+                        Case{"stages --topk-ratios 0.1", "--topk-ratios is not an option of `zfcore bench stages`"},
+                        Case{"stages --frobnicate", "unknown option '--frobnicate'"}}) {
+    auto outcome = bench(c.args, dir);
+    INFO(c.args << "\n" << outcome.output);
+    CHECK(outcome.exit_code == 2);
+    CHECK_THAT(outcome.output, Catch::Contains(c.message));
+    CHECK(fs::is_empty(dir));  // nothing ran
+  }
+}
+
+TEST_CASE("the recommendation: the fastest row that ran and fits, a reason for every other", "[bench]") {
+  auto row = [](const std::string &name, const std::string &status, double ms, uint64_t gpu, uint64_t rss) {
+    RowResult r;
+    r.row.name = name;
+    r.status = status;
+    r.message = status == "ok" ? "" : status == "OOM" ? "CUDA out of memory" : "offload plugin 'x' not found";
+    r.mean_step_ms = ms;
+    r.gpu_peak = gpu;
+    r.host_rss = rss;
+    return r;
+  };
+  const uint64_t GiB = 1ull << 30;
+  std::vector<RowResult> rows{row("zero0", "OOM", 0, 0, 0), row("zero1", "ok", 90, 79 * GiB, 2 * GiB),
+                              row("zero2", "ok", 100, 60 * GiB, 2 * GiB), row("zero3", "ok", 120, 40 * GiB, 2 * GiB),
+                              row("cpu_full", "error", 0, 0, 0), row("nvme", "ok", 80, 20 * GiB, 60 * GiB)};
+  MachineLimits limits{80 * GiB, 60 * GiB};
+  Recommendation rec = recommend(rows, limits, 1);
+  CHECK(rec.chosen == 2);  // zero1 is faster but 79 GiB > 90% of 80; nvme is fastest but its RSS is too big
+  CHECK(rec.reasons[0] == "OOM: CUDA out of memory");
+  CHECK_THAT(rec.reasons[1], Catch::StartsWith("does not fit: GPU peak 79"));
+  CHECK(rec.reasons[2] == "fastest that fits: 100.0 ms per step");
+  CHECK(rec.reasons[3] == "slower: 120.0 ms vs 100.0 ms (zero2)");
+  CHECK(rec.reasons[4] == "error: offload plugin 'x' not found");
+  CHECK_THAT(rec.reasons[5], Catch::StartsWith("does not fit: host RSS"));
+  // Two ranks on the host: each one's RSS counts twice.
+  rows[5].host_rss = 40 * GiB;
+  CHECK(recommend(rows, limits, 1).chosen == 5);
+  CHECK(recommend(rows, limits, 2).chosen == 2);
+  // Unknown limits are not checked; nothing ran: nothing chosen.
+  CHECK(recommend(rows, MachineLimits{}, 1).chosen == 5);
+  CHECK(recommend({rows[0], rows[4]}, limits, 1).chosen == -1);
+}
