@@ -58,9 +58,9 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> &binding_wor
 }
 const std::vector<std::pair<std::string, std::vector<std::string>>> &binding_modes() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
-      {"unbound", {}},
-      {"inside", {"run.bind_cores=true"}},  // the engine binds its own threads
-      {"launch", {}},                       // every rank started on its share of the cores
+      {"unbound", {"run.bind_cores=false"}},
+      {"inside", {"run.bind_cores=true"}},   // the engine binds its own threads (the default)
+      {"launch", {"run.bind_cores=false"}},  // every rank started on its share of the cores
   };
   return table;
 }

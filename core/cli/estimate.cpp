@@ -18,8 +18,7 @@ namespace {
 uint64_t aligned(uint64_t numel, uint64_t alignment) { return (numel + alignment - 1) / alignment * alignment; }
 
 std::vector<uint64_t> model_blocks(const Config &config, uint64_t alignment, std::string *what) {
-  std::string type = config.string("model", "type");
-  if (type == "linear_stack") {
+  if (!is_transformer_config(config)) {  // linear_stack
     uint64_t h = uint64_t(config.integer("model", "hidden")), layers = uint64_t(config.integer("model", "layers"));
     *what = format("linear_stack, %llu layers of %llu x %llu (exact)", (unsigned long long)layers,
                    (unsigned long long)h, (unsigned long long)h);
@@ -40,11 +39,19 @@ std::vector<uint64_t> model_blocks(const Config &config, uint64_t alignment, std
   return blocks;
 }
 
-uint64_t state_bytes(const std::string &optimizer, std::string *note) {
-  if (optimizer == "cpu_lion" || optimizer == "cpu_adagrad") return 4;  // one fp32 tensor
-  if (optimizer != "adamw_ref" && optimizer != "cpu_adam")
+// The optimizer's state per parameter: Adam's two moments, Lion's and Adagrad's one, in fp32 or, with
+// the CPU optimizers' moment_dtype = "bf16", in bf16.
+uint64_t state_bytes(const Config &config, std::string *note) {
+  std::string optimizer = config.plugin(ZF_KIND_OPTIMIZER).candidates.front();
+  uint64_t element = 4;
+  for (const ConfigEntry &entry : config.plugin(ZF_KIND_OPTIMIZER).entries)
+    if (entry.key == "moment_dtype" && std::holds_alternative<std::string>(entry.value) &&
+        std::get<std::string>(entry.value) == "bf16")
+      element = 2;
+  if (optimizer == "cpu_lion" || optimizer == "cpu_adagrad") return element;  // one tensor
+  if (optimizer != "adamw_ref" && optimizer != "cpu_adam" && optimizer != "gpu_adam")
     *note = "optimizer '" + optimizer + "' unknown to the estimate: assuming Adam's 8 bytes of state per parameter";
-  return 8;
+  return 2 * element;
 }
 
 int64_t stage_knob(const Config &config, const std::string &key, int64_t fallback) {
@@ -60,7 +67,7 @@ EstimateInput estimate_input(const Config &config, uint64_t world, std::string *
   input.blocks = model_blocks(config, input.alignment, what);
   input.world = world;
   input.compute_bytes = config.string("model", "dtype") == "bfloat16" ? 2 : 4;
-  input.state_bytes = state_bytes(config.plugin(ZF_KIND_OPTIMIZER).candidates.front(), note);
+  input.state_bytes = state_bytes(config, note);
   input.persistence_threshold = uint64_t(stage_knob(config, "param_persistence_threshold", 100000));
   input.max_live_parameters = uint64_t(stage_knob(config, "max_live_parameters", 1000000000));
   input.reduce_bucket_size = uint64_t(stage_knob(config, "reduce_bucket_size", 500000000));
@@ -112,6 +119,23 @@ int command_estimate(const std::vector<std::string> &args) {
                 (unsigned long long)e.params, (unsigned long long)e.grads, (unsigned long long)e.master,
                 (unsigned long long)e.state, (unsigned long long)e.staging, (unsigned long long)e.transient,
                 (unsigned long long)e.total(), format_bytes(e.paper).c_str(), e.stage == chosen ? "   <- this config" : "");
+  }
+  std::string offload = config.plugin(ZF_KIND_OFFLOAD).candidates.front();
+  if (offload == "cpu_optimizer") {
+    // The master and the optimizer state move to pinned host memory, with a host copy of the
+    // gradient shard and (bf16/fp16 runs) of the updated parameters.
+    std::printf("offload %s: per rank, bytes on each tier
+", offload.c_str());
+    std::printf("  %-6s %14s %14s
+", "stage", "device", "pinned host");
+    for (const StageEstimate &e : estimate_memory(input)) {
+      uint64_t shard = e.master / 4;
+      uint64_t copies = shard * input.compute_bytes * (input.compute_bytes == 4 ? 1 : 2);
+      std::printf("  %-6s %14llu %14llu%s
+", e.stage.c_str(),
+                  (unsigned long long)(e.params + e.grads + e.staging + e.transient),
+                  (unsigned long long)(e.master + e.state + copies), e.stage == chosen ? "   <- this config" : "");
+    }
   }
   std::printf(
       "formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state bytes):\n"

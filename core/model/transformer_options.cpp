@@ -53,6 +53,14 @@ std::string number(double value) { return format("%g", value); }
 
 }  // namespace
 
+bool is_transformer_config(const Config &config) {
+  std::string type = config.string("model", "type");
+  bool type_written = config.core("model").values().count("type") != 0;
+  // A preset or an init_from directory names the architecture when type is left out.
+  return is_transformer_type(type) || (!type_written && (!config.string("model", "preset").empty() ||
+                                                         !config.string("model", "init_from").empty()));
+}
+
 TransformerOptions transformer_options(const Config &config) {
   const auto &written = config.core("model").values();
   auto wrote = [&](const char *key) { return written.count(key) != 0; };

@@ -73,5 +73,7 @@ bool is_transformer_type(const std::string &type);
 // the preset and every explicit shape key), else explicit keys over the preset or family defaults.
 // Throws zf::Error at the location of the offending key.
 TransformerOptions transformer_options(const Config &config);
+// The [model] table names a transformer: a transformer type, or no type and a preset or init_from.
+bool is_transformer_config(const Config &config);
 
 }  // namespace zf

@@ -13,12 +13,7 @@ torch::Dtype compute_dtype(const Config &config) {
 
 std::unique_ptr<Model> make_model(const Config &config) {
   std::string type = config.string("model", "type");
-  bool type_written = config.core("model").values().count("type") != 0;
-  // A preset or an init_from directory names the architecture when type is left out.
-  bool transformer = is_transformer_type(type) ||
-                     (!type_written && (!config.string("model", "preset").empty() ||
-                                        !config.string("model", "init_from").empty()));
-  if (transformer) {
+  if (is_transformer_config(config)) {
     TransformerOptions options = transformer_options(config);
     std::unique_ptr<TransformerModel> model = make_transformer(options);
     if (!options.init_from.empty()) load_hf_checkpoint(*model, options.init_from);
