@@ -183,7 +183,7 @@ class Trainer {
     std::string export_dir = config_.string("checkpoint", "export_hf");
     if (!export_dir.empty() || config_.integer("sample", "tokens") > 0) gather_whole_model();
     if (!export_dir.empty() && comm_.rank() == 0) {
-      save_hf_checkpoint(*model_, export_dir);
+      save_hf_checkpoint(*model_, export_dir, hf_export_options(config_, master_, &flat_->layout()));
       std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
     }
     int64_t tokens = config_.integer("sample", "tokens");
