@@ -117,3 +117,19 @@ TEST_CASE("cli: every plugin table is checked before any plugin is created", "[c
   CHECK_THAT(checked.output, Catch::Contains("unknown key 'bogus' in [selector]"));
   CHECK_THAT(checked.output, !Catch::Contains("injected failure in create"));
 }
+
+TEST_CASE("cli: a run whose data has fewer sequences than micro_batch says batches wrap the epoch", "[config][cli]") {
+  std::string dir = test::scratch_dir("cli_wrap");
+  std::ofstream(dir + "/wrap.toml") << "[run]\noutput_dir = \"" << dir << "/out\"\nprogress = \"off\"\n"
+                                       "[model]\ntype = \"gpt2\"\nhidden = 32\nlayers = 1\nheads = 2\nvocab = 64\n"
+                                       "max_seq = 16\n[data]\ntype = \"synthetic\"\nvocab = 64\nseq_len = 8\n"
+                                       "[train]\nsteps = 1\nmicro_batch = 4\n";
+  auto few = test::run_command(test::zfcore() + " run " + dir + "/wrap.toml --set data.samples=3");
+  INFO(few.output);
+  CHECK(few.exit_code == 0);
+  CHECK_THAT(few.output, Catch::Contains("3 sequence(s)") && Catch::Contains("train.micro_batch = 4") &&
+                             Catch::Contains("wraps around the epoch"));
+  auto enough = test::run_command(test::zfcore() + " run " + dir + "/wrap.toml --set data.samples=4");
+  CHECK(enough.exit_code == 0);
+  CHECK_THAT(enough.output, !Catch::Contains("wraps around"));
+}
