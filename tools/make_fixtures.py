@@ -5,7 +5,8 @@ Needs torch, transformers, safetensors, tokenizers and sentencepiece (not needed
 zfcore; the fixtures are committed). Usage: python3 tools/make_fixtures.py OUT_DIR
 Writes OUT_DIR/hf/{gpt2,llama,qwen2}/ (config.json, model.safetensors, expected.safetensors with
 input_ids, logits and HF's own loss) and OUT_DIR/tokenizers/ (bpe/tokenizer.json,
-sentencepiece/tokenizer.model, cases.json with the ids both libraries give for each text).
+sentencepiece/tokenizer.model, cases.json with the ids both libraries give for each text) and
+OUT_DIR/hf/gpt2_tokenizer/ (a GPT-2 saved with the bpe tokenizer's files, for the export test).
 """
 import json
 import os
@@ -124,7 +125,25 @@ def tokenizers(out):
     print("tokenizers: bpe vocab", bpe.get_vocab_size(), "sentencepiece vocab", sp.get_piece_size())
 
 
+def model_with_tokenizer(out):
+    # A GPT-2 as the Hub has them: the bpe tokenizer's files beside the weights, its
+    # <|endoftext|> as bos/eos, dropout set: what a fine-tune, then export, must carry over.
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+    directory = os.path.join(out, "hf", "gpt2_tokenizer")
+    tokenizer = GPT2TokenizerFast(tokenizer_file=os.path.join(out, "tokenizers", "bpe", "tokenizer.json"),
+                                  bos_token="<|endoftext|>", eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=eos,
+                        eos_token_id=eos, resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
+    torch.manual_seed(40)
+    GPT2LMHeadModel(config).save_pretrained(directory, safe_serialization=True)
+    os.remove(os.path.join(directory, "generation_config.json"))  # zfcore's export writes one
+    tokenizer.save_pretrained(directory)
+    print("gpt2_tokenizer vocab", len(tokenizer), "eos", eos)
+
+
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "fixtures"
     models(out)
     tokenizers(out)
+    model_with_tokenizer(out)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up and builds zfcore on Debian or Ubuntu: installs the missing Debian packages, libtorch
-# from PyPI (torch==2.11.0), configures with CMake and builds into build/.
+# from PyPI (torch==2.11.0) and transformers (for the test that loads an export with it),
+# configures with CMake and builds into build/.
 #   tools/setup.sh            # then: build/bin/zfcore run examples/quickstart.toml
 # Environment: ZF_CUDA=ON|OFF (default: ON when nvidia-smi sees a GPU), BUILD_DIR (default build),
 # PYTHON (default python3), JOBS (default nproc).
@@ -36,6 +37,11 @@ if [ "$(torch_version "$python")" != "2.11.0" ]; then
     "$python" -m pip install -q torch==2.11.0
   fi
 fi
+# transformers: the export test loads a fine-tuned model with it, as users do.
+if [ "$("$python" -c 'import importlib.metadata as m; print(m.version("transformers"))' 2>/dev/null)" != "5.23.0" ]; then
+  echo "setup: installing transformers==5.23.0 from PyPI (the export test loads exports with it)"
+  "$python" -m pip install -q transformers==5.23.0
+fi
 torch_dir=$("$python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
 
 cuda=${ZF_CUDA:-}
@@ -43,6 +49,7 @@ if [ -z "$cuda" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then cuda=ON; else cuda=OFF; fi
 fi
 build=${BUILD_DIR:-build}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA="$cuda" -DZF_TORCH_DIR="$torch_dir"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA="$cuda" -DZF_TORCH_DIR="$torch_dir" \
+  -DZF_PYTHON="$("$python" -c 'import sys; print(sys.executable)')"
 cmake --build "$build" -j "${JOBS:-$(nproc)}"
 echo "setup: built $build/bin/zfcore (CUDA path $cuda)"

@@ -1,6 +1,7 @@
 #include "checkpoint/hf_checkpoint.hpp"
 
 #include "checkpoint/safetensors.hpp"
+#include "config/config.hpp"
 #include "model/transformer.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
@@ -43,15 +44,116 @@ bool is_known_buffer(const std::string &name) {
   return ends_with(".attn.bias") || ends_with(".attn.masked_bias") || ends_with("rotary_emb.inv_freq");
 }
 
+nlohmann::json read_json_file(const std::string &path) {
+  std::ifstream in(path);
+  ZF_REQUIRE(in.good(), "%s: cannot read", path.c_str());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception &e) {
+    throw Error(format("%s: not valid JSON: %s", path.c_str(), e.what()));
+  }
+}
+
+// config.json rebuilt from the shape, with what the source checkpoint's config.json says beyond
+// the shape: its other fields, its token ids, and its dropout unless this run set model.dropout.
+nlohmann::json keep_source_fields(const nlohmann::json &rebuilt, const std::string &source, double dropout) {
+  std::string path = source + "/config.json";
+  if (!std::filesystem::exists(path)) return rebuilt;
+  nlohmann::json merged = read_json_file(path);
+  const std::set<std::string> kept = {"bos_token_id", "eos_token_id", "pad_token_id"};
+  const std::set<std::string> dropouts = {"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout"};
+  for (const auto &[key, value] : rebuilt.items()) {
+    bool keep = kept.count(key) || (dropouts.count(key) && dropout == 0);
+    if (!(keep && merged.contains(key))) merged[key] = value;
+  }
+  return merged;
+}
+
+// generation_config.json: the source checkpoint's when it has one, else its token ids.
+void write_generation_config(const nlohmann::json &config, const std::string &source, const std::string &directory) {
+  std::string path = source + "/generation_config.json";
+  nlohmann::json generation = {{"_from_model_config", true}};
+  if (!source.empty() && std::filesystem::exists(path)) {
+    generation = read_json_file(path);
+  } else {
+    for (const char *key : {"bos_token_id", "eos_token_id", "pad_token_id"})
+      if (config.contains(key) && !config[key].is_null()) generation[key] = config[key];
+  }
+  write_text_atomically(directory + "/generation_config.json", generation.dump(2) + "\n");
+}
+
+// The files transformers' AutoTokenizer reads, those of them that `from` has.
+void copy_tokenizer_files(const std::string &from, const std::string &directory) {
+  for (const char *name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                           "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja"}) {
+    std::string source = from + "/" + name;
+    if (!std::filesystem::exists(source)) continue;
+    std::string target = directory + "/" + name;
+    std::error_code error;
+    std::filesystem::copy_file(source, target + ".tmp", std::filesystem::copy_options::overwrite_existing, error);
+    ZF_REQUIRE(!error, "cannot copy %s to %s: %s", source.c_str(), directory.c_str(), error.message().c_str());
+    ZF_REQUIRE(std::rename((target + ".tmp").c_str(), target.c_str()) == 0, "cannot rename %s.tmp to %s",
+               target.c_str(), target.c_str());
+  }
+}
+
+// The fp32 master of parameter `name` in the model's shape (column-contiguous segments transposed back).
+torch::Tensor master_of(const torch::Tensor &master, const zf_layout &layout, const std::string &name,
+                        const torch::Tensor &like) {
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &seg = layout.segments[i];
+    if (name != seg.name) continue;
+    torch::Tensor flat = master.narrow(0, int64_t(seg.offset), int64_t(seg.numel));
+    if (seg.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) return flat.view({int64_t(seg.cols), int64_t(seg.rows)}).t();
+    return flat.view(like.sizes());
+  }
+  throw Error(format("internal: parameter '%s' is not in the layout of the master weights", name.c_str()));
+}
+
+torch::Dtype export_dtype(const TransformerModel &t, const HfExportOptions &options) {
+  if (options.dtype == "auto") return t.dtype();
+  ZF_REQUIRE(options.dtype == "float32" || options.dtype == "bfloat16",
+             "checkpoint.export_dtype = \"%s\": expected auto, float32 or bfloat16", options.dtype.c_str());
+  return options.dtype == "float32" ? torch::kFloat32 : torch::kBFloat16;
+}
+
 }  // namespace
 
-void save_hf_checkpoint(Model &model, const std::string &directory, std::optional<torch::Dtype> dtype) {
+HfExportOptions hf_export_options(const Config &config, const torch::Tensor &master, const zf_layout *layout) {
+  HfExportOptions options;
+  options.dtype = config.string("checkpoint", "export_dtype");
+  options.init_from = config.string("model", "init_from");
+  options.master = master;
+  options.layout = layout;
+  std::string tokenizer = config.string("data", "tokenizer");
+  std::string type = config.string("data", "type");
+  if (tokenizer != "byte") {
+    // data.tokenizer_path names the file or the directory holding it.
+    std::filesystem::path path = config.string("data", "tokenizer_path");
+    options.tokenizer_dir = std::filesystem::is_directory(path) ? path.string() : path.parent_path().string();
+    if (options.tokenizer_dir.empty()) options.tokenizer_dir = ".";
+  } else if (type != "text" && type != "alpaca") {
+    options.tokenizer_dir = options.init_from;  // pre-tokenized data: the checkpoint's own tokenizer
+  }
+  return options;
+}
+
+void save_hf_checkpoint(Model &model, const std::string &directory, const HfExportOptions &options) {
   TransformerModel &t = transformer(model);
-  torch::Dtype stored = dtype.value_or(t.dtype());
+  torch::Dtype stored = export_dtype(t, options);
+  // fp32 weights of a model that computes in bf16 come from the optimizer's fp32 master.
+  bool from_master = stored == torch::kFloat32 && t.dtype() != torch::kFloat32;
+  if (from_master)
+    ZF_REQUIRE(options.master.defined() && options.layout && options.master.numel() >= int64_t(options.layout->numel),
+               "checkpoint.export_dtype = \"float32\" needs the fp32 master weights of the whole model, which this "
+               "run does not hold in one place (stage zero1-zero3 over several ranks): export \"auto\" instead");
+  torch::Tensor master = from_master ? options.master.to(torch::kCPU) : torch::Tensor();
   std::filesystem::create_directories(directory);
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   for (const HfTensor &p : t.hf_tensors()) {
-    torch::Tensor value = p.transposed ? p.tensor.detach().t() : p.tensor.detach();
+    torch::Tensor value = from_master ? master_of(master, *options.layout, p.name, p.tensor)
+                                      : p.tensor.detach();
+    if (p.transposed) value = value.t();
     tensors.emplace_back(p.name, value.to(stored));  // a view until write_safetensors copies it out
   }
   std::string weights = directory + "/model.safetensors";
@@ -59,8 +161,11 @@ void save_hf_checkpoint(Model &model, const std::string &directory, std::optiona
   ZF_REQUIRE(std::rename((weights + ".tmp").c_str(), weights.c_str()) == 0, "cannot rename %s.tmp to %s",
              weights.c_str(), weights.c_str());
   std::string dtype_name = stored == torch::kBFloat16 ? "bfloat16" : stored == torch::kFloat16 ? "float16" : "float32";
-  write_text_atomically(directory + "/config.json",
-                        hf_config(t.shape(), dtype_name, t.options().dropout).dump(2) + "\n");
+  nlohmann::json config = hf_config(t.shape(), dtype_name, t.options().dropout);
+  if (!options.init_from.empty()) config = keep_source_fields(config, options.init_from, t.options().dropout);
+  write_text_atomically(directory + "/config.json", config.dump(2) + "\n");
+  write_generation_config(config, options.init_from, directory);
+  if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, directory);
 }
 
 void load_hf_checkpoint(Model &model, const std::string &directory) {

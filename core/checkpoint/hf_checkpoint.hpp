@@ -5,17 +5,38 @@
 
 #include "model/model.hpp"
 
-#include <optional>
+#include <zf/zf_plugin.h>
+
 #include <string>
 
 namespace zf {
 
-// Writes DIRECTORY/config.json and DIRECTORY/model.safetensors (created if needed; each file
-// written under a temporary name, fsynced and renamed into place). Weights are stored in `dtype`
-// (default: the model's compute dtype) with HF layouts (GPT-2 Conv1D weights transposed); a tied
-// head is stored once, as the embedding. Throws for models without a HF format (linear_stack).
-void save_hf_checkpoint(Model &model, const std::string &directory,
-                        std::optional<torch::Dtype> dtype = std::nullopt);
+class Config;
+
+// What an export writes besides the model's own weights and shape.
+struct HfExportOptions {
+  std::string dtype = "auto";  // auto (the model's compute dtype), float32 or bfloat16
+  // The checkpoint the model started from (model.init_from): the fields of its config.json that
+  // are not the shape (token ids, dropout, ...) are kept and its generation_config.json copied.
+  std::string init_from;
+  // The directory whose tokenizer files (tokenizer.json, tokenizer_config.json, ...) are copied.
+  std::string tokenizer_dir;
+  // dtype float32 of a model that computes in another dtype: the fp32 master weights of the whole
+  // model in `layout` order (undefined: such an export is refused).
+  torch::Tensor master;
+  const zf_layout *layout = nullptr;
+};
+
+// The options a run's config asks for: checkpoint.export_dtype, model.init_from, and the
+// tokenizer of [data] (data.tokenizer_path's directory, or init_from's for pre-tokenized data).
+HfExportOptions hf_export_options(const Config &config, const torch::Tensor &master = {},
+                                  const zf_layout *layout = nullptr);
+
+// Writes DIRECTORY (created if needed): model.safetensors in HF layouts (GPT-2 Conv1D weights
+// transposed; a tied head stored once, as the embedding), config.json, generation_config.json and
+// the tokenizer files, each written under a temporary name and renamed into place. Throws for
+// models without a HF format (linear_stack).
+void save_hf_checkpoint(Model &model, const std::string &directory, const HfExportOptions &options = {});
 
 // Copies the weights of DIRECTORY into `model`, converting dtype and layout. config.json must
 // describe the model's shape; a missing tensor or a shape mismatch is an error naming the tensor;

@@ -20,32 +20,6 @@
 namespace zf {
 namespace {
 
-struct RunArgs {
-  std::string file;
-  std::vector<std::string> overrides;
-};
-
-RunArgs parse_run_args(const std::vector<std::string> &args) {
-  RunArgs out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &arg = args[i];
-    if (arg == "--set") {
-      if (i + 1 >= args.size()) throw UsageError("--set needs table.key=value");
-      out.overrides.push_back(args[++i]);
-    } else if (arg.rfind("--set=", 0) == 0) {
-      out.overrides.push_back(arg.substr(6));
-    } else if (!arg.empty() && arg[0] == '-') {
-      throw UsageError("unknown option '" + arg + "'");
-    } else if (out.file.empty()) {
-      out.file = arg;
-    } else {
-      throw UsageError("one config file only (got '" + out.file + "' and '" + arg + "')");
-    }
-  }
-  if (out.file.empty()) throw UsageError("missing the config file, e.g. zfcore run examples/quickstart.toml");
-  return out;
-}
-
 std::string capabilities_text(uint64_t caps) {
   const std::pair<uint64_t, const char *> names[] = {
       {ZF_CAP_CPU, "cpu"}, {ZF_CAP_CUDA, "cuda"}, {ZF_CAP_ASYNC, "async"}, {ZF_CAP_LOW_PRECISION_OUT, "lowp-out"},
@@ -57,19 +31,41 @@ std::string capabilities_text(uint64_t caps) {
   return text;
 }
 
-std::string param_text(const zf_param_decl &p) {
-  const char *type = p.type == ZF_PARAM_BOOL ? "bool" : p.type == ZF_PARAM_INT ? "int"
-                     : p.type == ZF_PARAM_FLOAT ? "float" : "string";
-  std::string range;
-  if (p.flags & ZF_PARAM_HAS_MIN) range += format("%s %g", (p.flags & ZF_PARAM_MIN_EXCLUSIVE) ? ">" : ">=", p.min);
-  if (p.flags & ZF_PARAM_HAS_MAX)
-    range += format("%s%s %g", range.empty() ? "" : ", ", (p.flags & ZF_PARAM_MAX_EXCLUSIVE) ? "<" : "<=", p.max);
-  if (p.choices) range += std::string(range.empty() ? "" : ", ") + "one of " + p.choices;
-  return format("    %-22s %-6s default %-10s %s%s%s%s", p.key, type, p.default_value ? p.default_value : "",
-                p.doc ? p.doc : "", range.empty() ? "" : " [", range.c_str(), range.empty() ? "" : "]");
-}
-
 }  // namespace
+
+RunArgs parse_run_args(const std::vector<std::string> &args, const char *command) {
+  RunArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (arg == "--set" || arg == "--unset") {
+      if (i + 1 >= args.size()) throw UsageError(arg + (arg == "--set" ? " needs table.key=value" : " needs table.key"));
+      const std::string &value = args[++i];
+      bool has_value = value.find('=') != std::string::npos;
+      // `--set optimizer.lr 0`: the value went into a word of its own.
+      bool next_is_value = i + 1 < args.size() && args[i + 1].rfind("-", 0) != 0 &&
+                           args[i + 1].find(".toml") == std::string::npos;
+      if (arg == "--set" && !has_value && next_is_value)
+        throw UsageError(format("--set %s %s: write the key and its value as one word: --set %s=%s", value.c_str(),
+                                args[i + 1].c_str(), value.c_str(), args[i + 1].c_str()));
+      if (arg == "--set" && !has_value)
+        throw UsageError(format("--set %s: expected --set table.key=value", value.c_str()));
+      (arg == "--set" ? out.overrides : out.unsets).push_back(value);
+    } else if (arg.rfind("--set=", 0) == 0) {
+      out.overrides.push_back(arg.substr(6));
+    } else if (arg.rfind("--unset=", 0) == 0) {
+      out.unsets.push_back(arg.substr(8));
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw UsageError("unknown option '" + arg + "' (zfcore " + command + " --help lists them)");
+    } else if (out.file.empty()) {
+      out.file = arg;
+    } else {
+      throw UsageError("one config file only (got '" + out.file + "' and '" + arg + "')");
+    }
+  }
+  if (out.file.empty())
+    throw UsageError(format("missing the config file, e.g. zfcore %s examples/quickstart.toml", command));
+  return out;
+}
 
 std::string error_message(const std::exception &error) {
   if (dynamic_cast<const Error *>(&error)) return error.what();
@@ -84,13 +80,13 @@ int command_version() {
 }
 
 int command_run(const std::vector<std::string> &args) {
-  RunArgs run = parse_run_args(args);
+  RunArgs run = parse_run_args(args, "run");
   auto runtime = std::make_unique<Runtime>();
   runtime->comm = make_cpu_communicator();
   log_set_rank(runtime->comm->rank(), runtime->comm->world_size());
   runtime->worker_cores = allowed_cores();
   try {
-    Config config = Config::load(run.file, run.overrides);
+    Config config = Config::load(run.file, run.overrides, run.unsets);
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
     RunSummary summary = train(config, *runtime, registry);
     if (runtime->comm->rank() == 0 && summary.steps < summary.first_step) {
@@ -117,8 +113,8 @@ int command_run(const std::vector<std::string> &args) {
 }
 
 int command_validate(const std::vector<std::string> &args) {
-  RunArgs run = parse_run_args(args);
-  Config config = Config::load(run.file, run.overrides);
+  RunArgs run = parse_run_args(args, "validate");
+  Config config = Config::load(run.file, run.overrides, run.unsets);
   PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
   std::string chosen;
   for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR}) {

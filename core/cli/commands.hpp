@@ -3,6 +3,8 @@
 
 #include "runtime/error.hpp"
 
+#include <zf/zf_plugin.h>
+
 #include <exception>
 #include <string>
 #include <vector>
@@ -14,12 +16,25 @@ struct UsageError : Error {
   using Error::Error;
 };
 
+// FILE [--set table.key=value]... [--unset table.key]...: the arguments of run, validate and estimate.
+struct RunArgs {
+  std::string file;
+  std::vector<std::string> overrides;  // "table.key=value"
+  std::vector<std::string> unsets;     // "table.key"
+};
+// Throws UsageError for anything else, and for `--set table.key value` says to write table.key=value.
+RunArgs parse_run_args(const std::vector<std::string> &args, const char *command);
+
 int command_version();
 int command_run(const std::vector<std::string> &args);
 int command_validate(const std::vector<std::string> &args);
 int command_plugins(const std::vector<std::string> &args);
 int command_bench(const std::vector<std::string> &args);
 int command_estimate(const std::vector<std::string> &args);
+int command_config(const std::vector<std::string> &args);
+
+// One declared parameter as a line of `zfcore plugins --params` and `zfcore config --keys`.
+std::string param_text(const zf_param_decl &p);
 
 // The user-facing text of an exception (zf::Error as is, libtorch's without its backtrace).
 std::string error_message(const std::exception &error);

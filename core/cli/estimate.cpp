@@ -90,16 +90,8 @@ int command_estimate(const std::vector<std::string> &args) {
       rest.push_back(args[i]);
     }
   }
-  std::string file;
-  std::vector<std::string> overrides;
-  for (size_t i = 0; i < rest.size(); ++i) {
-    if (rest[i] == "--set" && i + 1 < rest.size()) overrides.push_back(rest[++i]);
-    else if (!rest[i].empty() && rest[i][0] == '-') throw UsageError("unknown option '" + rest[i] + "'");
-    else if (file.empty()) file = rest[i];
-    else throw UsageError("one config file only");
-  }
-  if (file.empty()) throw UsageError("missing the config file, e.g. zfcore estimate train.toml --world 8");
-  Config config = Config::load(file, overrides);
+  RunArgs run = parse_run_args(rest, "estimate");
+  Config config = Config::load(run.file, run.overrides, run.unsets);
   std::string what, note;
   EstimateInput input = estimate_input(config, world, &what, &note);
   bool bf16 = input.compute_bytes == 2;

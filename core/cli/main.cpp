@@ -1,4 +1,4 @@
-// zfcore: the command line. run / validate / plugins / bench / --version.
+// zfcore: the command line. run / validate / estimate / plugins / config / bench / --version.
 #include "cli/commands.hpp"
 
 #include "runtime/error.hpp"
@@ -18,10 +18,55 @@ const char *kUsage =
     "  run FILE [--set table.key=value]...       train as FILE (TOML) says\n"
     "  validate FILE [--set table.key=value]...  check FILE and the plugins it names, run nothing\n"
     "  plugins [--params]                        list the plugins found (and their parameters)\n"
+    "  config --keys                             list the core tables' keys, types, defaults\n"
     "  estimate FILE [--world N] [--set ...]     per-rank memory of FILE's model for each ZeRO stage\n"
     "  bench optimizer [options]                 compare CPU optimizers (zfcore bench optimizer --help)\n"
     "  bench stages|offload|zenflow|binding      train configurations side by side and recommend one\n"
-    "  --version                                 print the version and ABI\n";
+    "  --version                                 print the version and ABI\n"
+    "\n"
+    "zfcore COMMAND --help describes a command.\n";
+
+// The options run, validate and estimate share.
+const char *kConfigOptions =
+    "  --set table.key=value   override a key of FILE, or add one (one word; TOML values: 3, 1e-4,\n"
+    "                          true/false in lower case, \"text\" or a bare word)\n"
+    "  --unset table.key       remove a key FILE sets, before the --set overrides apply (e.g. the\n"
+    "                          old plugin's keys when --set switches [selector] plugin)\n";
+
+// zfcore COMMAND --help.
+std::string command_usage(const std::string &command) {
+  if (command == "run")
+    return std::string("usage: zfcore run FILE [--set table.key=value]... [--unset table.key]...\n\n"
+                       "Trains as FILE (TOML) says; under mpirun, one process per rank.\n\noptions:\n") +
+           kConfigOptions;
+  if (command == "validate")
+    return std::string("usage: zfcore validate FILE [--set table.key=value]... [--unset table.key]...\n\n"
+                       "Checks FILE and the parameters of the plugins it names; runs nothing.\n\noptions:\n") +
+           kConfigOptions;
+  if (command == "estimate")
+    return std::string("usage: zfcore estimate FILE [--world N] [--set table.key=value]... [--unset table.key]...\n\n"
+                       "Prints the per-rank memory of FILE's model under each ZeRO stage, before anything runs.\n\n"
+                       "options:\n  --world N               ranks to spread over (default 1)\n") +
+           kConfigOptions;
+  if (command == "plugins")
+    return "usage: zfcore plugins [--params]\n\nLists the plugins in the search path (built-in directory, then\n"
+           "ZFCORE_PLUGIN_PATH) and the files rejected, with the reason.\n\noptions:\n"
+           "  --params                each plugin's parameters: type, default, doc and range\n";
+  if (command == "config")
+    return "usage: zfcore config --keys [--markdown]\n\nLists every key of the core tables ([run], [model], [data],\n"
+           "[train], [optimizer], [sample], [checkpoint]) with its type, default and meaning.\n\noptions:\n"
+           "  --keys                  the listing (plugin tables' own keys: zfcore plugins --params)\n"
+           "  --markdown              as the Markdown reference page docs/config.md\n";
+  if (command == "bench") return "usage: zfcore bench optimizer [options] (zfcore bench optimizer --help)\n";
+  return "";
+}
+
+bool asks_help(const std::string &command, const std::vector<std::string> &rest) {
+  if (command == "bench" && !rest.empty() && rest[0] != "-h" && rest[0] != "--help") return false;  // its own
+  for (const std::string &arg : rest)
+    if (arg == "-h" || arg == "--help") return true;
+  return false;
+}
 
 }  // namespace
 
@@ -33,6 +78,10 @@ int main(int argc, char **argv) {
   }
   const std::string command = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (asks_help(command, rest) && !command_usage(command).empty()) {
+    std::fputs(command_usage(command).c_str(), stdout);
+    return 0;
+  }
   try {
     if (command == "--version" || command == "-V" || command == "version") return zf::command_version();
     if (command == "run") return zf::command_run(rest);
@@ -40,6 +89,7 @@ int main(int argc, char **argv) {
     if (command == "plugins") return zf::command_plugins(rest);
     if (command == "bench") return zf::command_bench(rest);
     if (command == "estimate") return zf::command_estimate(rest);
+    if (command == "config") return zf::command_config(rest);
     std::fprintf(stderr, "zfcore: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const zf::UsageError &error) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <fstream>
 #include <sstream>
@@ -58,18 +59,37 @@ const char *node_kind(const toml::node &node) {
   return "a date or time";
 }
 
+// Removes "table.key" from the parsed file (--unset); a key the file does not have is an error.
+void unset(toml::table &root, const std::string &argument, const std::string &file) {
+  auto dot = argument.find('.');
+  ZF_REQUIRE(dot != std::string::npos && dot > 0 && dot + 1 < argument.size() && argument.find('=') == std::string::npos,
+             "--unset %s: expected --unset table.key", argument.c_str());
+  std::string table = argument.substr(0, dot), key = argument.substr(dot + 1);
+  toml::table *found = root[table].as_table();
+  ZF_REQUIRE(found && found->contains(key), "--unset %s: %s has no key '%s' in [%s] to remove", argument.c_str(),
+             file.c_str(), key.c_str(), table.c_str());
+  found->erase(key);
+}
+
+// A run.plugin_path entry written in the file: relative to the file's directory.
+std::string beside(const std::string &file, const std::string &entry) {
+  std::filesystem::path path(entry), directory = std::filesystem::path(file).parent_path();
+  return path.is_absolute() || directory.empty() ? entry : (directory / path).string();
+}
+
 }  // namespace
 
-Config Config::load(const std::string &path, const std::vector<std::string> &overrides) {
+Config Config::load(const std::string &path, const std::vector<std::string> &overrides,
+                    const std::vector<std::string> &unsets) {
   std::ifstream stream(path);
   if (!stream) throw Error(format("%s:1:1: cannot read the config file: %s", path.c_str(), std::strerror(errno)));
   std::stringstream text;
   text << stream.rdbuf();
-  return parse(text.str(), path, overrides);
+  return parse(text.str(), path, overrides, unsets);
 }
 
-Config Config::parse(const std::string &text, const std::string &name,
-                     const std::vector<std::string> &overrides) {
+Config Config::parse(const std::string &text, const std::string &name, const std::vector<std::string> &overrides,
+                     const std::vector<std::string> &unsets) {
   Config config;
   config.file_ = name;
   for (const auto &[table, decls] : core_schema()) config.core_.emplace(table, PluginConfig(decls, table));
@@ -89,6 +109,7 @@ Config Config::parse(const std::string &text, const std::string &name,
     throw Error(format("%s: syntax error: %s", at(name, error.source()).str().c_str(),
                        std::string(error.description()).c_str()));
   }
+  for (const std::string &argument : unsets) unset(root, argument, name);
 
   for (auto &&[table_key, table_node] : root) {
     std::string table(table_key.str());
@@ -113,10 +134,10 @@ Config Config::parse(const std::string &text, const std::string &name,
           for (auto &&item : *array) {
             ZF_REQUIRE(item.is_string(), "%s: run.plugin_path must be a list of directory names",
                        at(name, item.source()).str().c_str());
-            config.plugin_path_.push_back(item.as_string()->get());
+            config.plugin_path_.push_back(beside(name, item.as_string()->get()));
           }
         } else if (auto *single = value_node.as_string()) {
-          config.plugin_path_.push_back(single->get());
+          config.plugin_path_.push_back(beside(name, single->get()));
         } else {
           throw Error(format("%s: run.plugin_path must be a directory or a list of them", where.str().c_str()));
         }

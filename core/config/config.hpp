@@ -36,11 +36,14 @@ struct PluginSection {
 
 class Config {
  public:
-  // Reads and checks path with overrides ("table.key=value"); throws zf::Error with a location.
-  static Config load(const std::string &path, const std::vector<std::string> &overrides = {});
+  // Reads and checks path with overrides ("table.key=value") after removing the keys named in
+  // unsets ("table.key", as if the file did not have them); throws zf::Error with a location.
+  // Relative run.plugin_path entries of the file are taken from the file's directory.
+  static Config load(const std::string &path, const std::vector<std::string> &overrides = {},
+                     const std::vector<std::string> &unsets = {});
   // The same from TOML text (tests); `name` stands in for the file name in messages.
   static Config parse(const std::string &text, const std::string &name,
-                      const std::vector<std::string> &overrides = {});
+                      const std::vector<std::string> &overrides = {}, const std::vector<std::string> &unsets = {});
 
   const std::string &file() const { return file_; }
   const PluginConfig &core(const std::string &table) const;  // "run", "model", "data", "train", "optimizer"

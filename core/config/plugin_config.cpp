@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -131,8 +132,13 @@ std::string PluginConfig::check(const zf_param_decl &decl, Value &value) {
                  (decl.type == ZF_PARAM_INT && std::holds_alternative<int64_t>(value)) ||
                  (decl.type == ZF_PARAM_FLOAT && std::holds_alternative<double>(value)) ||
                  (decl.type == ZF_PARAM_STRING && std::holds_alternative<std::string>(value));
-  if (!type_ok)
-    return format("must be %s, got %s", type_name(decl.type), value_type_name(value));
+  if (!type_ok) {
+    // --set data.shuffle=False: TOML's booleans are lower case.
+    std::string lower = std::holds_alternative<std::string>(value) ? std::get<std::string>(value) : "";
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    std::string hint = decl.type == ZF_PARAM_BOOL && (lower == "true" || lower == "false") ? "; write " + lower : "";
+    return format("must be %s, got %s%s", type_name(decl.type), value_type_name(value), hint.c_str());
+  }
   if (decl.type == ZF_PARAM_INT || decl.type == ZF_PARAM_FLOAT) {
     double number = decl.type == ZF_PARAM_INT ? double(std::get<int64_t>(value))
                                               : std::get<double>(value);

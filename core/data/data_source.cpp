@@ -43,9 +43,17 @@ std::shared_ptr<const SequenceSet> load_sequences(const Config &config, const st
 std::unique_ptr<DataSource> make_data_source(const Config &config, Split split) {
   std::string type = config.string("data", "type");
   if (type == "random") return make_random_data(config, split);
-  if (type == "synthetic" || type == "tokens" || type == "text" || type == "alpaca")
-    return make_sequence_source(load_sequences(config, type), split, config.real("data", "eval_fraction"),
-                                config.boolean("data", "shuffle"), uint64_t(config.integer("run", "seed")));
+  if (type == "synthetic" || type == "tokens" || type == "text" || type == "alpaca") {
+    auto source = make_sequence_source(load_sequences(config, type), split, config.real("data", "eval_fraction"),
+                                       config.boolean("data", "shuffle"), uint64_t(config.integer("run", "seed")));
+    int64_t micro_batch = config.integer("train", "micro_batch");
+    if (split == Split::train && source->size() < micro_batch)
+      log_warn(format("data: the training split has %lld sequence(s) of data.seq_len = %lld tokens, fewer than "
+                      "train.micro_batch = %lld: every micro-batch wraps around the epoch and repeats sequences",
+                      (long long)source->size(), (long long)config.integer("data", "seq_len"),
+                      (long long)micro_batch));
+    return source;
+  }
   throw Error(format("%s: data.type = \"%s\" is not built into this zfcore", config.where("data", "type").str().c_str(),
                      type.c_str()));
 }

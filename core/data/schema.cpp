@@ -8,7 +8,7 @@ std::vector<zf_param_decl> data_schema() {
       decl("type", ZF_PARAM_STRING, "random", "data source", 0, 0, 0, "random|synthetic|tokens|text|alpaca"),
       decl("path", ZF_PARAM_STRING, "",
            "tokens: a .bin shard, a directory of them or a glob; text: a text file; alpaca: a JSON file"),
-      decl("seq_len", ZF_PARAM_INT, "1024", "tokens per sequence (synthetic, tokens, text, alpaca)", kMin, 1),
+      decl("seq_len", ZF_PARAM_INT, "1024", "input tokens per sequence; a sequence reads seq_len + 1 ids (HF block size = seq_len + 1)", kMin, 1),
       decl("tokenizer", ZF_PARAM_STRING, "byte", "text and alpaca: byte (built in), hf (tokenizer.json) or sentencepiece",
            0, 0, 0, "byte|hf|sentencepiece"),
       decl("tokenizer_path", ZF_PARAM_STRING, "", "tokenizer.json or tokenizer.model, or the directory holding it"),

@@ -159,7 +159,7 @@ class Trainer {
     const SampleOptions &sample = options_.sample;
     if (!export_dir.empty() || sample.tokens > 0) residency_->gather_whole_model();
     if (!export_dir.empty() && comm_.rank() == 0) {
-      save_hf_checkpoint(*model_, export_dir);
+      save_hf_checkpoint(*model_, export_dir, hf_export_options(config_, update_->master, &flat_->layout()));
       std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
     }
     if (sample.tokens > 0 && comm_.rank() == 0) {

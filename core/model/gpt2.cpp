@@ -43,10 +43,13 @@ class Gpt2 final : public TransformerModel {
 
   torch::Tensor embed(const torch::Tensor &ids) override {
     int64_t length = ids.size(1);
+    // With init_from, the checkpoint's config.json fixes the table's size: only the data can change.
+    bool fixed = !options().init_from.empty();
     ZF_REQUIRE(length <= shape().max_seq,
-               "sequences of %lld tokens exceed GPT-2's position table (model.max_seq = %lld): shorten the data's "
-               "sequence length or raise model.max_seq",
-               (long long)length, (long long)shape().max_seq);
+               "sequences of %lld tokens exceed GPT-2's position table (%s = %lld): set data.seq_len to at most "
+               "%lld%s",
+               (long long)length, fixed ? "n_positions in model.init_from's config.json" : "model.max_seq",
+               (long long)shape().max_seq, (long long)shape().max_seq, fixed ? "" : " or raise model.max_seq");
     torch::Tensor positions = torch::arange(length, ids.options());
     torch::Tensor x = torch::embedding(wte_, ids) + torch::embedding(wpe_, positions);
     return dropout(x);

@@ -1,11 +1,14 @@
 // faulty: zero0 that fails on purpose, to test that one rank's failure ends every rank.
-// fail_mode "error" returns an error from reduce_gradients; "exit" kills the process outright.
+// fail_mode "error" returns an error from reduce_gradients; "exit" kills the process outright;
+// "create" fails in create (so a test sees whether a plugin was created).
 // It is built as an ABI 1.0 plugin (1.0 handshake, descriptor and the 1.0-sized stage table,
 // without gather_block and reduce_block), so the tests also show that 1.0 stages load and run on
 // a newer host.
 #include <zf/zf_plugin.hpp>
 
 #include <unistd.h>
+
+#include <stdexcept>
 
 namespace {
 
@@ -18,6 +21,7 @@ struct Faulty {
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
   return zf::guard(error, [&] {
     zf::Config cfg(host, config);
+    if (cfg.string("fail_mode") == "create") throw std::runtime_error("injected failure in create");
     *out = reinterpret_cast<zf_object *>(
         new Faulty{host, cfg.integer("fail_rank"), cfg.integer("fail_step"), cfg.string("fail_mode") == "exit"});
   });
@@ -44,7 +48,8 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 const zf_param_decl params[] = {
     {"fail_rank", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "1", "rank that fails", 0, 0, nullptr, nullptr},
     {"fail_step", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "3", "step at which it fails", 1, 0, nullptr, nullptr},
-    {"fail_mode", ZF_PARAM_STRING, 0, "error", "error: return an error; exit: die", 0, 0, "error|exit", nullptr},
+    {"fail_mode", ZF_PARAM_STRING, 0, "error", "error: return an error; exit: die; create: fail in create", 0, 0,
+     "error|exit|create", nullptr},
 };
 
 constexpr uint32_t kAbi10 = ZF_ABI_MAKE(1, 0);

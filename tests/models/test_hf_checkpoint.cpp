@@ -3,6 +3,7 @@
 // match transformers' on the fixtures in tests/fixtures/hf/ (generated with transformers).
 #include "checkpoint/hf_checkpoint.hpp"
 #include "checkpoint/safetensors.hpp"
+#include "engine/flat_buffers.hpp"
 #include "model/zoo.hpp"
 #include "models/model_fixture.hpp"
 #include "support/process.hpp"
@@ -87,6 +88,45 @@ TEST_CASE("model: a checkpoint loads into the column-major views the engine make
   load_hf_checkpoint(*loaded, dir);
   auto a = saved->parameters(), b = loaded->parameters();
   for (size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i].tensor, b[i].tensor));
+}
+
+TEST_CASE("model: export_dtype float32 of a bfloat16 model writes the fp32 master weights", "[model][hf]") {
+  auto fp32 = tiny_model("gpt2", false, 7);           // the master weights
+  auto bf16 = tiny_model("gpt2", false, 7, "bfloat16");  // the same values rounded: the working weights
+  FlatBuffers flat(fp32->parameters(), fp32->block_names(), /*column_major=*/true);
+  const zf_layout &layout = flat.layout();
+  torch::Tensor master = torch::zeros({int64_t(layout.numel)});
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &seg = layout.segments[i];
+    torch::Tensor value = fp32->parameters()[i].tensor.detach();
+    if (seg.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) value = value.t();  // stored column by column
+    master.narrow(0, int64_t(seg.offset), int64_t(seg.numel)).copy_(value.contiguous().view(-1));
+  }
+  std::string expected_dir = test::scratch_dir("hf_export_fp32_reference");
+  save_hf_checkpoint(*fp32, expected_dir);
+  std::string dir = test::scratch_dir("hf_export_master");
+  HfExportOptions options;
+  options.dtype = "float32";
+  options.master = master;
+  options.layout = &layout;
+  save_hf_checkpoint(*bf16, dir, options);
+  SafetensorsFile expected = SafetensorsFile::open(expected_dir + "/model.safetensors");
+  SafetensorsFile written = SafetensorsFile::open(dir + "/model.safetensors");
+  REQUIRE(written.names() == expected.names());
+  for (const std::string &name : expected.names()) {
+    INFO(name);
+    CHECK(torch::equal(written.load(name), expected.load(name)));
+  }
+  CHECK(read_json(dir + "/config.json")["torch_dtype"] == "float32");
+
+  // bfloat16 from a float32 model rounds; float32 from bf16 without the master is refused.
+  options = HfExportOptions{};
+  options.dtype = "bfloat16";
+  save_hf_checkpoint(*fp32, dir, options);
+  CHECK(SafetensorsFile::open(dir + "/model.safetensors").load("transformer.wte.weight").scalar_type() ==
+        torch::kBFloat16);
+  options.dtype = "float32";
+  CHECK_THROWS_WITH(save_hf_checkpoint(*bf16, dir, options), Catch::Contains("fp32 master weights"));
 }
 
 TEST_CASE("model: init_from loads a checkpoint and refuses shapes that contradict its config.json", "[model][hf]") {

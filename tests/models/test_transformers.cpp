@@ -175,7 +175,14 @@ TEST_CASE("model: dropout acts only while training", "[model]") {
 
 TEST_CASE("model: GPT-2 refuses sequences longer than its position table, and ids outside the vocabulary", "[model]") {
   auto model = tiny_model("gpt2", true);
-  CHECK_THROWS_WITH(run_blocks(*model, next_token_batch(random_ids(1, 17, 61, 1))), Catch::Contains("max_seq = 16"));
+  CHECK_THROWS_WITH(run_blocks(*model, next_token_batch(random_ids(1, 17, 61, 1))),
+                    Catch::Contains("model.max_seq = 16") && Catch::Contains("data.seq_len to at most 16"));
+  // A checkpoint's config.json fixes the table: only data.seq_len can change.
+  TransformerOptions from_checkpoint = test::tiny_options("gpt2", true);
+  from_checkpoint.init_from = "checkpoint";
+  CHECK_THROWS_WITH(run_blocks(*make_transformer(from_checkpoint), next_token_batch(random_ids(1, 17, 61, 1))),
+                    Catch::Contains("n_positions in model.init_from's config.json = 16") &&
+                        Catch::Contains("data.seq_len to at most 16") && !Catch::Contains("raise model.max_seq"));
   torch::Tensor ids = random_ids(1, 4, 61, 1);
   ids[0][2] = 61;
   CHECK_THROWS_WITH(run_blocks(*model, next_token_batch(ids)), Catch::Contains("model.vocab = 61"));

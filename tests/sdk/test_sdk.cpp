@@ -1,9 +1,13 @@
-// The SDK as a third party gets it: install the SDK component into a fresh prefix, build the
-// out-of-tree example plugin with find_package against that prefix alone, and let zfcore load
-// and run it through ZFCORE_PLUGIN_PATH.
+// The SDK as a third party gets it: install the SDK component into a fresh prefix (headers, CMake
+// package, README, data flow, example), build the installed example plugin with find_package
+// against that prefix alone, check it exports only the two entry points, and let zfcore load and
+// run it through ZFCORE_PLUGIN_PATH.
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 using namespace zf;
 
@@ -14,13 +18,25 @@ TEST_CASE("a plugin built out of tree against the installed SDK loads and runs",
                                    " --component sdk");
   INFO(install.output);
   REQUIRE(install.exit_code == 0);
-  auto configure = test::run_command("cmake -S " + test::source_dir() + "/sdk/examples/topk_selector -B " + build +
+  for (const char *file : {"include/zf/zf_plugin.h", "lib/cmake/zfcore/zfcore_plugin.map", "share/doc/zfcore/README.md",
+                           "share/doc/zfcore/architecture.md", "share/doc/zfcore/examples/topk_selector/CMakeLists.txt",
+                           "share/doc/zfcore/examples/topk_selector/topk_l1.cpp"}) {
+    INFO(file);
+    CHECK(std::filesystem::exists(prefix + "/" + file));
+  }
+  auto configure = test::run_command("cmake -S " + prefix + "/share/doc/zfcore/examples/topk_selector -B " + build +
                                      " -DCMAKE_PREFIX_PATH=" + prefix + " -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF");
   INFO(configure.output);
   REQUIRE(configure.exit_code == 0);
   auto compile = test::run_command("cmake --build " + build);
   INFO(compile.output);
   REQUIRE(compile.exit_code == 0);
+
+  // The version script leaves exactly the two entry points exported.
+  auto symbols = test::run_command("nm -D --defined-only " + build + "/zf-selector-topk_l1.so | awk '{print $3}' | sort");
+  INFO(symbols.output);
+  CHECK(symbols.exit_code == 0);
+  CHECK(symbols.output == "zf_plugin_describe\nzf_plugin_negotiate\n");
 
   auto listed = test::run_command("ZFCORE_PLUGIN_PATH=" + build + " " + test::zfcore() + " plugins --params");
   CHECK_THAT(listed.output, Catch::Contains("selector   topk_l1") && Catch::Contains("cpu,scores"));
@@ -40,4 +56,17 @@ TEST_CASE("a plugin built out of tree against the installed SDK loads and runs",
                                "--set selector.ratio=1.5");
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.output, Catch::Contains("selector.ratio = 1.5: must be in (0, 1]"));
+
+  // An A/B that switches the selector back: the other plugin's key is named as its, and --unset drops it.
+  std::ofstream(scratch + "/ab.toml") << test::read_text(test::source_dir() + "/examples/linear_stack.toml")
+                                      << "\n[selector]\nplugin = \"topk_l1\"\nratio = 0.25\n";
+  std::string validate = "ZFCORE_PLUGIN_PATH=" + build + " " + test::zfcore() + " validate " + scratch + "/ab.toml";
+  auto foreign = test::run_command(validate + " --set selector.plugin=all");
+  CHECK(foreign.exit_code != 0);
+  CHECK_THAT(foreign.output, Catch::Contains("ab.toml:") &&
+                                 Catch::Contains("selector.ratio is a parameter of selector plugin 'topk_l1', not of 'all'") &&
+                                 Catch::Contains("--unset selector.ratio"));
+  auto dropped = test::run_command(validate + " --set selector.plugin=all --unset selector.ratio");
+  INFO(dropped.output);
+  CHECK(dropped.exit_code == 0);
 }

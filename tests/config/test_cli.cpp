@@ -1,0 +1,135 @@
+// The command line a new user meets: every command's --help, the --set / --unset messages,
+// run.plugin_path beside the config file, and docs/config.md equal to `zfcore config --keys
+// --markdown` (the reference page cannot drift from the schema).
+#include "config/config.hpp"
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace zf;
+
+namespace {
+
+std::string linear_stack() { return test::source_dir() + "/examples/linear_stack.toml"; }
+
+}  // namespace
+
+TEST_CASE("cli: every command's --help prints its usage and exits 0", "[config][cli]") {
+  for (const std::string command : {"run", "validate", "estimate", "plugins", "config", "bench"}) {
+    for (const std::string flag : {"--help", "-h"}) {
+      auto outcome = test::run_command(test::zfcore() + " " + command + " " + flag);
+      INFO(command << " " << flag << "\n" << outcome.output);
+      CHECK(outcome.exit_code == 0);
+      CHECK_THAT(outcome.output, Catch::StartsWith("usage: zfcore " + command));
+    }
+  }
+  // After a file too, as users type it.
+  auto outcome = test::run_command(test::zfcore() + " run " + linear_stack() + " --help");
+  CHECK(outcome.exit_code == 0);
+  CHECK_THAT(outcome.output, Catch::Contains("--unset table.key"));
+  auto top = test::run_command(test::zfcore() + " --help");
+  CHECK(top.exit_code == 0);
+  CHECK_THAT(top.output, Catch::Contains("config --keys"));
+}
+
+TEST_CASE("cli: --set with the value as a separate word says to write key=value", "[config][cli]") {
+  auto outcome = test::run_command(test::zfcore() + " run " + linear_stack() + " --set optimizer.lr 0");
+  CHECK(outcome.exit_code == 2);
+  CHECK_THAT(outcome.output, Catch::Contains("--set optimizer.lr=0"));
+  auto bare = test::run_command(test::zfcore() + " validate " + linear_stack() + " --set optimizer.lr");
+  CHECK(bare.exit_code == 2);
+  CHECK_THAT(bare.output, Catch::Contains("expected --set table.key=value"));
+}
+
+TEST_CASE("cli: a boolean written as False suggests false", "[config][cli]") {
+  auto outcome = test::run_command(test::zfcore() + " validate " + linear_stack() + " --set data.shuffle=False");
+  CHECK(outcome.exit_code != 0);
+  CHECK_THAT(outcome.output, Catch::Contains("data.shuffle = \"False\"") && Catch::Contains("write false"));
+  CHECK_THROWS_WITH(Config::parse("[data]\nshuffle = \"TRUE\"\n", "b.toml"),
+                    Catch::Contains("b.toml:2:11") && Catch::Contains("write true"));
+}
+
+TEST_CASE("cli: --unset removes a key of the file before the overrides apply", "[config][cli]") {
+  const std::string text = "[train]\nsteps = 7\nmicro_batch = 3\n[selector]\nplugin = \"topk\"\nratio = 0.5\n";
+  Config unset = Config::parse(text, "u.toml", {"selector.plugin=all"}, {"selector.ratio", "train.steps"});
+  CHECK(unset.integer("train", "steps") == 100);  // the default again
+  CHECK(unset.integer("train", "micro_batch") == 3);
+  CHECK(unset.plugin(ZF_KIND_SELECTOR).entries.empty());
+  CHECK(unset.plugin(ZF_KIND_SELECTOR).candidates == std::vector<std::string>{"all"});
+  // Unset then set: the override wins.
+  CHECK(Config::parse(text, "u.toml", {"train.steps=9"}, {"train.steps"}).integer("train", "steps") == 9);
+  // A key the file does not have is named, not ignored.
+  CHECK_THROWS_WITH(Config::parse(text, "u.toml", {}, {"selector.ration"}),
+                    Catch::Contains("--unset selector.ration") && Catch::Contains("u.toml has no key 'ration'"));
+  CHECK_THROWS_WITH(Config::parse(text, "u.toml", {}, {"steps"}), Catch::Contains("expected --unset table.key"));
+
+  // From the command line, e.g. validate with the key removed.
+  std::string dir = test::scratch_dir("cli_unset");
+  std::ofstream(dir + "/ab.toml") << "[model]\ntype = \"linear_stack\"\n[data]\ntype = \"random\"\n"
+                                     "[train]\nsteps = 2\n[stage]\nplugin = \"zero0\"\nbogus = 1\n";
+  auto kept = test::run_command(test::zfcore() + " validate " + dir + "/ab.toml");
+  CHECK(kept.exit_code != 0);
+  CHECK_THAT(kept.output, Catch::Contains("unknown key 'bogus'"));
+  auto removed = test::run_command(test::zfcore() + " validate " + dir + "/ab.toml --unset stage.bogus");
+  INFO(removed.output);
+  CHECK(removed.exit_code == 0);
+}
+
+TEST_CASE("cli: run.plugin_path in a file is relative to the file's directory", "[config][cli]") {
+  std::string dir = test::scratch_dir("cli_plugin_path");
+  std::ofstream(dir + "/run.toml") << "[run]\nplugin_path = [\"my_plugins\", \"/abs/plugins\"]\n";
+  Config config = Config::load(dir + "/run.toml");
+  CHECK(config.plugin_path() == std::vector<std::string>{dir + "/my_plugins", "/abs/plugins"});
+  // On the command line it stays relative to the working directory.
+  CHECK(Config::load(dir + "/run.toml", {"run.plugin_path=here"}).plugin_path() == std::vector<std::string>{"here"});
+}
+
+TEST_CASE("cli: zfcore config --keys lists every core key, and docs/config.md is its Markdown", "[config][cli]") {
+  auto listing = test::run_command(test::zfcore() + " config --keys");
+  REQUIRE(listing.exit_code == 0);
+  for (const char *key : {"output_dir", "progress", "beta1", "beta2", "eps", "eval_batches", "dropout",
+                          "export_dtype", "plugin_path"})
+    CHECK_THAT(listing.output, Catch::Contains(std::string("    ") + key + " "));
+  CHECK_THAT(listing.output, Catch::Contains("[optimizer]") && Catch::Contains("default 0.999"));
+
+  auto markdown = test::run_command(test::zfcore() + " config --keys --markdown 2>/dev/null");
+  REQUIRE(markdown.exit_code == 0);
+  std::string checked_in = test::read_text(test::source_dir() + "/docs/config.md");
+  INFO("docs/config.md differs from the schema: regenerate it with build/bin/zfcore config --keys --markdown > "
+       "docs/config.md");
+  CHECK(markdown.output == checked_in);
+}
+
+TEST_CASE("cli: every plugin table is checked before any plugin is created", "[config][cli]") {
+  // The stage (created first) fails in create: a bad [selector] key must be reported instead.
+  std::string run = test::zfcore() + " run " + linear_stack() + " --set run.output_dir=" +
+                    test::scratch_dir("cli_check_first") + " --set run.plugin_path=" + test::binary_dir() +
+                    "/tests/abi_plugins --set stage.plugin=faulty --set stage.fail_mode=create --set train.steps=1";
+  auto created = test::run_command(run);
+  CHECK(created.exit_code != 0);
+  CHECK_THAT(created.output, Catch::Contains("injected failure in create"));  // the plugin really fails there
+  auto checked = test::run_command(run + " --set selector.bogus=1");
+  INFO(checked.output);
+  CHECK(checked.exit_code != 0);
+  CHECK_THAT(checked.output, Catch::Contains("unknown key 'bogus' in [selector]"));
+  CHECK_THAT(checked.output, !Catch::Contains("injected failure in create"));
+}
+
+TEST_CASE("cli: a run whose data has fewer sequences than micro_batch says batches wrap the epoch", "[config][cli]") {
+  std::string dir = test::scratch_dir("cli_wrap");
+  std::ofstream(dir + "/wrap.toml") << "[run]\noutput_dir = \"" << dir << "/out\"\nprogress = \"off\"\n"
+                                       "[model]\ntype = \"gpt2\"\nhidden = 32\nlayers = 1\nheads = 2\nvocab = 64\n"
+                                       "max_seq = 16\n[data]\ntype = \"synthetic\"\nvocab = 64\nseq_len = 8\n"
+                                       "[train]\nsteps = 1\nmicro_batch = 4\n";
+  auto few = test::run_command(test::zfcore() + " run " + dir + "/wrap.toml --set data.samples=3");
+  INFO(few.output);
+  CHECK(few.exit_code == 0);
+  CHECK_THAT(few.output, Catch::Contains("3 sequence(s)") && Catch::Contains("train.micro_batch = 4") &&
+                             Catch::Contains("wraps around the epoch"));
+  auto enough = test::run_command(test::zfcore() + " run " + dir + "/wrap.toml --set data.samples=4");
+  CHECK(enough.exit_code == 0);
+  CHECK_THAT(enough.output, !Catch::Contains("wraps around"));
+}
