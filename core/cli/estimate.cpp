@@ -116,15 +116,12 @@ int command_estimate(const std::vector<std::string> &args) {
   if (offload == "cpu_optimizer") {
     // The master and the optimizer state move to pinned host memory, with a host copy of the
     // gradient shard and (bf16/fp16 runs) of the updated parameters.
-    std::printf("offload %s: per rank, bytes on each tier
-", offload.c_str());
-    std::printf("  %-6s %14s %14s
-", "stage", "device", "pinned host");
+    std::printf("offload %s: per rank, bytes on each tier\n", offload.c_str());
+    std::printf("  %-6s %14s %14s\n", "stage", "device", "pinned host");
     for (const StageEstimate &e : estimate_memory(input)) {
       uint64_t shard = e.master / 4;
       uint64_t copies = shard * input.compute_bytes * (input.compute_bytes == 4 ? 1 : 2);
-      std::printf("  %-6s %14llu %14llu%s
-", e.stage.c_str(),
+      std::printf("  %-6s %14llu %14llu%s\n", e.stage.c_str(),
                   (unsigned long long)(e.params + e.grads + e.staging + e.transient),
                   (unsigned long long)(e.master + e.state + copies), e.stage == chosen ? "   <- this config" : "");
     }
