@@ -45,7 +45,8 @@ RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, bool 
   csv_ = open_output(output_dir_ / "steps.csv", continuing);
   if (continuing) return;
   std::fprintf(csv_, "step,loss,step_ms,samples_per_s,tokens_per_s,lr");
-  for (const std::string &name : standard_timers()) std::fprintf(csv_, ",%s_ms", name.c_str());
+  // Timer columns carry a prefix: the step timer (the optimizer step) must not read as step_ms.
+  for (const std::string &name : standard_timers()) std::fprintf(csv_, ",timer_%s_ms", name.c_str());
   for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) std::fprintf(csv_, ",mem_%s_bytes", tier_name(tier));
   std::fprintf(csv_, "\n");
 }

@@ -136,3 +136,24 @@ TEST_CASE("the memory plan is printed, equals the ledger, and a plan that cannot
   CHECK(refused.outcome.output.find("moment_dtype = \"bf16\"") != std::string::npos);
   CHECK(refused.outcome.output.find("run.host_memory_limit_gb") != std::string::npos);
 }
+
+TEST_CASE("zfcore estimate predicts the offload tiers a run plans, and reads presets", "[offload][estimate]") {
+  std::string sets = " --set offload.plugin=cpu_optimizer --set optimizer.plugin=cpu_adam";
+  test::Outcome estimate = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+                                             "/examples/linear_stack.toml" + sets);
+  INFO(estimate.output);
+  REQUIRE(estimate.exit_code == 0);
+  test::StageRun run = test::run_stage("off_estimate", "zero0", 1, "--set train.steps=1" + sets);
+  INFO(run.outcome.output);
+  REQUIRE(run.outcome.exit_code == 0);
+  // linear_stack's blocks are exact: the estimate's pinned bytes for zero0 are the run's plan.
+  std::string planned = test::json_field(run.summary, "planned_pinned_bytes");
+  CHECK_THAT(estimate.output, Catch::Contains("offload cpu_optimizer") && Catch::Contains(" " + planned + "   <- this"));
+
+  std::string preset = test::scratch_dir("off_estimate_preset") + "/preset.toml";
+  test::run_command("printf '[model]\\npreset = \"qwen2.5-0.5b\"\\n' > " + preset);
+  test::Outcome qwen = test::run_command(test::zfcore() + " estimate " + preset);
+  INFO(qwen.output);
+  CHECK(qwen.exit_code == 0);
+  CHECK_THAT(qwen.output, Catch::Contains("qwen2, 494032768 parameters"));
+}
