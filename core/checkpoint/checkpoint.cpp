@@ -1,12 +1,16 @@
 #include "checkpoint/checkpoint.hpp"
 
 #include "checkpoint/safetensors.hpp"
+#include "config/limits.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 
 namespace zf {
@@ -110,17 +114,24 @@ void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) con
     ZF_REQUIRE(it != meta.end(), "%s: metadata has no '%s'", file.c_str(), key);
     return it->second;
   };
+  std::string step = field("step");
+  char *end = nullptr;
+  errno = 0;
+  long long parsed = std::strtoll(step.c_str(), &end, 10);
+  ZF_REQUIRE(!step.empty() && *end == '\0' && errno == 0 && parsed >= 0 && double(parsed) <= kMaxSteps,
+             "%s: metadata field 'step' = \"%s\" is not a step number (0 to %lld); the checkpoint is corrupt",
+             file.c_str(), excerpt(step).c_str(), (long long)kMaxSteps);
   ZF_REQUIRE(field("world_size") == std::to_string(comm_.world_size()),
              "%s was written by %s ranks; this run has %d. Resume with the same world size (or export the "
              "model and start a new run from it)",
-             checkpoint.c_str(), field("world_size").c_str(), comm_.world_size());
+             checkpoint.c_str(), excerpt(field("world_size")).c_str(), comm_.world_size());
   ZF_REQUIRE(field("layout") == state.layout_digest,
              "%s was written for another model layout; check [model] against the run that wrote it",
              checkpoint.c_str());
   ZF_REQUIRE(field("shard_begin") == std::to_string(state.shard_begin) &&
                  field("shard_end") == std::to_string(state.shard_end),
              "%s holds the shard [%s, %s) for rank %d; this run owns [%llu, %llu) (another stage plugin?)",
-             file.c_str(), field("shard_begin").c_str(), field("shard_end").c_str(), comm_.rank(),
+             file.c_str(), excerpt(field("shard_begin")).c_str(), excerpt(field("shard_end")).c_str(), comm_.rank(),
              (unsigned long long)state.shard_begin, (unsigned long long)state.shard_end);
   stored.read_into("master", state.master);
   for (auto &[name, tensor] : state.optimizer) {
@@ -130,7 +141,7 @@ void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) con
   }
   state.rng = stored.load("rng");
   if (stored.has("device_rng")) state.device_rng = stored.load("device_rng");
-  state.step = std::stoll(field("step"));
+  state.step = parsed;
 }
 
 }  // namespace zf

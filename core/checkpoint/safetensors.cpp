@@ -1,6 +1,7 @@
 #include "checkpoint/safetensors.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -47,7 +48,7 @@ std::string errno_text() { return std::strerror(errno); }
 c10::ScalarType safetensors_dtype(const std::string &name) {
   for (const auto &[n, type] : dtype_table())
     if (n == name) return type;
-  throw Error(format("dtype \"%s\" is not supported (supported: %s)", name.c_str(), supported_dtypes().c_str()));
+  throw Error(format("dtype \"%s\" is not supported (supported: %s)", excerpt(name).c_str(), supported_dtypes().c_str()));
 }
 
 std::string safetensors_dtype_name(c10::ScalarType dtype) {
@@ -80,14 +81,15 @@ void parse_metadata(const std::string &path, const nlohmann::json &value, std::m
              path.c_str());
   for (const auto &[key, text] : value.items()) {
     ZF_REQUIRE(text.is_string(), "%s: corrupt safetensors header: __metadata__[\"%s\"] is not a string",
-               path.c_str(), key.c_str());
+               path.c_str(), excerpt(key).c_str());
     out[key] = text.get<std::string>();
   }
 }
 
 TensorInfo parse_entry(const std::string &path, const std::string &name, const nlohmann::json &entry,
                        uint64_t data_size) {
-  const char *file = path.c_str(), *tensor = name.c_str();
+  std::string shown = excerpt(name);
+  const char *file = path.c_str(), *tensor = shown.c_str();
   ZF_REQUIRE(entry.is_object() && entry.contains("dtype") && entry.contains("shape") &&
                  entry.contains("data_offsets"),
              "%s: corrupt safetensors header: tensor '%s' needs \"dtype\", \"shape\" and \"data_offsets\"", file,
@@ -107,10 +109,10 @@ TensorInfo parse_entry(const std::string &path, const std::string &name, const n
   for (const auto &dim : shape) {
     ZF_REQUIRE(dim.is_number_unsigned() || (dim.is_number_integer() && dim.get<int64_t>() >= 0),
                "%s: tensor '%s': shape %s holds a value that is not a non-negative integer", file, tensor,
-               shape.dump().c_str());
+               excerpt(shape.dump()).c_str());
     uint64_t d = dim.get<uint64_t>();
     ZF_REQUIRE(d == 0 || numel <= (uint64_t(1) << 62) / d, "%s: tensor '%s': shape %s is too large", file, tensor,
-               shape.dump().c_str());
+               excerpt(shape.dump()).c_str());
     numel *= d;
     info.shape.push_back(int64_t(d));
   }
@@ -118,7 +120,7 @@ TensorInfo parse_entry(const std::string &path, const std::string &name, const n
   ZF_REQUIRE(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
                  offsets[1].is_number_unsigned(),
              "%s: tensor '%s': \"data_offsets\" must be two non-negative integers, not %s", file, tensor,
-             offsets.dump().c_str());
+             excerpt(offsets.dump()).c_str());
   info.begin = offsets[0].get<uint64_t>();
   info.end = offsets[1].get<uint64_t>();
   ZF_REQUIRE(info.begin <= info.end, "%s: tensor '%s': data_offsets [%llu, %llu) end before they begin", file,
@@ -130,7 +132,7 @@ TensorInfo parse_entry(const std::string &path, const std::string &name, const n
   uint64_t expected = numel * c10::elementSize(info.dtype);
   ZF_REQUIRE(info.end - info.begin == expected,
              "%s: tensor '%s': shape %s of %s needs %llu bytes but data_offsets [%llu, %llu) hold %llu", file,
-             tensor, shape.dump().c_str(), info.dtype_name.c_str(), (unsigned long long)expected,
+             tensor, excerpt(shape.dump()).c_str(), excerpt(info.dtype_name).c_str(), (unsigned long long)expected,
              (unsigned long long)info.begin, (unsigned long long)info.end,
              (unsigned long long)(info.end - info.begin));
   return info;
@@ -142,8 +144,9 @@ SafetensorsFile SafetensorsFile::open(const std::string &path) {
   auto mapping = std::make_shared<Mapping>();
   mapping->path = path;
   const char *file = path.c_str();
-  int fd = ::open(file, O_RDONLY | O_CLOEXEC);
-  ZF_REQUIRE(fd >= 0, "%s: cannot open safetensors file: %s", file, errno_text().c_str());
+  std::string cannot_open;
+  int fd = open_regular_file(path, &cannot_open);
+  ZF_REQUIRE(fd >= 0, "%s: cannot open safetensors file: %s", file, cannot_open.c_str());
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     std::string why = errno_text();
@@ -174,12 +177,8 @@ SafetensorsFile SafetensorsFile::open(const std::string &path) {
   mapping->data = mapping->base + 8 + header_bytes;
   mapping->data_size = mapping->size - 8 - header_bytes;
 
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(mapping->base + 8, mapping->base + 8 + header_bytes);
-  } catch (const nlohmann::json::exception &e) {
-    throw Error(format("%s: corrupt safetensors header (not JSON): %s", file, e.what()));
-  }
+  nlohmann::json header = parse_json(
+      std::string(reinterpret_cast<const char *>(mapping->base) + 8, header_bytes), path + ": corrupt safetensors header");
   ZF_REQUIRE(header.is_object(), "%s: corrupt safetensors header: expected a JSON object", file);
   for (const auto &[name, entry] : header.items()) {
     if (name == "__metadata__")
@@ -316,18 +315,16 @@ SafetensorsSet SafetensorsSet::open_directory(const std::string &directory) {
   fs::path dir(directory);
   fs::path index = dir / "model.safetensors.index.json", single = dir / "model.safetensors";
   if (fs::exists(index)) {
-    nlohmann::json json;
-    try {
-      std::ifstream in(index);
-      json = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception &e) {
-      throw Error(format("%s: not valid JSON: %s", index.c_str(), e.what()));
-    }
+    std::string text;
+    std::string why = read_regular_file(index.string(), kMaxHeaderBytes, &text);
+    ZF_REQUIRE(why.empty(), "%s: cannot read: %s", index.c_str(), why.c_str());
+    nlohmann::json json = parse_json(text, index.string());
     ZF_REQUIRE(json.is_object() && json.contains("weight_map") && json["weight_map"].is_object(),
                "%s: expected an object with a \"weight_map\" (tensor name -> shard file)", index.c_str());
     std::map<std::string, size_t> shard_index;
     for (const auto &[name, shard] : json["weight_map"].items()) {
-      ZF_REQUIRE(shard.is_string(), "%s: weight_map[\"%s\"] is not a file name", index.c_str(), name.c_str());
+      ZF_REQUIRE(shard.is_string(), "%s: weight_map[\"%s\"] is not a file name", index.c_str(),
+                 excerpt(name).c_str());
       std::string shard_name = shard.get<std::string>();
       auto it = shard_index.find(shard_name);
       if (it == shard_index.end()) {

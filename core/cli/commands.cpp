@@ -1,6 +1,6 @@
 #include "cli/commands.hpp"
 
-#include "config/config.hpp"
+#include "config/limits.hpp"
 #include "engine/engine.hpp"
 #include "engine/plugin_set.hpp"
 #include "plugin/plugin_registry.hpp"
@@ -87,6 +87,8 @@ int command_run(const std::vector<std::string> &args) {
   runtime->worker_cores = allowed_cores();
   try {
     Config config = Config::load(run.file, run.overrides, run.unsets);
+    check_same_config_on_all_ranks(config, *runtime->comm);
+    check_run_limits(config, runtime->comm->world_size());
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
     RunSummary summary = train(config, *runtime, registry);
     if (runtime->comm->rank() == 0 && summary.steps < summary.first_step) {
@@ -115,6 +117,7 @@ int command_run(const std::vector<std::string> &args) {
 int command_validate(const std::vector<std::string> &args) {
   RunArgs run = parse_run_args(args, "validate");
   Config config = Config::load(run.file, run.overrides, run.unsets);
+  check_run_limits(config, 1);
   PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
   std::string chosen;
   for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR}) {

@@ -84,7 +84,8 @@ int command_estimate(const std::vector<std::string> &args) {
       const std::string &text = args[++i];
       char *end = nullptr;
       long long value = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || value < 1) throw UsageError("--world " + text + ": must be an integer >= 1");
+      if (text.empty() || *end != '\0' || value < 1 || value > (1 << 20))
+        throw UsageError("--world " + text + ": must be an integer in [1, 1048576]");
       world = uint64_t(value);
     } else {
       rest.push_back(args[i]);

@@ -2,19 +2,35 @@
 
 #include "plugin/plugin_registry.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 
 #include <toml++/toml.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include <algorithm>
 #include <optional>
-#include <fstream>
-#include <sstream>
 
 namespace zf {
 namespace {
+
+// Far above any real config; a bound keeps a wrong file (a data set, /dev/zero) from being read whole.
+constexpr uint64_t kMaxConfigBytes = 16ull << 20;
+
+// Whether some line holds more than blanks and a comment: an empty file is a mistake (a wrong
+// path, a failed download), not a request for the defaults.
+bool has_settings(const std::string &text) {
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = std::min(text.find('\n', begin), text.size());
+    size_t first = text.find_first_not_of(" \t\r", begin);
+    if (first < end && text[first] != '#') return true;
+    begin = end + 1;
+  }
+  return false;
+}
 
 const std::map<std::string, zf_kind> &plugin_tables() {
   static const std::map<std::string, zf_kind> tables = {{"stage", ZF_KIND_STAGE},
@@ -81,11 +97,13 @@ std::string beside(const std::string &file, const std::string &entry) {
 
 Config Config::load(const std::string &path, const std::vector<std::string> &overrides,
                     const std::vector<std::string> &unsets) {
-  std::ifstream stream(path);
-  if (!stream) throw Error(format("%s:1:1: cannot read the config file: %s", path.c_str(), std::strerror(errno)));
-  std::stringstream text;
-  text << stream.rdbuf();
-  return parse(text.str(), path, overrides, unsets);
+  std::string text;
+  std::string why = read_regular_file(path, kMaxConfigBytes, &text);
+  ZF_REQUIRE(why.empty(), "%s:1:1: cannot read the config file: %s", path.c_str(), why.c_str());
+  ZF_REQUIRE(has_settings(text),
+             "%s:1:1: the config file is empty (or only comments); examples/quickstart.toml shows the common keys",
+             path.c_str());
+  return parse(text, path, overrides, unsets);
 }
 
 Config Config::parse(const std::string &text, const std::string &name, const std::vector<std::string> &overrides,
@@ -210,10 +228,12 @@ void Config::set(const std::string &table, const std::string &key, const Value &
   }
   if (plugin_tables().count(table) && !is_core_key) {
     // The plugin's own key: kept with its location, checked once the plugin is loaded.
+    // Keys are unique within a TOML table, so only a --set override can repeat one (and replaces
+    // it); searching for it only then keeps checking a file linear in its number of keys.
     auto &entries = plugins_[plugin_tables().at(table)].entries;
-    entries.erase(std::remove_if(entries.begin(), entries.end(),
-                                 [&](const ConfigEntry &e) { return e.key == key; }),
-                  entries.end());
+    if (where.file == "--set")
+      entries.erase(std::remove_if(entries.begin(), entries.end(), [&](const ConfigEntry &e) { return e.key == key; }),
+                    entries.end());
     entries.push_back(ConfigEntry{key, value, where, key_where});
     return;
   }
@@ -253,6 +273,7 @@ Location Config::where(const std::string &table, const std::string &key) const {
 
 const PluginSection &Config::plugin(zf_kind kind) const { return plugins_.at(kind); }
 
+
 PluginConfig Config::plugin_config(const PluginSection &section, const zf_descriptor &descriptor) {
   PluginConfig config(descriptor, section.table);
   std::vector<std::string> extra = {"plugin"};
@@ -262,5 +283,6 @@ PluginConfig Config::plugin_config(const PluginSection &section, const zf_descri
     config.set(entry.key, entry.value, entry.where, extra, &entry.key_where);
   return config;
 }
+
 
 }  // namespace zf

@@ -55,7 +55,11 @@ size_t edit_distance(const std::string &a, const std::string &b) {
   return row[b.size()];
 }
 
-std::string number_text(double value) { return format("%g", value); }
+// Whole numbers in full (1048576, not 1.04858e+06).
+std::string number_text(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e18) return format("%.0f", value);
+  return format("%g", value);
+}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include "model/model.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "runtime/log.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -74,12 +75,7 @@ std::vector<Record> parse_records(const std::string &text, const std::string &wh
   std::vector<Record> records;
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
-    json root;
-    try {
-      root = json::parse(text);
-    } catch (const json::exception &e) {
-      throw Error(format("%s: data.path: %s is not valid JSON: %s", where.c_str(), path.c_str(), e.what()));
-    }
+    json root = parse_json(text, where + ": data.path: " + path);
     for (size_t i = 0; i < root.size(); ++i) records.push_back({std::move(root[i]), format("element %zu", i)});
     return records;
   }
@@ -87,12 +83,9 @@ std::vector<Record> parse_records(const std::string &text, const std::string &wh
   std::string line;
   for (size_t number = 1; std::getline(lines, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      records.push_back({json::parse(line), format("line %zu", number)});
-    } catch (const json::exception &e) {
-      throw Error(format("%s: data.path: %s line %zu is not valid JSON (Alpaca data is a JSON array of objects, or "
-                         "one object per line): %s", where.c_str(), path.c_str(), number, e.what()));
-    }
+    records.push_back({parse_json(line, format("%s: data.path: %s line %zu (Alpaca data is a JSON array of objects, or "
+                                               "one object per line)", where.c_str(), path.c_str(), number)),
+                       format("line %zu", number)});
   }
   return records;
 }

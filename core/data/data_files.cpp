@@ -2,6 +2,7 @@
 #include "data/sequences.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <cerrno>
@@ -12,6 +13,10 @@
 #include <sys/stat.h>
 
 namespace zf {
+namespace {
+// Text and Alpaca files are read whole into memory; larger data belongs in token shards.
+constexpr uint64_t kMaxDataFileBytes = 16ull << 30;
+}  // namespace
 
 std::string data_path(const Config &config, const char *needs, bool must_exist) {
   std::string type = config.string("data", "type");
@@ -25,12 +30,11 @@ std::string data_path(const Config &config, const char *needs, bool must_exist) 
 }
 
 std::string read_data_file(const Config &config, const std::string &path) {
-  std::ifstream stream(path, std::ios::binary);
-  ZF_REQUIRE(stream.good(), "%s: data.path: cannot read %s: %s", config.where("data", "path").str().c_str(),
-             path.c_str(), std::strerror(errno));
-  std::stringstream text;
-  text << stream.rdbuf();
-  return text.str();
+  std::string text;
+  std::string why = read_regular_file(path, kMaxDataFileBytes, &text);
+  ZF_REQUIRE(why.empty(), "%s: data.path: cannot read %s: %s", config.where("data", "path").str().c_str(),
+             path.c_str(), why.c_str());
+  return text;
 }
 
 void check_tokenizer_vocab(const Config &config, const Tokenizer &tokenizer) {

@@ -1,5 +1,5 @@
 // The [data] table of the config. docs/data.md describes the sources.
-#include "config/config.hpp"
+#include "config/limits.hpp"
 
 namespace zf {
 
@@ -8,14 +8,14 @@ std::vector<zf_param_decl> data_schema() {
       decl("type", ZF_PARAM_STRING, "random", "data source", 0, 0, 0, "random|synthetic|tokens|text|alpaca"),
       decl("path", ZF_PARAM_STRING, "",
            "tokens: a .bin shard, a directory of them or a glob; text: a text file; alpaca: a JSON file"),
-      decl("seq_len", ZF_PARAM_INT, "1024", "input tokens per sequence; a sequence reads seq_len + 1 ids (HF block size = seq_len + 1)", kMin, 1),
+      decl("seq_len", ZF_PARAM_INT, "1024", "input tokens per sequence; a sequence reads seq_len + 1 ids (HF block size = seq_len + 1)", kRange, 1, kMaxSeqLen),
       decl("tokenizer", ZF_PARAM_STRING, "byte", "text and alpaca: byte (built in), hf (tokenizer.json) or sentencepiece",
            0, 0, 0, "byte|hf|sentencepiece"),
       decl("tokenizer_path", ZF_PARAM_STRING, "", "tokenizer.json or tokenizer.model, or the directory holding it"),
       decl("vocab", ZF_PARAM_INT, "0",
            "vocabulary size: synthetic draws ids below it (required); tokens, text, alpaca check ids against it (0: off)",
-           kMin, 0),
-      decl("samples", ZF_PARAM_INT, "256", "random and synthetic: number of examples", kMin, 1),
+           kRange, 0, kMaxVocab),
+      decl("samples", ZF_PARAM_INT, "256", "random and synthetic: number of examples", kRange, 1, double(int64_t(1) << 32)),
       decl("eval_fraction", ZF_PARAM_FLOAT, "0.0", "share of the sequences held out for evaluation", kUnitOpen, 0, 1),
       decl("shuffle", ZF_PARAM_BOOL, "true", "reorder the training sequences every epoch (seeded by run.seed and the epoch)")};
 }

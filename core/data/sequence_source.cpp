@@ -20,7 +20,10 @@ class SequenceSource final : public DataSource {
     ZF_REQUIRE(chunk >= 0 && micro_batch > 0, "data chunk %lld with micro-batch %lld: both must be positive",
                (long long)chunk, (long long)micro_batch);
     int64_t size = int64_t(members_.size());
-    int64_t first = chunk * micro_batch;
+    int64_t first = 0;
+    ZF_REQUIRE(!__builtin_mul_overflow(chunk, micro_batch, &first) && first <= INT64_MAX - micro_batch,
+               "data chunk %lld x micro-batch %lld overflows 64 bits; lower train.steps, grad_accum or micro_batch",
+               (long long)chunk, (long long)micro_batch);
     int64_t rows = micro_batch;
     if (split_ == Split::eval) {
       ZF_REQUIRE(first < size, "eval chunk %lld starts at sequence %lld, past the end of the eval split (%lld sequences)",

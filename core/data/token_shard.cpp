@@ -1,6 +1,7 @@
 #include "data/token_shard.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -64,25 +65,27 @@ void write_token_shard(const std::string &path, const std::vector<int64_t> &ids,
 }
 
 TokenShard::TokenShard(const std::string &path) : path_(path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  ZF_REQUIRE(fd >= 0, "%s: cannot open the token shard: %s", path.c_str(), std::strerror(errno));
+  std::string why;
+  fd_ = open_regular_file(path, &why);
+  ZF_REQUIRE(fd_ >= 0, "%s: cannot open the token shard: %s", path.c_str(), why.c_str());
   struct stat info {};
-  fstat(fd, &info);
+  fstat(fd_, &info);
   map_bytes_ = size_t(info.st_size);
-  if (map_bytes_ >= kTokenShardHeaderBytes) map_ = mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (map_bytes_ >= kTokenShardHeaderBytes) map_ = mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd_, 0);
   int mapping_errno = errno;
-  close(fd);
   if (map_ == MAP_FAILED) map_ = nullptr;
-  ZF_REQUIRE(map_bytes_ >= kTokenShardHeaderBytes, "%s: %zu bytes is too short for a token shard (the header alone is %zu)",
-             path.c_str(), map_bytes_, kTokenShardHeaderBytes);
-  ZF_REQUIRE(map_, "%s: cannot map the token shard: %s", path.c_str(), std::strerror(mapping_errno));
-  auto *bytes = static_cast<const unsigned char *>(map_);
-  // The destructor does not run when the constructor throws: unmap before each error.
+  // The destructor does not run when the constructor throws: unmap and close before each error.
   auto fail = [&](const std::string &message) {
-    munmap(map_, map_bytes_);
+    if (map_) munmap(map_, map_bytes_);
     map_ = nullptr;
+    close(fd_);
     throw Error(path + ": " + message);
   };
+  if (map_bytes_ < kTokenShardHeaderBytes)
+    fail(format("%zu bytes is too short for a token shard (the header alone is %zu)", map_bytes_,
+                kTokenShardHeaderBytes));
+  if (!map_) fail(format("cannot map the token shard: %s", std::strerror(mapping_errno)));
+  auto *bytes = static_cast<const unsigned char *>(map_);
   if (std::memcmp(bytes, kMagic, sizeof kMagic) != 0)
     fail("not a zfcore token shard (the file does not start with \"ZFTOKENS\"; docs/data.md describes the format)");
   uint32_t version = get<uint32_t>(bytes + 8);
@@ -103,6 +106,15 @@ TokenShard::TokenShard(const std::string &path) : path_(path) {
 
 TokenShard::~TokenShard() {
   if (map_) munmap(map_, map_bytes_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void TokenShard::check_unchanged() const {
+  struct stat info {};
+  ZF_REQUIRE(fstat(fd_, &info) == 0 && size_t(info.st_size) >= map_bytes_,
+             "%s: the token shard shrank from %zu to %lld bytes while in use (was it rewritten or truncated?); "
+             "restore it and resume from the last checkpoint",
+             path_.c_str(), map_bytes_, (long long)info.st_size);
 }
 
 int64_t TokenShard::operator[](int64_t i) const {

@@ -36,9 +36,13 @@ class TokenShard {
   int64_t vocab() const { return vocab_; }
   int bytes_per_id() const { return width_; }
   int64_t operator[](int64_t i) const;
+  // Throws a located error when the file has become shorter than when it was mapped (rewritten or
+  // truncated while training): reading the lost pages would end the process with SIGBUS.
+  void check_unchanged() const;
 
  private:
   std::string path_;
+  int fd_ = -1;  // kept open to check the size before reads
   void *map_ = nullptr;
   size_t map_bytes_ = 0;
   const unsigned char *ids_ = nullptr;

@@ -45,6 +45,7 @@ class TokenStreamSequences final : public SequenceSet {
     size_t s = size_t(std::upper_bound(first_window_.begin(), first_window_.end(), index) - first_window_.begin() - 1);
     const Stream &stream = streams_[s];
     int64_t start = (index - first_window_[s]) * seq_len_;
+    if (stream.shard) stream.shard->check_unchanged();
     for (int64_t t = 0; t <= seq_len_; ++t) {
       int64_t id = stream.at(start + t);
       ZF_REQUIRE(!check_ids_ || id < vocab_,

@@ -1,7 +1,7 @@
 // The [model] table of the config. Transformer shape keys left out (or 0) come from the preset,
 // from init_from's config.json, or from the family's conventions, in that order
 // (model/transformer_options.cpp); a key written in the TOML overrides a preset.
-#include "config/config.hpp"
+#include "config/limits.hpp"
 
 namespace zf {
 
@@ -15,19 +15,19 @@ std::vector<zf_param_decl> model_schema() {
            "qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b"),
       decl("init_from", ZF_PARAM_STRING, "",
            "Hugging Face checkpoint directory (config.json + model.safetensors or a sharded index) to start from"),
-      decl("hidden", ZF_PARAM_INT, "64", "hidden size (linear_stack: features and classes)", kMin, 1),
-      decl("layers", ZF_PARAM_INT, "4", "number of layers", kMin, 1),
-      decl("heads", ZF_PARAM_INT, "0", "attention heads (0: preset's, else hidden / 64)", kMin, 0),
+      decl("hidden", ZF_PARAM_INT, "64", "hidden size (linear_stack: features and classes)", kRange, 1, kMaxWidth),
+      decl("layers", ZF_PARAM_INT, "4", "number of layers", kRange, 1, kMaxLayers),
+      decl("heads", ZF_PARAM_INT, "0", "attention heads (0: preset's, else hidden / 64)", kRange, 0, kMaxWidth),
       decl("kv_heads", ZF_PARAM_INT, "0", "key/value heads for grouped-query attention (0: preset's, else heads)",
-           kMin, 0),
+           kRange, 0, kMaxWidth),
       decl("intermediate", ZF_PARAM_INT, "0",
-           "MLP width (0: preset's, else 4 * hidden for gpt2, 8/3 * hidden rounded up to 256 for llama/qwen2)", kMin,
-           0),
+           "MLP width (0: preset's, else 4 * hidden for gpt2, 8/3 * hidden rounded up to 256 for llama/qwen2)", kRange,
+           0, 4 * kMaxWidth),
       decl("vocab", ZF_PARAM_INT, "0", "vocabulary size (0: preset's, else 50257 gpt2, 32000 llama, 151936 qwen2)",
-           kMin, 0),
+           kRange, 0, kMaxVocab),
       decl("max_seq", ZF_PARAM_INT, "0",
            "context length; GPT-2's position table size (0: preset's, else 1024 gpt2, 4096 llama, 32768 qwen2)",
-           kMin, 0),
+           kRange, 0, kMaxSeqLen),
       decl("rope_theta", ZF_PARAM_FLOAT, "0", "RoPE base (0: preset's, else 10000 llama, 1e6 qwen2)", kMin, 0),
       decl("norm_eps", ZF_PARAM_FLOAT, "0", "LayerNorm/RMSNorm epsilon (0: preset's, else 1e-5, qwen2 1e-6)", kMin, 0),
       decl("tie_embeddings", ZF_PARAM_BOOL, "false",

@@ -1,6 +1,8 @@
 #include "model/transformer_shape.hpp"
 
+#include "config/limits.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -72,7 +74,7 @@ T field(const json &config, const char *key, const std::string &source) {
     return config[key].get<T>();
   } catch (const json::exception &) {
     throw Error(format("%s: config.json field \"%s\" = %s has the wrong type", source.c_str(), key,
-                       config[key].dump().c_str()));
+                       excerpt(config[key].dump()).c_str()));
   }
 }
 
@@ -86,7 +88,7 @@ void require_default(const json &config, const char *key, const json &expected, 
                      const char *why) {
   if (!config.contains(key) || config[key].is_null() || config[key] == expected) return;
   throw Error(format("%s: config.json has \"%s\": %s, which zfcore does not support (%s)", source.c_str(), key,
-                     config[key].dump().c_str(), why));
+                     excerpt(config[key].dump()).c_str(), why));
 }
 
 TransformerShape gpt2_from_hf(const json &c, const std::string &source) {
@@ -104,7 +106,7 @@ TransformerShape gpt2_from_hf(const json &c, const std::string &source) {
   std::string activation = field_or<std::string>(c, "activation_function", "gelu_new", source);
   ZF_REQUIRE(activation == "gelu_new" || activation == "gelu_pytorch_tanh",
              "%s: config.json has \"activation_function\": \"%s\"; zfcore's GPT-2 uses the tanh GELU (gelu_new)",
-             source.c_str(), activation.c_str());
+             source.c_str(), excerpt(activation).c_str());
   require_default(c, "scale_attn_weights", true, source, "attention scores are always scaled by 1/sqrt(head_dim)");
   require_default(c, "scale_attn_by_inverse_layer_idx", false, source, "no per-layer attention scaling");
   require_default(c, "add_cross_attention", false, source, "decoder-only models");
@@ -129,9 +131,11 @@ TransformerShape llama_from_hf(const json &c, const std::string &source, const s
   for (const char *key : {"rope_parameters", "rope_scaling"}) {
     if (!c.contains(key) || c[key].is_null()) continue;
     const json &rope = c[key];
-    std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
+    ZF_REQUIRE(rope.is_object(), "%s: config.json field \"%s\" = %s must be an object like {\"rope_type\": \"default\"}",
+               source.c_str(), key, excerpt(rope.dump()).c_str());
+    std::string rope_type = field_or<std::string>(rope, "rope_type", field_or<std::string>(rope, "type", "default", source), source);
     ZF_REQUIRE(rope_type == "default", "%s: config.json has \"%s\" of type \"%s\"; only plain RoPE is supported",
-               source.c_str(), key, rope_type.c_str());
+               source.c_str(), key, excerpt(rope_type).c_str());
     if (rope.contains("rope_theta")) s.rope_theta = field<double>(rope, "rope_theta", source);
   }
   if (c.contains("head_dim") && !c["head_dim"].is_null() && s.heads > 0)
@@ -141,7 +145,7 @@ TransformerShape llama_from_hf(const json &c, const std::string &source, const s
                source.c_str(), (long long)field<int64_t>(c, "head_dim", source), (long long)(s.hidden / s.heads));
   std::string activation = field_or<std::string>(c, "hidden_act", "silu", source);
   ZF_REQUIRE(activation == "silu", "%s: config.json has \"hidden_act\": \"%s\"; zfcore's SwiGLU MLP uses silu",
-             source.c_str(), activation.c_str());
+             source.c_str(), excerpt(activation).c_str());
   require_default(c, "attention_bias", false, source, "Llama attention has no biases; Qwen2 is model_type qwen2");
   require_default(c, "mlp_bias", false, source, "the MLP has no biases");
   require_default(c, "use_sliding_window", false, source, "attention is full causal");
@@ -173,7 +177,12 @@ void TransformerShape::validate(const std::string &source) const {
   for (auto [key, value] : {std::pair<const char *, int64_t>{"hidden", hidden}, {"layers", layers},
                             {"heads", heads}, {"kv_heads", kv_heads}, {"intermediate", intermediate},
                             {"vocab", vocab}, {"max_seq", max_seq}})
+  {
     ZF_REQUIRE(value > 0, "%s: model.%s = %lld must be > 0", where, key, (long long)value);
+    for (const zf_param_decl &decl : model_schema())
+      ZF_REQUIRE(std::string(decl.key) != key || !(decl.flags & ZF_PARAM_HAS_MAX) || double(value) <= decl.max,
+                 "%s: model.%s = %lld must be <= %.0f", where, key, (long long)value, decl.max);
+  }
   ZF_REQUIRE(hidden % heads == 0, "%s: model.hidden = %lld is not divisible by model.heads = %lld", where,
              (long long)hidden, (long long)heads);
   ZF_REQUIRE(heads % kv_heads == 0, "%s: model.heads = %lld is not divisible by model.kv_heads = %lld", where,
@@ -252,23 +261,18 @@ TransformerShape shape_from_hf_config(const json &config, const std::string &sou
     shape = llama_from_hf(config, source, type);
   else
     throw Error(format("%s: config.json has model_type \"%s\"; zfcore reads gpt2, llama and qwen2", source.c_str(),
-                       type.c_str()));
+                       excerpt(type).c_str()));
   shape.validate(source);
   return shape;
 }
 
 TransformerShape read_hf_config(const std::string &directory) {
   std::string path = directory + "/config.json";
-  std::ifstream in(path);
-  ZF_REQUIRE(in.good(), "%s: cannot read (is %s a Hugging Face checkpoint directory?)", path.c_str(),
-             directory.c_str());
-  json config;
-  try {
-    config = json::parse(in);
-  } catch (const json::exception &e) {
-    throw Error(format("%s: not valid JSON: %s", path.c_str(), e.what()));
-  }
-  return shape_from_hf_config(config, path);
+  std::string text;
+  std::string why = read_regular_file(path, 16 << 20, &text);
+  ZF_REQUIRE(why.empty(), "%s: cannot read: %s (is %s a Hugging Face checkpoint directory?)", path.c_str(),
+             why.c_str(), directory.c_str());
+  return shape_from_hf_config(parse_json(text, path), path);
 }
 
 json hf_config(const TransformerShape &s, const std::string &dtype, double dropout) {

@@ -3,11 +3,21 @@
 #include "config/plugin_config.hpp"
 #include "runtime/error.hpp"
 
+#include "runtime/input.hpp"
+
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/runtime_symbol_info.hpp>
-#include <boost/dll/shared_library.hpp>
+
+#include <dlfcn.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <cstddef>
 #include <cstdlib>
@@ -51,6 +61,35 @@ std::optional<FileName> parse_file_name(const fs::path &path) {
 
 std::string version_text(uint32_t version) {
   return format("%u.%u", ZF_ABI_MAJOR_OF(version), ZF_ABI_MINOR_OF(version));
+}
+
+// Whether a symbol is code: a plugin may export an entry's name as data, which cannot be called.
+bool is_function(void *address) {
+  Dl_info info{};
+  void *entry = nullptr;
+  if (!dladdr1(address, &info, &entry, RTLD_DL_SYMENT) || !entry) return true;
+  const auto *symbol = static_cast<const ElfW(Sym) *>(entry);
+  int type = ELF64_ST_TYPE(symbol->st_info);
+  return type == STT_FUNC || type == STT_GNU_IFUNC;
+}
+
+// Whether `bytes` bytes at address can be read, asked of the kernel instead of touching them (a
+// wild pointer from a plugin would otherwise end the process).
+bool readable(const void *address, size_t bytes) {
+  if (!address) return false;
+  std::vector<char> copy(bytes);
+  iovec local{copy.data(), bytes}, remote{const_cast<void *>(address), bytes};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == ssize_t(bytes)) return true;
+  return errno != EFAULT;  // the call itself unavailable: cannot tell
+}
+
+// A NUL-terminated string of at most max_chars within readable memory.
+bool readable_string(const char *text, size_t max_chars = 4096) {
+  for (size_t i = 0; i < max_chars; ++i) {
+    if ((i == 0 || (uintptr_t(text + i) & 4095) == 0) && !readable(text + i, 1)) return false;
+    if (text[i] == '\0') return true;
+  }
+  return false;
 }
 
 // Size of each kind's table at ABI 1.0 and its required entries.
@@ -128,13 +167,17 @@ std::string check_capabilities(const zf_descriptor &d) {
 
 std::string check_params(const zf_descriptor &d) {
   if (d.param_count && !d.params) return "declares parameters but its table is NULL";
+  if (d.param_count && (d.param_count > 4096 || !readable(d.params, d.param_count * sizeof(zf_param_decl))))
+    return format("declares %u parameters but its table cannot be read", d.param_count);
   std::set<std::string> seen;
   std::set<std::string> reserved = {"plugin"};
   if (d.kind == ZF_KIND_OPTIMIZER)
     reserved.insert({"lr", "beta1", "beta2", "eps", "weight_decay"});
   for (uint32_t i = 0; i < d.param_count; ++i) {
     const zf_param_decl &p = d.params[i];
-    if (!p.key || !*p.key) return format("parameter %u has no key", i);
+    if (!p.key || !readable_string(p.key) || !*p.key) return format("parameter %u has no key", i);
+    for (const char *text : {p.default_value, p.doc, p.choices})
+      if (text && !readable_string(text)) return format("parameter '%s' has a wild string pointer", p.key);
     if (reserved.count(p.key)) return format("parameter '%s' uses a key the core reserves", p.key);
     if (!seen.insert(p.key).second) return format("parameter '%s' is declared twice", p.key);
     try {
@@ -146,16 +189,36 @@ std::string check_params(const zf_descriptor &d) {
   return "";
 }
 
-// Libraries are never unloaded: worker threads or callbacks could still run their code.
-// Returns nullptr with *why set (the loader's own message) when the file cannot be loaded.
-boost::dll::shared_library *keep_loaded(const fs::path &path, std::string *why) {
-  try {
-    return new boost::dll::shared_library(
-        boost::dll::fs::path(path), boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
-  } catch (const std::exception &error) {
-    *why = error.what();
-    return nullptr;
+// Loads path, negotiates and describes in a child process: a constructor or an entry point
+// that crashes or hangs ends the child, not zfcore. "" when the child finished cleanly.
+std::string probe_in_child(const fs::path &path) {
+  if (!regular_file_problem(path.string()).empty()) return "";  // load() says why it is refused
+  pid_t child = fork();
+  if (child < 0) return "";  // cannot probe: load in this process
+  if (child == 0) {
+    rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    if (void *handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL)) {
+      void *negotiate = dlsym(handle, ZF_NEGOTIATE_SYMBOL), *describe = dlsym(handle, ZF_DESCRIBE_SYMBOL);
+      if (negotiate && is_function(negotiate) && reinterpret_cast<uint32_t (*)(uint32_t)>(negotiate)(ZF_ABI_VERSION) &&
+          describe && is_function(describe))
+        reinterpret_cast<const zf_descriptor *(*)()>(describe)();
+    }
+    _exit(0);
   }
+  for (int waited_ms = 0; waited_ms < 10000; waited_ms += 10) {
+    int status = 0;
+    if (waitpid(child, &status, WNOHANG) == child) {
+      if (!WIFSIGNALED(status)) return "";
+      return format("crashed while being loaded (signal %d, %s) in its constructor, " ZF_NEGOTIATE_SYMBOL
+                    " or " ZF_DESCRIBE_SYMBOL,
+                    WTERMSIG(status), strsignal(WTERMSIG(status)));
+    }
+    usleep(10000);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return "did not finish loading within 10 s (a constructor or entry point that never returns)";
 }
 
 }  // namespace
@@ -198,12 +261,18 @@ const PluginFile *PluginRegistry::load(const fs::path &path, std::string *reason
     return reject(format("unknown kind '%s' in the file name (expected stage, offload, optimizer or selector)",
                          file_name->kind.c_str()));
 
-  std::string load_error;
-  boost::dll::shared_library *library = keep_loaded(path, &load_error);
-  if (!library) return reject("cannot be loaded: " + load_error);
-  if (!library->has(ZF_NEGOTIATE_SYMBOL))
-    return reject("not a zfcore plugin: it exports no " ZF_NEGOTIATE_SYMBOL " entry");
-  auto negotiate = library->get<uint32_t(uint32_t)>(ZF_NEGOTIATE_SYMBOL);
+  if (std::string problem = regular_file_problem(path.string()); !problem.empty())
+    return reject("cannot be loaded: " + problem);
+  // Libraries are never unloaded: worker threads or callbacks could still run their code.
+  void *library = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!library) {
+    const char *why = dlerror();
+    return reject(format("cannot be loaded: %s", why ? why : "unknown reason"));
+  }
+  void *negotiate_entry = dlsym(library, ZF_NEGOTIATE_SYMBOL);
+  if (!negotiate_entry) return reject("not a zfcore plugin: it exports no " ZF_NEGOTIATE_SYMBOL " entry");
+  if (!is_function(negotiate_entry)) return reject("it exports " ZF_NEGOTIATE_SYMBOL " as data, not as a function");
+  auto negotiate = reinterpret_cast<uint32_t (*)(uint32_t)>(negotiate_entry);
   uint32_t agreed = negotiate(ZF_ABI_VERSION);
   if (agreed == 0)
     return reject(format("refused ABI negotiation with this zfcore (ABI %s)", version_text(ZF_ABI_VERSION).c_str()));
@@ -215,15 +284,19 @@ const PluginFile *PluginRegistry::load(const fs::path &path, std::string *reason
     return reject(format("ABI too new: the plugin speaks %s, this zfcore speaks %s; upgrade zfcore or build the "
                          "plugin against this zfcore's SDK",
                          version_text(agreed).c_str(), version_text(ZF_ABI_VERSION).c_str()));
-  if (!library->has(ZF_DESCRIBE_SYMBOL))
-    return reject("missing entry: it exports " ZF_NEGOTIATE_SYMBOL " but not " ZF_DESCRIBE_SYMBOL);
-  auto describe = library->get<const zf_descriptor *()>(ZF_DESCRIBE_SYMBOL);
-  const zf_descriptor *d = describe();
+  void *describe_entry = dlsym(library, ZF_DESCRIBE_SYMBOL);
+  if (!describe_entry) return reject("missing entry: it exports " ZF_NEGOTIATE_SYMBOL " but not " ZF_DESCRIBE_SYMBOL);
+  if (!is_function(describe_entry)) return reject("it exports " ZF_DESCRIBE_SYMBOL " as data, not as a function");
+  const zf_descriptor *d = reinterpret_cast<const zf_descriptor *(*)()>(describe_entry)();
   if (!d) return reject(ZF_DESCRIBE_SYMBOL " returned NULL");
+  if (!readable(d, sizeof(uint32_t)) || !readable(d, std::min<size_t>(d->struct_size, sizeof(zf_descriptor))))
+    return reject(ZF_DESCRIBE_SYMBOL " returned a pointer to memory that cannot be read");
   if (d->struct_size < sizeof(zf_descriptor))
     return reject(format("descriptor too short: %u bytes, ABI %s needs at least %zu", d->struct_size,
                          version_text(agreed).c_str(), sizeof(zf_descriptor)));
-  if (!d->name || !*d->name) return reject("descriptor has no name");
+  if (!d->name || !readable_string(d->name) || !*d->name) return reject("descriptor has no name (or a wild pointer)");
+  for (const char *text : {d->version, d->description})
+    if (text && !readable_string(text)) return reject("descriptor's version or description is a wild pointer");
   if (!kind_from_name(kind_name(d->kind)))
     return reject(format("descriptor declares unknown kind %d", d->kind));
   if (file_name->kind != kind_name(d->kind))
@@ -234,6 +307,8 @@ const PluginFile *PluginRegistry::load(const fs::path &path, std::string *reason
                          file_name->name.c_str()));
   KindTable table = kind_table(d->kind);
   if (!d->api) return reject(format("descriptor has no %s function table", kind_name(d->kind)));
+  if (!readable(d->api, sizeof(uint32_t)) || !readable(d->api, *static_cast<const uint32_t *>(d->api)))
+    return reject(format("descriptor's %s function table is a wild pointer", kind_name(d->kind)));
   uint32_t api_size = *static_cast<const uint32_t *>(d->api);
   if (api_size < table.minimum_size)
     return reject(format("%s function table too short: %u bytes, ABI %s needs at least %zu", kind_name(d->kind),
@@ -262,7 +337,13 @@ void PluginRegistry::scan(std::vector<const PluginFile *> &found, std::vector<Re
     }
     std::sort(files.begin(), files.end());
     for (const fs::path &path : files) {
-      std::string reason;
+      // Every file on the path is loaded here, wanted or not: try each in a child process first,
+      // so that one that crashes or hangs while loading is listed instead of ending zfcore.
+      std::string reason = probe_in_child(path);
+      if (!reason.empty()) {
+        rejected.push_back({path, reason});
+        continue;
+      }
       const PluginFile *file = load(path, &reason);
       if (!file) {
         rejected.push_back({path, reason});
@@ -291,12 +372,20 @@ const PluginFile &PluginRegistry::find(zf_kind kind, const std::string &name) {
                                   path.c_str(), reason.c_str()));
     return *file;
   }
-  std::vector<const PluginFile *> found;
-  std::vector<Rejection> rejected;
-  scan(found, rejected);
+  // The names on offer, from the file names alone: loading every file to list them would run
+  // code the user never asked for.
   std::vector<std::string> names;
-  for (const PluginFile *file : found)
-    if (file->descriptor->kind == kind) names.push_back(file->descriptor->name);
+  for (const fs::path &dir : search_path_) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto &entry : fs::directory_iterator(dir, ec)) {
+      auto parsed = parse_file_name(entry.path());
+      if (parsed && parsed->kind == kind_name(kind) &&
+          std::find(names.begin(), names.end(), parsed->name) == names.end())
+        names.push_back(parsed->name);
+    }
+  }
+  std::sort(names.begin(), names.end());
   std::string dirs;
   for (const fs::path &dir : search_path_) dirs += (dirs.empty() ? "" : ", ") + dir.string();
   std::string hint = suggest(name, names);

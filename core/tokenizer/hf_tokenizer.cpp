@@ -10,6 +10,7 @@
 #include "tokenizer/tokenizer.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "runtime/log.hpp"
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/byte_level.hpp"
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <array>
 #include <fstream>
 #include <map>
@@ -36,15 +38,11 @@ struct AddedToken {
 };
 
 json read_json(const std::string &path) {
-  std::ifstream stream(path, std::ios::binary);
-  ZF_REQUIRE(stream.good(), "%s: cannot read the file (set data.tokenizer_path to a tokenizer.json)", path.c_str());
-  std::stringstream text;
-  text << stream.rdbuf();
-  try {
-    return json::parse(text.str());
-  } catch (const json::exception &e) {
-    throw Error(format("%s: not valid JSON: %s", path.c_str(), e.what()));
-  }
+  std::string text;
+  std::string why = read_regular_file(path, 1ull << 30, &text);
+  ZF_REQUIRE(why.empty(), "%s: cannot read the file: %s (set data.tokenizer_path to a tokenizer.json)", path.c_str(),
+             why.c_str());
+  return parse_json(text, path);
 }
 
 // The pre_tokenizer entries as a flat list (a Sequence lists its members).
@@ -248,8 +246,8 @@ class HfTokenizer final : public Tokenizer {
   void load_special_names() {
     std::string directory = path_.substr(0, path_.find_last_of('/') + 1);
     std::string config_path = directory + "tokenizer_config.json";
-    std::ifstream probe(config_path);
-    if (probe.good()) {
+    std::error_code missing;
+    if (std::filesystem::exists(config_path, missing)) {
       json config = read_json(config_path);
       eos_ = special_id(config, "eos_token", config_path);
       pad_ = special_id(config, "pad_token", config_path);

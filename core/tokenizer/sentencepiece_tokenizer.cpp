@@ -1,30 +1,57 @@
-// SentencePiece models (Llama-2's tokenizer.model) through Debian's libsentencepiece.
+// SentencePiece models (Llama-2's tokenizer.model) through Debian's libsentencepiece, which only
+// the module zf-sentencepiece.so links (tokenizer/sentencepiece/sentencepiece_module.h says why).
 #include "tokenizer/tokenizer.hpp"
 
+#include "plugin/plugin_registry.hpp"
 #include "runtime/error.hpp"
+#include "tokenizer/sentencepiece/sentencepiece_module.h"
 
-#include <sentencepiece_processor.h>
+#include <dlfcn.h>
+
+#include <mutex>
 
 namespace zf {
 namespace {
 
 std::optional<int64_t> present(int id) { return id >= 0 ? std::optional<int64_t>(id) : std::nullopt; }
 
+// The module beside the built-in plugins (lib/zfcore/), loaded once and never unloaded.
+const zf_sp_api &sentencepiece_module() {
+  static std::mutex mutex;
+  static const zf_sp_api *api = nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (api) return *api;
+  std::string path = (PluginRegistry::builtin_dir().parent_path() / "zf-sentencepiece.so").string();
+  // RTLD_DEEPBIND: the module and libsentencepiece resolve their own symbols first, and
+  // RTLD_LOCAL keeps them out of everyone else's lookups (libc10 defines FLAGS_minloglevel too).
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  ZF_REQUIRE(handle, "cannot load the SentencePiece module %s: %s (reinstall zfcore)", path.c_str(), dlerror());
+  auto entry = reinterpret_cast<const zf_sp_api *(*)()>(dlsym(handle, ZF_SENTENCEPIECE_API_SYMBOL));
+  ZF_REQUIRE(entry, "%s: no %s entry (reinstall zfcore)", path.c_str(), ZF_SENTENCEPIECE_API_SYMBOL);
+  api = entry();
+  return *api;
+}
+
 class SentencePieceTokenizer final : public Tokenizer {
  public:
-  explicit SentencePieceTokenizer(const std::string &path) : path_(path) {
-    auto status = processor_.Load(path);
-    ZF_REQUIRE(status.ok(), "%s: cannot load the SentencePiece model: %s (set data.tokenizer_path to a tokenizer.model)",
-               path.c_str(), status.ToString().c_str());
+  explicit SentencePieceTokenizer(const std::string &path) : api_(sentencepiece_module()), path_(path) {
+    const char *error = nullptr;
+    model_ = api_.load(path.c_str(), &error);
+    ZF_REQUIRE(model_, "%s: cannot load the SentencePiece model: %s (set data.tokenizer_path to a tokenizer.model)",
+               path.c_str(), error ? error : "unknown error");
   }
+  ~SentencePieceTokenizer() override { api_.destroy(model_); }
 
   std::string name() const override { return "sentencepiece:" + path_; }
 
   std::vector<int64_t> encode(const std::string &text) const override {
-    std::vector<int> ids;
-    auto status = processor_.Encode(text, &ids);
-    ZF_REQUIRE(status.ok(), "%s: SentencePiece cannot encode the text: %s", path_.c_str(), status.ToString().c_str());
-    return std::vector<int64_t>(ids.begin(), ids.end());
+    std::vector<int64_t> ids;
+    auto sink = [](void *out, const int *data, size_t count) {
+      static_cast<std::vector<int64_t> *>(out)->assign(data, data + count);
+    };
+    const char *error = api_.encode(model_, text.data(), text.size(), sink, &ids);
+    ZF_REQUIRE(!error, "%s: SentencePiece cannot encode the text: %s", path_.c_str(), error);
+    return ids;
   }
 
   std::string decode(const std::vector<int64_t> &ids) const override {
@@ -36,19 +63,21 @@ class SentencePieceTokenizer final : public Tokenizer {
       narrow.push_back(int(id));
     }
     std::string text;
-    auto status = processor_.Decode(narrow, &text);
-    ZF_REQUIRE(status.ok(), "%s: SentencePiece cannot decode: %s", path_.c_str(), status.ToString().c_str());
+    auto sink = [](void *out, const char *data, size_t size) { static_cast<std::string *>(out)->assign(data, size); };
+    const char *error = api_.decode(model_, narrow.data(), narrow.size(), sink, &text);
+    ZF_REQUIRE(!error, "%s: SentencePiece cannot decode: %s", path_.c_str(), error);
     return text;
   }
 
-  int64_t vocab_size() const override { return processor_.GetPieceSize(); }
-  std::optional<int64_t> eos_id() const override { return present(processor_.eos_id()); }
-  std::optional<int64_t> bos_id() const override { return present(processor_.bos_id()); }
-  std::optional<int64_t> pad_id() const override { return present(processor_.pad_id()); }
+  int64_t vocab_size() const override { return api_.piece_size(model_); }
+  std::optional<int64_t> eos_id() const override { return present(api_.eos_id(model_)); }
+  std::optional<int64_t> bos_id() const override { return present(api_.bos_id(model_)); }
+  std::optional<int64_t> pad_id() const override { return present(api_.pad_id(model_)); }
 
  private:
+  const zf_sp_api &api_;
   std::string path_;
-  sentencepiece::SentencePieceProcessor processor_;
+  void *model_ = nullptr;
 };
 
 }  // namespace

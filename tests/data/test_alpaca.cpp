@@ -95,8 +95,8 @@ TEST_CASE("alpaca: malformed data names the element and the field", "[data]") {
   CHECK_THROWS_WITH(alpaca_source("[{\"instruction\": \"a\", \"output\": 5}]", 300),
                     Catch::Contains("element 0: \"output\" is number, not a string"));
   CHECK_THROWS_WITH(alpaca_source("[{\"instruction\": \"a\",", 300),
-                    Catch::Contains("test.toml:5:8: data.path") && Catch::Contains("is not valid JSON"));
+                    Catch::Contains("test.toml:5:8: data.path") && Catch::Contains("not valid JSON"));
   CHECK_THROWS_WITH(alpaca_source("{\"instruction\": \"a\", \"output\": \"b\"}\n{oops}\n", 300, "data.jsonl"),
-                    Catch::Contains("data.jsonl line 2 is not valid JSON"));
+                    Catch::Contains("data.jsonl line 2") && Catch::Contains("not valid JSON"));
   CHECK_THROWS_WITH(alpaca_source("[]", 300), Catch::Contains("holds no examples"));
 }

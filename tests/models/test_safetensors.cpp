@@ -137,7 +137,7 @@ TEST_CASE("model: damaged safetensors files are refused with the file and tensor
              Catch::Contains("cut_header.safetensors") && Catch::Contains("header length"));
 
   handmade(dir, "json.safetensors", "{\"a\": [", 0);
-  CHECK_THAT(open_error(dir + "/json.safetensors"), Catch::Contains("json.safetensors") && Catch::Contains("not JSON"));
+  CHECK_THAT(open_error(dir + "/json.safetensors"), Catch::Contains("json.safetensors: corrupt safetensors header: not valid JSON"));
 
   handmade(dir, "range.safetensors", good, 4);
   CHECK_THAT(open_error(dir + "/range.safetensors"), Catch::Contains("range.safetensors") && Catch::Contains("'a'") &&

@@ -137,5 +137,5 @@ TEST_CASE("zfcore estimate predicts the bytes the ledger shows", "[stage]") {
   auto bad = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
                                "/examples/linear_stack.toml --world 0");
   CHECK(bad.exit_code == 2);
-  CHECK_THAT(bad.output, Catch::Contains("--world 0: must be an integer >= 1"));
+  CHECK_THAT(bad.output, Catch::Contains("--world 0: must be an integer in [1, 1048576]"));
 }

@@ -1,0 +1,120 @@
+#include "runtime/input.hpp"
+
+#include "runtime/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace zf {
+namespace {
+
+std::string kind_problem(mode_t mode) {
+  if (S_ISREG(mode)) return "";
+  if (S_ISDIR(mode)) return "is a directory, not a file";
+  if (S_ISFIFO(mode)) return "is a FIFO (named pipe), not a regular file";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "is a device, not a regular file";
+  if (S_ISSOCK(mode)) return "is a socket, not a regular file";
+  return "is not a regular file";
+}
+
+// The byte offset where nesting first exceeds max_depth, or npos.
+size_t too_deep_at(const std::string &text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
+std::string regular_file_problem(const std::string &path) {
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) return std::strerror(errno);
+  return kind_problem(info.st_mode);
+}
+
+int open_regular_file(const std::string &path, std::string *why) {
+  // O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return -1;
+  }
+  struct stat info {};
+  if (fstat(fd, &info) != 0) {
+    *why = std::strerror(errno);
+    close(fd);
+    return -1;
+  }
+  if (std::string problem = kind_problem(info.st_mode); !problem.empty()) {
+    *why = problem;
+    close(fd);
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+std::string read_regular_file(const std::string &path, uint64_t max_bytes, std::string *text) {
+  std::string why;
+  int fd = open_regular_file(path, &why);
+  if (fd < 0) return why;
+  struct stat info {};
+  fstat(fd, &info);
+  if (uint64_t(info.st_size) > max_bytes) {
+    close(fd);
+    return format("is larger than %llu bytes (%llu)", (unsigned long long)max_bytes, (unsigned long long)info.st_size);
+  }
+  text->clear();
+  text->reserve(size_t(info.st_size));
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) why = std::strerror(errno);
+    if (n <= 0) break;
+    if (text->size() + size_t(n) > max_bytes) {
+      why = format("is larger than %llu bytes", (unsigned long long)max_bytes);
+      break;
+    }
+    text->append(buffer, size_t(n));
+  }
+  close(fd);
+  return why;
+}
+
+nlohmann::json parse_json(const std::string &text, const std::string &source) {
+  size_t deep = too_deep_at(text, kMaxJsonDepth);
+  ZF_REQUIRE(deep == std::string::npos, "%s: not valid JSON: arrays and objects nest deeper than %d levels (at byte %zu)",
+             source.c_str(), kMaxJsonDepth, deep);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception &e) {
+    throw Error(format("%s: not valid JSON: %s", source.c_str(), excerpt(e.what(), 200).c_str()));
+  }
+}
+
+std::string excerpt(const std::string &text, size_t max_chars) {
+  if (text.size() <= max_chars) return text;
+  return text.substr(0, max_chars) + "...";
+}
+
+}  // namespace zf
