@@ -43,23 +43,23 @@ uint64_t digest_bytes(const void *data, size_t bytes, uint64_t state) {
 
 namespace {
 
-// SIGTERM/SIGINT ask for a checkpoint and a clean stop at the end of the current step.
+// SIGTERM, SIGINT and SIGHUP (a closed terminal, a scheduler's notice) ask for a checkpoint and a
+// clean stop at the end of the current step.
 std::atomic<int> g_stop_signal{0};
 extern "C" void request_stop(int signal) { g_stop_signal = signal; }
 
 struct SignalGuard {
-  struct sigaction previous_term {}, previous_int {};
+  static constexpr int kSignals[3] = {SIGTERM, SIGINT, SIGHUP};
+  struct sigaction previous[3] {};
   SignalGuard() {
     g_stop_signal = 0;
     struct sigaction action {};
     action.sa_handler = request_stop;
     sigemptyset(&action.sa_mask);
-    sigaction(SIGTERM, &action, &previous_term);
-    sigaction(SIGINT, &action, &previous_int);
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &action, &previous[i]);
   }
   ~SignalGuard() {
-    sigaction(SIGTERM, &previous_term, nullptr);
-    sigaction(SIGINT, &previous_int, nullptr);
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &previous[i], nullptr);
   }
 };
 
@@ -98,7 +98,7 @@ class Trainer {
     const std::string &output_dir = options_.output_dir, &progress = options_.progress;
     // Under mpirun a rank's stdout is a pseudo-terminal whatever the user's is: no bar by default.
     bool show_progress = progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO) && !launched_under_mpi());
-    RunReport report(output_dir, comm_.rank() == 0, show_progress, options_.log_every, start_step_ > 0);
+    RunReport report(output_dir, comm_.rank() == 0, show_progress, options_.log_every, start_step_);
     print_run_start(runtime_, model_->name(), flat_->layout(), dtype_, plugins_);
 
     RunSummary summary;

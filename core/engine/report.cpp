@@ -26,6 +26,23 @@ std::FILE *open_output(const std::filesystem::path &path, bool append) {
   return file;
 }
 
+// Keeps the header (a line that does not start with a step number) and the rows of steps up to
+// `last_step` ("N,..." in CSV, {"step":N,...} in JSON lines).
+void drop_rows_after(const std::filesystem::path &path, int64_t last_step) {
+  std::ifstream in(path);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    size_t digits = line.find_first_of("0123456789");
+    bool row = digits != std::string::npos && (digits == 0 || line.rfind("{\"step\":", 0) == 0);
+    if (row && std::strtoll(line.c_str() + digits, nullptr, 10) > last_step) continue;
+    kept += line + "\n";
+  }
+  in.close();
+  std::ofstream out(path, std::ios::trunc);
+  out << kept;
+  ZF_REQUIRE(out.good(), "cannot rewrite %s: %s", path.c_str(), std::strerror(errno));
+}
+
 double timer_value(const StepRecord &record, const std::string &name) {
   for (const auto &[timer, ms] : record.timers_ms)
     if (timer == name) return ms;
@@ -34,13 +51,16 @@ double timer_value(const StepRecord &record, const std::string &name) {
 }  // namespace
 
 RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every,
-                     bool append)
+                     int64_t resumed_step)
     : output_dir_(output_dir), writer_(writer), progress_(progress && writer), log_every_(log_every) {
   if (!writer_) return;
   std::error_code ec;
   std::filesystem::create_directories(output_dir_, ec);
   ZF_REQUIRE(!ec, "cannot create the output directory %s: %s", output_dir_.c_str(), ec.message().c_str());
-  bool continuing = append && std::filesystem::exists(output_dir_ / "steps.csv");
+  bool continuing = resumed_step > 0 && std::filesystem::exists(output_dir_ / "steps.csv");
+  if (continuing)
+    for (const char *name : {"steps.jsonl", "steps.csv"})
+      if (std::filesystem::exists(output_dir_ / name)) drop_rows_after(output_dir_ / name, resumed_step);
   jsonl_ = open_output(output_dir_ / "steps.jsonl", continuing);
   csv_ = open_output(output_dir_ / "steps.csv", continuing);
   if (continuing) return;

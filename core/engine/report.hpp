@@ -32,8 +32,10 @@ struct StepRecord {
 
 class RunReport {
  public:
-  // append: continue the files of an earlier run (a resumed run) instead of starting them anew.
-  RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every, bool append);
+  // resumed_step > 0: continue the files of the run that wrote that checkpoint, without the rows it
+  // wrote after it (the resumed run computes those steps again); 0 starts them anew.
+  RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every,
+            int64_t resumed_step);
   ~RunReport();
   void step(const StepRecord &record);
   void finish(const std::string &summary_json);

@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+
+#include <algorithm>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +69,16 @@ TEST_CASE("resuming from a checkpoint reproduces the uninterrupted run bit for b
   // A fresh run from scratch in the same place continues too (resume = "auto").
   auto c = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining + "--set run.output_dir=" + full);
   CHECK_THAT(c.output, Catch::Contains("(step 30)"));
+  // Resuming in the same place from an earlier checkpoint: the reports hold each step once, the
+  // rows written after that checkpoint replaced by the resumed run's.
+  auto d = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining + "--set run.output_dir=" + full +
+                             " --set checkpoint.every=0 --set checkpoint.resume=" + full + "/checkpoints/step-00000010");
+  INFO(d.output);
+  REQUIRE(d.exit_code == 0);
+  std::string jsonl = test::read_text(full + "/steps.jsonl"), csv = test::read_text(full + "/steps.csv");
+  CHECK(std::count(jsonl.begin(), jsonl.end(), '\n') == 30);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 31);  // the header and 30 steps
+  CHECK(losses(full) == loss_a);
 }
 
 TEST_CASE("an unfinished save is ignored and a damaged checkpoint is a clear error", "[checkpoint]") {
@@ -102,32 +114,35 @@ TEST_CASE("an unfinished save is ignored and a damaged checkpoint is a clear err
   CHECK_THAT(other.output, Catch::Contains("another model layout"));
 }
 
-TEST_CASE("SIGTERM saves a checkpoint at the end of the current step and stops", "[checkpoint]") {
-  std::string dir = test::scratch_dir("ckpt_sigterm");
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    std::string log = dir + "/log.txt";
-    freopen(log.c_str(), "w", stdout);
-    freopen(log.c_str(), "a", stderr);
-    std::string output = "run.output_dir=" + dir;
-    execl(test::zfcore().c_str(), "zfcore", "run", linear_stack().c_str(), "--set", "train.steps=1000000", "--set",
-          output.c_str(), "--set", "run.progress=off", nullptr);
-    _exit(127);
+TEST_CASE("SIGTERM and SIGHUP save a checkpoint at the end of the current step and stop", "[checkpoint]") {
+  for (int signal : {SIGTERM, SIGHUP}) {
+    INFO("signal " << signal);
+    std::string dir = test::scratch_dir("ckpt_signal_" + std::to_string(signal));
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      std::string log = dir + "/log.txt";
+      freopen(log.c_str(), "w", stdout);
+      freopen(log.c_str(), "a", stderr);
+      std::string output = "run.output_dir=" + dir;
+      execl(test::zfcore().c_str(), "zfcore", "run", linear_stack().c_str(), "--set", "train.steps=1000000", "--set",
+            output.c_str(), "--set", "run.progress=off", nullptr);
+      _exit(127);
+    }
+    // Wait until a few steps are done, then ask it to stop.
+    for (int i = 0; i < 600 && losses(dir).size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    REQUIRE(losses(dir).size() >= 3);
+    kill(child, signal);
+    int status = 0;
+    waitpid(child, &status, 0);
+    INFO(test::read_text(dir + "/log.txt"));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 128 + signal);
+    int last = losses(dir).rbegin()->first;
+    CHECK(fs::exists(dir + "/checkpoints/" + std::string("step-") + std::string(8 - std::to_string(last).size(), '0') +
+                     std::to_string(last) + "/rank-00000.safetensors"));
+    CHECK(test::json_field(test::read_text(dir + "/summary.json"), "stop_signal") == std::to_string(signal));
   }
-  // Wait until a few steps are done, then ask it to stop.
-  for (int i = 0; i < 600 && losses(dir).size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  REQUIRE(losses(dir).size() >= 3);
-  kill(child, SIGTERM);
-  int status = 0;
-  waitpid(child, &status, 0);
-  INFO(test::read_text(dir + "/log.txt"));
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 128 + SIGTERM);
-  int last = losses(dir).rbegin()->first;
-  CHECK(fs::exists(dir + "/checkpoints/" + std::string("step-") + std::string(8 - std::to_string(last).size(), '0') +
-                   std::to_string(last) + "/rank-00000.safetensors"));
-  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "stop_signal") == "15");
 }
 
 TEST_CASE("learning-rate schedules: warm-up, then constant, cosine or linear decay", "[checkpoint]") {
