@@ -14,6 +14,7 @@
 #include "engine/memory_plan.hpp"
 #include "engine/training_checkpoint.hpp"
 #include "engine/update_plan.hpp"
+#include "model/transformer_shape.hpp"
 #include "model/zoo.hpp"
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"
@@ -22,7 +23,10 @@
 #include "runtime/log.hpp"
 
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <filesystem>
 #include <unistd.h>
 
 #include <algorithm>
@@ -85,6 +89,7 @@ class Trainer {
                "%s: train.eval_every = %lld but the data has no held-out split; set data.eval_fraction",
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
+    check_output_paths();
     plan_buffers();
     checkpoints_ = std::make_unique<TrainingCheckpoints>(
         config, options_.output_dir, runtime_, flat_->layout(),
@@ -235,6 +240,32 @@ class Trainer {
     if (stage_reduce_block()) grad_shards_ = std::make_unique<ShardedGradients>(*flat_, runtime_.memory, tier(), shard_numel());
     // Without a gather after the update, the next forward can start while the update goes on.
     defer_update_ = !stage.api<zf_stage_api>()->gather_parameters && !residency_->sharded();
+  }
+
+  // Where the run writes, checked before step 1: a run must not train for hours and then find that
+  // it cannot write its reports or its export. Rank 0 writes them.
+  void check_output_paths() const {
+    if (comm_.rank() != 0) return;
+    const std::pair<const char *, const char *> keys[] = {{"run", "output_dir"}, {"checkpoint", "export_hf"}};
+    for (const auto &[table, key] : keys) {
+      std::string dir = std::string(key) == "output_dir" ? options_.output_dir : options_.export_hf;
+      if (dir.empty()) continue;
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      std::filesystem::path probe = std::filesystem::path(dir) / ".zfcore-write-test";
+      std::FILE *file = ec ? nullptr : std::fopen(probe.c_str(), "w");
+      std::string why = ec ? ec.message() : file ? "" : std::strerror(errno);
+      if (file) {
+        std::fclose(file);
+        std::filesystem::remove(probe, ec);
+      }
+      ZF_REQUIRE(why.empty(), "%s: %s.%s = \"%s\": cannot write there (%s); choose a directory this user can write",
+                 config_.where(table, key).str().c_str(), table, key, dir.c_str(), why.c_str());
+    }
+    ZF_REQUIRE(options_.export_hf.empty() || is_transformer_config(config_),
+               "%s: checkpoint.export_hf: model.type = \"%s\" has no Hugging Face format (only gpt2, llama and qwen2 "
+               "do); remove checkpoint.export_hf", config_.where("checkpoint", "export_hf").str().c_str(),
+               config_.string("model", "type").c_str());
   }
 
   // Bytes per tier before anything large is allocated, printed, and refused when they cannot fit.

@@ -105,3 +105,19 @@ TEST_CASE("a rank that errors or dies mid-step ends every rank with a message, q
     if (mode == "error") CHECK_THAT(outcome.output, Catch::Contains("injected failure on rank 1 at step 3"));
   }
 }
+
+TEST_CASE("an export path that cannot be written stops the run before step 1, naming the key", "[train]") {
+  std::string dir = test::scratch_dir("unwritable_export");
+  // /etc/passwd is a file, so no directory can be made below it (also as root).
+  Run r = run("", dir, "--set train.steps=50 --set checkpoint.export_hf=/etc/passwd/model");
+  INFO(r.outcome.output);
+  CHECK(r.outcome.exit_code == 1);
+  CHECK(r.outcome.output.find("checkpoint.export_hf = \"/etc/passwd/model\": cannot write there") != std::string::npos);
+  CHECK(r.outcome.output.find("step 1/") == std::string::npos);  // nothing trained
+  CHECK(test::read_text(dir + "/steps.jsonl").empty());
+  // So does an export the model has no format for.
+  Run linear = run("", dir, "--set train.steps=50 --set checkpoint.export_hf=" + dir + "/hf");
+  CHECK(linear.outcome.exit_code == 1);
+  CHECK(linear.outcome.output.find("has no Hugging Face format") != std::string::npos);
+  CHECK(linear.outcome.output.find("step 1/") == std::string::npos);
+}
