@@ -69,6 +69,7 @@ class UpdatePlan::UpdateThread {
   void start_step(bool scale_known) {
     std::lock_guard<std::mutex> lock(mutex_);
     scale_known_ = scale_known;
+    done_.clear();
   }
   void push(const Bucket &bucket) {
     {
@@ -96,10 +97,6 @@ class UpdatePlan::UpdateThread {
     });
     if (failure_) rethrow(lock);
   }
-  void start_counting() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    done_.clear();
-  }
   // Until every bucket handed over is updated and its upload started.
   void drain() {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -122,7 +119,6 @@ class UpdatePlan::UpdateThread {
       if (stopping_) return;
       Bucket bucket = queue_.front();
       queue_.pop_front();
-      current_ = bucket.sequence;
       busy_ = true;
       lock.unlock();
       try {
@@ -136,7 +132,7 @@ class UpdatePlan::UpdateThread {
       }
       lock.lock();
       busy_ = false;
-      done_[current_] = 1;
+      done_[bucket.sequence] = 1;
       changed_.notify_all();
     }
   }
@@ -147,20 +143,13 @@ class UpdatePlan::UpdateThread {
   std::deque<Bucket> queue_;
   bool scale_known_ = false, busy_ = false, stopping_ = false;
   std::vector<uint8_t> done_;  // per bucket of this step (by sequence): updated and uploading
-  uint64_t current_ = 0;
   std::exception_ptr failure_;
   std::thread thread_;  // last: starts once the members above exist
 };
 
 UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin,
                        uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings)
-    : runtime_(runtime),
-      plugins_(plugins),
-      layout_(layout),
-      shard_begin_(shard_begin),
-      shard_end_(shard_end),
-      dtype_(dtype),
-      model_tier_(model_tier) {
+    : runtime_(runtime), plugins_(plugins), shard_begin_(shard_begin), shard_end_(shard_end), dtype_(dtype) {
   auto &offload = *plugins_.offload.instance;
   tiers_.struct_size = sizeof tiers_;
   tiers_.param_out_tier = model_tier;  // defaults for offload plugins older than ABI 1.3
@@ -283,10 +272,7 @@ void UpdatePlan::begin(int64_t step, double lr, const torch::Tensor &params_shar
   grads_shard_ = grads_shard;
   handed_.clear();
   buckets_.clear();
-  if (thread_) {
-    thread_->start_step(scale_known);
-    thread_->start_counting();
-  }
+  if (thread_) thread_->start_step(scale_known);
 }
 
 void UpdatePlan::gradients_final(uint64_t begin, uint64_t end, void *stream) {
@@ -307,13 +293,7 @@ void UpdatePlan::hand_over(uint64_t begin, uint64_t end, void *stream) {
     auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(lo), int64_t(hi - lo))); };
     offload.check(api->gradients_out(offload.object(), part(grads_shard_), part(host_grads_), stream, &error), error,
                   "gradients_out");
-    void *landed = nullptr;
-    if (ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event)
-      offload.check(api->transfer_event(offload.object(), ZF_TRANSFER_GRADIENTS_OUT, &landed, &error), error,
-                    "transfer_event");
-    else if (api->wait)
-      offload.check(api->wait(offload.object(), &error), error, "wait");
-    Bucket b{lo, hi, landed, uint64_t(buckets_.size())};
+    Bucket b{lo, hi, transfers_done(ZF_TRANSFER_GRADIENTS_OUT), uint64_t(buckets_.size())};
     buckets_.push_back(b);
     if (thread_) thread_->push(b);
     else update_bucket(b);
@@ -363,15 +343,7 @@ void UpdatePlan::finish(float grad_scale, bool defer) {
   for (const auto &[lo, hi] : rest) hand_over(lo, hi, runtime_.compute_stream);
 
   // The compute stream reuses the gradient memory only after the copies down have landed.
-  auto &offload = *plugins_.offload.instance;
-  const auto *api = offload.api<zf_offload_api>();
-  zf_error error{};
-  if (ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event) {
-    void *event = nullptr;
-    offload.check(api->transfer_event(offload.object(), ZF_TRANSFER_GRADIENTS_OUT, &event, &error), error,
-                  "transfer_event");
-    wait_event(runtime_.compute_stream, event);
-  }
+  wait_event(runtime_.compute_stream, transfers_done(ZF_TRANSFER_GRADIENTS_OUT));
   if (thread_) thread_->release_scale();
   pending_ = true;
   if (!defer || !thread_) drain();
@@ -408,21 +380,25 @@ void UpdatePlan::drain() {
 
 // The compute stream reads the new parameters only after their uploads have landed.
 void UpdatePlan::wait_for_uploads() {
+  Timers &timers = runtime_.timers;
+  uint32_t param_wait = timers.id("param_copy_wait");  // the compute stream waits for the uploads
+  timers.start(param_wait, runtime_.compute_stream);
+  wait_event(runtime_.compute_stream, transfers_done(ZF_TRANSFER_PARAMETERS_IN));
+  timers.stop(param_wait, runtime_.compute_stream);
+}
+
+// An event after the transfers of `direction` started so far (NULL on CPU runs); an offload plugin
+// without transfer_event (older than ABI 1.3) is waited for here instead, and NULL comes back.
+void *UpdatePlan::transfers_done(int32_t direction) {
   auto &offload = *plugins_.offload.instance;
   const auto *api = offload.api<zf_offload_api>();
   zf_error error{};
-  Timers &timers = runtime_.timers;
-  if (ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event) {
-    uint32_t param_wait = timers.id("param_copy_wait");  // the compute stream waits for the uploads
-    timers.start(param_wait, runtime_.compute_stream);
-    void *event = nullptr;
-    offload.check(api->transfer_event(offload.object(), ZF_TRANSFER_PARAMETERS_IN, &event, &error), error,
-                  "transfer_event");
-    wait_event(runtime_.compute_stream, event);
-    timers.stop(param_wait, runtime_.compute_stream);
-  } else if (api->wait) {
+  void *event = nullptr;
+  if (ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event)
+    offload.check(api->transfer_event(offload.object(), direction, &event, &error), error, "transfer_event");
+  else if (api->wait)
     offload.check(api->wait(offload.object(), &error), error, "wait");
-  }
+  return event;
 }
 
 // No offload: one step over the shard where the model computes; an optimizer that writes the

@@ -98,14 +98,13 @@ class UpdatePlan {
   void update_on_device();                                      // no offload, training thread
   zf_optimizer_step_args step_args(const std::vector<zf_optimizer_range> &ranges) const;
   void check_optimizer_fits();
-  void wait_for_uploads();  // the compute stream waits for every transfer started so far
+  void wait_for_uploads();  // the compute stream waits for every upload started so far
+  void *transfers_done(int32_t direction);  // an event after the transfers of ZF_TRANSFER_*
 
   Runtime &runtime_;
   PluginSet &plugins_;
-  const zf_layout &layout_;
   uint64_t shard_begin_, shard_end_;
   torch::Dtype dtype_;
-  zf_tier model_tier_;
   zf_offload_plan tiers_{};
   bool offloaded_ = false;
   UpdateJob job_;

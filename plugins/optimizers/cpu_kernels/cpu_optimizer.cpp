@@ -52,6 +52,16 @@ OutFormat out_format(const zf_tensor_view &view) {
                 "params_out must be BF16 or F16 (got dtype " + std::to_string(view.dtype) + ")");
 }
 
+// The state slots the algorithm keeps (those with a name), m before v: the order of state_spec,
+// bind_state and state_tensor.
+template <class Slot>
+uint32_t kept_slots(Slot *m, Slot *v, Slot **out) {
+  uint32_t count = 0;
+  for (Slot *slot : {m, v})
+    if (slot->name) out[count++] = slot;
+  return count;
+}
+
 [[noreturn]] void invalid(const std::string &message) {
   throw Failure(ZF_ERROR_INVALID_ARGUMENT, message);
 }
@@ -105,19 +115,11 @@ CpuOptimizer::~CpuOptimizer() {
       if (slot->data) host_->mem_free(host_, slot->data);
 }
 
-uint32_t CpuOptimizer::slots(StateSlot **out) {
-  uint32_t count = 0;
-  for (StateSlot *slot : {&m_, &v_})
-    if (slot->name) out[count++] = slot;
-  return count;
-}
-
 bool CpuOptimizer::state_spec(uint32_t index, const char **name, zf_dtype *dtype) const {
-  StateSlot *list[2];
-  const uint32_t count = const_cast<CpuOptimizer *>(this)->slots(list);
-  if (index >= count) return false;
+  const StateSlot *list[2];
+  if (index >= kept_slots(&m_, &v_, list)) return false;
   *name = list[index]->name;
-  *dtype = options_.moments == MomentFormat::f32 ? ZF_DTYPE_F32 : ZF_DTYPE_BF16;
+  *dtype = moment_dtype();
   return true;
 }
 
@@ -125,11 +127,11 @@ void CpuOptimizer::bind_state(uint64_t numel, const zf_tensor_view *state, uint3
   if (in_flight_) invalid("bind_state while a step is in flight");
   if (initialized_) invalid("bind_state after init_state or bind_state");
   StateSlot *list[2];
-  const uint32_t expected = slots(list);
+  const uint32_t expected = kept_slots(&m_, &v_, list);
   if (count != expected)
     invalid("bind_state got " + std::to_string(count) + " state views; this optimizer keeps " +
             std::to_string(expected));
-  const zf_dtype dtype = options_.moments == MomentFormat::f32 ? ZF_DTYPE_F32 : ZF_DTYPE_BF16;
+  const zf_dtype dtype = moment_dtype();
   for (uint32_t i = 0; i < count; ++i) {
     const zf_tensor_view &view = state[i];
     if (view.numel != numel || view.dtype != dtype || view.device != ZF_DEVICE_CPU ||
@@ -336,16 +338,13 @@ void CpuOptimizer::wait() {
 }
 
 bool CpuOptimizer::state_tensor(uint32_t index, const char **name, zf_tensor_view *view) const {
-  const StateSlot *slots[2];
-  uint32_t count = 0;
-  for (const StateSlot *slot : {&m_, &v_})
-    if (slot->name) slots[count++] = slot;
-  if (index >= count) return false;
-  *name = slots[index]->name;
+  const StateSlot *list[2];
+  if (index >= kept_slots(&m_, &v_, list)) return false;
+  *name = list[index]->name;
   *view = zf_tensor_view{};
-  view->data = slots[index]->data;
+  view->data = list[index]->data;
   view->numel = numel_;
-  view->dtype = options_.moments == MomentFormat::f32 ? ZF_DTYPE_F32 : ZF_DTYPE_BF16;
+  view->dtype = moment_dtype();
   view->device = ZF_DEVICE_CPU;
   return true;
 }

@@ -68,7 +68,9 @@ class CpuOptimizer {
                                  int64_t step) const;
   void build_chunks(const zf_optimizer_range *ranges, uint32_t range_count);
   size_t moment_bytes() const { return options_.moments == MomentFormat::f32 ? 4 : 2; }
-  uint32_t slots(StateSlot **out);  // the algorithm's state slots in spec order
+  zf_dtype moment_dtype() const {
+    return options_.moments == MomentFormat::f32 ? ZF_DTYPE_F32 : ZF_DTYPE_BF16;
+  }
   void fill_state();
 
   const zf_host *host_;
