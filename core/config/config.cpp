@@ -44,7 +44,7 @@ const std::map<zf_kind, std::string> &default_plugins() {
   static const std::map<zf_kind, std::string> defaults = {{ZF_KIND_STAGE, "zero0"},
                                                           {ZF_KIND_OFFLOAD, "none"},
                                                           {ZF_KIND_OPTIMIZER, "adamw_ref"},
-                                                          {ZF_KIND_SELECTOR, "all"}};
+                                                          {ZF_KIND_SELECTOR, "topk_l1"}};
   return defaults;
 }
 
@@ -143,6 +143,7 @@ Config Config::parse(const std::string &text, const std::string &name, const std
       throw Error(format("%s: unknown table [%s]%s%s", table_where.str().c_str(), table.c_str(),
                          hint.empty() ? "" : "; ", hint.c_str()));
     }
+    config.tables_.insert(table);
     for (auto &&[key_node, value_node] : *table_node.as_table()) {
       std::string key(key_node.str());
       Location where = at(name, value_node.source());
@@ -215,6 +216,7 @@ Config Config::parse(const std::string &text, const std::string &name, const std
     } else {
       config.set(table, key, value, where, where);
     }
+    config.tables_.insert(table);
   }
   return config;
 }

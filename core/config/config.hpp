@@ -14,6 +14,7 @@
 #include <zf/zf_plugin.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ class Config {
   // Where the user wrote table.key, or a location naming the file when it was defaulted.
   Location where(const std::string &table, const std::string &key) const;
 
+  // Whether the file or a --set wrote the table (a [zenflow] table turns ZenFlow on).
+  bool has_table(const std::string &table) const { return tables_.count(table) != 0; }
+
   const PluginSection &plugin(zf_kind kind) const;
   const std::vector<std::string> &plugin_path() const { return plugin_path_; }
 
@@ -68,6 +72,7 @@ class Config {
   std::map<std::string, Location> locations_;  // "table.key" -> where
   std::map<zf_kind, PluginSection> plugins_;
   std::vector<std::string> plugin_path_;
+  std::set<std::string> tables_;  // written by the file or --set
 };
 
 // The core's schema: table name -> declared keys (config/schema.cpp), assembled from each
@@ -83,6 +88,8 @@ constexpr uint32_t kMin = ZF_PARAM_HAS_MIN;
 constexpr uint32_t kMinOpen = ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE;
 constexpr uint32_t kUnitOpen = ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX | ZF_PARAM_MAX_EXCLUSIVE;
 constexpr uint32_t kUnitClosed = ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX;
+constexpr uint32_t kUnitLeftOpen = ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE | ZF_PARAM_HAS_MAX;  // (0, 1]
+constexpr uint32_t kUnitRightOpen = kUnitOpen;                                                 // [0, 1)
 // The optimizer hyperparameters every optimizer plugin receives per group.
 const std::vector<std::string> &optimizer_common_keys();
 

@@ -132,6 +132,9 @@ std::string PluginConfig::check(const zf_param_decl &decl, Value &value) {
   // Integers are accepted where a float is declared (TOML writes 1 for 1.0).
   if (decl.type == ZF_PARAM_FLOAT && std::holds_alternative<int64_t>(value))
     value = double(std::get<int64_t>(value));
+  // A key that takes a number or a word (zenflow.update_interval = 4 or "auto") is declared a string.
+  if (decl.type == ZF_PARAM_STRING && std::holds_alternative<int64_t>(value))
+    value = std::to_string(std::get<int64_t>(value));
   bool type_ok = (decl.type == ZF_PARAM_BOOL && std::holds_alternative<bool>(value)) ||
                  (decl.type == ZF_PARAM_INT && std::holds_alternative<int64_t>(value)) ||
                  (decl.type == ZF_PARAM_FLOAT && std::holds_alternative<double>(value)) ||

@@ -59,6 +59,31 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("export_dtype", ZF_PARAM_STRING, "auto",
              "weights of the export: auto (the compute dtype), float32 (the fp32 master) or bfloat16", 0, 0, 0,
              "auto|float32|bfloat16")}},
+      {"zenflow",
+       {decl("topk_ratio", ZF_PARAM_FLOAT, "0.1",
+             "fraction of each weight's gradient columns updated on the GPU every step (the selector's top k)",
+             kUnitLeftOpen, 0, 1),
+        decl("update_interval", ZF_PARAM_STRING, "4",
+             "steps between CPU updates of the other columns (an integer >= 1), or \"auto\" (when their accumulated "
+             "gradient outweighs the selected columns' in most weights)"),
+        decl("select_strategy", ZF_PARAM_STRING, "auto", "when to choose the columns again: auto (every epoch), "
+             "step or epoch (every select_interval steps or epochs)", 0, 0, 0, "auto|step|epoch"),
+        decl("select_interval", ZF_PARAM_STRING, "auto",
+             "steps (select_strategy = \"step\") or epochs (\"epoch\") between selections; auto = 1 epoch"),
+        decl("overlap_step", ZF_PARAM_BOOL, "true",
+             "run the CPU update while the GPU computes the next update_interval steps (its result is used one "
+             "interval later); false = wait for it at each interval's end"),
+        decl("full_warm_up_rounds", ZF_PARAM_INT, "0",
+             "the first N steps update every column on the CPU, synchronously (plain offload)", kRange, 0, kMaxSteps),
+        decl("auto_ratio", ZF_PARAM_FLOAT, "0.99",
+             "update_interval = \"auto\": the CPU update runs when this fraction of the weights has more "
+             "accumulated gradient mass in its other columns than in its selected ones", kUnitLeftOpen, 0, 1),
+        decl("pt_reserved_cores_perc", ZF_PARAM_FLOAT, "0",
+             "fraction of the rank's physical cores kept for the training thread, the rest for the CPU "
+             "optimizer (0 = automatic: one core, two from 8 cores up)", kUnitRightOpen, 0, 1),
+        decl("offload_selected_state", ZF_PARAM_BOOL, "false",
+             "keep the GPU update's master and moments of the selected columns in pinned host memory (less GPU "
+             "memory, slower GPU update)")}},
       {"optimizer",
        {decl("lr", ZF_PARAM_FLOAT, "1e-3", "learning rate", kMin, 0),
         decl("beta1", ZF_PARAM_FLOAT, "0.9", "first-moment decay", kUnitOpen, 0, 1),

@@ -14,6 +14,7 @@
 #include "engine/memory_plan.hpp"
 #include "engine/training_checkpoint.hpp"
 #include "engine/update_plan.hpp"
+#include "engine/zenflow.hpp"
 #include "model/transformer_shape.hpp"
 #include "model/zoo.hpp"
 #include "runtime/affinity.hpp"
@@ -147,7 +148,7 @@ class Trainer {
         break;
       }
     }
-    update_->drain();
+    update_->complete();
     summary.first_step = first_step;
     summary.steps = step;
     summary.mean_step_ms = timed_steps ? timed_ms / double(timed_steps) : 0;
@@ -225,8 +226,10 @@ class Trainer {
     shard_end_ = plan.shard_end;
     dtype_ = compute_dtype(config_);
     padded_numel_ = numel;
+    const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
+    const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
     update_ = std::make_unique<UpdatePlan>(runtime_, plugins_, layout, shard_begin_, shard_end_, dtype_, tier(),
-                                           options_.optimizer);
+                                           options_.optimizer, ZenFlowOptions::read(config_, steps_per_epoch));
     check_memory(numel);
     flat_->materialize(numel, dtype_, runtime_.memory, tier());
 
@@ -365,10 +368,7 @@ class Trainer {
   void resume() {
     start_step_ = checkpoints_->resume(*update_);
     if (start_step_ == 0) return;
-    {
-      torch::NoGradGuard no_grad;
-      params_shard().copy_(update_->master);
-    }
+    update_->restore(params_shard());
     gather_parameters(start_step_);
   }
 
@@ -461,7 +461,6 @@ class Trainer {
       timers_.stop(t.bwd, stream());
     }
 
-    if (step == 1) select_columns();
     timers_.start(t.step, stream());
     optimizer_step(step);
     timers_.stop(t.step, stream());
@@ -490,7 +489,7 @@ class Trainer {
       grad_norm_ = global_grad_norm(grads_shard()) * mean_scale();
       clip = std::min(1.0, options_.clip_grad_norm / (grad_norm_ + 1e-6));
     }
-    update_->finish(float(mean_scale() * clip), defer_update_);
+    update_->finish(float(mean_scale()), float(clip), defer_update_);
     gather_parameters(step);
   }
 
@@ -513,41 +512,17 @@ class Trainer {
     return std::sqrt(sums[0] / std::max(1.0, owners));
   }
 
-  // Runs the selector once, on the reduced gradients of the first step (the selection step);
-  // ZenFlow runs it on its own schedule.
-  void select_columns() {
-    const zf_layout &layout = flat_->layout();
-    uint32_t columns = 0;
-    for (uint32_t i = 0; i < layout.segment_count; ++i)
-      if (layout.segments[i].flags & ZF_SEGMENT_MATRIX) columns += uint32_t(layout.segments[i].cols);
-    if (columns == 0) return;
-    auto &selector = *plugins_.selector.instance;
-    const auto *api = selector.api<zf_selector_api>();
-    std::vector<float> scores(columns, 0.0f);
-    std::vector<uint8_t> mask(columns, 0);
-    zf_select_args args{};
-    args.struct_size = sizeof args;
-    args.column_count = columns;
-    args.layout = &layout;
-    args.grads = view_of(grads_shard());
-    args.grad_offset = shard_begin_;
-    zf_tensor_view score_view{scores.data(), columns, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
-    zf_tensor_view mask_view{mask.data(), columns, ZF_DTYPE_U8, ZF_DEVICE_CPU, 0, 0};
-    zf_error error{};
-    if (api->score) selector.check(api->score(selector.object(), &args, score_view, &error), error, "score");
-    comm_.all_reduce(score_view, ZF_REDUCE_SUM, nullptr);
-    selector.check(api->select(selector.object(), &args, score_view, mask_view, &error), error, "select");
-    stats_.selected_fraction = double(std::count(mask.begin(), mask.end(), uint8_t(1))) / double(columns);
-  }
-
   StepRecord record(int64_t step, int64_t steps, double loss, double step_ms) {
     StepRecord r = stats_.record(step, steps, loss, step_ms, options_.grad_accum);
     r.lr = lr_;
     r.grad_norm = options_.clip_grad_norm > 0 ? grad_norm_ : -1.0;
+    r.update = update_->events();
     return r;
   }
 
-  std::string summary_json(const RunSummary &s, int64_t timed_steps) const {
+  std::string summary_json(const RunSummary &s, int64_t timed_steps) {
+    stats_.selected_fraction = update_->selected_fraction();
+    stats_.update_facts = update_->facts();
     RunStats::Facts facts{config_.file(), model_->name(), options_.micro_batch * options_.grad_accum * comm_.world_size(),
                           options_.eval_every > 0, &plugins_, &memory_plan_};
     return stats_.summary_json(s, timed_steps, facts);
@@ -585,7 +560,8 @@ size_t bind_cores(const Config &config, Runtime &runtime) {
   if (!config.boolean("run", "bind_cores")) return 0;
   bool gpu = runtime.device == ZF_DEVICE_CUDA;
   int local_rank = runtime.comm->local_rank(), local_size = runtime.comm->local_size();
-  CoreBinding binding = split_cores(physical_cores(allowed_cores()), local_rank, local_size, gpu);
+  double trainer_fraction = config.has_table("zenflow") ? config.real("zenflow", "pt_reserved_cores_perc") : 0.0;
+  CoreBinding binding = split_cores(physical_cores(allowed_cores()), local_rank, local_size, gpu, trainer_fraction);
   if (binding.workers.empty()) return 0;
   runtime.worker_cores = binding.workers;
   bool pinned = gpu && pin_this_thread(binding.trainer);

@@ -83,6 +83,16 @@ PluginSet::PluginSet(const Config &config, Runtime &runtime, PluginRegistry &reg
     : stage(activate(checked(config, registry).plugin(ZF_KIND_STAGE), runtime, registry)),
       offload(activate(config.plugin(ZF_KIND_OFFLOAD), runtime, registry)),
       optimizer(activate(config.plugin(ZF_KIND_OPTIMIZER), runtime, registry)),
-      selector(activate(config.plugin(ZF_KIND_SELECTOR), runtime, registry)) {}
+      selector(activate(config.plugin(ZF_KIND_SELECTOR), runtime, registry)) {
+  if (!config.has_table("zenflow")) return;
+  PluginSection section = config.plugin(ZF_KIND_OPTIMIZER);
+  if (runtime.device == ZF_DEVICE_CUDA) {
+    section.candidates = {"gpu_adam"};
+    section.entries.clear();  // the [optimizer] keys are the CPU optimizer's
+  } else {
+    section.candidates = {optimizer.instance->name()};
+  }
+  selective_optimizer = activate(section, runtime, registry);
+}
 
 }  // namespace zf

@@ -20,6 +20,9 @@ class PluginSet {
  public:
   PluginSet(const Config &config, Runtime &runtime, PluginRegistry &registry);
   ActivePlugin stage, offload, optimizer, selector;
+  // ZenFlow runs (a [zenflow] table): the optimizer of the selected columns, where the model
+  // computes: gpu_adam on a GPU run, a second instance of the run's optimizer on a CPU run.
+  ActivePlugin selective_optimizer;
 };
 
 // Resolves and validates a plugin table without creating the plugin (`zfcore validate`).

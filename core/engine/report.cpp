@@ -84,6 +84,7 @@ void RunReport::step(const StepRecord &r) {
   json.key("lr").value(r.lr);
   if (r.grad_norm >= 0) json.key("grad_norm").value(r.grad_norm);
   if (r.eval_loss >= 0) json.key("eval_loss").value(r.eval_loss);
+  if (!r.update.empty()) json.key("update").value(r.update);
   json.key("timers_ms").begin_object();
   for (const auto &[name, ms] : r.timers_ms) json.key(name).value(ms);
   json.end_object().key("memory_bytes").begin_object();

@@ -24,6 +24,7 @@ struct StepRecord {
   double lr = 0;
   double grad_norm = -1;  // -1 when not computed (no clipping)
   double eval_loss = -1;  // -1 when not evaluated at this step
+  std::string update;     // what the update did (ZenFlow: "select", "gpu", "cpu", "swap"), or empty
   std::vector<std::pair<std::string, double>> timers_ms;  // name -> ms in this step
   std::array<uint64_t, ZF_TIER_COUNT> memory{};           // current bytes per tier
   uint64_t device_allocated_peak = 0;  // GPU runs: the caching allocator's peaks in this step

@@ -69,6 +69,7 @@ std::string RunStats::summary_json(const RunSummary &s, int64_t timed_steps, con
                                                                   double(comm.world_size()) / seconds
                                                             : 0.0);
   json.key("selected_column_fraction").value(selected_fraction);
+  for (const auto &[name, value] : update_facts) json.key(name).value(value);
   json.key("mean_timers_ms").begin_object();
   for (const auto &[name, total] : timer_totals_) json.key(name).value(total / double(s.steps));
   json.end_object();

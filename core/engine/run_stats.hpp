@@ -34,6 +34,7 @@ class RunStats {
   std::string summary_json(const RunSummary &s, int64_t timed_steps, const Facts &facts) const;
 
   double selected_fraction = 0;  // of the selector's columns (summary.json)
+  std::vector<std::pair<std::string, double>> update_facts;  // bytes moved, ZenFlow counters (summary.json)
 
  private:
   Runtime &runtime_;

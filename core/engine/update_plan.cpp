@@ -1,6 +1,7 @@
 #include "engine/update_plan.hpp"
 
 #include "engine/flat_buffers.hpp"
+#include "engine/zenflow.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
@@ -33,14 +34,14 @@ std::vector<zf_optimizer_range> optimizer_ranges(const zf_layout &layout, uint64
 
 namespace {
 
-// The part of `ranges` inside [begin, end).
+// The part of `ranges` (sorted, disjoint) inside [begin, end).
 std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range> &ranges, uint64_t begin,
                                             uint64_t end) {
   std::vector<zf_optimizer_range> out;
-  for (const zf_optimizer_range &r : ranges) {
-    uint64_t lo = std::max(r.begin, begin), hi = std::min(r.end, end);
-    if (lo < hi) out.push_back(zf_optimizer_range{lo, hi, r.group, 0});
-  }
+  auto first = std::lower_bound(ranges.begin(), ranges.end(), begin,
+                                [](const zf_optimizer_range &r, uint64_t at) { return r.end <= at; });
+  for (auto r = first; r != ranges.end() && r->begin < end; ++r)
+    out.push_back(zf_optimizer_range{std::max(r->begin, begin), std::min(r->end, end), r->group, 0});
   return out;
 }
 
@@ -148,8 +149,10 @@ class UpdatePlan::UpdateThread {
 };
 
 UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin,
-                       uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings)
-    : runtime_(runtime), plugins_(plugins), shard_begin_(shard_begin), shard_end_(shard_end), dtype_(dtype) {
+                       uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings,
+                       const ZenFlowOptions &zenflow)
+    : runtime_(runtime), plugins_(plugins), shard_begin_(shard_begin), shard_end_(shard_end), dtype_(dtype),
+      model_tier_(model_tier) {
   auto &offload = *plugins_.offload.instance;
   tiers_.struct_size = sizeof tiers_;
   tiers_.param_out_tier = model_tier;  // defaults for offload plugins older than ABI 1.3
@@ -192,6 +195,10 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
   if (offloaded_) {
     planned_.push_back({tiers_.grad_tier, "grads.offload", numel * element});
     if (dtype != torch::kFloat32) planned_.push_back({tiers_.param_out_tier, "params.offload", numel * element});
+  }
+  if (zenflow.enabled) {
+    zenflow_ = std::make_unique<ZenFlow>(*this, layout, zenflow);
+    zenflow_->add_planned(planned_);
   }
 }
 
@@ -253,30 +260,46 @@ void UpdatePlan::allocate(const torch::Tensor &params_shard) {
   host_grads_ = ledger_tensor(ledger, tiers_.grad_tier, numel, dtype_, "grads.offload", /*zero=*/false);
   if (dtype_ != torch::kFloat32)
     params_out_ = ledger_tensor(ledger, tiers_.param_out_tier, numel, dtype_, "params.offload", /*zero=*/false);
-  if (job_.overlapped) thread_ = std::make_unique<UpdateThread>(*this);
+  if (job_.overlapped || zenflow_) thread_ = std::make_unique<UpdateThread>(*this);
+  if (zenflow_) zenflow_->allocate();
 }
 
-zf_optimizer_step_args UpdatePlan::step_args(const std::vector<zf_optimizer_range> &ranges) const {
-  return optimizer_step_args(ranges.data(), ranges.size(), groups_.data(), groups_.size(), step_, grad_scale_,
-                             view_of(master), view_of(offloaded_ ? host_grads_ : grads_shard_));
+zf_optimizer_step_args UpdatePlan::step_args(const std::vector<zf_optimizer_range> &ranges, const HostJob &job) const {
+  return optimizer_step_args(ranges.data(), ranges.size(), job.groups.data(), job.groups.size(), job.step, job.scale,
+                             view_of(master), view_of(offloaded_ ? host_grads_ : job.grads));
 }
 
 void UpdatePlan::begin(int64_t step, double lr, const torch::Tensor &params_shard, const torch::Tensor &grads_shard,
                        bool scale_known, float grad_scale) {
-  drain();  // the previous step's update, if deferred
+  // The previous step's update, if deferred; ZenFlow's CPU update goes on across steps.
+  const bool zenflow = zenflow_ && zenflow_->active(step);
+  if (!zenflow || (pending_ && !zenflow_job_)) drain();
   step_ = step;
-  grad_scale_ = grad_scale;
   scale_known_ = scale_known;
   for (zf_optimizer_group &group : groups_) group.lr = float(lr);
   params_shard_ = params_shard;
   grads_shard_ = grads_shard;
+  if (zenflow_) zenflow_->begin_step();
+  if (zenflow) return;
   handed_.clear();
   buckets_.clear();
+  host_job_ = HostJob{job_.ranges, groups_, zenflow_ ? zenflow_->next_host_step() : step, grad_scale,
+                      grads_shard, params_shard, nullptr};
   if (thread_) thread_->start_step(scale_known);
 }
 
+void UpdatePlan::start_host_job(HostJob job) {
+  drain();  // at most one job in flight
+  host_job_ = std::move(job);
+  handed_.clear();
+  buckets_.clear();
+  thread_->start_step(/*scale_known=*/true);
+  hand_over(0, shard_end_ - shard_begin_, runtime_.compute_stream);
+  pending_ = zenflow_job_ = true;
+}
+
 void UpdatePlan::gradients_final(uint64_t begin, uint64_t end, void *stream) {
-  if (!job_.overlapped) return;
+  if (!job_.overlapped || (zenflow_ && zenflow_->active(step_))) return;
   uint64_t lo = std::max(begin, shard_begin_), hi = std::min(end, shard_end_);
   if (lo < hi) hand_over(lo - shard_begin_, hi - shard_begin_, stream);
 }
@@ -291,8 +314,9 @@ void UpdatePlan::hand_over(uint64_t begin, uint64_t end, void *stream) {
     uint64_t hi = std::min(end, lo + bucket);
     zf_error error{};
     auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(lo), int64_t(hi - lo))); };
-    offload.check(api->gradients_out(offload.object(), part(grads_shard_), part(host_grads_), stream, &error), error,
-                  "gradients_out");
+    offload.check(api->gradients_out(offload.object(), part(host_job_.grads), part(host_grads_), stream, &error),
+                  error, "gradients_out");
+    bytes_down_ += (hi - lo) * host_job_.grads.element_size();
     Bucket b{lo, hi, transfers_done(ZF_TRANSFER_GRADIENTS_OUT), uint64_t(buckets_.size())};
     buckets_.push_back(b);
     if (thread_) thread_->push(b);
@@ -309,8 +333,8 @@ void UpdatePlan::update_bucket(const Bucket &bucket) {
   timers.stop(copy_wait);
 
   timers.start(update);
-  std::vector<zf_optimizer_range> ranges = clip_ranges(job_.ranges, bucket.begin, bucket.end);
-  zf_optimizer_step_args args = step_args(ranges);
+  std::vector<zf_optimizer_range> ranges = clip_ranges(host_job_.ranges, bucket.begin, bucket.end);
+  zf_optimizer_step_args args = step_args(ranges, host_job_);
   if (params_out_.defined()) args.params_out = view_of(params_out_);
   auto &optimizer = *plugins_.optimizer.instance;
   zf_error error{};
@@ -322,14 +346,24 @@ void UpdatePlan::update_bucket(const Bucket &bucket) {
   auto part = [&](const torch::Tensor &t) {
     return view_of(t.narrow(0, int64_t(bucket.begin), int64_t(bucket.end - bucket.begin)));
   };
-  offload.check(offload.api<zf_offload_api>()->parameters_in(offload.object(), part(source), part(params_shard_),
-                                                             runtime_.compute_stream, &error),
+  if (host_job_.upload_after) synchronize_event(host_job_.upload_after);  // once per job
+  host_job_.upload_after = nullptr;
+  offload.check(offload.api<zf_offload_api>()->parameters_in(offload.object(), part(source),
+                                                             part(host_job_.upload_to), runtime_.compute_stream,
+                                                             &error),
                 error, "parameters_in");
+  bytes_up_ += (bucket.end - bucket.begin) * source.element_size();
 }
 
-void UpdatePlan::finish(float grad_scale, bool defer) {
-  if (!scale_known_) grad_scale_ = grad_scale;  // the update thread waits for it (release_scale)
-  if (!offloaded_) return update_on_device();
+void UpdatePlan::finish(float mean_scale, float clip, bool defer) {
+  if (zenflow_ && zenflow_->active(step_)) return zenflow_->step(step_, mean_scale, clip);
+  const float grad_scale = mean_scale * clip;
+  if (!scale_known_) host_job_.scale = grad_scale;  // the update thread waits for it (release_scale)
+  if (zenflow_) {  // a warm-up step: plain synchronous offload
+    zenflow_->note("cpu");
+    defer = false;
+  }
+  if (!offloaded_) return update_on_device(grad_scale);
   // What the backward did not hand over (all of it without overlap, or on ranks whose gradients
   // are final only after reduce_gradients), in forward order after the backward.
   std::sort(handed_.begin(), handed_.end());
@@ -350,7 +384,7 @@ void UpdatePlan::finish(float grad_scale, bool defer) {
 }
 
 void UpdatePlan::ready_for(uint64_t begin, uint64_t end) {
-  if (!pending_) return;
+  if (!pending_ || zenflow_job_) return;
   uint64_t lo = std::max(begin, shard_begin_), hi = std::min(end, shard_end_);
   if (lo >= hi) return;
   lo -= shard_begin_;
@@ -374,9 +408,32 @@ void UpdatePlan::drain() {
   timers.start(wait);
   if (thread_) thread_->drain();
   timers.stop(wait);
-  pending_ = false;
+  pending_ = zenflow_job_ = false;
   wait_for_uploads();
 }
+
+void UpdatePlan::complete() {
+  drain();
+  if (zenflow_) zenflow_->complete();
+}
+
+void UpdatePlan::restore(const torch::Tensor &params_shard) {
+  torch::NoGradGuard no_grad;
+  if (zenflow_) return zenflow_->restore(params_shard);
+  params_shard.copy_(master);
+}
+
+std::string UpdatePlan::events() const { return zenflow_ ? zenflow_->events() : std::string(); }
+
+std::vector<std::pair<std::string, double>> UpdatePlan::facts() const {
+  std::vector<std::pair<std::string, double>> out = {{"offload_bytes_down", double(bytes_down_)},
+                                                     {"offload_bytes_up", double(bytes_up_)}};
+  if (zenflow_)
+    for (const auto &fact : zenflow_->facts()) out.push_back(fact);
+  return out;
+}
+
+double UpdatePlan::selected_fraction() const { return zenflow_ ? zenflow_->selected_fraction() : 0.0; }
 
 // The compute stream reads the new parameters only after their uploads have landed.
 void UpdatePlan::wait_for_uploads() {
@@ -403,9 +460,10 @@ void *UpdatePlan::transfers_done(int32_t direction) {
 
 // No offload: one step over the shard where the model computes; an optimizer that writes the
 // low-precision working parameters in its own pass saves the copy.
-void UpdatePlan::update_on_device() {
+void UpdatePlan::update_on_device(float grad_scale) {
   auto &optimizer = *plugins_.optimizer.instance;
-  zf_optimizer_step_args args = step_args(job_.ranges);
+  HostJob job{job_.ranges, groups_, step_, grad_scale, grads_shard_, params_shard_, nullptr};
+  zf_optimizer_step_args args = step_args(job_.ranges, job);
   args.stream = runtime_.compute_stream;
   bool writes_params = (optimizer.file().descriptor->capabilities & ZF_CAP_LOW_PRECISION_OUT) &&
                        params_shard_.scalar_type() != torch::kFloat32 && params_shard_.device() == master.device();
@@ -425,7 +483,10 @@ std::vector<std::pair<std::string, torch::Tensor>> UpdatePlan::state_tensors() {
   ZF_REQUIRE(state_tensor != nullptr || !state_.empty(),
              "optimizer plugin '%s' exposes no state (state_tensor), so it cannot be checkpointed", optimizer.name());
   if (!state_.empty()) {
+    std::vector<std::pair<std::string, torch::Tensor>> zenflow;
+    if (zenflow_) zenflow = zenflow_->state();  // first: the device's columns go into the host state
     for (size_t i = 0; i < state_.size(); ++i) out.emplace_back(state_names_[i], state_[i]);
+    for (auto &entry : zenflow) out.push_back(std::move(entry));
     return out;
   }
   for (uint32_t index = 0;; ++index) {

@@ -51,11 +51,27 @@ struct PlannedBuffer {
   uint64_t bytes;
 };
 
+class ZenFlow;
+struct ZenFlowOptions;
+
+// What the update thread works on: written by the training thread only while no job runs.
+struct HostJob {
+  std::vector<zf_optimizer_range> ranges;  // shard elements the CPU optimizer updates
+  std::vector<zf_optimizer_group> groups;
+  int64_t step = 0;                        // the optimizer's step count (bias correction)
+  float scale = 1;                         // gradient scale (known once the thread may start)
+  torch::Tensor grads;                     // shard gradients on the model's tier (copied down)
+  torch::Tensor upload_to;                 // where the updated parameters go (model's tier)
+  void *upload_after = nullptr;            // event the first upload waits for (NULL: none)
+};
+
 class UpdatePlan {
  public:
   // model_tier: where the model's parameters and gradients live (device on a GPU run).
+  // zenflow: enabled = the ZenFlow schedule (zenflow.hpp) on top of this plan's CPU side.
   UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end,
-             torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings);
+             torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings,
+             const ZenFlowOptions &zenflow);
   ~UpdatePlan();
   UpdatePlan(const UpdatePlan &) = delete;
   UpdatePlan &operator=(const UpdatePlan &) = delete;
@@ -76,15 +92,27 @@ class UpdatePlan {
              bool scale_known, float grad_scale);
   // Layout elements [begin, end) of gradients are final; `stream` has the work that made them so.
   void gradients_final(uint64_t begin, uint64_t end, void *stream);
-  void finish(float grad_scale, bool defer);
+  // mean_scale: 1 / (ranks * micro-steps); clip: the clipping factor (1 without clipping).
+  void finish(float mean_scale, float clip, bool defer);
   // Layout elements [begin, end) are about to be read by the compute stream: after a deferred
   // finish, wait until the update thread has started their upload, and order the compute stream
   // after it. At once otherwise.
   void ready_for(uint64_t begin, uint64_t end);
   void drain();
+  // After the last step: drain, and (ZenFlow) apply what is still pending, so that the master and
+  // the working parameters hold every gradient of the run.
+  void complete();
 
-  // The optimizer's state for checkpoints (name, tensor).
+  // The state for checkpoints (name, tensor), after a drain; ZenFlow's included.
   std::vector<std::pair<std::string, torch::Tensor>> state_tensors();
+  // After a checkpoint was loaded into state_tensors(): make the working parameters match it.
+  void restore(const torch::Tensor &params_shard);
+
+  // What the update did in the step just finished ("" without ZenFlow; else e.g. "select,gpu,cpu").
+  std::string events() const;
+  // Counters for summary.json: bytes copied down and up, ZenFlow's CPU updates and selections.
+  std::vector<std::pair<std::string, double>> facts() const;
+  double selected_fraction() const;
 
  private:
   class UpdateThread;
@@ -93,10 +121,14 @@ class UpdatePlan {
     void *landed;         // event: its gradients are on the host
     uint64_t sequence;    // handed over as the sequence-th bucket of the step
   };
-  void hand_over(uint64_t begin, uint64_t end, void *stream);  // shard elements
+  friend class ZenFlow;
+  // Copies down grads [begin, end) of job_state_ (shard elements) per bucket, queues their updates.
+  void hand_over(uint64_t begin, uint64_t end, void *stream);
+  // ZenFlow: a job over `job` on the update thread, all buckets handed over at once (no deferral).
+  void start_host_job(HostJob job);
   void update_bucket(const Bucket &bucket);                     // on the update thread
-  void update_on_device();                                      // no offload, training thread
-  zf_optimizer_step_args step_args(const std::vector<zf_optimizer_range> &ranges) const;
+  void update_on_device(float grad_scale);                       // no offload, training thread
+  zf_optimizer_step_args step_args(const std::vector<zf_optimizer_range> &ranges, const HostJob &job) const;
   void check_optimizer_fits();
   void wait_for_uploads();  // the compute stream waits for every upload started so far
   void *transfers_done(int32_t direction);  // an event after the transfers of ZF_TRANSFER_*
@@ -105,6 +137,7 @@ class UpdatePlan {
   PluginSet &plugins_;
   uint64_t shard_begin_, shard_end_;
   torch::Dtype dtype_;
+  zf_tier model_tier_;
   zf_offload_plan tiers_{};
   bool offloaded_ = false;
   UpdateJob job_;
@@ -116,15 +149,18 @@ class UpdatePlan {
   torch::Tensor host_grads_;  // gradients the optimizer reads (offload), grad tier
   torch::Tensor params_out_;  // compute-precision copy the optimizer writes (offload, bf16/fp16 runs)
   std::unique_ptr<UpdateThread> thread_;
+  std::unique_ptr<ZenFlow> zenflow_;
+  uint64_t bytes_down_ = 0, bytes_up_ = 0;  // gradients copied down, parameters copied up
 
   // The step in progress.
   int64_t step_ = 0;
-  float grad_scale_ = 1;
   bool scale_known_ = true;
   torch::Tensor params_shard_, grads_shard_;
+  HostJob host_job_;  // the update thread's job
   std::vector<std::pair<uint64_t, uint64_t>> handed_;  // shard ranges handed over this step
   std::vector<Bucket> buckets_;                       // handed over this step, in order
   bool pending_ = false;                              // a deferred update is still running
+  bool zenflow_job_ = false;                          // ... and it is ZenFlow's CPU update
 };
 
 }  // namespace zf

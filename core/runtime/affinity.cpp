@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -42,7 +43,8 @@ std::vector<int> physical_cores(const std::vector<int> &cores) {
   return physical;
 }
 
-CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int local_size, bool gpu_run) {
+CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int local_size, bool gpu_run,
+                        double trainer_fraction) {
   CoreBinding binding;
   const size_t n = physical.size(), ranks = size_t(std::max(1, local_size)), rank = size_t(std::max(0, local_rank));
   if (n == 0) return binding;
@@ -60,6 +62,8 @@ CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int lo
   // Two: the training thread, and the host's update thread that feeds the optimizer workers (each
   // spins while it waits on the GPU; on one shared core they would slow each other down).
   size_t trainer = share.size() >= 8 ? 2 : 1;
+  if (trainer_fraction > 0)
+    trainer = std::clamp<size_t>(size_t(std::lround(trainer_fraction * double(share.size()))), 1, share.size() - 1);
   binding.trainer.assign(share.begin(), share.begin() + long(trainer));
   binding.workers.assign(share.begin() + long(trainer), share.end());
   return binding;

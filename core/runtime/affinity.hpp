@@ -17,9 +17,11 @@ struct CoreBinding {
   bool shared = false;       // fewer cores than ranks: ranks share cores
 };
 // Rank local_rank of local_size on this host takes a disjoint, contiguous share of `physical`.
-// A GPU run gives the training thread 1 core (2 from 8 cores up) and the workers the rest; a CPU
-// run computes the model on the host, so trainer and workers both get the whole share.
-CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int local_size, bool gpu_run);
+// A GPU run gives the training thread 1 core (2 from 8 cores up), or trainer_fraction of the share
+// when > 0 (ZenFlow's pt_reserved_cores_perc; at least one core each), and the workers the rest; a
+// CPU run computes the model on the host, so trainer and workers both get the whole share.
+CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int local_size, bool gpu_run,
+                        double trainer_fraction = 0);
 // Pins the calling thread to cores; false when the kernel refuses.
 bool pin_this_thread(const std::vector<int> &cores);
 std::string core_list(const std::vector<int> &cores);  // "0-3,8"

@@ -125,7 +125,8 @@ bool CpuOptimizer::state_spec(uint32_t index, const char **name, zf_dtype *dtype
 
 void CpuOptimizer::bind_state(uint64_t numel, const zf_tensor_view *state, uint32_t count) {
   if (in_flight_) invalid("bind_state while a step is in flight");
-  if (initialized_) invalid("bind_state after init_state or bind_state");
+  // ABI 1.4: bound again (ZenFlow, at each selection), the new views replace the old ones.
+  if (initialized_ && owns_state_) invalid("bind_state after init_state");
   StateSlot *list[2];
   const uint32_t expected = kept_slots(&m_, &v_, list);
   if (count != expected)

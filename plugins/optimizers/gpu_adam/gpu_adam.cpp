@@ -97,7 +97,8 @@ zf_status state_spec(zf_object *, uint32_t index, const char **name, zf_dtype *d
 zf_status bind_state(zf_object *object, uint64_t numel, const zf_tensor_view *state, uint32_t count,
                      zf_error *error) {
   GpuAdam &self = self_of(object);
-  if (self.exp_avg) return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "bind_state after init_state or bind_state");
+  // ABI 1.4: bound again (ZenFlow, at each selection), the new views replace the old ones.
+  if (self.owns_state) return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "bind_state after init_state");
   if (count != 2) return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "bind_state got %u views; gpu_adam keeps 2", count);
   for (uint32_t i = 0; i < 2; ++i)
     if (state[i].numel != numel || state[i].dtype != ZF_DTYPE_F32 || state[i].device != ZF_DEVICE_CUDA)

@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 3
+#define ZF_ABI_MINOR 4
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -544,7 +544,9 @@ typedef struct zf_optimizer_api {
    *   ZF_DECLINED past the last one. Called after create, before bind_state.
    * bind_state: use these views (count = the number of specs, numel elements each, in spec order)
    *   as the state from now on, instead of init_state, and write their initial values. They stay
-   *   valid until destroy. Both optional: NULL = init_state allocates the state privately. */
+   *   valid until destroy (ABI 1.4: or until bind_state is called again with new views, which
+   *   ZenFlow does for its GPU update at each selection: the new views replace the old ones and
+   *   get initial values). Both optional: NULL = init_state allocates the state privately. */
   zf_status (*state_spec)(zf_object *optimizer, uint32_t index, const char **name, zf_dtype *dtype,
                           zf_error *error);
   zf_status (*bind_state)(zf_object *optimizer, uint64_t numel, const zf_tensor_view *state,
@@ -560,18 +562,24 @@ typedef struct zf_select_args {
   zf_tensor_view grads;    /* gradients in layout element space starting at grad_offset */
   uint64_t grad_offset;    /* layout element of grads.data[0] (a rank's shard starts later) */
   void *stream;
+  /* ABI 1.4: zenflow.topk_ratio, the fraction of each weight's columns to select, in (0, 1]. */
+  double topk_ratio;
 } zf_select_args;
 
 typedef struct zf_selector_api {
   ZF_OBJECT_ENTRIES;
-  /* Score every complete column of the MATRIX segments inside the grads view: scores (F32,
-   * column_count elements, in segment order) gets a value for those columns and 0 elsewhere, so
-   * ranks can sum their score vectors and exchange nothing larger. Optional (ZF_CAP_SCORES):
+  /* Score the columns of the MATRIX segments from the gradients inside the grads view: scores
+   * (F32, column_count elements, in segment order, on the grads view's device) gets for every
+   * column the score of its elements inside the view and 0 for columns wholly outside it. The
+   * host sums the ranks' score vectors (nothing larger crosses the network), so a score must be
+   * a sum over a column's elements (an L1 norm, a squared L2 norm): then a column that straddles
+   * two ranks' shards is scored whole. Enqueue on args->stream. Optional (ZF_CAP_SCORES):
    * NULL = all scores 0. */
   zf_status (*score)(zf_object *selector, const zf_select_args *args, zf_tensor_view scores,
                      zf_error *error);
-  /* From the reduced scores, mark the important columns: mask (U8, column_count elements) gets 1
-   * for a selected column and 0 otherwise. Required. */
+  /* From the reduced scores (on the host), mark the important columns: mask (U8, column_count
+   * elements, host) gets 1 for a selected column and 0 otherwise. Every rank must choose the same
+   * columns from the same scores. Required. */
   zf_status (*select)(zf_object *selector, const zf_select_args *args, zf_tensor_view scores,
                       zf_tensor_view mask, zf_error *error);
 } zf_selector_api;

@@ -1,7 +1,7 @@
-// topk_l1: a ZenFlow-style column selector, written as a third party would: against the SDK only.
-// score: the L1 norm of each gradient column (one input channel of W[out, in]) that lies wholly
-// in this rank's gradient view; select: per weight, the `ratio` fraction of columns with the
-// largest (all-reduced) scores.
+// topk_example: a ZenFlow column selector, written as a third party would: against the SDK only.
+// score: the L1 norm of each gradient column's elements (one input channel of W[out, in]) inside
+// this rank's gradient view (the host sums the ranks' vectors); select: per weight, the `ratio`
+// fraction of columns with the largest scores (ratio = 0: the run's zenflow.topk_ratio).
 #include <zf/zf_plugin.hpp>
 
 #include <algorithm>
@@ -11,17 +11,17 @@
 
 namespace {
 
-struct TopkL1 {
+struct TopkExample {
   double ratio;
 };
 
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
   return zf::guard(error, [&] {
-    *out = reinterpret_cast<zf_object *>(new TopkL1{zf::Config(host, config).real("ratio")});
+    *out = reinterpret_cast<zf_object *>(new TopkExample{zf::Config(host, config).real("ratio")});
   });
 }
 
-void destroy(zf_object *object) { delete reinterpret_cast<TopkL1 *>(object); }
+void destroy(zf_object *object) { delete reinterpret_cast<TopkExample *>(object); }
 
 zf_status score(zf_object *, const zf_select_args *args, zf_tensor_view scores, zf_error *error) {
   if (scores.dtype != ZF_DTYPE_F32 || scores.numel != args->column_count)
@@ -35,14 +35,12 @@ zf_status score(zf_object *, const zf_select_args *args, zf_tensor_view scores, 
     if (!(seg.flags & ZF_SEGMENT_MATRIX)) continue;
     const bool by_column = seg.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS;
     for (uint64_t c = 0; c < seg.cols; ++c, ++column_index) {
-      out[column_index] = 0.0f;
-      // Element (r, c) of W lives at offset + c*rows + r (column-contiguous) or offset + r*cols + c.
-      uint64_t first = seg.offset + (by_column ? c * seg.rows : c);
-      uint64_t last = seg.offset + (by_column ? c * seg.rows + seg.rows - 1 : (seg.rows - 1) * seg.cols + c);
-      if (first < begin || last >= end) continue;  // another rank scores this column
       double sum = 0;
-      for (uint64_t r = 0; r < seg.rows; ++r)
-        sum += std::fabs(zf::load_float(args->grads, (by_column ? first + r : first + r * seg.cols) - begin));
+      for (uint64_t r = 0; r < seg.rows; ++r) {
+        // Element (r, c) of W lives at offset + c*rows + r (column-contiguous) or offset + r*cols + c.
+        uint64_t at = seg.offset + (by_column ? c * seg.rows + r : r * seg.cols + c);
+        if (at >= begin && at < end) sum += std::fabs(zf::load_float(args->grads, at - begin));
+      }
       out[column_index] = float(sum);
     }
   }
@@ -51,7 +49,9 @@ zf_status score(zf_object *, const zf_select_args *args, zf_tensor_view scores, 
 
 zf_status select(zf_object *object, const zf_select_args *args, zf_tensor_view scores, zf_tensor_view mask,
                  zf_error *error) {
-  const double ratio = reinterpret_cast<TopkL1 *>(object)->ratio;
+  double ratio = reinterpret_cast<TopkExample *>(object)->ratio;
+  if (ratio == 0 && ZF_HAS(zf_select_args, args, topk_ratio)) ratio = args->topk_ratio;  // ABI 1.4
+  if (ratio == 0) ratio = 0.1;
   if (mask.dtype != ZF_DTYPE_U8 || mask.numel != args->column_count)
     return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "mask must be U8 with one value per column");
   const auto *score_of = static_cast<const float *>(scores.data);
@@ -72,14 +72,14 @@ zf_status select(zf_object *object, const zf_select_args *args, zf_tensor_view s
 }
 
 const zf_param_decl params[] = {
-    {"ratio", ZF_PARAM_FLOAT, ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE | ZF_PARAM_HAS_MAX, "0.1",
-     "fraction of each weight's columns selected", 0, 1, nullptr, nullptr},
+    {"ratio", ZF_PARAM_FLOAT, ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX, "0",
+     "fraction of each weight's columns selected (0 = the run's zenflow.topk_ratio)", 0, 1, nullptr, nullptr},
 };
 
 const zf_selector_api api = {sizeof(zf_selector_api), create, destroy, score, select};
 
 const zf_descriptor descriptor = {
-    sizeof(zf_descriptor), ZF_ABI_VERSION, "topk_l1", ZF_KIND_SELECTOR, 1, params, "1.0.0",
+    sizeof(zf_descriptor), ZF_ABI_VERSION, "topk_example", ZF_KIND_SELECTOR, 1, params, "1.0.0",
     "top-k gradient columns by L1 norm (an out-of-tree example)", ZF_CAP_CPU | ZF_CAP_SCORES, &api,
 };
 

@@ -1,0 +1,134 @@
+// zenflow.hpp: ZenFlow on top of the update plan (a [zenflow] table in the config).
+//
+// Every step the selected gradient columns (the selector's top k of each weight) and every 1-D
+// parameter are updated where the model computes, by a second optimizer (gpu_adam on a GPU run)
+// over a compact copy of their master and moments. The gradients of all columns are summed on the
+// device; every update_interval steps (a boundary) the sum goes down once, and the plan's CPU
+// optimizer updates the other columns of the host master on the update thread while the device
+// computes the next steps. Its compute-precision result is uploaded into a staging buffer and
+// swapped into the working parameters at the next boundary (overlap_step; the selected columns keep
+// the device's values), or at once (overlap_step = false). At most one CPU update is in flight.
+//
+// Selection (the first ZenFlow step, then every select_interval steps, at the first step of an
+// interval): the CPU update in flight is applied, the device's master and moments of the selected
+// columns go back into the host's, the selector scores the step's reduced gradients (score vectors
+// summed over ranks) and picks the new columns, whose master and moments come from the host's: a
+// column keeps one master and one moment chain wherever it is updated (DeepSpeed resets the
+// moments of newly selected columns instead).
+#pragma once
+
+#include "config/config.hpp"
+#include "engine/update_plan.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zf {
+
+struct ZenFlowOptions {
+  bool enabled = false;  // the config has a [zenflow] table
+  double topk_ratio = 0.1;
+  int64_t update_interval = 4;  // 0 = "auto"
+  int64_t select_interval = 1;  // steps between selections
+  bool overlap = true;
+  int64_t warm_up = 0;
+  double auto_ratio = 0.99;
+  // steps_per_epoch: optimizer steps in one pass over the training data (select_interval "auto",
+  // select_strategy "epoch").
+  static ZenFlowOptions read(const Config &config, int64_t steps_per_epoch);
+};
+
+// With update_interval = "auto", a CPU update is due at the latest after this many steps.
+constexpr int64_t kMaxAutoInterval = 32;
+
+// The columns of a layout's MATRIX segments (the selector's score and mask entries).
+uint32_t column_count(const zf_layout &layout);
+
+// Which elements of the shard the device updates every step and which the CPU updates at the
+// boundaries, from a column mask. 1-D parameters always go to the device; a segment's padding to
+// the CPU. Both range lists are sorted, disjoint, in shard elements, and together cover the shard.
+struct Selection {
+  std::vector<uint8_t> mask;                 // per column
+  std::vector<zf_optimizer_range> device;    // selected columns and 1-D parameters
+  std::vector<zf_optimizer_range> host;      // the other columns
+  uint64_t device_numel = 0;
+};
+Selection make_selection(const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end, std::vector<uint8_t> mask);
+
+// Zen-auto: the CPU update is due when at least auto_ratio of the weights (that have selected and
+// other columns) hold more gradient mass in their other columns, accumulated since the last CPU
+// update, than in their selected columns in this step. Masses are the selector's scores summed
+// over ranks.
+bool auto_update_due(const zf_layout &layout, const std::vector<uint8_t> &mask, const std::vector<float> &step_scores,
+                     const std::vector<float> &accumulated_scores, double auto_ratio);
+
+class ZenFlow {
+ public:
+  ZenFlow(UpdatePlan &plan, const zf_layout &layout, const ZenFlowOptions &options);
+  ~ZenFlow();
+
+  // Steps up to full_warm_up_rounds are plain (synchronous) offload steps.
+  bool active(int64_t step) const { return step > options_.warm_up; }
+  // The CPU optimizer's step count for the next CPU update.
+  int64_t next_host_step() { return ++host_updates_; }
+  void add_planned(std::vector<PlannedBuffer> &planned) const;
+  void allocate();
+  void begin_step() { events_.clear(); }
+  void note(const char *event);
+  // After the backward of an active step: params/grads are the plan's params_shard_/grads_shard_.
+  void step(int64_t step, float mean_scale, float clip);
+  // After the last step: the pending CPU update swapped in, the partial interval applied, the
+  // device's columns written into the host master.
+  void complete();
+  // Checkpoints: the device's columns written into the host master and state, then ZenFlow's own
+  // tensors (working parameters, gradient sum, mask, counters).
+  std::vector<std::pair<std::string, torch::Tensor>> state();
+  void restore(const torch::Tensor &params_shard);
+
+  const std::string &events() const { return events_; }
+  std::vector<std::pair<std::string, double>> facts() const;
+  double selected_fraction() const;
+
+ private:
+  bool boundary();
+  void select(int64_t step);
+  void use_selection(Selection selection);
+  zf_select_args select_args(const torch::Tensor &grads) const;
+  std::vector<float> scores(const torch::Tensor &grads);
+  void store_device_columns();
+  void update_selected(int64_t step, float scale);
+  void accumulate(float clip);
+  void start_host_update();
+  void swap_in();
+  torch::Tensor host_gather(const torch::Tensor &source) const;
+  void host_scatter(const torch::Tensor &compact, torch::Tensor &destination) const;
+
+  UpdatePlan &plan_;
+  const zf_layout &layout_;
+  ZenFlowOptions options_;
+  uint32_t columns_ = 0;
+  ActivePlugin &optimizer_;  // the device-side optimizer (plugins.selective_optimizer)
+
+  Selection selection_;
+  bool selected_ = false;
+  torch::Tensor index_;                             // device ranges' shard elements, on the model's tier
+  std::vector<zf_optimizer_range> compact_ranges_;  // the device ranges in compact elements
+  torch::Tensor master_, params_out_;               // compact fp32 master, compute-precision result
+  std::vector<torch::Tensor> state_;                // compact optimizer state (the device optimizer's)
+  std::vector<std::string> state_names_;
+  std::vector<torch::Dtype> state_dtypes_;
+  std::vector<int> host_state_of_;                  // index into the plan's state for each of state_
+
+  torch::Tensor sum_;      // gradients summed since the last CPU update (shard, model tier)
+  torch::Tensor staging_;  // the CPU update's result, swapped in at the next boundary
+  void *sum_free_ = nullptr;  // event: the copies of sum_ down have landed
+  int64_t summed_steps_ = 0, host_updates_ = 0, selections_ = 0, last_selection_ = 0;
+  float mean_scale_ = 1;  // the last step's 1 / (ranks * micro-steps)
+  bool swap_due_ = false;  // a CPU update's result waits in staging_
+  torch::Tensor counters_, mask_;  // checkpoint views of the counters above (int64) and the mask
+  torch::Tensor saved_params_;  // the working parameters a checkpoint holds
+  std::string events_;
+};
+
+}  // namespace zf
