@@ -11,7 +11,7 @@ namespace zf {
 namespace {
 
 // The tables in the order a config usually has them.
-const char *const kTables[] = {"run", "model", "data", "train", "optimizer", "checkpoint", "sample"};
+const char *const kTables[] = {"run", "model", "data", "train", "optimizer", "zenflow", "checkpoint", "sample"};
 
 const char *type_text(zf_param_type type) {
   return type == ZF_PARAM_BOOL ? "bool" : type == ZF_PARAM_INT ? "int" : type == ZF_PARAM_FLOAT ? "float" : "string";

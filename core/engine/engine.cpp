@@ -118,7 +118,7 @@ class Trainer {
       timers_.reset();
       auto started = std::chrono::steady_clock::now();
       double loss = train_step(step);
-      if (step == steps) update_->drain();  // the last step's time includes the end of its update
+      if (step == steps) update_->finish_step();  // the last step's time includes the end of its update
       double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
       if (!std::isfinite(loss))
         throw Error(format("step %lld: the loss is %f; lower optimizer.lr or check the data", (long long)step, loss));

@@ -412,6 +412,10 @@ void UpdatePlan::drain() {
   wait_for_uploads();
 }
 
+void UpdatePlan::finish_step() {
+  if (!zenflow_job_) drain();
+}
+
 void UpdatePlan::complete() {
   drain();
   if (zenflow_) zenflow_->complete();

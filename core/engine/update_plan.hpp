@@ -99,6 +99,9 @@ class UpdatePlan {
   // after it. At once otherwise.
   void ready_for(uint64_t begin, uint64_t end);
   void drain();
+  // Completes a deferred update (the step's own); ZenFlow's CPU update, which runs across steps
+  // and is used at the next interval's end, goes on.
+  void finish_step();
   // After the last step: drain, and (ZenFlow) apply what is still pending, so that the master and
   // the working parameters hold every gradient of the run.
   void complete();

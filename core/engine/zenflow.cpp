@@ -289,8 +289,12 @@ void ZenFlow::start_host_update() {
   job.grads = sum_;
   job.upload_to = staging_;
   job.upload_after = record_event(plan_.runtime_.compute_stream);  // staging_ read by the last swap
+  Timers &timers = plan_.runtime_.timers;
+  uint32_t start = timers.id("cpu_update_start");  // the training thread hands the interval over (host time)
+  timers.start(start);
   plan_.start_host_job(std::move(job));
   sum_free_ = plan_.transfers_done(ZF_TRANSFER_GRADIENTS_OUT);
+  timers.stop(start);
   summed_steps_ = 0;
   swap_due_ = true;
   note("cpu");
@@ -301,16 +305,16 @@ void ZenFlow::start_host_update() {
 void ZenFlow::swap_in() {
   Timers &timers = plan_.runtime_.timers;
   uint32_t sync = timers.id("selective_optimizer_sync");
-  timers.start(sync);
+  timers.start(sync);  // host time: the wait for the CPU update, and queueing the swap
   plan_.drain();
   // The next CPU update writes the host buffers these uploads read (they landed long ago with
   // overlap; just now without).
   synchronize_event(plan_.transfers_done(ZF_TRANSFER_PARAMETERS_IN));
-  timers.stop(sync);
   torch::NoGradGuard no_grad;
   torch::Tensor &params = plan_.params_shard_;
   if (selection_.device_numel) staging_.index_copy_(0, index_, params.index_select(0, index_));
   params.copy_(staging_);
+  timers.stop(sync);
   swap_due_ = false;
   note("swap");
 }

@@ -89,8 +89,11 @@ TEST_CASE("zfcore run falls back past a declining plugin and stops on a failing 
     std::FILE *out = std::fopen(file.c_str(), "w");
     std::fprintf(out, "%s\n[selector]\nplugin = [\"declines\", \"good\"]\n", text.c_str());
     std::fclose(out);
+    // A ZenFlow run: the selector's mask is its plan.
     auto outcome = test::run_command(test::zfcore() + " run " + file + " --set train.steps=2 --set run.output_dir=" +
-                                     dir + " --set run.plugin_path=" ZF_ABI_PLUGIN_DIR);
+                                     dir + " --set run.plugin_path=" ZF_ABI_PLUGIN_DIR +
+                                     " --set offload.plugin=cpu_optimizer --set optimizer.plugin=cpu_adam"
+                                     " --set zenflow.update_interval=2");
     INFO(outcome.output);
     CHECK(outcome.exit_code == 0);
     CHECK_THAT(outcome.output, Catch::Contains("declined: no accelerator"));

@@ -58,7 +58,7 @@ TEST_CASE("cli: --unset removes a key of the file before the overrides apply", "
   CHECK(unset.integer("train", "steps") == 100);  // the default again
   CHECK(unset.integer("train", "micro_batch") == 3);
   CHECK(unset.plugin(ZF_KIND_SELECTOR).entries.empty());
-  CHECK(unset.plugin(ZF_KIND_SELECTOR).candidates == std::vector<std::string>{"topk_l1"});
+  CHECK(unset.plugin(ZF_KIND_SELECTOR).candidates == std::vector<std::string>{"all"});
   // Unset then set: the override wins.
   CHECK(Config::parse(text, "u.toml", {"train.steps=9"}, {"train.steps"}).integer("train", "steps") == 9);
   // A key the file does not have is named, not ignored.
