@@ -98,6 +98,30 @@ class UpdatePlan::UpdateThread {
     });
     if (failure_) rethrow(lock);
   }
+  // ZenFlow: the update thread issued the job's copies down; `event` follows them.
+  void copies_issued(void *event) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      copies_event_ = event;
+      copies_issued_ = true;
+    }
+    changed_.notify_all();
+  }
+  // Until the job's copies down are issued: an event after them (NULL on CPU runs), once.
+  void *wait_copies() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return copies_issued_ || failure_; });
+    if (failure_) rethrow(lock);
+    void *event = copies_event_;
+    copies_event_ = nullptr;
+    return event;
+  }
+  void expect_copies() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    synchronize_event(copies_event_);  // an event nobody waited for goes back to the pool
+    copies_event_ = nullptr;
+    copies_issued_ = false;
+  }
   // Until every bucket handed over is updated and its upload started.
   void drain() {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -142,7 +166,8 @@ class UpdatePlan::UpdateThread {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Bucket> queue_;
-  bool scale_known_ = false, busy_ = false, stopping_ = false;
+  bool scale_known_ = false, busy_ = false, stopping_ = false, copies_issued_ = false;
+  void *copies_event_ = nullptr;
   std::vector<uint8_t> done_;  // per bucket of this step (by sequence): updated and uploading
   std::exception_ptr failure_;
   std::thread thread_;  // last: starts once the members above exist
@@ -288,14 +313,43 @@ void UpdatePlan::begin(int64_t step, double lr, const torch::Tensor &params_shar
   if (thread_) thread_->start_step(scale_known);
 }
 
+// The training thread only queues the buckets: the update thread issues their copies down (after
+// host_job_.grads_ready) before it updates the first, so that the step goes on at once.
 void UpdatePlan::start_host_job(HostJob job) {
   drain();  // at most one job in flight
   host_job_ = std::move(job);
+  host_job_.copies_on_update_thread = true;
   handed_.clear();
   buckets_.clear();
   thread_->start_step(/*scale_known=*/true);
-  hand_over(0, shard_end_ - shard_begin_, runtime_.compute_stream);
+  thread_->expect_copies();
+  const uint64_t numel = shard_end_ - shard_begin_, bucket = tiers_.bucket_numel ? tiers_.bucket_numel : numel;
+  for (uint64_t lo = 0; lo < numel; lo += bucket)
+    buckets_.push_back(Bucket{lo, std::min(numel, lo + bucket), nullptr, uint64_t(buckets_.size())});
+  for (const Bucket &b : buckets_) thread_->push(b);
   pending_ = zenflow_job_ = true;
+}
+
+void *UpdatePlan::job_copies_done() { return thread_->wait_copies(); }
+
+// On the update thread, once per ZenFlow job: every bucket's copy down, in order, on the offload
+// plugin's stream after host_job_.grads_ready.
+void UpdatePlan::issue_copies() {
+  auto &offload = *plugins_.offload.instance;
+  const auto *api = offload.api<zf_offload_api>();
+  if (!copy_order_ && runtime_.device == ZF_DEVICE_CUDA) copy_order_ = create_stream();
+  wait_event(copy_order_, host_job_.grads_ready);
+  host_job_.grads_ready = nullptr;
+  landed_.clear();
+  for (const Bucket &b : buckets_) {
+    zf_error error{};
+    auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(b.begin), int64_t(b.end - b.begin))); };
+    offload.check(api->gradients_out(offload.object(), part(host_job_.grads), part(host_grads_), copy_order_, &error),
+                  error, "gradients_out");
+    bytes_down_ += (b.end - b.begin) * host_job_.grads.element_size();
+    landed_.push_back(transfers_done(ZF_TRANSFER_GRADIENTS_OUT));
+  }
+  thread_->copies_issued(transfers_done(ZF_TRANSFER_GRADIENTS_OUT));
 }
 
 void UpdatePlan::gradients_final(uint64_t begin, uint64_t end, void *stream) {
@@ -327,9 +381,10 @@ void UpdatePlan::hand_over(uint64_t begin, uint64_t end, void *stream) {
 // Waits for the bucket's gradients, updates it, and starts its upload.
 void UpdatePlan::update_bucket(const Bucket &bucket) {
   Timers &timers = runtime_.timers;
+  if (host_job_.copies_on_update_thread && bucket.sequence == 0) issue_copies();
   uint32_t copy_wait = timers.id("grad_copy_wait"), update = timers.id("cpu_update");
   timers.start(copy_wait);
-  synchronize_event(bucket.landed);
+  synchronize_event(host_job_.copies_on_update_thread ? landed_[bucket.sequence] : bucket.landed);
   timers.stop(copy_wait);
 
   timers.start(update);

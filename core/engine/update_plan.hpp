@@ -63,6 +63,8 @@ struct HostJob {
   torch::Tensor grads;                     // shard gradients on the model's tier (copied down)
   torch::Tensor upload_to;                 // where the updated parameters go (model's tier)
   void *upload_after = nullptr;            // event the first upload waits for (NULL: none)
+  bool copies_on_update_thread = false;    // ZenFlow: the update thread issues the copies down...
+  void *grads_ready = nullptr;             // ... after this event (NULL on CPU runs)
 };
 
 class UpdatePlan {
@@ -127,8 +129,10 @@ class UpdatePlan {
   friend class ZenFlow;
   // Copies down grads [begin, end) of job_state_ (shard elements) per bucket, queues their updates.
   void hand_over(uint64_t begin, uint64_t end, void *stream);
-  // ZenFlow: a job over `job` on the update thread, all buckets handed over at once (no deferral).
+  // ZenFlow: a job over `job` on the update thread, which also issues the copies down.
   void start_host_job(HostJob job);
+  void issue_copies();      // on the update thread
+  void *job_copies_done();  // training thread: an event after the job's copies down (waits until issued)
   void update_bucket(const Bucket &bucket);                     // on the update thread
   void update_on_device(float grad_scale);                       // no offload, training thread
   zf_optimizer_step_args step_args(const std::vector<zf_optimizer_range> &ranges, const HostJob &job) const;
@@ -160,6 +164,8 @@ class UpdatePlan {
   bool scale_known_ = true;
   torch::Tensor params_shard_, grads_shard_;
   HostJob host_job_;  // the update thread's job
+  void *copy_order_ = nullptr;   // ZenFlow: the stream the update thread orders its copies down on
+  std::vector<void *> landed_;   // ZenFlow: per bucket, an event after its copy down
   std::vector<std::pair<uint64_t, uint64_t>> handed_;  // shard ranges handed over this step
   std::vector<Bucket> buckets_;                       // handed over this step, in order
   bool pending_ = false;                              // a deferred update is still running

@@ -257,8 +257,8 @@ void ZenFlow::accumulate(float clip) {
   void *stream = plan_.runtime_.compute_stream;
   uint32_t process = timers.id("selective_optimizer_process");
   timers.start(process, stream);
-  wait_event(stream, sum_free_);  // the last interval's sum has been copied down
-  sum_free_ = nullptr;
+  if (sum_copied_pending_) wait_event(stream, plan_.job_copies_done());  // the last sum has gone down
+  sum_copied_pending_ = false;
   torch::NoGradGuard no_grad;
   const torch::Tensor &grads = plan_.grads_shard_;
   if (summed_steps_ == 0) {
@@ -289,11 +289,12 @@ void ZenFlow::start_host_update() {
   job.grads = sum_;
   job.upload_to = staging_;
   job.upload_after = record_event(plan_.runtime_.compute_stream);  // staging_ read by the last swap
+  job.grads_ready = record_event(plan_.runtime_.compute_stream);   // sum_ is complete
   Timers &timers = plan_.runtime_.timers;
   uint32_t start = timers.id("cpu_update_start");  // the training thread hands the interval over (host time)
   timers.start(start);
   plan_.start_host_job(std::move(job));
-  sum_free_ = plan_.transfers_done(ZF_TRANSFER_GRADIENTS_OUT);
+  sum_copied_pending_ = true;
   timers.stop(start);
   summed_steps_ = 0;
   swap_due_ = true;

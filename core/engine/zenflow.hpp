@@ -122,7 +122,7 @@ class ZenFlow {
 
   torch::Tensor sum_;      // gradients summed since the last CPU update (shard, model tier)
   torch::Tensor staging_;  // the CPU update's result, swapped in at the next boundary
-  void *sum_free_ = nullptr;  // event: the copies of sum_ down have landed
+  bool sum_copied_pending_ = false;  // sum_ is being copied down: wait before writing it
   int64_t summed_steps_ = 0, host_updates_ = 0, selections_ = 0, last_selection_ = 0;
   float mean_scale_ = 1;  // the last step's 1 / (ranks * micro-steps)
   bool swap_due_ = false;  // a CPU update's result waits in staging_
