@@ -1,10 +1,11 @@
 // update_plan.hpp: the update of this rank's shard after the backward, laid out by the offload
 // plugin. The host allocates every buffer of the update on the tier the offload plugin chose (fp32
 // master, optimizer state, the gradients the optimizer reads, the compute-precision copy it
-// writes) and hands the optimizer views of its state. The update is a list of jobs; today a run
-// has one: the optimizer over the shard, either where the model computes (no offload: on the
-// training thread) or on the host (offload: bucket by bucket on the update thread, gradients
-// copied down and parameters copied up by the offload plugin on its own streams).
+// writes) and hands the optimizer views of its state. The optimizer runs over the shard, either
+// where the model computes (no offload: on the training thread) or on the host (offload: bucket by
+// bucket on the update thread, gradients copied down and parameters copied up by the offload
+// plugin on its own streams). With a [zenflow] table, ZenFlow (zenflow.hpp) splits the shard
+// between a device job every step and a host job (HostJob) every few steps.
 //
 // Step protocol (training thread): begin() before the backward, then gradients_final() for ranges
 // of the shard whose gradients are final (during the last micro-step's backward, when the plan
@@ -32,11 +33,10 @@ struct OptimizerSettings {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
 };
 
-// One update job: an optimizer over element ranges of the shard, on a device, every `every` steps.
+// The optimizer over element ranges of the shard, on a device.
 struct UpdateJob {
   zf_device device = ZF_DEVICE_CPU;
   std::vector<zf_optimizer_range> ranges;  // shard elements, sorted and disjoint
-  int64_t every = 1;
   bool overlapped = false;  // fed bucket by bucket during the backward, on the update thread
 };
 

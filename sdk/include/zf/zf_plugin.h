@@ -462,7 +462,8 @@ typedef struct zf_offload_api {
    * `stream`. Optional: NULL when grad_tier is the compute device's (nothing moves).
    * Threading (ABI 1.3): gradients_out is called from the thread that runs the backward, and
    * parameters_in from the host's update thread, possibly at the same time; each is called from
-   * one thread at a time. */
+   * one thread at a time. ABI 1.4: in ZenFlow runs the update thread also calls gradients_out
+   * (the interval's gradient sum, bucket by bucket), never at the same time as the backward's. */
   zf_status (*gradients_out)(zf_object *offload, zf_tensor_view device_grads,
                              zf_tensor_view optimizer_grads, void *stream, zf_error *error);
   /* Start moving updated compute-precision parameters back to the device; `stream` will wait
