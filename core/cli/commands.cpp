@@ -3,6 +3,7 @@
 #include "config/limits.hpp"
 #include "engine/engine.hpp"
 #include "engine/plugin_set.hpp"
+#include "engine/zenflow.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/log.hpp"
 #include "runtime/runtime.hpp"
@@ -118,6 +119,7 @@ int command_validate(const std::vector<std::string> &args) {
   RunArgs run = parse_run_args(args, "validate");
   Config config = Config::load(run.file, run.overrides, run.unsets);
   check_run_limits(config, 1);
+  ZenFlowOptions zenflow = ZenFlowOptions::read(config, 1);  // its keys and their combinations
   PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
   std::string chosen;
   for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR}) {
@@ -127,6 +129,7 @@ int command_validate(const std::vector<std::string> &args) {
     for (const std::string &name : section.candidates) names += (names.empty() ? "" : "|") + name;
     chosen += format("%s%s %s", chosen.empty() ? "" : ", ", kind_name(kind), names.c_str());
   }
+  if (zenflow.enabled) chosen += ", zenflow";
   std::printf("%s: valid (%s)\n", run.file.c_str(), chosen.c_str());
   return 0;
 }

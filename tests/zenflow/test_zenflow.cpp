@@ -223,4 +223,13 @@ TEST_CASE("ZenFlow settings that make no sense are located errors", "[zenflow]")
     CHECK(r.outcome.output.find(c.message) != std::string::npos);
     CHECK(r.outcome.output.find("terminate") == std::string::npos);
   }
+  // zfcore validate finds the same before anything runs.
+  const std::string validate = test::zfcore() + " validate " + test::source_dir() + "/examples/linear_stack.toml ";
+  test::Outcome bad = test::run_command(validate + "--set zenflow.update_interval=sometimes");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.output.find("zenflow.update_interval = \"sometimes\"") != std::string::npos);
+  test::Outcome good = test::run_command(validate + kOffload + "--set zenflow.update_interval=auto");
+  INFO(good.output);
+  CHECK(good.exit_code == 0);
+  CHECK(good.output.find("zenflow") != std::string::npos);
 }
