@@ -1,6 +1,7 @@
 #include "cli/commands.hpp"
 
 #include "config/limits.hpp"
+#include "data/sequences.hpp"
 #include "engine/engine.hpp"
 #include "engine/plugin_set.hpp"
 #include "engine/zenflow.hpp"
@@ -120,6 +121,9 @@ int command_validate(const std::vector<std::string> &args) {
   Config config = Config::load(run.file, run.overrides, run.unsets);
   check_run_limits(config, 1);
   ZenFlowOptions zenflow = ZenFlowOptions::read(config, 1);  // its keys and their combinations
+  const std::string data_type = config.string("data", "type");  // the files the run will read exist
+  if (data_type == "text") data_path(config, "a text file");
+  if (data_type == "alpaca") data_path(config, "an Alpaca JSON file");
   PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
   std::string chosen;
   for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR}) {

@@ -133,3 +133,13 @@ TEST_CASE("cli: a run whose data has fewer sequences than micro_batch says batch
   CHECK(enough.exit_code == 0);
   CHECK_THAT(enough.output, !Catch::Contains("wraps around"));
 }
+
+TEST_CASE("cli: zfcore validate finds a data file that is not there", "[config][cli]") {
+  auto missing = test::run_command(test::zfcore() + " validate " + test::source_dir() +
+                                   "/examples/quickstart.toml --set data.path=/nonexistent/gpl.txt");
+  CHECK(missing.exit_code != 0);
+  CHECK_THAT(missing.output, Catch::Contains("data.path: no such file: /nonexistent/gpl.txt"));
+  auto present = test::run_command(test::zfcore() + " validate " + test::source_dir() + "/examples/quickstart.toml");
+  INFO(present.output);
+  CHECK(present.exit_code == 0);
+}
