@@ -23,13 +23,33 @@ std::vector<zf_optimizer_range> optimizer_ranges(const zf_layout &layout, uint64
     uint64_t lo = std::max(s.offset, begin), hi = std::min(seg_end, end);
     if (i == 0) lo = begin;  // leading elements of the shard belong to the first segment
     if (lo >= hi) continue;
-    uint32_t group = (s.flags & ZF_SEGMENT_NO_DECAY) ? 1 : 0;
-    if (!ranges.empty() && ranges.back().group == group && ranges.back().end == lo - begin)
-      ranges.back().end = hi - begin;
-    else
-      ranges.push_back(zf_optimizer_range{lo - begin, hi - begin, group, 0});
+    append_range(ranges, lo - begin, hi - begin, (s.flags & ZF_SEGMENT_NO_DECAY) ? 1 : 0);
   }
   return ranges;
+}
+
+void append_range(std::vector<zf_optimizer_range> &ranges, uint64_t lo, uint64_t hi, uint32_t group) {
+  if (lo >= hi) return;
+  if (!ranges.empty() && ranges.back().end == lo && ranges.back().group == group) ranges.back().end = hi;
+  else ranges.push_back(zf_optimizer_range{lo, hi, group, 0});
+}
+
+bool on_host(zf_tier tier) { return tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST; }
+
+std::vector<StateSpec> host_held_state(PluginInstance &optimizer) {
+  std::vector<StateSpec> specs;
+  const auto *api = optimizer.api<zf_optimizer_api>();
+  if (!ZF_HAS(zf_optimizer_api, api, bind_state) || !api->state_spec || !api->bind_state) return specs;
+  for (uint32_t index = 0;; ++index) {
+    const char *name = nullptr;
+    zf_dtype dtype = ZF_DTYPE_F32;
+    zf_error error{};
+    zf_status status = api->state_spec(optimizer.object(), index, &name, &dtype, &error);
+    if (status == ZF_DECLINED) break;
+    optimizer.check(status, error, "state_spec");
+    specs.push_back(StateSpec{name, torch_dtype(dtype)});
+  }
+  return specs;
 }
 
 namespace {
@@ -44,8 +64,6 @@ std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range
     out.push_back(zf_optimizer_range{std::max(r->begin, begin), std::min(r->end, end), r->group, 0});
   return out;
 }
-
-bool on_host(zf_tier tier) { return tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST; }
 
 }  // namespace
 
@@ -200,21 +218,11 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
   const uint64_t numel = shard_end - shard_begin, element = c10::elementSize(dtype);
   planned_.push_back({tiers_.master_tier, "master", numel * 4});
   auto &optimizer = *plugins_.optimizer.instance;
-  const auto *api = optimizer.api<zf_optimizer_api>();
-  if (ZF_HAS(zf_optimizer_api, api, bind_state) && api->state_spec && api->bind_state) {
-    for (uint32_t index = 0;; ++index) {
-      const char *name = nullptr;
-      zf_dtype state_dtype = ZF_DTYPE_F32;
-      zf_status status = api->state_spec(optimizer.object(), index, &name, &state_dtype, &error);
-      if (status == ZF_DECLINED) break;
-      optimizer.check(status, error, "state_spec");
-      state_names_.push_back(name);
-      state_dtypes_.push_back(torch_dtype(state_dtype));
-      planned_.push_back({tiers_.state_tier, format("%s.%s", optimizer.name(), name),
-                          numel * c10::elementSize(state_dtypes_.back())});
-    }
-  }
-  if (state_names_.empty())  // an optimizer older than ABI 1.3 allocates its own state: assume Adam's
+  state_specs_ = host_held_state(optimizer);
+  for (const StateSpec &spec : state_specs_)
+    planned_.push_back({tiers_.state_tier, format("%s.%s", optimizer.name(), spec.name.c_str()),
+                        numel * c10::elementSize(spec.dtype)});
+  if (state_specs_.empty())  // an optimizer older than ABI 1.3 allocates its own state: assume Adam's
     planned_.push_back({tiers_.state_tier, format("%s.state (estimated, 8 bytes per element)", optimizer.name()),
                         numel * 8});
   if (offloaded_) {
@@ -268,13 +276,13 @@ void UpdatePlan::allocate(const torch::Tensor &params_shard) {
   auto &optimizer = *plugins_.optimizer.instance;
   const auto *api = optimizer.api<zf_optimizer_api>();
   zf_error error{};
-  if (state_names_.empty()) {  // an optimizer that keeps its state itself (ABI 1.0-1.2)
+  if (state_specs_.empty()) {  // an optimizer that keeps its state itself (ABI 1.0-1.2)
     optimizer.check(api->init_state(optimizer.object(), numel, &error), error, "init_state");
   } else {
     std::vector<zf_tensor_view> views;
-    for (size_t i = 0; i < state_names_.size(); ++i) {
+    for (size_t i = 0; i < state_specs_.size(); ++i) {
       // The optimizer writes the initial values (its workers first-touch the pages).
-      state_.push_back(ledger_tensor(ledger, tiers_.state_tier, numel, state_dtypes_[i], planned_[1 + i].tag,
+      state_.push_back(ledger_tensor(ledger, tiers_.state_tier, numel, state_specs_[i].dtype, planned_[1 + i].tag,
                                      /*zero=*/false));
       views.push_back(view_of(state_.back()));
     }
@@ -544,7 +552,7 @@ std::vector<std::pair<std::string, torch::Tensor>> UpdatePlan::state_tensors() {
   if (!state_.empty()) {
     std::vector<std::pair<std::string, torch::Tensor>> zenflow;
     if (zenflow_) zenflow = zenflow_->state();  // first: the device's columns go into the host state
-    for (size_t i = 0; i < state_.size(); ++i) out.emplace_back(state_names_[i], state_[i]);
+    for (size_t i = 0; i < state_.size(); ++i) out.emplace_back(state_specs_[i].name, state_[i]);
     for (auto &entry : zenflow) out.push_back(std::move(entry));
     return out;
   }

@@ -43,6 +43,18 @@ struct UpdateJob {
 // Optimizer ranges over [begin, end) of the layout, in shard elements: group 0 decays, group 1
 // (biases, norms) does not. A segment's range runs to the next segment, so padding merges into it.
 std::vector<zf_optimizer_range> optimizer_ranges(const zf_layout &layout, uint64_t begin, uint64_t end);
+// Appends [lo, hi) to sorted ranges, merged into the last one when adjacent and of the same group.
+void append_range(std::vector<zf_optimizer_range> &ranges, uint64_t lo, uint64_t hi, uint32_t group);
+
+bool on_host(zf_tier tier);  // host memory, pinned or not
+
+// One state tensor an optimizer lets the host hold (one element per parameter).
+struct StateSpec {
+  std::string name;
+  torch::Dtype dtype;
+};
+// The optimizer's state_spec list (ABI 1.3) in spec order; empty when it keeps its own state.
+std::vector<StateSpec> host_held_state(PluginInstance &optimizer);
 
 // Bytes of the plan per tier and tag, known before anything is allocated (the memory plan).
 struct PlannedBuffer {
@@ -127,7 +139,7 @@ class UpdatePlan {
     uint64_t sequence;    // handed over as the sequence-th bucket of the step
   };
   friend class ZenFlow;
-  // Copies down grads [begin, end) of job_state_ (shard elements) per bucket, queues their updates.
+  // Copies down grads [begin, end) of host_job_ (shard elements) per bucket, queues their updates.
   void hand_over(uint64_t begin, uint64_t end, void *stream);
   // ZenFlow: a job over `job` on the update thread, which also issues the copies down.
   void start_host_job(HostJob job);
@@ -151,8 +163,7 @@ class UpdatePlan {
   std::vector<zf_optimizer_group> groups_;
   std::vector<PlannedBuffer> planned_;
   std::vector<torch::Tensor> state_;
-  std::vector<std::string> state_names_;
-  std::vector<torch::Dtype> state_dtypes_;
+  std::vector<StateSpec> state_specs_;  // the optimizer's host-held state (empty: it keeps its own)
   torch::Tensor host_grads_;  // gradients the optimizer reads (offload), grad tier
   torch::Tensor params_out_;  // compute-precision copy the optimizer writes (offload, bf16/fp16 runs)
   std::unique_ptr<UpdateThread> thread_;

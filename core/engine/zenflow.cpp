@@ -29,12 +29,6 @@ int64_t interval(const Config &config, const char *key) {
   return value;
 }
 
-void push_range(std::vector<zf_optimizer_range> &list, uint64_t lo, uint64_t hi, uint32_t group) {
-  if (lo >= hi) return;
-  if (!list.empty() && list.back().end == lo && list.back().group == group) list.back().end = hi;
-  else list.push_back(zf_optimizer_range{lo, hi, group, 0});
-}
-
 }  // namespace
 
 ZenFlowOptions ZenFlowOptions::read(const Config &config, int64_t steps_per_epoch) {
@@ -82,12 +76,12 @@ Selection make_selection(const zf_layout &layout, uint64_t shard_begin, uint64_t
     hi = std::min(hi, shard_end);
     if (lo >= hi) return;
     s.device_numel += hi - lo;
-    push_range(s.device, lo - shard_begin, hi - shard_begin, group);
+    append_range(s.device, lo - shard_begin, hi - shard_begin, group);
   };
   auto to_host = [&](uint64_t lo, uint64_t hi, uint32_t group) {
     lo = std::max(lo, shard_begin);
     hi = std::min(hi, shard_end);
-    if (lo < hi) push_range(s.host, lo - shard_begin, hi - shard_begin, group);
+    if (lo < hi) append_range(s.host, lo - shard_begin, hi - shard_begin, group);
   };
   uint64_t column = 0;
   for (uint32_t i = 0; i < layout.segment_count; ++i) {
@@ -145,33 +139,25 @@ ZenFlow::ZenFlow(UpdatePlan &plan, const zf_layout &layout, const ZenFlowOptions
       optimizer_(plan.plugins_.selective_optimizer) {
   auto &offload = *plan_.plugins_.offload.instance;
   auto &host_optimizer = *plan_.plugins_.optimizer.instance;
-  const zf_tier master = plan_.tiers_.master_tier;
-  ZF_REQUIRE(plan_.offloaded_ && (master == ZF_TIER_HOST || master == ZF_TIER_PINNED_HOST),
+  ZF_REQUIRE(plan_.offloaded_ && on_host(plan_.tiers_.master_tier),
              "[zenflow] updates the unselected columns on the CPU, so it needs an offload plugin that keeps the master "
              "weights in host memory (offload.plugin = \"cpu_optimizer\"), not '%s'", offload.name());
-  ZF_REQUIRE(!plan_.state_names_.empty(),
+  ZF_REQUIRE(!plan_.state_specs_.empty(),
              "[zenflow] moves each column's optimizer state between the CPU and the device, so the host must hold it: "
              "optimizer plugin '%s' keeps its own (use optimizer.plugin = \"cpu_adam\")", host_optimizer.name());
   ZF_REQUIRE(optimizer_.instance != nullptr, "internal: [zenflow] without a device optimizer");
-  const auto *api = optimizer_.instance->api<zf_optimizer_api>();
-  ZF_REQUIRE(ZF_HAS(zf_optimizer_api, api, bind_state) && api->state_spec && api->bind_state,
+  state_specs_ = host_held_state(*optimizer_.instance);
+  ZF_REQUIRE(!state_specs_.empty(),
              "[zenflow]: optimizer plugin '%s' (the selected columns' update) cannot use host-held state",
              optimizer_.instance->name());
-  for (uint32_t index = 0;; ++index) {
-    const char *name = nullptr;
-    zf_dtype dtype = ZF_DTYPE_F32;
-    zf_error error{};
-    zf_status status = api->state_spec(optimizer_.instance->object(), index, &name, &dtype, &error);
-    if (status == ZF_DECLINED) break;
-    optimizer_.instance->check(status, error, "state_spec");
-    auto found = std::find(plan_.state_names_.begin(), plan_.state_names_.end(), std::string(name));
-    ZF_REQUIRE(found != plan_.state_names_.end(),
+  for (const StateSpec &spec : state_specs_) {
+    auto found = std::find_if(plan_.state_specs_.begin(), plan_.state_specs_.end(),
+                              [&](const StateSpec &host) { return host.name == spec.name; });
+    ZF_REQUIRE(found != plan_.state_specs_.end(),
                "[zenflow] moves each column's optimizer state between '%s' on the CPU and '%s' on the device, but "
                "'%s' has no state '%s': use optimizer.plugin = \"cpu_adam\"",
-               host_optimizer.name(), optimizer_.instance->name(), host_optimizer.name(), name);
-    state_names_.push_back(name);
-    state_dtypes_.push_back(torch_dtype(dtype));
-    host_state_of_.push_back(int(found - plan_.state_names_.begin()));
+               host_optimizer.name(), optimizer_.instance->name(), host_optimizer.name(), spec.name.c_str());
+    host_state_of_.push_back(int(found - plan_.state_specs_.begin()));
   }
   ZF_REQUIRE(plan_.dtype_ == torch::kFloat32 ||
                  (optimizer_.file().descriptor->capabilities & ZF_CAP_LOW_PRECISION_OUT),
@@ -195,7 +181,7 @@ void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
   }
   uint64_t selected = uint64_t(std::ceil(options_.topk_ratio * double(matrix))) + (numel - matrix);
   uint64_t per_element = 4 + 8 /* index */ + (plan_.dtype_ == torch::kFloat32 ? 0 : element);
-  for (torch::Dtype dtype : state_dtypes_) per_element += c10::elementSize(dtype);
+  for (const StateSpec &spec : state_specs_) per_element += c10::elementSize(spec.dtype);
   planned.push_back({tier, "zenflow.selected (estimated)", selected * per_element});
 }
 
@@ -381,7 +367,7 @@ void ZenFlow::use_selection(Selection selection) {
   for (const zf_optimizer_range &r : selection_.device) {
     starts.push_back(int64_t(r.begin));
     lengths.push_back(int64_t(r.end - r.begin));
-    push_range(compact_ranges_, position, position + (r.end - r.begin), r.group);
+    append_range(compact_ranges_, position, position + (r.end - r.begin), r.group);
     position += r.end - r.begin;
   }
   if (count == 0) return;
@@ -396,8 +382,8 @@ void ZenFlow::use_selection(Selection selection) {
   if (plan_.dtype_ != torch::kFloat32)
     params_out_ = ledger_tensor(ledger, tier, uint64_t(count), plan_.dtype_, "zenflow.params_out", /*zero=*/false);
   std::vector<zf_tensor_view> views;
-  for (size_t i = 0; i < state_names_.size(); ++i) {
-    state_.push_back(ledger_tensor(ledger, tier, uint64_t(count), state_dtypes_[i], "zenflow." + state_names_[i],
+  for (const StateSpec &spec : state_specs_) {
+    state_.push_back(ledger_tensor(ledger, tier, uint64_t(count), spec.dtype, "zenflow." + spec.name,
                                    /*zero=*/false));
     views.push_back(view_of(state_.back()));
   }

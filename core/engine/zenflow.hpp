@@ -116,8 +116,7 @@ class ZenFlow {
   std::vector<zf_optimizer_range> compact_ranges_;  // the device ranges in compact elements
   torch::Tensor master_, params_out_;               // compact fp32 master, compute-precision result
   std::vector<torch::Tensor> state_;                // compact optimizer state (the device optimizer's)
-  std::vector<std::string> state_names_;
-  std::vector<torch::Dtype> state_dtypes_;
+  std::vector<StateSpec> state_specs_;               // the device optimizer's
   std::vector<int> host_state_of_;                  // index into the plan's state for each of state_
 
   torch::Tensor sum_;      // gradients summed since the last CPU update (shard, model tier)
