@@ -51,15 +51,10 @@ TEST_CASE("ZenFlow on a GPU resumed mid-interval repeats the uninterrupted run",
   const std::string base = kZenFlow + "--set zenflow.topk_ratio=0.2 --set checkpoint.every=2 "
                                       "--set train.lr_schedule=constant ";
   test::StageRun whole = run_ok("gpu_zf_whole", base + "--set train.steps=8");
-  std::string dir = test::scratch_dir("gpu_zf_resume");
-  std::string run = "timeout 120 " + test::zfcore() + " run " + tiny_gpt() + " --set run.output_dir=" + dir +
-                    " --set run.progress=off --set run.threads=1 --set stage.plugin=zero0 " + base;
-  test::Outcome first = test::run_command(run + " --set train.steps=4");
-  INFO(first.output);
-  REQUIRE(first.exit_code == 0);
-  test::Outcome resumed = test::run_command(run + " --set train.steps=8");
-  INFO(resumed.output);
-  REQUIRE(resumed.exit_code == 0);
-  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "param_digest") ==
-        test::json_field(whole.summary, "param_digest"));
+  test::ResumedRun r = test::run_resumed("gpu_zf_resume", "zero0", 1, base, 4, 8, tiny_gpt());
+  INFO(r.first.output);
+  REQUIRE(r.first.exit_code == 0);
+  INFO(r.resumed.outcome.output);
+  REQUIRE(r.resumed.outcome.exit_code == 0);
+  CHECK(test::json_field(r.resumed.summary, "param_digest") == test::json_field(whole.summary, "param_digest"));
 }

@@ -104,17 +104,13 @@ TEST_CASE("an offloaded run resumed mid-run repeats the uninterrupted run bit fo
   test::StageRun whole = test::run_stage("off_whole", "zero0", 1, base + "--set train.steps=6");
   INFO(whole.outcome.output);
   REQUIRE(whole.outcome.exit_code == 0);
-  std::string dir = test::scratch_dir("off_resume");
-  std::string run = "timeout 120 " + test::zfcore() + " run " + test::source_dir() + "/examples/linear_stack.toml " +
-                    "--set run.output_dir=" + dir + " --set run.progress=off --set run.threads=1 " + base;
-  test::Outcome first = test::run_command(run + " --set train.steps=4");  // checkpoints at 2 and 4
-  INFO(first.output);
-  REQUIRE(first.exit_code == 0);
-  test::Outcome resumed = test::run_command(run + " --set train.steps=6");
-  INFO(resumed.output);
-  REQUIRE(resumed.exit_code == 0);
-  CHECK(resumed.output.find("resumed from") != std::string::npos);
-  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "param_digest") == digest_of(whole));
+  test::ResumedRun r = test::run_resumed("off_resume", "zero0", 1, base, 4, 6);  // checkpoints at 2 and 4
+  INFO(r.first.output);
+  REQUIRE(r.first.exit_code == 0);
+  INFO(r.resumed.outcome.output);
+  REQUIRE(r.resumed.outcome.exit_code == 0);
+  CHECK(r.resumed.outcome.output.find("resumed from") != std::string::npos);
+  CHECK(digest_of(r.resumed) == digest_of(whole));
 }
 
 TEST_CASE("the memory plan is printed, equals the ledger, and a plan that cannot fit is refused", "[offload]") {

@@ -14,14 +14,40 @@ struct StageRun {
   std::string dir;
 };
 
+inline std::string default_stage_config() { return source_dir() + "/examples/linear_stack.toml"; }
+
+// The command line of such a run, writing into `dir`.
+inline std::string stage_command(const std::string &dir, const std::string &stage, int world, const std::string &extra,
+                                 const std::string &config) {
+  std::string launcher = world > 1 ? "timeout 120 " + mpirun(world) : "timeout 120 ";
+  return launcher + zfcore() + " run " + config + " --set run.output_dir=" + dir +
+         " --set run.progress=off --set run.threads=1 --set stage.plugin=" + stage + " " + extra;
+}
+
 inline StageRun run_stage(const std::string &name, const std::string &stage, int world, const std::string &extra,
-                          const std::string &config = source_dir() + "/examples/linear_stack.toml") {
+                          const std::string &config = default_stage_config()) {
   StageRun r;
   r.dir = scratch_dir(name);
-  std::string launcher = world > 1 ? "timeout 120 " + mpirun(world) : "timeout 120 ";
-  r.outcome = run_command(launcher + zfcore() + " run " + config + " --set run.output_dir=" + r.dir +
-                          " --set run.progress=off --set run.threads=1 --set stage.plugin=" + stage + " " + extra);
+  r.outcome = run_command(stage_command(r.dir, stage, world, extra, config));
   r.summary = read_text(r.dir + "/summary.json");
+  return r;
+}
+
+// A run interrupted and continued: `first_steps` steps (checkpointing as `extra` says), then the same
+// command with train.steps = `steps` in the same directory, which resumes from the newest checkpoint.
+struct ResumedRun {
+  Outcome first;
+  StageRun resumed;
+};
+inline ResumedRun run_resumed(const std::string &name, const std::string &stage, int world, const std::string &extra,
+                              int64_t first_steps, int64_t steps, const std::string &config = default_stage_config()) {
+  ResumedRun r;
+  r.resumed.dir = scratch_dir(name);
+  std::string command = stage_command(r.resumed.dir, stage, world, extra, config);
+  r.first = run_command(command + " --set train.steps=" + std::to_string(first_steps));
+  if (r.first.exit_code != 0) return r;
+  r.resumed.outcome = run_command(command + " --set train.steps=" + std::to_string(steps));
+  r.resumed.summary = read_text(r.resumed.dir + "/summary.json");
   return r;
 }
 

@@ -153,19 +153,13 @@ TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit 
     std::string base = kWorkload + kOffload +
                        "--set zenflow.update_interval=3 --set zenflow.topk_ratio=0.3 --set checkpoint.every=2 ";
     test::StageRun whole = run_ok("zf_whole_" + stage, stage, world, base + "--set train.steps=8");
-    std::string dir = test::scratch_dir("zf_resume_" + stage);
-    std::string launcher = world > 1 ? "timeout 120 " + test::mpirun(world) : "timeout 120 ";
-    std::string run = launcher + test::zfcore() + " run " + test::source_dir() + "/examples/linear_stack.toml " +
-                      "--set run.output_dir=" + dir + " --set run.progress=off --set run.threads=1 --set stage.plugin=" +
-                      stage + " " + base;
-    test::Outcome first = test::run_command(run + " --set train.steps=4");
-    INFO(first.output);
-    REQUIRE(first.exit_code == 0);
-    test::Outcome resumed = test::run_command(run + " --set train.steps=8");
-    INFO(resumed.output);
-    REQUIRE(resumed.exit_code == 0);
-    CHECK(resumed.output.find("resumed from") != std::string::npos);
-    CHECK(test::json_field(test::read_text(dir + "/summary.json"), "param_digest") == digest_of(whole));
+    test::ResumedRun r = test::run_resumed("zf_resume_" + stage, stage, world, base, 4, 8);
+    INFO(r.first.output);
+    REQUIRE(r.first.exit_code == 0);
+    INFO(r.resumed.outcome.output);
+    REQUIRE(r.resumed.outcome.exit_code == 0);
+    CHECK(r.resumed.outcome.output.find("resumed from") != std::string::npos);
+    CHECK(digest_of(r.resumed) == digest_of(whole));
   }
 }
 
