@@ -1,7 +1,7 @@
 # Finds every dependency once and exposes it as a target:
 #   zf::torch (libtorch, CPU or CUDA), MPI::MPI_C, tomlplusplus::tomlplusplus, Boost::headers,
-#   nlohmann_json::nlohmann_json, PkgConfig::SENTENCEPIECE, PkgConfig::URING (optional), and,
-#   when ZF_CUDA resolves ON, CUDA::cudart and zf::nccl.
+#   nlohmann_json::nlohmann_json, PkgConfig::SENTENCEPIECE, PkgConfig::URING (found here, required
+#   by core/CMakeLists.txt), and, when ZF_CUDA resolves ON, CUDA::cudart and zf::nccl.
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(tomlplusplus REQUIRED)

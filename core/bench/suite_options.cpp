@@ -3,6 +3,7 @@
 // adding an entry here.
 #include "bench/suite.hpp"
 
+#include "bench/bench_flags.hpp"
 #include "cli/commands.hpp"
 #include "runtime/device.hpp"
 
@@ -12,6 +13,9 @@
 
 namespace zf {
 namespace {
+
+using bench::one_of;
+using bench::parse_int;
 
 const char *kUsage =
     "usage: zfcore bench stages|offload|zenflow|binding [options]\n"
@@ -74,19 +78,9 @@ std::string substitute(std::string text, const std::map<std::string, std::string
   return text;
 }
 
-int64_t parse_int(const std::string &flag, const std::string &text, int64_t min) {
-  char *end = nullptr;
-  long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < min)
-    throw UsageError(format("%s %s: expected an integer >= %lld", flag.c_str(), text.c_str(), (long long)min));
-  return value;
-}
-
+// The value as written: it becomes a --set override.
 std::string parse_real(const std::string &flag, const std::string &text, double min, double max) {
-  char *end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(value > min && value <= max))
-    throw UsageError(format("%s %s: expected a number in (%g, %g]", flag.c_str(), text.c_str(), min, max));
+  bench::parse_number(flag, text, min, max);
   return text;
 }
 
@@ -94,15 +88,6 @@ std::string parse_bool(const std::string &flag, const std::string &text) {
   if (text == "true" || text == "1" || text == "True") return "true";
   if (text == "false" || text == "0" || text == "False") return "false";
   throw UsageError(format("%s %s: expected true or false (or 1 or 0)", flag.c_str(), text.c_str()));
-}
-
-std::string one_of(const std::string &flag, const std::string &text, const std::vector<std::string> &names) {
-  std::string list;
-  for (const std::string &name : names) {
-    if (name == text) return text;
-    list += (list.empty() ? "" : ", ") + name;
-  }
-  throw UsageError(format("%s %s: expected one of %s", flag.c_str(), text.c_str(), list.c_str()));
 }
 
 template <class Table>

@@ -4,6 +4,7 @@
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -21,6 +22,7 @@ const char *kUsage =
     "  config --keys                             list the core tables' keys, types, defaults\n"
     "  estimate FILE [--world N] [--set ...]     per-rank memory of FILE's model for each ZeRO stage\n"
     "  bench optimizer [options]                 compare CPU optimizers (zfcore bench optimizer --help)\n"
+    "  bench disk PATH [options]                 O_DIRECT write/read bandwidth of the filesystem under PATH\n"
     "  bench stages|offload|zenflow|binding      train configurations side by side and recommend one\n"
     "  --version                                 print the version and ABI\n"
     "\n"
@@ -57,7 +59,12 @@ std::string command_usage(const std::string &command) {
            "[train], [optimizer], [sample], [checkpoint]) with its type, default and meaning.\n\noptions:\n"
            "  --keys                  the listing (plugin tables' own keys: zfcore plugins --params)\n"
            "  --markdown              as the Markdown reference page docs/config.md\n";
-  if (command == "bench") return "usage: zfcore bench optimizer [options] (zfcore bench optimizer --help)\n";
+  if (command == "bench")
+    return "usage: zfcore bench optimizer|disk|stages|offload|zenflow|binding [options]\n\n"
+           "  optimizer [options]               CPU optimizer plugins against torch's AdamW\n"
+           "  disk PATH [options]               sequential O_DIRECT write and read bandwidth under PATH\n"
+           "  stages|offload|zenflow|binding    train configurations side by side and recommend one\n\n"
+           "zfcore bench NAME --help describes each.\n";
   return "";
 }
 
@@ -71,6 +78,9 @@ bool asks_help(const std::string &command, const std::vector<std::string> &rest)
 }  // namespace
 
 int main(int argc, char **argv) {
+  // A file past the size limit (ulimit -f) fails its write with EFBIG, which is reported with the
+  // file's name, instead of killing the process with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
