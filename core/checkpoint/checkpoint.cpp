@@ -71,7 +71,9 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
       {"shard_begin", std::to_string(state.shard_begin)},
       {"shard_end", std::to_string(state.shard_end)},
       {"layout", state.layout_digest}};
-  write_safetensors((temp_dir / rank_file(comm_.rank())).string(), tensors, metadata);
+  std::vector<TensorPieces> pieces = state.optimizer_pieces;
+  for (TensorPieces &p : pieces) p.name = "optimizer." + p.name;
+  write_safetensors((temp_dir / rank_file(comm_.rank())).string(), tensors, metadata, pieces);
   comm_.barrier();
 
   if (comm_.rank() == 0) {
@@ -138,6 +140,12 @@ void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) con
     ZF_REQUIRE(stored.has("optimizer." + name), "%s has no optimizer state '%s' (another optimizer plugin?)",
                file.c_str(), name.c_str());
     stored.read_into("optimizer." + name, tensor);
+  }
+  for (TensorPieces pieces : state.optimizer_pieces) {
+    ZF_REQUIRE(stored.has("optimizer." + pieces.name),
+               "%s has no optimizer state '%s' (another optimizer plugin?)", file.c_str(), pieces.name.c_str());
+    pieces.name = "optimizer." + pieces.name;
+    stored.read_pieces(pieces);
   }
   state.rng = stored.load("rng");
   if (stored.has("device_rng")) state.device_rng = stored.load("device_rng");

@@ -5,6 +5,7 @@
 // mid-save leaves the previous checkpoint intact. Only the newest `keep` are kept.
 #pragma once
 
+#include "checkpoint/safetensors.hpp"
 #include "comm/communicator.hpp"
 
 #include <ATen/core/Tensor.h>
@@ -25,6 +26,7 @@ struct TrainingState {
   std::string layout_digest;  // identifies the model's flat layout
   at::Tensor master;          // fp32 master shard
   std::vector<std::pair<std::string, at::Tensor>> optimizer;  // named optimizer state tensors
+  std::vector<TensorPieces> optimizer_pieces;  // ... and those not in memory as a whole (on disk)
   at::Tensor rng;             // torch's CPU generator state (uint8)
   at::Tensor device_rng;      // the GPU's generator state (GPU runs; undefined otherwise)
 };

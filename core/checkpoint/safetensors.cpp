@@ -247,28 +247,46 @@ void SafetensorsFile::read_into(const std::string &name, at::Tensor &destination
   }
 }
 
+void SafetensorsFile::read_pieces(const TensorPieces &pieces) const {
+  const TensorInfo &i = info(pieces.name);
+  const uint64_t element = c10::elementSize(pieces.dtype);
+  ZF_REQUIRE(i.dtype == pieces.dtype && i.end - i.begin == pieces.numel * element,
+             "%s: tensor '%s' holds %llu bytes of %s; this run expects %llu elements of %s", mapping_->path.c_str(),
+             pieces.name.c_str(), (unsigned long long)(i.end - i.begin), i.dtype_name.c_str(),
+             (unsigned long long)pieces.numel, c10::toString(pieces.dtype));
+  for (uint64_t first = 0; first < pieces.numel; first += pieces.piece_numel) {
+    const uint64_t count = std::min(pieces.piece_numel, pieces.numel - first);
+    pieces.write(first, count, mapping_->data + i.begin + first * element);
+  }
+}
+
 // ---- writing -------------------------------------------------------------------------------
 
 void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
-                       const std::map<std::string, std::string> &metadata) {
+                       const std::map<std::string, std::string> &metadata, const std::vector<TensorPieces> &pieces) {
   const char *file = path.c_str();
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const auto &[name, tensor] : tensors) {
+  auto describe = [&](const std::string &name, c10::ScalarType type, const std::vector<int64_t> &shape,
+                      uint64_t bytes) {
     ZF_REQUIRE(name != "__metadata__", "%s: a tensor may not be called __metadata__", file);
     ZF_REQUIRE(!header.contains(name), "%s: tensor '%s' is listed twice", file, name.c_str());
-    ZF_REQUIRE(tensor.defined(), "%s: tensor '%s' is undefined", file, name.c_str());
     std::string dtype;
     try {
-      dtype = safetensors_dtype_name(tensor.scalar_type());
+      dtype = safetensors_dtype_name(type);
     } catch (const Error &e) {
       throw Error(format("%s: tensor '%s': %s", file, name.c_str(), e.what()));
     }
-    uint64_t bytes = uint64_t(tensor.numel()) * tensor.element_size();
-    header[name] = {{"dtype", dtype}, {"shape", tensor.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
+  };
+  for (const auto &[name, tensor] : tensors) {
+    ZF_REQUIRE(tensor.defined(), "%s: tensor '%s' is undefined", file, name.c_str());
+    describe(name, tensor.scalar_type(), tensor.sizes().vec(), uint64_t(tensor.numel()) * tensor.element_size());
   }
+  for (const TensorPieces &p : pieces)
+    describe(p.name, p.dtype, {int64_t(p.numel)}, p.numel * c10::elementSize(p.dtype));
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   uint64_t header_bytes = text.size();
@@ -297,6 +315,15 @@ void write_safetensors(const std::string &path, const std::vector<std::pair<std:
     if (tensor.numel() == 0) continue;
     at::Tensor data = tensor.detach().to(at::kCPU).contiguous();
     write_all(data.data_ptr(), size_t(data.numel()) * data.element_size());
+  }
+  for (const TensorPieces &p : pieces) {
+    const uint64_t element = c10::elementSize(p.dtype);
+    std::vector<char> buffer(std::min(p.numel, p.piece_numel) * element);
+    for (uint64_t first = 0; first < p.numel; first += p.piece_numel) {
+      const uint64_t count = std::min(p.piece_numel, p.numel - first);
+      p.read(first, count, buffer.data());
+      write_all(buffer.data(), count * element);
+    }
   }
   if (::fsync(fd) != 0) {
     std::string why = errno_text();

@@ -13,6 +13,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +28,16 @@ struct TensorInfo {
   std::string dtype_name;      // as written in the header: "F32", "BF16", ...
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte range in the data section
+};
+
+// A 1-D tensor that is not in memory as a whole (optimizer state on disk): saved and loaded piece
+// by piece, `piece_numel` elements at a time (the last piece may be shorter).
+struct TensorPieces {
+  std::string name;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  uint64_t numel = 0, piece_numel = 0;
+  std::function<void(uint64_t first, uint64_t count, void *out)> read;        // saving: fill `out`
+  std::function<void(uint64_t first, uint64_t count, const void *in)> write;  // loading: take `in`
 };
 
 // One safetensors file, memory-mapped read-only; cheap to copy (the mapping is shared).
@@ -45,16 +56,21 @@ class SafetensorsFile {
   // Copies the stored values into `destination` (any device, dtype or strides; the shape must
   // match), converting the dtype on the way; avoids an intermediate copy for large weights.
   void read_into(const std::string &name, at::Tensor &destination) const;
+  // Hands the stored values of `pieces.name` to pieces.write, piece by piece (dtype and numel must
+  // match).
+  void read_pieces(const TensorPieces &pieces) const;
 
  private:
   struct Mapping;
   std::shared_ptr<const Mapping> mapping_;
 };
 
-// Writes `tensors` (any device, dtype in the supported set, any strides) in the given order to
-// `path` and fsyncs it. The caller renames into place for atomicity. Names must be unique.
+// Writes `tensors` (any device, dtype in the supported set, any strides) in the given order, then
+// `pieces` (through their read), to `path` and fsyncs it. The caller renames into place for
+// atomicity. Names must be unique.
 void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
-                       const std::map<std::string, std::string> &metadata = {});
+                       const std::map<std::string, std::string> &metadata = {},
+                       const std::vector<TensorPieces> &pieces = {});
 
 // The weights of a Hugging Face checkpoint directory: `model.safetensors`, or the shards listed in
 // `model.safetensors.index.json` ("weight_map": tensor name -> shard file).

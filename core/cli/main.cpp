@@ -4,6 +4,7 @@
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -77,6 +78,9 @@ bool asks_help(const std::string &command, const std::vector<std::string> &rest)
 }  // namespace
 
 int main(int argc, char **argv) {
+  // A file past the size limit (ulimit -f) fails its write with EFBIG, which is reported with the
+  // file's name, instead of killing the process with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);

@@ -280,7 +280,7 @@ class Trainer {
     HostMemoryLimit host = host_memory_limit(options_.host_memory_limit_gb);
     if (comm_.rank() == 0) {
       std::string tiers;
-      for (zf_tier t : {ZF_TIER_DEVICE, ZF_TIER_PINNED_HOST, ZF_TIER_HOST})
+      for (zf_tier t : {ZF_TIER_DEVICE, ZF_TIER_PINNED_HOST, ZF_TIER_HOST, ZF_TIER_NVME})
         if (plan.bytes(t)) tiers += format("%s%s %s", tiers.empty() ? "" : "; ", tier_name(t), plan.describe(t).c_str());
       std::printf("zfcore: memory plan per rank: %s; this host allows %s of host memory (%s) for %d rank(s)\n",
                   tiers.c_str(), format_bytes(host.bytes).c_str(), host.source.c_str(), comm_.local_size());

@@ -44,6 +44,7 @@ TrainingState TrainingCheckpoints::state(int64_t step, UpdatePlan &update) const
   state.layout_digest = layout_digest_;
   state.master = update.master;
   state.optimizer = update.state_tensors();
+  state.optimizer_pieces = update.state_pieces();
   state.rng = at::detail::getDefaultCPUGenerator().get_state();
   if (runtime_.device == ZF_DEVICE_CUDA) state.device_rng = device_generator(runtime_).get_state();
   return state;

@@ -1,5 +1,6 @@
 #include "engine/update_plan.hpp"
 
+#include "engine/disk_state.hpp"
 #include "engine/flat_buffers.hpp"
 #include "engine/zenflow.hpp"
 #include "runtime/device.hpp"
@@ -222,6 +223,18 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
   for (const StateSpec &spec : state_specs_)
     planned_.push_back({tiers_.state_tier, format("%s.%s", optimizer.name(), spec.name.c_str()),
                         numel * c10::elementSize(spec.dtype)});
+  if (tiers_.state_tier == ZF_TIER_NVME) {
+    ZF_REQUIRE(!state_specs_.empty() && on_host(tiers_.master_tier),
+               "offload plugin '%s' puts the optimizer state on disk, which needs the master in host memory and an "
+               "optimizer that lets the host hold its state (cpu_adam, cpu_lion, cpu_adagrad); '%s' does not",
+               offload.name(), optimizer.name());
+    disk_ = std::make_unique<DiskState>(runtime_, offload, state_specs_, numel,
+                                        tiers_.bucket_numel ? tiers_.bucket_numel : numel);
+    tiers_.bucket_numel = disk_->tile_numel();  // a bucket is a tile
+    for (const StateSpec &spec : state_specs_)
+      planned_.push_back({tiers_.master_tier, format("%s.%s (disk tiles)", optimizer.name(), spec.name.c_str()),
+                          disk_->window_numel() * c10::elementSize(spec.dtype)});
+  }
   if (state_specs_.empty())  // an optimizer older than ABI 1.3 allocates its own state: assume Adam's
     planned_.push_back({tiers_.state_tier, format("%s.state (estimated, 8 bytes per element)", optimizer.name()),
                         numel * 8});
@@ -280,14 +293,23 @@ void UpdatePlan::allocate(const torch::Tensor &params_shard) {
     optimizer.check(api->init_state(optimizer.object(), numel, &error), error, "init_state");
   } else {
     std::vector<zf_tensor_view> views;
-    for (size_t i = 0; i < state_specs_.size(); ++i) {
-      // The optimizer writes the initial values (its workers first-touch the pages).
-      state_.push_back(ledger_tensor(ledger, tiers_.state_tier, numel, state_specs_[i].dtype, planned_[1 + i].tag,
-                                     /*zero=*/false));
-      views.push_back(view_of(state_.back()));
+    const size_t count = state_specs_.size();
+    if (disk_) {  // the optimizer works on a window of a few tiles
+      std::vector<std::string> tags;
+      for (size_t i = 0; i < count; ++i) tags.push_back(planned_[1 + count + i].tag);
+      state_ = disk_->allocate(tiers_.master_tier, tags);
     }
-    optimizer.check(api->bind_state(optimizer.object(), numel, views.data(), uint32_t(views.size()), &error), error,
+    for (size_t i = 0; i < count; ++i) {
+      // The optimizer writes the initial values (its workers first-touch the pages).
+      if (!disk_)
+        state_.push_back(ledger_tensor(ledger, tiers_.state_tier, numel, state_specs_[i].dtype, planned_[1 + i].tag,
+                                       /*zero=*/false));
+      views.push_back(view_of(state_[i]));
+    }
+    const uint64_t bound = disk_ ? disk_->window_numel() : numel;
+    optimizer.check(api->bind_state(optimizer.object(), bound, views.data(), uint32_t(views.size()), &error), error,
                     "bind_state");
+    if (disk_) disk_->write_initial();
   }
   if (!offloaded_) return;
   host_grads_ = ledger_tensor(ledger, tiers_.grad_tier, numel, dtype_, "grads.offload", /*zero=*/false);
@@ -300,6 +322,27 @@ void UpdatePlan::allocate(const torch::Tensor &params_shard) {
 zf_optimizer_step_args UpdatePlan::step_args(const std::vector<zf_optimizer_range> &ranges, const HostJob &job) const {
   return optimizer_step_args(ranges.data(), ranges.size(), job.groups.data(), job.groups.size(), job.step, job.scale,
                              view_of(master), view_of(offloaded_ ? host_grads_ : job.grads));
+}
+
+// The optimizer over `ranges` (shard elements), with views of the shard from element `base` to
+// `end`: on the host, where its state covers [base, end) (a window of disk tiles, or all of it).
+void UpdatePlan::step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t base, uint64_t end) {
+  for (zf_optimizer_range &r : ranges) {
+    r.begin -= base;
+    r.end -= base;
+  }
+  auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(base), int64_t(end - base))); };
+  zf_optimizer_step_args args =
+      optimizer_step_args(ranges.data(), ranges.size(), host_job_.groups.data(), host_job_.groups.size(),
+                          host_job_.step, host_job_.scale, part(master), part(host_grads_));
+  if (params_out_.defined()) args.params_out = part(params_out_);
+  Timers &timers = runtime_.timers;
+  const uint32_t update = timers.id("cpu_update");
+  timers.start(update);
+  auto &optimizer = *plugins_.optimizer.instance;
+  zf_error error{};
+  optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
+  timers.stop(update);
 }
 
 void UpdatePlan::begin(int64_t step, double lr, const torch::Tensor &params_shard, const torch::Tensor &grads_shard,
@@ -372,8 +415,10 @@ void UpdatePlan::hand_over(uint64_t begin, uint64_t end, void *stream) {
   const auto *api = offload.api<zf_offload_api>();
   const uint64_t bucket = tiers_.bucket_numel ? tiers_.bucket_numel : end - begin;
   handed_.emplace_back(begin, end);
-  for (uint64_t lo = begin; lo < end; lo += bucket) {
-    uint64_t hi = std::min(end, lo + bucket);
+  // Buckets are cut on a grid of bucket_size from the shard's start, so that each one is a disk
+  // tile when the state is on disk.
+  for (uint64_t lo = begin, hi; lo < end; lo = hi) {
+    hi = tiers_.bucket_numel ? std::min(end, (lo / bucket + 1) * bucket) : end;
     zf_error error{};
     auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(lo), int64_t(hi - lo))); };
     offload.check(api->gradients_out(offload.object(), part(host_job_.grads), part(host_grads_), stream, &error),
@@ -390,20 +435,20 @@ void UpdatePlan::hand_over(uint64_t begin, uint64_t end, void *stream) {
 void UpdatePlan::update_bucket(const Bucket &bucket) {
   Timers &timers = runtime_.timers;
   if (host_job_.copies_on_update_thread && bucket.sequence == 0) issue_copies();
-  uint32_t copy_wait = timers.id("grad_copy_wait"), update = timers.id("cpu_update");
+  uint32_t copy_wait = timers.id("grad_copy_wait");
   timers.start(copy_wait);
   synchronize_event(host_job_.copies_on_update_thread ? landed_[bucket.sequence] : bucket.landed);
   timers.stop(copy_wait);
 
-  timers.start(update);
-  std::vector<zf_optimizer_range> ranges = clip_ranges(host_job_.ranges, bucket.begin, bucket.end);
-  zf_optimizer_step_args args = step_args(ranges, host_job_);
-  if (params_out_.defined()) args.params_out = view_of(params_out_);
-  auto &optimizer = *plugins_.optimizer.instance;
-  zf_error error{};
-  optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
-  timers.stop(update);
+  if (disk_) {
+    disk_->update(bucket.begin, bucket.end, [&](uint64_t lo, uint64_t hi, uint64_t base) {
+      step_on_host(clip_ranges(host_job_.ranges, lo, hi), base, hi);
+    });
+  } else {
+    step_on_host(clip_ranges(host_job_.ranges, bucket.begin, bucket.end), 0, shard_end_ - shard_begin_);
+  }
 
+  zf_error error{};
   auto &offload = *plugins_.offload.instance;
   const torch::Tensor &source = params_out_.defined() ? params_out_ : master;
   auto part = [&](const torch::Tensor &t) {
@@ -472,6 +517,7 @@ void UpdatePlan::drain() {
   if (thread_) thread_->drain();
   timers.stop(wait);
   pending_ = zenflow_job_ = false;
+  if (disk_) disk_->flush();  // the last tiles' writes
   wait_for_uploads();
 }
 
@@ -495,6 +541,10 @@ std::string UpdatePlan::events() const { return zenflow_ ? zenflow_->events() : 
 std::vector<std::pair<std::string, double>> UpdatePlan::facts() const {
   std::vector<std::pair<std::string, double>> out = {{"offload_bytes_down", double(bytes_down_)},
                                                      {"offload_bytes_up", double(bytes_up_)}};
+  if (disk_) {
+    out.emplace_back("nvme_bytes_read", double(disk_->bytes_read()));
+    out.emplace_back("nvme_bytes_written", double(disk_->bytes_written()));
+  }
   if (zenflow_)
     for (const auto &fact : zenflow_->facts()) out.push_back(fact);
   return out;
@@ -552,7 +602,8 @@ std::vector<std::pair<std::string, torch::Tensor>> UpdatePlan::state_tensors() {
   if (!state_.empty()) {
     std::vector<std::pair<std::string, torch::Tensor>> zenflow;
     if (zenflow_) zenflow = zenflow_->state();  // first: the device's columns go into the host state
-    for (size_t i = 0; i < state_.size(); ++i) out.emplace_back(state_specs_[i].name, state_[i]);
+    if (!disk_)  // else state_pieces()
+      for (size_t i = 0; i < state_.size(); ++i) out.emplace_back(state_specs_[i].name, state_[i]);
     for (auto &entry : zenflow) out.push_back(std::move(entry));
     return out;
   }
@@ -566,6 +617,16 @@ std::vector<std::pair<std::string, torch::Tensor>> UpdatePlan::state_tensors() {
     out.emplace_back(name, tensor_of(view));
   }
   return out;
+}
+
+}  // namespace zf
+
+namespace zf {
+
+std::vector<TensorPieces> UpdatePlan::state_pieces() {
+  if (!disk_) return {};
+  disk_->flush();
+  return disk_->pieces();
 }
 
 }  // namespace zf

@@ -17,6 +17,7 @@
 // parameters (checkpoints, evaluation, export, the next backward) drains first.
 #pragma once
 
+#include "checkpoint/safetensors.hpp"
 #include "engine/plugin_set.hpp"
 #include "runtime/runtime.hpp"
 
@@ -63,6 +64,7 @@ struct PlannedBuffer {
   uint64_t bytes;
 };
 
+class DiskState;
 class ZenFlow;
 struct ZenFlowOptions;
 
@@ -122,6 +124,8 @@ class UpdatePlan {
 
   // The state for checkpoints (name, tensor), after a drain; ZenFlow's included.
   std::vector<std::pair<std::string, torch::Tensor>> state_tensors();
+  // ... and the state on disk, read and written tile by tile (empty unless it is on disk).
+  std::vector<TensorPieces> state_pieces();
   // After a checkpoint was loaded into state_tensors(): make the working parameters match it.
   void restore(const torch::Tensor &params_shard);
 
@@ -148,6 +152,7 @@ class UpdatePlan {
   void update_bucket(const Bucket &bucket);                     // on the update thread
   void update_on_device(float grad_scale);                       // no offload, training thread
   zf_optimizer_step_args step_args(const std::vector<zf_optimizer_range> &ranges, const HostJob &job) const;
+  void step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t base, uint64_t end);  // update thread
   void check_optimizer_fits();
   void wait_for_uploads();  // the compute stream waits for every upload started so far
   void *transfers_done(int32_t direction);  // an event after the transfers of ZF_TRANSFER_*
@@ -166,7 +171,8 @@ class UpdatePlan {
   std::vector<StateSpec> state_specs_;  // the optimizer's host-held state (empty: it keeps its own)
   torch::Tensor host_grads_;  // gradients the optimizer reads (offload), grad tier
   torch::Tensor params_out_;  // compute-precision copy the optimizer writes (offload, bf16/fp16 runs)
-  std::unique_ptr<UpdateThread> thread_;
+  std::unique_ptr<DiskState> disk_;  // the optimizer state on disk (NVMe tier), streamed in tiles
+  std::unique_ptr<UpdateThread> thread_;  // after disk_: joined before disk_ goes
   std::unique_ptr<ZenFlow> zenflow_;
   uint64_t bytes_down_ = 0, bytes_up_ = 0;  // gradients copied down, parameters copied up
 

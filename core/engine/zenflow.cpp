@@ -1,6 +1,7 @@
 #include "engine/zenflow.hpp"
 
 #include "config/limits.hpp"
+#include "engine/disk_state.hpp"
 #include "engine/flat_buffers.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
@@ -392,7 +393,24 @@ void ZenFlow::use_selection(Selection selection) {
   instance.check(instance.api<zf_optimizer_api>()->bind_state(instance.object(), uint64_t(count), views.data(),
                                                               uint32_t(views.size()), &error),
                  error, "bind_state");
-  for (size_t i = 0; i < state_.size(); ++i) state_[i].copy_(host_gather(plan_.state_[size_t(host_state_of_[i])]));
+  for (size_t i = 0; i < state_.size(); ++i) state_[i].copy_(gather_state(i));
+}
+
+// The device's columns of host state tensor i (in memory or on disk), compacted, on the host.
+torch::Tensor ZenFlow::gather_state(size_t i) const {
+  const size_t host = size_t(host_state_of_[i]);
+  if (!plan_.disk_) return host_gather(plan_.state_[host]);
+  torch::Tensor compact = torch::empty({int64_t(selection_.device_numel)}, plan_.state_[host].options());
+  plan_.disk_->copy_ranges(host, selection_.device, compact.data_ptr(), /*to_disk=*/false);
+  return compact;
+}
+
+// The inverse: the device's compact state tensor i into the host's (in memory or on disk).
+void ZenFlow::scatter_state(size_t i) {
+  const size_t host = size_t(host_state_of_[i]);
+  if (!plan_.disk_) return host_scatter(state_[i], plan_.state_[host]);
+  torch::Tensor values = state_[i].to(torch::kCPU).to(plan_.state_[host].scalar_type()).contiguous();
+  plan_.disk_->copy_ranges(host, selection_.device, values.data_ptr(), /*to_disk=*/true);
 }
 
 // The device's columns of `source` (a host tensor of the shard), compacted, on the host.
@@ -424,7 +442,7 @@ void ZenFlow::host_scatter(const torch::Tensor &compact, torch::Tensor &destinat
 void ZenFlow::store_device_columns() {
   if (selection_.device_numel == 0) return;
   host_scatter(master_, plan_.master);
-  for (size_t i = 0; i < state_.size(); ++i) host_scatter(state_[i], plan_.state_[size_t(host_state_of_[i])]);
+  for (size_t i = 0; i < state_.size(); ++i) scatter_state(i);
 }
 
 void ZenFlow::complete() {

@@ -103,6 +103,8 @@ class ZenFlow {
   void swap_in();
   torch::Tensor host_gather(const torch::Tensor &source) const;
   void host_scatter(const torch::Tensor &compact, torch::Tensor &destination) const;
+  torch::Tensor gather_state(size_t i) const;  // the host's state tensor i, in memory or on disk
+  void scatter_state(size_t i);
 
   UpdatePlan &plan_;
   const zf_layout &layout_;

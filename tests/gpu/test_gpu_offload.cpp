@@ -73,3 +73,26 @@ TEST_CASE("a GPU optimizer under cpu_optimizer is refused with what to use inste
   CHECK_THAT(r.outcome.output, Catch::Contains("optimizer plugin 'gpu_adam' runs on the GPU") &&
                                    Catch::Contains("optimizer.plugin = \"cpu_adam\""));
 }
+
+TEST_CASE("nvme on a GPU equals cpu_optimizer bit for bit (io_uring, threads, ZenFlow) and resumes",
+          "[gpu][offload][nvme]") {
+  test::require_gpus(1);
+  const std::string files = test::scratch_dir("gpu_nvme_files");
+  const std::string nvme = "--set offload.plugin=nvme --set offload.path=" + files + " ";
+  auto run_ok = [](const std::string &name, const std::string &extra) {
+    test::StageRun r = test::run_stage(name, "zero0", 1, extra, tiny_gpt());
+    INFO(name << "\n" << r.outcome.output);
+    REQUIRE(r.outcome.exit_code == 0);
+    return test::json_field(r.summary, "param_digest");
+  };
+  const std::string base = offloaded(2) + "--set checkpoint.every=2 --set train.steps=6 ";
+  const std::string cpu = run_ok("gpu_nvme_cpu", base);
+  CHECK(run_ok("gpu_nvme_uring", base + nvme) == cpu);
+  CHECK(run_ok("gpu_nvme_threads", base + nvme + "--set offload.io_backend=threads") == cpu);
+  test::ResumedRun r = test::run_resumed("gpu_nvme_resume", "zero0", 1, base + nvme, 4, 6, tiny_gpt());
+  INFO(r.first.output << r.resumed.outcome.output);
+  REQUIRE(r.resumed.outcome.exit_code == 0);
+  CHECK(test::json_field(r.resumed.summary, "param_digest") == cpu);
+  const std::string zen = base + "--set zenflow.topk_ratio=0.2 --set zenflow.update_interval=2 ";
+  CHECK(run_ok("gpu_nvme_zf", zen + nvme) == run_ok("gpu_nvme_zf_cpu", zen));
+}

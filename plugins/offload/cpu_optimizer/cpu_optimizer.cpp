@@ -4,7 +4,9 @@
 // parameters go up bucket by bucket as the CPU finishes them (another stream), so both PCIe
 // directions, the backward and the CPU update overlap. On a CPU run the "device" is host memory:
 // the same buckets, copies and ordering run, which is how CI tests the schedule.
-#include <zf/zf_plugin.hpp>
+#include "../common/transfers.hpp"
+
+#include <memory>
 
 namespace {
 
@@ -13,8 +15,7 @@ struct CpuOptimizerOffload {
   zf_tier tier = ZF_TIER_PINNED_HOST;
   bool overlap = true;
   uint64_t bucket_numel = 0;
-  void *down = nullptr;  // device -> host: gradients
-  void *up = nullptr;    // host -> device: parameters
+  std::unique_ptr<zf_offload::Transfers> transfers;
 };
 
 CpuOptimizerOffload &self_of(zf_object *object) { return *reinterpret_cast<CpuOptimizerOffload *>(object); }
@@ -29,8 +30,7 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
     self->tier = table.boolean("pin_memory") ? ZF_TIER_PINNED_HOST : ZF_TIER_HOST;
     self->overlap = table.boolean("overlap");
     self->bucket_numel = uint64_t(table.integer("bucket_size"));
-    self->down = host->stream_create(host);
-    self->up = host->stream_create(host);
+    self->transfers = std::make_unique<zf_offload::Transfers>(host);
     *out = reinterpret_cast<zf_object *>(self);
   });
 }
@@ -47,33 +47,22 @@ zf_status plan(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *
   return ZF_OK;
 }
 
-// Queued on the gradient stream after what `stream` has queued so far (the bucket's reduction).
 zf_status gradients_out(zf_object *object, zf_tensor_view device_grads, zf_tensor_view host_grads, void *stream,
                         zf_error *error) {
-  CpuOptimizerOffload &self = self_of(object);
-  const zf_host *host = self.host;
-  host->event_wait(host, self.down, host->event_record(host, stream));
-  return host->copy(host, host_grads, device_grads, self.down, error);
+  return self_of(object).transfers->gradients_out(device_grads, host_grads, stream, error);
 }
 
-// The host wrote host_params before this call; the copy needs no event on the way in.
 zf_status parameters_in(zf_object *object, zf_tensor_view host_params, zf_tensor_view device_params, void *,
                         zf_error *error) {
-  CpuOptimizerOffload &self = self_of(object);
-  return self.host->copy(self.host, device_params, host_params, self.up, error);
+  return self_of(object).transfers->parameters_in(host_params, device_params, error);
 }
 
 zf_status transfer_event(zf_object *object, int32_t direction, void **event, zf_error *error) {
-  CpuOptimizerOffload &self = self_of(object);
-  if (direction != ZF_TRANSFER_GRADIENTS_OUT && direction != ZF_TRANSFER_PARAMETERS_IN)
-    return zf::fail(error, ZF_ERROR_INVALID_ARGUMENT, "unknown transfer direction %d", direction);
-  *event = self.host->event_record(self.host, direction == ZF_TRANSFER_GRADIENTS_OUT ? self.down : self.up);
-  return ZF_OK;
+  return self_of(object).transfers->transfer_event(direction, event, error);
 }
 
 zf_status wait(zf_object *object, zf_error *) {
-  CpuOptimizerOffload &self = self_of(object);
-  for (void *stream : {self.down, self.up}) self.host->event_synchronize(self.host, self.host->event_record(self.host, stream));
+  self_of(object).transfers->synchronize();
   return ZF_OK;
 }
 

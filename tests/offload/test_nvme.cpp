@@ -1,0 +1,184 @@
+// nvme computes what cpu_optimizer computes, with the optimizer state in real files under
+// offload.path, streamed through three tile buffers by io_uring or by the pread/pwrite threads.
+// Oracle: cpu_optimizer with the same stage, world size and batch (the update is elementwise, so
+// where the state waits between steps changes no bit). Tiles are much smaller than a layer here
+// (bucket_size 5000 -> tiles of 8192 elements), so every step streams dozens of them.
+#include "stages/stage_runs.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+using namespace zf;
+
+namespace {
+
+const std::string kWorkload =
+    "--set train.steps=4 --set train.micro_batch=32 --set optimizer.plugin=cpu_adam --set optimizer.threads=1 "
+    "--set train.clip_grad_norm=0.5 ";
+const std::string kCpuOffload = "--set offload.plugin=cpu_optimizer --set offload.bucket_size=5000 ";
+
+std::string nvme(const std::string &dir, const std::string &more = "") {
+  return "--set offload.plugin=nvme --set offload.bucket_size=5000 --set offload.path=" + dir + " " + more + " ";
+}
+
+std::string digest_of(const test::StageRun &r) { return test::json_field(r.summary, "param_digest"); }
+
+bool empty_directory(const std::string &dir) {
+  return std::filesystem::is_directory(dir) && std::filesystem::is_empty(dir);
+}
+
+test::StageRun run_ok(const std::string &name, const std::string &stage, int world, const std::string &extra) {
+  test::StageRun r = test::run_stage(name, stage, world, extra);
+  INFO(name << "\n" << r.outcome.output);
+  REQUIRE(r.outcome.exit_code == 0);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("nvme gives cpu_optimizer's param_digest under zero0-zero3 on 2 ranks", "[offload][nvme][mpi]") {
+  for (const std::string &stage : {"zero0", "zero1", "zero2", "zero3"}) {
+    std::string base = kWorkload + (stage == "zero3" ? "--set stage.param_persistence_threshold=1000 " : "");
+    test::StageRun cpu = run_ok("nvme_cpu_" + stage, stage, 2, base + kCpuOffload);
+    std::string files = test::scratch_dir("nvme_files_" + stage);
+    test::StageRun disk = run_ok("nvme_disk_" + stage, stage, 2, base + nvme(files));
+    CHECK(digest_of(disk).size() == 16);
+    CHECK(digest_of(disk) == digest_of(cpu));
+    CHECK(test::json_field(disk.summary, "final_loss") == test::json_field(cpu.summary, "final_loss"));
+    CHECK(empty_directory(files));  // the state files are gone with the run
+  }
+}
+
+TEST_CASE("io_uring and the pread/pwrite fallback, a host budget and bf16 give the same bits", "[offload][nvme]") {
+  for (const std::string &dtype : {"float32", "bfloat16"}) {
+    std::string base = kWorkload + "--set train.grad_accum=2 --set model.dtype=" + dtype + " ";
+    test::StageRun cpu = run_ok("nvme1_cpu_" + dtype, "zero0", 1, base + kCpuOffload);
+    std::string files = test::scratch_dir("nvme1_files_" + dtype);
+    test::StageRun uring = run_ok("nvme1_uring_" + dtype, "zero0", 1, base + nvme(files, "--set offload.io_backend=auto"));
+    test::StageRun threads =
+        run_ok("nvme1_threads_" + dtype, "zero0", 1, base + nvme(files, "--set offload.io_backend=threads"));
+    // About half of the state (2 x 4 bytes x 263k elements) in RAM, the rest on disk.
+    test::StageRun budget =
+        run_ok("nvme1_budget_" + dtype, "zero0", 1, base + nvme(files, "--set offload.host_budget_gb=0.001"));
+    INFO(dtype);
+    CHECK(digest_of(uring) == digest_of(cpu));
+    CHECK(digest_of(threads) == digest_of(cpu));
+    CHECK(digest_of(budget) == digest_of(cpu));
+    // The fallback says so, once; io_uring works on this kernel, so auto does not fall back.
+    CHECK(threads.outcome.output.find("pread/pwrite") != std::string::npos);
+    CHECK(uring.outcome.output.find("pread/pwrite") == std::string::npos);
+    // The memory plan shows the disk tier, and the bytes moved are reported: every step reads and
+    // writes all of the state (at least 8 bytes per parameter with fp32 moments), plus the first write.
+    CHECK(uring.outcome.output.find("nvme ") != std::string::npos);
+    const double written = std::stod(test::json_field(uring.summary, "nvme_bytes_written"));
+    const double read = std::stod(test::json_field(uring.summary, "nvme_bytes_read"));
+    const double params = 263168;  // linear_stack's
+    CHECK(written >= 5 * 8 * params);
+    CHECK(read >= 4 * 8 * params);
+    CHECK(std::stod(test::json_field(budget.summary, "nvme_bytes_written")) == written);  // counted at the host
+    CHECK(empty_directory(files));
+  }
+  // bf16 moments: half the bytes on disk, the same bits as cpu_optimizer's bf16 moments.
+  std::string bf16 = kWorkload + "--set optimizer.moment_dtype=bf16 ";
+  test::StageRun cpu = run_ok("nvme_m16_cpu", "zero0", 1, bf16 + kCpuOffload);
+  test::StageRun disk = run_ok("nvme_m16_disk", "zero0", 1, bf16 + nvme(test::scratch_dir("nvme_m16_files")));
+  CHECK(digest_of(disk) == digest_of(cpu));
+}
+
+TEST_CASE("an nvme run resumes bit for bit, also after kill -9, and its checkpoint holds the state", "[offload][nvme]") {
+  std::string files = test::scratch_dir("nvme_resume_files");
+  std::string base = kWorkload + nvme(files) + "--set checkpoint.every=2 ";
+  test::StageRun whole = run_ok("nvme_whole", "zero0", 1, base + "--set train.steps=6");
+  test::ResumedRun r = test::run_resumed("nvme_resume", "zero0", 1, base, 4, 6);
+  INFO(r.first.output);
+  REQUIRE(r.first.exit_code == 0);
+  INFO(r.resumed.outcome.output);
+  REQUIRE(r.resumed.outcome.exit_code == 0);
+  CHECK(digest_of(r.resumed) == digest_of(whole));
+
+  // The checkpoint's state is the state: cpu_optimizer continues an nvme checkpoint exactly.
+  test::StageRun cpu_whole = run_ok("nvme_cpu_whole", "zero0", 1, kWorkload + kCpuOffload + "--set train.steps=6");
+  CHECK(digest_of(cpu_whole) == digest_of(whole));
+  test::StageRun crossed = run_ok("nvme_crossed", "zero0", 1,
+                                  kWorkload + kCpuOffload + "--set train.steps=6 --set checkpoint.resume=" +
+                                      whole.dir + "/../nvme_resume/checkpoints/step-00000004");
+  CHECK(crossed.outcome.output.find("resumed from") != std::string::npos);
+  CHECK(digest_of(crossed) == digest_of(whole));
+
+  // kill -9 while the run streams its state (after its first checkpoint): nothing stays on disk, and
+  // the same command resumes to the uninterrupted result. (The command runs under `timeout`: the
+  // kill goes to zfcore, its child.)
+  std::string every = base + "--set checkpoint.every=50 ";
+  std::string dir = test::scratch_dir("nvme_killed");
+  std::string command = test::stage_command(dir, "zero0", 1, every, test::default_stage_config());
+  test::StageRun long_run = run_ok("nvme_long", "zero0", 1, every + "--set train.steps=400");
+  test::Outcome killed = test::run_command(
+      "(" + command + " --set train.steps=400 > " + dir + "/log 2>&1 & pid=$!; "
+      "for i in $(seq 600); do [ -d " + dir + "/checkpoints/step-00000050 ] && break; sleep 0.05; done; "
+      "kill -9 $(pgrep -P $pid); wait $pid; echo killed $?)");
+  INFO(killed.output << test::read_text(dir + "/log"));
+  REQUIRE(killed.output.find("killed 137") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir + "/summary.json"));  // it did not finish
+  CHECK(empty_directory(files));
+  test::Outcome resumed = test::run_command(command + " --set train.steps=400");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.output.find("resumed from") != std::string::npos);
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "param_digest") == digest_of(long_run));
+}
+
+TEST_CASE("a full disk ends an nvme run with the file, offset and bytes; the last checkpoint resumes",
+          "[offload][nvme]") {
+  std::string files = test::scratch_dir("nvme_full_files");
+  std::string base = kWorkload + nvme(files) + "--set checkpoint.every=2 ";
+  test::StageRun whole = run_ok("nvme_full_whole", "zero0", 1, base + "--set train.steps=6");
+  std::string dir = test::scratch_dir("nvme_full");
+  std::string command = test::stage_command(dir, "zero0", 1, base, test::default_stage_config());
+  test::Outcome first = test::run_command(command + " --set train.steps=4");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  // Files may not grow past 256 KiB: the state files (1 MB each) fail while being written.
+  test::Outcome full = test::run_command("bash -c 'ulimit -f 256; " + command + " --set train.steps=6'");
+  INFO(full.output);
+  CHECK(full.exit_code != 0);
+  CHECK_THAT(full.output, Catch::Contains("write of") && Catch::Contains("bytes at offset") &&
+                              Catch::Contains(files + "/zfcore-rank0-") && Catch::Contains("File too large"));
+  CHECK(std::filesystem::exists(dir + "/checkpoints/step-00000004/checkpoint.json"));
+  test::Outcome resumed = test::run_command(command + " --set train.steps=6");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "param_digest") == digest_of(whole));
+}
+
+TEST_CASE("nvme without a usable path is refused before the first step, naming the path", "[offload][nvme]") {
+  test::StageRun no_path = test::run_stage("nvme_no_path", "zero0", 1, kWorkload + "--set offload.plugin=nvme");
+  CHECK(no_path.outcome.exit_code != 0);
+  CHECK_THAT(no_path.outcome.output, Catch::Contains("offload.path is required"));
+
+  test::StageRun bad_path =
+      test::run_stage("nvme_bad_path", "zero0", 1, kWorkload + nvme("/proc/zfcore-nvme-test"));
+  CHECK(bad_path.outcome.exit_code != 0);
+  CHECK_THAT(bad_path.outcome.output, Catch::Contains("/proc/zfcore-nvme-test"));
+}
+
+TEST_CASE("ZenFlow with its state on disk gives ZenFlow in RAM's bits, and resumes mid-interval", "[offload][nvme][zenflow]") {
+  // Selections at steps 1 and 7 (the first interval end 4 steps after the last one) move columns'
+  // master and moments between the disk and the device; the CPU job streams the other columns'
+  // tiles every 3 steps.
+  std::string zen = kWorkload + "--set zenflow.update_interval=3 --set zenflow.topk_ratio=0.3 "
+                    "--set zenflow.select_strategy=step --set zenflow.select_interval=4 --set checkpoint.every=2 ";
+  test::StageRun ram = run_ok("nvme_zf_ram", "zero0", 1, zen + kCpuOffload + "--set train.steps=10");
+  std::string files = test::scratch_dir("nvme_zf_files");
+  test::StageRun disk = run_ok("nvme_zf_disk", "zero0", 1, zen + nvme(files) + "--set train.steps=10");
+  CHECK(test::json_field(disk.summary, "zenflow_selections") == "2");
+  CHECK(digest_of(disk) == digest_of(ram));
+  test::ResumedRun r = test::run_resumed("nvme_zf_resume", "zero0", 1, zen + nvme(files), 4, 10);
+  INFO(r.first.output);
+  REQUIRE(r.first.exit_code == 0);
+  INFO(r.resumed.outcome.output);
+  REQUIRE(r.resumed.outcome.exit_code == 0);
+  CHECK(digest_of(r.resumed) == digest_of(ram));
+  CHECK(empty_directory(files));
+}
