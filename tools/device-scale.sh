@@ -9,7 +9,8 @@
 #         (no-offload step / step), GPU peak and pinned memory
 #   13b   the Llama-2-13B shape with bf16 moments on disk (nvme, host budget 16 GB): step time
 # usage: tools/device-scale.sh [nvme] [7b] [13b]
-# environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_STATE_DIR (default /tmp/zfcore-state)
+# environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_STATE_DIR (default /tmp/zfcore-state),
+#   ZF_TARGETS (what to build; default all)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -20,7 +21,7 @@ if [ ! -x "$build/bin/zfcore" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA=ON >"$build.configure.log" 2>&1 \
     || { tail -30 "$build.configure.log"; exit 1; }
 fi
-cmake --build "$build" -j "$(nproc)" 2>&1 | grep -E "error|FAILED" | head -40
+cmake --build "$build" -j "$(nproc)" --target ${ZF_TARGETS:-all} 2>&1 | grep -E "error|FAILED" | head -40
 zfcore="$build/bin/zfcore"
 mkdir -p "$out" "$state"
 free -g | head -2
@@ -78,10 +79,10 @@ for part in "$@"; do
     ;;
   7b)
     big="--set model.preset=llama2-7b --set data.vocab=32000 --set train.micro_batch=4 --set model.activation_checkpointing=true"
-    run 7b-none examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=8 && report 7b-none 3
-    run 7b-cpu examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=8 --set offload.plugin=cpu_optimizer \
-      --set optimizer.plugin=cpu_adam && report 7b-cpu 3 7b-none
-    run 7b-zenflow examples/gpu/qwen2-1.5b-zenflow.toml $big --set train.steps=17 && report 7b-zenflow 5 7b-none
+    run 7b-none examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 && report 7b-none 2
+    run 7b-cpu examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 --set offload.plugin=cpu_optimizer \
+      --set optimizer.plugin=cpu_adam && report 7b-cpu 2 7b-none
+    run 7b-zenflow examples/gpu/qwen2-1.5b-zenflow.toml $big --set train.steps=13 && report 7b-zenflow 4 7b-none
     grep -E "^step" "$out/7b-zenflow.log" | tail -6
     ;;
   13b)

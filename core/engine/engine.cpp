@@ -506,7 +506,12 @@ class Trainer {
   // L2 norm of the summed gradients over all ranks. Each element is counted once even when
   // several ranks own it (zero0: all of them), by dividing by how many ranks own each element.
   double global_grad_norm(const torch::Tensor &shard_grads) {
-    double sums[2] = {shard_grads.to(torch::kFloat64).pow(2).sum().item<double>(), double(shard_numel())};
+    // In fp64, a slice at a time: a whole 7B shard in fp64 would need 56 GB of temporaries.
+    constexpr int64_t kSlice = int64_t(1) << 26;
+    torch::Tensor total = torch::zeros({}, shard_grads.options().dtype(torch::kFloat64));
+    for (int64_t lo = 0; lo < shard_grads.numel(); lo += kSlice)
+      total += shard_grads.narrow(0, lo, std::min(kSlice, shard_grads.numel() - lo)).to(torch::kFloat64).pow(2).sum();
+    double sums[2] = {total.item<double>(), double(shard_numel())};
     comm_.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
     double owners = sums[1] / double(padded_numel_);
     return std::sqrt(sums[0] / std::max(1.0, owners));

@@ -126,27 +126,41 @@ void print_run_start(const Runtime &runtime, const std::string &model, const zf_
   std::fflush(stdout);
 }
 
+// A slice at a time: a 7B master is 28 GB, and a full copy per rank plus the gather's buffers
+// would not fit beside the run.
 std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
-                         uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel) {
-  int world = comm.world_size();
+                         uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel, uint64_t slice_numel) {
+  const int world = comm.world_size();
   int64_t range[2] = {int64_t(shard_begin), int64_t(shard_end)};
   std::vector<int64_t> ranges(size_t(2 * world));
   comm.all_gather(zf_tensor_view{range, 2, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0},
                   zf_tensor_view{ranges.data(), ranges.size(), ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, nullptr);
-  int64_t longest = 0;
-  for (int r = 0; r < world; ++r) longest = std::max(longest, ranges[2 * r + 1] - ranges[2 * r]);
-  std::vector<float> mine(size_t(longest), 0.0f), all(size_t(longest) * size_t(world));
-  torch::Tensor host = master.cpu();
-  std::memcpy(mine.data(), host.data_ptr<float>(), (shard_end - shard_begin) * sizeof(float));
-  comm.all_gather(zf_tensor_view{mine.data(), mine.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
-                  zf_tensor_view{all.data(), all.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0}, nullptr);
-  std::vector<float> full(padded_numel, 0.0f);
-  for (int r = 0; r < world; ++r)  // ranks may own the same range (zero0): last copy wins, all equal
-    std::memcpy(full.data() + ranges[2 * r], all.data() + size_t(r) * size_t(longest),
-                size_t(ranges[2 * r + 1] - ranges[2 * r]) * sizeof(float));
+  const uint64_t slice = std::max<uint64_t>(1, std::min(padded_numel, slice_numel));
+  std::vector<float> mine(slice), all(slice * size_t(world)), whole(slice);
   uint64_t state = kDigestSeed;
-  for (uint32_t i = 0; i < layout.segment_count; ++i)
-    state = digest_bytes(full.data() + layout.segments[i].offset, layout.segments[i].numel * sizeof(float), state);
+  uint32_t segment = 0;
+  for (uint64_t lo = 0; lo < padded_numel; lo += slice) {
+    const uint64_t hi = std::min(padded_numel, lo + slice);
+    std::fill(mine.begin(), mine.end(), 0.0f);
+    const uint64_t from = std::max(lo, shard_begin), to = std::min(hi, shard_end);
+    if (from < to) {
+      torch::Tensor part = master.narrow(0, int64_t(from - shard_begin), int64_t(to - from)).cpu();
+      std::memcpy(mine.data() + (from - lo), part.data_ptr<float>(), (to - from) * sizeof(float));
+    }
+    comm.all_gather(zf_tensor_view{mine.data(), mine.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
+                    zf_tensor_view{all.data(), all.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0}, nullptr);
+    for (int r = 0; r < world; ++r) {  // ranks may own the same range (zero0): last copy wins, all equal
+      const uint64_t a = std::max<uint64_t>(lo, uint64_t(ranges[2 * r])), b = std::min<uint64_t>(hi, uint64_t(ranges[2 * r + 1]));
+      if (a < b) std::memcpy(whole.data() + (a - lo), all.data() + size_t(r) * slice + (a - lo), (b - a) * sizeof(float));
+    }
+    // The segments' bytes in this slice, in layout order (padding between them is skipped).
+    for (; segment < layout.segment_count; ++segment) {
+      const zf_segment &s = layout.segments[segment];
+      const uint64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
+      if (a < b) state = digest_bytes(whole.data() + (a - lo), (b - a) * sizeof(float), state);
+      if (s.offset + s.numel > hi) break;  // goes on in the next slice
+    }
+  }
   return format("%016llx", (unsigned long long)state);
 }
 

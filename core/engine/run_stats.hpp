@@ -48,8 +48,10 @@ class RunStats {
 void print_run_start(const Runtime &runtime, const std::string &model, const zf_layout &layout, torch::Dtype dtype,
                      const PluginSet &plugins);
 
-// Hash of the fp32 master parameters in segment order (padding excluded), over all shards.
+// Hash of the fp32 master parameters in segment order (padding excluded), over all shards,
+// gathered `slice_numel` elements at a time.
 std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
-                         uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel);
+                         uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel,
+                         uint64_t slice_numel = uint64_t(1) << 24);
 
 }  // namespace zf

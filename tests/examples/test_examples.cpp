@@ -6,8 +6,6 @@
 //   - Every example passes `zfcore validate`; run.device = "cuda" stays (validate needs no GPU).
 //     gpu_adam exists only in CUDA builds: without it the example is validated with cpu_adam in
 //     its place (a WARN says so), which checks every other key.
-//   - The examples that name the nvme offload plugin are validated by a case of their own,
-//     reported as skipped (exit code 4) while `zfcore plugins` does not list the plugin.
 //   - The Alpaca fine-tunes train 9 steps with run.device = "cpu" on a tiny model of their
 //     family, exported with the stand-in tokenizer's files as a Hugging Face directory.
 //   - README.md's Examples section lists exactly the files there are.
@@ -175,10 +173,6 @@ std::string trainable_model(const StandIns &s, const std::string &family) {
   return dir;
 }
 
-bool needs_nvme(const std::string &example) {
-  return names_plugin(Config::load(test::source_dir() + "/" + example), ZF_KIND_OFFLOAD, "nvme");
-}
-
 }  // namespace
 
 TEST_CASE("examples: every example config validates, without a GPU, with small stand-ins for its files",
@@ -189,37 +183,13 @@ TEST_CASE("examples: every example config validates, without a GPU, with small s
   StandIns stand_ins = make_stand_ins("examples_validate");
   int validated = 0;
   for (const std::string &example : examples) {
-    if (needs_nvme(example)) continue;  // the next case
     Invocation v = validate_example(example, stand_ins, plugins);
     INFO(v.command << "\n" << v.outcome.output);
     CHECK(v.outcome.exit_code == 0);
     CHECK_THAT(v.outcome.output, Catch::Contains(": valid ("));
     ++validated;
   }
-  CHECK(validated >= 7);
-}
-
-TEST_CASE("examples: the NVMe offload examples validate (skipped until the nvme plugin is built)", "[examples]") {
-  std::vector<std::string> examples;
-  for (const std::string &example : example_files())
-    if (needs_nvme(example)) examples.push_back(example);
-  REQUIRE_FALSE(examples.empty());  // examples/gpu/llama2-7b-nvme-alpaca.toml
-  std::set<std::string> plugins = built_plugins();
-  // Remove this condition once plugins/offload/nvme is in the build: the case then fails where the
-  // plugin is missing or rejects the example's keys (path, host_budget_gb, pin_memory, bucket_size).
-  if (!plugins.count("offload/nvme")) {
-    std::printf("skipped: `zfcore plugins` does not list the nvme offload plugin yet; not validated:");
-    for (const std::string &example : examples) std::printf(" %s", example.c_str());
-    std::printf("\n");
-    std::fflush(stdout);
-    std::_Exit(4);  // ctest: skipped
-  }
-  for (const std::string &example : examples) {
-    Invocation v = validate_example(example, make_stand_ins("examples_nvme"), plugins);
-    INFO(v.command << "\n" << v.outcome.output);
-    CHECK(v.outcome.exit_code == 0);
-    CHECK_THAT(v.outcome.output, Catch::Contains(": valid (") && Catch::Contains("offload nvme"));
-  }
+  CHECK(validated >= 8);
 }
 
 TEST_CASE("examples: README's Examples section names every example, and every example it names exists",
@@ -255,7 +225,6 @@ TEST_CASE("examples: the Alpaca fine-tune examples train on CPU with a tiny mode
   for (const std::string &example : example_files()) {
     Config config = Config::load(test::source_dir() + "/" + example);
     if (config.string("data", "type") != "alpaca" || !wrote(config, "model", "init_from")) continue;
-    if (needs_nvme(example) && !plugins.count("offload/nvme")) continue;  // reported skipped above
     const std::string out = s.dir + "/out-" + fs::path(example).stem().string();
     std::vector<std::string> sets = stand_in_sets(example, s, plugins);
     for (const std::string &set : {"run.device=cpu", "data.seq_len=255", "train.steps=9", "train.micro_batch=2",
