@@ -114,17 +114,21 @@ int command_estimate(const std::vector<std::string> &args) {
                 (unsigned long long)e.total(), format_bytes(e.paper).c_str(), e.stage == chosen ? "   <- this config" : "");
   }
   std::string offload = config.plugin(ZF_KIND_OFFLOAD).candidates.front();
-  if (offload == "cpu_optimizer") {
+  if (offload == "cpu_optimizer" || offload == "nvme") {
     // The master and the optimizer state move to pinned host memory, with a host copy of the
-    // gradient shard and (bf16/fp16 runs) of the updated parameters.
-    std::printf("offload %s: per rank, bytes on each tier\n", offload.c_str());
-    std::printf("  %-6s %14s %14s\n", "stage", "device", "pinned host");
+    // gradient shard and (bf16/fp16 runs) of the updated parameters; nvme puts the state on disk
+    // (and keeps three tiles of it per state tensor in pinned memory, not counted here).
+    const bool disk = offload == "nvme";
+    std::printf("offload %s: per rank, bytes on each tier%s\n", offload.c_str(),
+                disk ? " (pinned: plus 3 tiles of offload.bucket_size per state tensor)" : "");
+    std::printf("  %-6s %14s %14s %14s\n", "stage", "device", "pinned host", "nvme");
     for (const StageEstimate &e : estimate_memory(input)) {
       uint64_t shard = e.master / 4;
       uint64_t copies = shard * input.compute_bytes * (input.compute_bytes == 4 ? 1 : 2);
-      std::printf("  %-6s %14llu %14llu%s\n", e.stage.c_str(),
+      std::printf("  %-6s %14llu %14llu %14llu%s\n", e.stage.c_str(),
                   (unsigned long long)(e.params + e.grads + e.staging + e.transient),
-                  (unsigned long long)(e.master + e.state + copies), e.stage == chosen ? "   <- this config" : "");
+                  (unsigned long long)(e.master + copies + (disk ? 0 : e.state)),
+                  (unsigned long long)(disk ? e.state : 0), e.stage == chosen ? "   <- this config" : "");
     }
   }
   std::printf(

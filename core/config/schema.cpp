@@ -22,6 +22,9 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("seed", ZF_PARAM_INT, "1234", "seed of parameters, data order and dropout", kMin, 0),
         decl("output_dir", ZF_PARAM_STRING, "", "where steps.jsonl, steps.csv and summary.json go (default runs/NAME)"),
         decl("log_every", ZF_PARAM_INT, "1", "print one step line every N steps", kRange, 1, kMaxSteps),
+        decl("wall_clock_breakdown", ZF_PARAM_BOOL, "false",
+             "under each step line, the step's timers in ms (fwd, bwd, cpu_update, update_wait, ...; DeepSpeed's "
+             "wall_clock_breakdown)"),
         decl("timing_warmup", ZF_PARAM_INT, "2", "steps left out of the mean step time", kRange, 0, kMaxSteps),
         decl("device", ZF_PARAM_STRING, "cpu", "where the model computes", 0, 0, 0, "cpu|cuda"),
         decl("deterministic", ZF_PARAM_BOOL, "false",

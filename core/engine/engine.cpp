@@ -104,7 +104,8 @@ class Trainer {
     const std::string &output_dir = options_.output_dir, &progress = options_.progress;
     // Under mpirun a rank's stdout is a pseudo-terminal whatever the user's is: no bar by default.
     bool show_progress = progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO) && !launched_under_mpi());
-    RunReport report(output_dir, comm_.rank() == 0, show_progress, options_.log_every, start_step_);
+    RunReport report(output_dir, comm_.rank() == 0, show_progress, options_.log_every, options_.wall_clock_breakdown,
+                     start_step_);
     print_run_start(runtime_, model_->name(), flat_->layout(), dtype_, plugins_);
 
     RunSummary summary;

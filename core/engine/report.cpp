@@ -51,8 +51,9 @@ double timer_value(const StepRecord &record, const std::string &name) {
 }  // namespace
 
 RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every,
-                     int64_t resumed_step)
-    : output_dir_(output_dir), writer_(writer), progress_(progress && writer), log_every_(log_every) {
+                     bool breakdown, int64_t resumed_step)
+    : output_dir_(output_dir), writer_(writer), progress_(progress && writer), log_every_(log_every),
+      breakdown_(breakdown) {
   if (!writer_) return;
   std::error_code ec;
   std::filesystem::create_directories(output_dir_, ec);
@@ -112,9 +113,16 @@ void RunReport::step(const StepRecord &r) {
       if (r.memory[tier]) memory += format(" | %s %s", tier_name(tier), format_bytes(r.memory[tier]).c_str());
     if (r.device_allocated_peak) memory += format(" | gpu peak %s", format_bytes(r.device_allocated_peak).c_str());
     std::string eval = r.eval_loss >= 0 ? format(" | eval loss %.4f", r.eval_loss) : "";
-    std::printf("step %*lld/%lld | loss %.4f%s | %.1f ms | %.0f samples/s | %.0f tokens/s%s\n",
+    std::string update = r.update.empty() ? "" : " | update " + r.update;
+    std::printf("step %*lld/%lld | loss %.4f%s | %.1f ms | %.0f samples/s | %.0f tokens/s%s%s\n",
                 int(std::to_string(r.steps).size()), (long long)r.step, (long long)r.steps, r.loss, eval.c_str(),
-                r.step_ms, r.samples_per_s, r.tokens_per_s, memory.c_str());
+                r.step_ms, r.samples_per_s, r.tokens_per_s, memory.c_str(), update.c_str());
+    if (breakdown_) {  // the step's own timers (the _microstep ones repeat them per micro-step)
+      std::string line;
+      for (const auto &[name, ms] : r.timers_ms)
+        if (name.find("_microstep") == std::string::npos) line += format(" | %s: %.1f", name.c_str(), ms);
+      std::printf("  time (ms)%s\n", line.c_str());
+    }
   }
   if (progress_) draw_progress(r);
   std::fflush(stdout);

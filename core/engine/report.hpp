@@ -35,7 +35,8 @@ class RunReport {
  public:
   // resumed_step > 0: continue the files of the run that wrote that checkpoint, without the rows it
   // wrote after it (the resumed run computes those steps again); 0 starts them anew.
-  RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every,
+  // breakdown: a line of the step's timers under each step line.
+  RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every, bool breakdown,
             int64_t resumed_step);
   ~RunReport();
   void step(const StepRecord &record);
@@ -47,6 +48,7 @@ class RunReport {
   std::filesystem::path output_dir_;
   bool writer_, progress_;
   int64_t log_every_;
+  bool breakdown_;
   std::FILE *jsonl_ = nullptr;
   std::FILE *csv_ = nullptr;
 };

@@ -9,6 +9,7 @@ RunOptions RunOptions::read(const Config &config) {
   if (o.output_dir.empty()) o.output_dir = "runs/" + config.string("run", "name");
   o.progress = config.string("run", "progress");
   o.log_every = config.integer("run", "log_every");
+  o.wall_clock_breakdown = config.boolean("run", "wall_clock_breakdown");
   o.timing_warmup = config.integer("run", "timing_warmup");
   o.host_memory_limit_gb = config.real("run", "host_memory_limit_gb");
 

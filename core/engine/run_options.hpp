@@ -18,6 +18,7 @@ struct RunOptions {
   std::string output_dir;  // run.output_dir, default runs/NAME
   std::string progress;    // auto | on | off
   int64_t log_every = 1, timing_warmup = 0;
+  bool wall_clock_breakdown = false;  // a line of timers under each step line
   double host_memory_limit_gb = 0;
   // [train]
   int64_t steps = 1, micro_batch = 1, grad_accum = 1, eval_every = 0, eval_batches = 0;

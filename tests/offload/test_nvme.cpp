@@ -56,7 +56,8 @@ TEST_CASE("io_uring and the pread/pwrite fallback, a host budget and bf16 give t
     std::string base = kWorkload + "--set train.grad_accum=2 --set model.dtype=" + dtype + " ";
     test::StageRun cpu = run_ok("nvme1_cpu_" + dtype, "zero0", 1, base + kCpuOffload);
     std::string files = test::scratch_dir("nvme1_files_" + dtype);
-    test::StageRun uring = run_ok("nvme1_uring_" + dtype, "zero0", 1, base + nvme(files, "--set offload.io_backend=auto"));
+    test::StageRun uring = run_ok("nvme1_uring_" + dtype, "zero0", 1,
+                                  base + nvme(files, "--set offload.io_backend=auto --set run.wall_clock_breakdown=true"));
     test::StageRun threads =
         run_ok("nvme1_threads_" + dtype, "zero0", 1, base + nvme(files, "--set offload.io_backend=threads"));
     // About half of the state (2 x 4 bytes x 263k elements) in RAM, the rest on disk.
@@ -72,6 +73,9 @@ TEST_CASE("io_uring and the pread/pwrite fallback, a host budget and bf16 give t
     // The memory plan shows the disk tier, and the bytes moved are reported: every step reads and
     // writes all of the state (at least 8 bytes per parameter with fp32 moments), plus the first write.
     CHECK(uring.outcome.output.find("nvme ") != std::string::npos);
+    // run.wall_clock_breakdown: a line of timers under each step line, the disk's wait among them.
+    CHECK_THAT(uring.outcome.output, Catch::Contains("\n  time (ms) | ") && Catch::Contains("| disk_wait: "));
+    CHECK_THAT(threads.outcome.output, !Catch::Contains("time (ms)"));
     const double written = std::stod(test::json_field(uring.summary, "nvme_bytes_written"));
     const double read = std::stod(test::json_field(uring.summary, "nvme_bytes_read"));
     const double params = 263168;  // linear_stack's
@@ -173,6 +177,7 @@ TEST_CASE("ZenFlow with its state on disk gives ZenFlow in RAM's bits, and resum
   std::string files = test::scratch_dir("nvme_zf_files");
   test::StageRun disk = run_ok("nvme_zf_disk", "zero0", 1, zen + nvme(files) + "--set train.steps=10");
   CHECK(test::json_field(disk.summary, "zenflow_selections") == "2");
+  CHECK_THAT(disk.outcome.output, Catch::Contains("| update select,gpu"));  // the step line says what ran
   CHECK(digest_of(disk) == digest_of(ram));
   test::ResumedRun r = test::run_resumed("nvme_zf_resume", "zero0", 1, zen + nvme(files), 4, 10);
   INFO(r.first.output);
