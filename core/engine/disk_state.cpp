@@ -54,30 +54,16 @@ uint64_t DiskState::io_bytes(uint64_t tile, size_t spec) const {
   return round_up(count * c10::elementSize(specs_[spec].dtype), kAlignment);
 }
 
-void DiskState::read(uint64_t tile, uint64_t slot, int only) {
+void DiskState::move(uint64_t tile, uint64_t slot, int only, bool to_disk) {
   const auto *api = offload_.api<zf_offload_api>();
   for (size_t i = 0; i < specs_.size(); ++i) {
     if (only >= 0 && size_t(only) != i) continue;
     zf_error error{};
-    const uint64_t bytes = io_bytes(tile, i);
-    offload_.check(api->read_tile(offload_.object(), uint32_t(i), tile * tile_ * c10::elementSize(specs_[i].dtype),
-                                  slot_data(i, slot), bytes, &error),
-                   error, "read_tile");
-    bytes_read_ += bytes;
-  }
-}
-
-void DiskState::write(uint64_t tile, uint64_t slot, int only) {
-  const auto *api = offload_.api<zf_offload_api>();
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    if (only >= 0 && size_t(only) != i) continue;
-    zf_error error{};
-    const uint64_t bytes = io_bytes(tile, i);
-    offload_.check(api->write_tile(offload_.object(), uint32_t(i),
-                                   tile * tile_ * c10::elementSize(specs_[i].dtype), slot_data(i, slot), bytes,
-                                   &error),
-                   error, "write_tile");
-    bytes_written_ += bytes;
+    const uint64_t offset = tile * tile_ * c10::elementSize(specs_[i].dtype), bytes = io_bytes(tile, i);
+    zf_status status = to_disk ? api->write_tile(offload_.object(), uint32_t(i), offset, slot_data(i, slot), bytes, &error)
+                               : api->read_tile(offload_.object(), uint32_t(i), offset, slot_data(i, slot), bytes, &error);
+    offload_.check(status, error, to_disk ? "write_tile" : "read_tile");
+    (to_disk ? bytes_written_ : bytes_read_) += bytes;
   }
 }
 

@@ -51,9 +51,10 @@ class DiskState {
 
  private:
   void acquire(uint64_t tile);  // the tile's state is in its slot
-  // The tile of every state tensor, or of tensor `only`.
-  void read(uint64_t tile, uint64_t slot, int only = -1);
-  void write(uint64_t tile, uint64_t slot, int only = -1);
+  // Queues the tile of every state tensor, or of tensor `only`, from disk into the slot or back.
+  void move(uint64_t tile, uint64_t slot, int only, bool to_disk);
+  void read(uint64_t tile, uint64_t slot, int only = -1) { move(tile, slot, only, false); }
+  void write(uint64_t tile, uint64_t slot, int only = -1) { move(tile, slot, only, true); }
   void wait();
   uint64_t io_bytes(uint64_t tile, size_t spec) const;  // the tile's bytes on disk, 4096-aligned
   char *slot_data(size_t spec, uint64_t slot) const;

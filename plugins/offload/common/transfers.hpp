@@ -35,4 +35,34 @@ struct Transfers {
   }
 };
 
+// The plan of a plugin that keeps the master on the host: master, gradients and the parameters'
+// compute-precision copy on `tier`, the optimizer state on `state_tier`.
+inline zf_status plan_host_tiers(zf_offload_plan *plan, zf_tier tier, zf_tier state_tier, bool overlap,
+                                 uint64_t bucket_numel, zf_error *error) {
+  if (!ZF_HAS(zf_offload_plan, plan, bucket_numel))
+    return zf::fail(error, ZF_ERROR_UNSUPPORTED, "the host's offload plan is older than ABI 1.3");
+  plan->master_tier = plan->grad_tier = plan->param_out_tier = tier;
+  plan->state_tier = state_tier;
+  plan->overlap = overlap ? 1 : 0;
+  plan->bucket_numel = bucket_numel;
+  return ZF_OK;
+}
+
+// The entries that move data, for a plugin object of type Plugin with a `transfers` member.
+template <class Plugin>
+struct TransferEntries {
+  static Transfers &of(zf_object *object) { return *reinterpret_cast<Plugin *>(object)->transfers; }
+  static zf_status gradients_out(zf_object *object, zf_tensor_view device_grads, zf_tensor_view host_grads,
+                                 void *stream, zf_error *error) {
+    return of(object).gradients_out(device_grads, host_grads, stream, error);
+  }
+  static zf_status parameters_in(zf_object *object, zf_tensor_view host_params, zf_tensor_view device_params, void *,
+                                 zf_error *error) {
+    return of(object).parameters_in(host_params, device_params, error);
+  }
+  static zf_status transfer_event(zf_object *object, int32_t direction, void **event, zf_error *error) {
+    return of(object).transfer_event(direction, event, error);
+  }
+};
+
 }  // namespace zf_offload

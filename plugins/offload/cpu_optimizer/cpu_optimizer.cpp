@@ -39,27 +39,10 @@ void destroy(zf_object *object) { delete &self_of(object); }
 
 zf_status plan(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *plan, zf_error *error) {
   CpuOptimizerOffload &self = self_of(object);
-  if (!ZF_HAS(zf_offload_plan, plan, bucket_numel))
-    return zf::fail(error, ZF_ERROR_UNSUPPORTED, "the host's offload plan is older than ABI 1.3");
-  plan->master_tier = plan->state_tier = plan->grad_tier = plan->param_out_tier = self.tier;
-  plan->overlap = self.overlap ? 1 : 0;
-  plan->bucket_numel = self.bucket_numel;
-  return ZF_OK;
+  return zf_offload::plan_host_tiers(plan, self.tier, self.tier, self.overlap, self.bucket_numel, error);
 }
 
-zf_status gradients_out(zf_object *object, zf_tensor_view device_grads, zf_tensor_view host_grads, void *stream,
-                        zf_error *error) {
-  return self_of(object).transfers->gradients_out(device_grads, host_grads, stream, error);
-}
-
-zf_status parameters_in(zf_object *object, zf_tensor_view host_params, zf_tensor_view device_params, void *,
-                        zf_error *error) {
-  return self_of(object).transfers->parameters_in(host_params, device_params, error);
-}
-
-zf_status transfer_event(zf_object *object, int32_t direction, void **event, zf_error *error) {
-  return self_of(object).transfers->transfer_event(direction, event, error);
-}
+using Entries = zf_offload::TransferEntries<CpuOptimizerOffload>;
 
 zf_status wait(zf_object *object, zf_error *) {
   self_of(object).transfers->synchronize();
@@ -83,10 +66,12 @@ const zf_offload_api api = {.struct_size = sizeof(zf_offload_api),
                             .create = create,
                             .destroy = destroy,
                             .plan = plan,
-                            .gradients_out = gradients_out,
-                            .parameters_in = parameters_in,
+                            .gradients_out = Entries::gradients_out,
+                            .parameters_in = Entries::parameters_in,
                             .wait = wait,
-                            .transfer_event = transfer_event};
+                            .write_tile = nullptr,  // no disk tier
+                            .read_tile = nullptr,
+                            .transfer_event = Entries::transfer_event};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "cpu_optimizer", ZF_KIND_OFFLOAD, sizeof params / sizeof params[0],
