@@ -43,6 +43,36 @@ std::vector<fs::path> complete_checkpoints(const fs::path &directory) {
   return found;
 }
 
+bool ends_with(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Out of the store first (one rename), then deleted: a kill in the middle leaves a
+// step-N.deleting directory, which the next save removes, never a half-deleted checkpoint that
+// looks like a step.
+void remove_checkpoint(const fs::path &checkpoint) {
+  std::error_code ec;
+  fs::path doomed = checkpoint;
+  doomed += ".deleting";
+  fs::rename(checkpoint, doomed, ec);
+  fs::remove_all(ec ? checkpoint : doomed, ec);
+}
+
+// What an interrupted save or prune left behind (called after a save completed): step-N.deleting,
+// step-N.tmp, and step-N directories without checkpoint.json (half-deleted by an older zfcore).
+void remove_leftovers(const fs::path &directory) {
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (const auto &entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("step-", 0) != 0) continue;
+    const bool leftover = name.find('.') != std::string::npos ? ends_with(name, ".deleting") || ends_with(name, ".tmp")
+                                                             : !fs::exists(entry.path() / "checkpoint.json");
+    if (leftover) doomed.push_back(entry.path());
+  }
+  for (const fs::path &path : doomed) fs::remove_all(path, ec);
+}
+
 }  // namespace
 
 CheckpointStore::CheckpointStore(fs::path directory, int64_t keep, Communicator &comm)
@@ -91,7 +121,8 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
     ZF_REQUIRE(!ec, "cannot move %s into place: %s", temp_dir.c_str(), ec.message().c_str());
     fsync_path(directory_);
     std::vector<fs::path> all = complete_checkpoints(directory_);
-    for (size_t i = 0; i + size_t(keep_) < all.size(); ++i) fs::remove_all(all[i], ec);
+    for (size_t i = 0; i + size_t(keep_) < all.size(); ++i) remove_checkpoint(all[i]);
+    remove_leftovers(directory_);
   }
   comm_.barrier();
   return final_dir;

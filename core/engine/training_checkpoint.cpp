@@ -78,10 +78,16 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update) {
   if (!from) return 0;
   TrainingState loaded = state(0, update);
   store_->load(*from, loaded);
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  generator.set_state(loaded.rng);
-  if (runtime_.device == ZF_DEVICE_CUDA && loaded.device_rng.defined())
-    device_generator(runtime_).set_state(loaded.device_rng);
+  try {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    generator.set_state(loaded.rng);
+    if (runtime_.device == ZF_DEVICE_CUDA && loaded.device_rng.defined())
+      device_generator(runtime_).set_state(loaded.device_rng);
+  } catch (const c10::Error &e) {
+    throw Error(format("%s: the saved random generator state (rng, device_rng) is not one torch accepts: %s; the "
+                       "checkpoint is damaged: resume from an earlier one (checkpoint.resume = DIR)",
+                       from->c_str(), e.what_without_backtrace()));
+  }
   if (runtime_.comm->rank() == 0)
     std::printf("zfcore: resumed from %s (step %lld)\n", from->c_str(), (long long)loaded.step);
   return loaded.step;

@@ -1,6 +1,7 @@
 // Checkpoints: resuming from step k gives bit-for-bit the run that never stopped; SIGTERM saves
-// and stops; an unfinished save (a .tmp directory) and a damaged file are handled; the schedule
-// is a pure function of the step.
+// and stops; an unfinished save (a .tmp directory), an interrupted prune and a damaged file are
+// handled; the schedule is a pure function of the step.
+#include "checkpoint/safetensors.hpp"
 #include "engine/schedule.hpp"
 #include "support/process.hpp"
 
@@ -112,6 +113,46 @@ TEST_CASE("an unfinished save is ignored and a damaged checkpoint is a clear err
                                  " --set run.output_dir=" + test::scratch_dir("ckpt_other"));
   CHECK(other.exit_code == 1);
   CHECK_THAT(other.output, Catch::Contains("another model layout"));
+}
+
+TEST_CASE("what an interrupted save or prune left is removed, and a damaged RNG state is a clear error",
+          "[checkpoint]") {
+  std::string dir = test::scratch_dir("ckpt_leftovers");
+  // A kill while pruning (step 1, renamed out of the store; step 3, half-deleted by an older
+  // zfcore: no checkpoint.json) and while saving (step 7's .tmp).
+  for (const char *leftover : {"step-00000001.deleting", "step-00000003", "step-00000007.tmp"}) {
+    fs::create_directories(dir + "/checkpoints/" + leftover);
+    std::ofstream(dir + "/checkpoints/" + leftover + "/rank-00000.safetensors") << "left over";
+  }
+  auto run = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining +
+                               "--set train.steps=4 --set checkpoint.every=2 --set checkpoint.keep=1 "
+                               "--set run.output_dir=" + dir);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  std::vector<std::string> left;
+  for (const auto &entry : fs::directory_iterator(dir + "/checkpoints")) left.push_back(entry.path().filename());
+  CHECK(left == std::vector<std::string>{"step-00000004"});  // keep = 1: step 2 pruned too
+
+  // The saved CPU generator state zeroed: torch refuses it; the message names the checkpoint.
+  std::string file = dir + "/checkpoints/step-00000004/rank-00000.safetensors";
+  const TensorInfo rng = SafetensorsFile::open(file).info("rng");
+  uint64_t header = 0;
+  {
+    std::ifstream in(file, std::ios::binary);
+    in.read(reinterpret_cast<char *>(&header), 8);
+  }
+  {
+    std::fstream out(file, std::ios::binary | std::ios::in | std::ios::out);
+    out.seekp(std::streamoff(8 + header + rng.begin));
+    std::string zeros(rng.end - rng.begin, '\0');
+    out.write(zeros.data(), std::streamsize(zeros.size()));
+  }
+  auto damaged = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining +
+                                   "--set train.steps=6 --set run.output_dir=" + dir);
+  INFO(damaged.output);
+  CHECK(damaged.exit_code == 1);
+  CHECK_THAT(damaged.output, Catch::Contains("step-00000004: the saved random generator state") &&
+                                 Catch::Contains("resume from an earlier one"));
 }
 
 TEST_CASE("SIGTERM and SIGHUP save a checkpoint at the end of the current step and stop", "[checkpoint]") {
