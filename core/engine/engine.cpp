@@ -171,9 +171,11 @@ class Trainer {
     }
     if (sample.tokens > 0 && comm_.rank() == 0) {
       auto tokenizer = make_tokenizer(config_);
-      std::string text = generate(*model_, *tokenizer, sample);
+      // SIGTERM, SIGINT or SIGHUP while sampling: the model is saved, so the sample ends there.
+      std::string text = generate(*model_, *tokenizer, sample, [] { return g_stop_signal != 0; });
       std::printf("zfcore: sample (%lld tokens, temperature %g):\n%s\n", (long long)sample.tokens, sample.temperature,
                   text.c_str());
+      if (g_stop_signal) std::printf("zfcore: sample cut short by signal %d\n", int(g_stop_signal));
     }
     std::fflush(stdout);
   }

@@ -8,7 +8,8 @@
 
 namespace zf {
 
-std::string generate(Model &model, const Tokenizer &tokenizer, const SampleOptions &options) {
+std::string generate(Model &model, const Tokenizer &tokenizer, const SampleOptions &options,
+                     const std::function<bool()> &stop) {
   torch::NoGradGuard no_grad;
   model.train(false);
   std::vector<int64_t> ids = tokenizer.encode(options.prompt);
@@ -17,7 +18,7 @@ std::string generate(Model &model, const Tokenizer &tokenizer, const SampleOptio
   const size_t prompt_length = ids.size();
   auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
   const size_t blocks = model.block_names().size();
-  for (int64_t n = 0; n < options.tokens; ++n) {
+  for (int64_t n = 0; n < options.tokens && !(stop && stop()); ++n) {
     size_t begin = ids.size() > size_t(options.context) ? ids.size() - size_t(options.context) : 0;
     std::vector<int64_t> window(ids.begin() + int64_t(begin), ids.end());
     Batch batch;

@@ -6,6 +6,7 @@
 #include "model/model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
+#include <functional>
 #include <string>
 
 namespace zf {
@@ -19,7 +20,9 @@ struct SampleOptions {
   uint64_t seed = 0;
 };
 
-// The prompt followed by up to options.tokens sampled tokens (stops at EOS), as text.
-std::string generate(Model &model, const Tokenizer &tokenizer, const SampleOptions &options);
+// The prompt followed by up to options.tokens sampled tokens (stops at EOS, or early when `stop`
+// returns true: a signal asked the run to end), as text.
+std::string generate(Model &model, const Tokenizer &tokenizer, const SampleOptions &options,
+                     const std::function<bool()> &stop = {});
 
 }  // namespace zf

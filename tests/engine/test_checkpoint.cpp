@@ -186,6 +186,41 @@ TEST_CASE("SIGTERM and SIGHUP save a checkpoint at the end of the current step a
   }
 }
 
+TEST_CASE("SIGTERM while the final sample is written ends it at once", "[checkpoint]") {
+  std::string dir = test::scratch_dir("ckpt_signal_sample");
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::string log = dir + "/log.txt", output = "run.output_dir=" + dir;
+    freopen(log.c_str(), "w", stdout);
+    freopen(log.c_str(), "a", stderr);
+    std::string quickstart = test::source_dir() + "/examples/quickstart.toml";
+    execl(test::zfcore().c_str(), "zfcore", "run", quickstart.c_str(), "--set", "train.steps=3", "--set",
+          "sample.tokens=10000000", "--set", output.c_str(), "--set", "run.progress=off", nullptr);
+    _exit(127);
+  }
+  // summary.json is written when training ends, before the sample.
+  for (int i = 0; i < 1200 && !fs::exists(dir + "/summary.json"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(fs::exists(dir + "/summary.json"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(child, SIGTERM);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 200 && done == 0; ++i) {  // 10 s; 10 million tokens would take hours
+    done = waitpid(child, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+  }
+  INFO(test::read_text(dir + "/log.txt"));
+  REQUIRE(done == child);
+  CHECK(WIFEXITED(status));
+  CHECK_THAT(test::read_text(dir + "/log.txt"), Catch::Contains("zfcore: sample cut short by signal 15"));
+}
+
 TEST_CASE("learning-rate schedules: warm-up, then constant, cosine or linear decay", "[checkpoint]") {
   LrSchedule schedule{"cosine", 10, 110, 0.1};
   CHECK(schedule.factor(1) == Approx(0.1));
