@@ -155,8 +155,9 @@ class Trainer {
     summary.mean_step_ms = timed_steps ? timed_ms / double(timed_steps) : 0;
     summary.param_digest = param_digest(comm_, flat_->layout(), update_->master, shard_begin_, shard_end_, padded_numel_);
     summary.output_dir = output_dir;
-    report.finish(summary_json(summary, timed_steps));
+    const std::string lost = report.finish(summary_json(summary, timed_steps));
     if (!summary.stop_signal) finish();
+    ZF_REQUIRE(lost.empty(), "%s; the model is in the checkpoints and the export, as configured", lost.c_str());
     return summary;
   }
 

@@ -2,6 +2,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
+#include "runtime/log.hpp"
 #include "runtime/memory.hpp"
 
 #include <unistd.h>
@@ -96,15 +97,21 @@ void RunReport::step(const StepRecord &r) {
     json.key("reserved").value(r.device_reserved_peak).end_object();
   }
   json.end_object();
-  std::fprintf(jsonl_, "%s\n", json.str().c_str());
-  std::fflush(jsonl_);
+  if (jsonl_) {
+    std::fprintf(jsonl_, "%s\n", json.str().c_str());
+    std::fflush(jsonl_);
+  }
 
-  std::fprintf(csv_, "%lld,%.6f,%.3f,%.2f,%.2f,%.6g", (long long)r.step, r.loss, r.step_ms, r.samples_per_s,
-               r.tokens_per_s, r.lr);
-  for (const std::string &name : standard_timers()) std::fprintf(csv_, ",%.3f", timer_value(r, name));
-  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) std::fprintf(csv_, ",%llu", (unsigned long long)r.memory[tier]);
-  std::fprintf(csv_, "\n");
-  std::fflush(csv_);
+  if (csv_) {
+    std::fprintf(csv_, "%lld,%.6f,%.3f,%.2f,%.2f,%.6g", (long long)r.step, r.loss, r.step_ms, r.samples_per_s,
+                 r.tokens_per_s, r.lr);
+    for (const std::string &name : standard_timers()) std::fprintf(csv_, ",%.3f", timer_value(r, name));
+    for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) std::fprintf(csv_, ",%llu", (unsigned long long)r.memory[tier]);
+    std::fprintf(csv_, "\n");
+    std::fflush(csv_);
+  }
+  stop_writing_if_failed(jsonl_, "steps.jsonl");
+  stop_writing_if_failed(csv_, "steps.csv");
 
   if (progress_) std::printf("\r\033[K");
   if (r.step == 1 || r.step == r.steps || r.step % log_every_ == 0 || r.eval_loss >= 0) {
@@ -136,13 +143,28 @@ void RunReport::draw_progress(const StepRecord &r) {
   std::printf("[%s] %lld/%lld loss %.4f", bar.c_str(), (long long)r.step, (long long)r.steps, r.loss);
 }
 
-void RunReport::finish(const std::string &summary_json) {
-  if (!writer_) return;
+// A step log that cannot be written (a full disk) is not worth the model: say so once, stop
+// writing it, and let training, checkpoints and the export go on.
+void RunReport::stop_writing_if_failed(std::FILE *&file, const char *name) {
+  if (!file || !std::ferror(file)) return;
+  const std::string why = errno ? std::strerror(errno) : "write error";
+  std::fclose(file);
+  file = nullptr;
+  log_warn(format("cannot write %s (%s; disk full?): it ends at the step before; training goes on",
+                  (output_dir_ / name).c_str(), why.c_str()));
+}
+
+std::string RunReport::finish(const std::string &summary_json) {
+  if (!writer_) return "";
   if (progress_) std::printf("\r\033[K");
+  std::fflush(stdout);
   std::ofstream out(output_dir_ / "summary.json");
   out << summary_json << "\n";
-  ZF_REQUIRE(out.good(), "cannot write %s", (output_dir_ / "summary.json").c_str());
-  std::fflush(stdout);
+  out.flush();
+  if (out.good()) return "";
+  std::string failure = format("cannot write %s (disk full?)", (output_dir_ / "summary.json").c_str());
+  log_warn(failure + ": the export and the sample still follow");
+  return failure;
 }
 
 }  // namespace zf

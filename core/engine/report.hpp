@@ -40,11 +40,13 @@ class RunReport {
             int64_t resumed_step);
   ~RunReport();
   void step(const StepRecord &record);
-  void finish(const std::string &summary_json);
+  // Writes summary.json; "" or what could not be written (the run goes on to its export).
+  std::string finish(const std::string &summary_json);
   const std::filesystem::path &output_dir() const { return output_dir_; }
 
  private:
   void draw_progress(const StepRecord &record);
+  void stop_writing_if_failed(std::FILE *&file, const char *name);
   std::filesystem::path output_dir_;
   bool writer_, progress_;
   int64_t log_every_;

@@ -221,6 +221,32 @@ TEST_CASE("SIGTERM while the final sample is written ends it at once", "[checkpo
   CHECK_THAT(test::read_text(dir + "/log.txt"), Catch::Contains("zfcore: sample cut short by signal 15"));
 }
 
+TEST_CASE("an output file that cannot be written is a warning: training, checkpoints and the export go on",
+          "[checkpoint]") {
+  // steps.jsonl on a full disk (/dev/full): one warning, the run goes on and checkpoints.
+  std::string dir = test::scratch_dir("ckpt_full_log");
+  fs::create_symlink("/dev/full", dir + "/steps.jsonl");
+  auto run = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining +
+                               "--set train.steps=4 --set checkpoint.every=2 --set run.output_dir=" + dir);
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK_THAT(run.output, Catch::Contains("cannot write " + dir + "/steps.jsonl") && Catch::Contains("training goes on"));
+  CHECK(fs::exists(dir + "/checkpoints/step-00000004/checkpoint.json"));
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "steps") == "4");
+
+  // summary.json on a full disk: the Hugging Face export (elsewhere) is still written, then the run
+  // fails with what it could not write.
+  std::string out = test::scratch_dir("ckpt_full_summary"), exported = test::scratch_dir("ckpt_full_export");
+  fs::create_symlink("/dev/full", out + "/summary.json");
+  auto end = test::run_command(test::zfcore() + " run " + test::source_dir() + "/examples/quickstart.toml" +
+                               " --set train.steps=3 --set sample.tokens=0 --set run.progress=off --set run.output_dir=" +
+                               out + " --set checkpoint.export_hf=" + exported + "/hf");
+  INFO(end.output);
+  CHECK(end.exit_code == 1);
+  CHECK_THAT(end.output, Catch::Contains("cannot write " + out + "/summary.json"));
+  CHECK(fs::exists(exported + "/hf/model.safetensors"));
+}
+
 TEST_CASE("learning-rate schedules: warm-up, then constant, cosine or linear decay", "[checkpoint]") {
   LrSchedule schedule{"cosine", 10, 110, 0.1};
   CHECK(schedule.factor(1) == Approx(0.1));
