@@ -145,8 +145,7 @@ void save_hf_checkpoint(Model &model, const std::string &directory, const HfExpo
   bool from_master = stored == torch::kFloat32 && t.dtype() != torch::kFloat32;
   if (from_master)
     ZF_REQUIRE(options.master.defined() && options.layout && options.master.numel() >= int64_t(options.layout->numel),
-               "checkpoint.export_dtype = \"float32\" needs the fp32 master weights of the whole model, which this "
-               "run does not hold in one place (stage zero1-zero3 over several ranks): export \"auto\" instead");
+               "internal: checkpoint.export_dtype = \"float32\" without the fp32 master weights of the whole model");
   torch::Tensor master = from_master ? options.master.to(torch::kCPU) : torch::Tensor();
   std::filesystem::create_directories(directory);
   std::vector<std::pair<std::string, at::Tensor>> tensors;

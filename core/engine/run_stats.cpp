@@ -128,8 +128,9 @@ void print_run_start(const Runtime &runtime, const std::string &model, const zf_
 
 // A slice at a time: a 7B master is 28 GB, and a full copy per rank plus the gather's buffers
 // would not fit beside the run.
-std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
-                         uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel, uint64_t slice_numel) {
+void for_each_master_slice(Communicator &comm, const torch::Tensor &master, uint64_t shard_begin, uint64_t shard_end,
+                           uint64_t padded_numel, uint64_t slice_numel,
+                           const std::function<void(uint64_t lo, uint64_t hi, const float *values)> &visit) {
   const int world = comm.world_size();
   int64_t range[2] = {int64_t(shard_begin), int64_t(shard_end)};
   std::vector<int64_t> ranges(size_t(2 * world));
@@ -137,8 +138,6 @@ std::string param_digest(Communicator &comm, const zf_layout &layout, const torc
                   zf_tensor_view{ranges.data(), ranges.size(), ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, nullptr);
   const uint64_t slice = std::max<uint64_t>(1, std::min(padded_numel, slice_numel));
   std::vector<float> mine(slice), all(slice * size_t(world)), whole(slice);
-  uint64_t state = kDigestSeed;
-  uint32_t segment = 0;
   for (uint64_t lo = 0; lo < padded_numel; lo += slice) {
     const uint64_t hi = std::min(padded_numel, lo + slice);
     std::fill(mine.begin(), mine.end(), 0.0f);
@@ -150,17 +149,28 @@ std::string param_digest(Communicator &comm, const zf_layout &layout, const torc
     comm.all_gather(zf_tensor_view{mine.data(), mine.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
                     zf_tensor_view{all.data(), all.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0}, nullptr);
     for (int r = 0; r < world; ++r) {  // ranks may own the same range (zero0): last copy wins, all equal
-      const uint64_t a = std::max<uint64_t>(lo, uint64_t(ranges[2 * r])), b = std::min<uint64_t>(hi, uint64_t(ranges[2 * r + 1]));
+      const uint64_t a = std::max<uint64_t>(lo, uint64_t(ranges[2 * r]));
+      const uint64_t b = std::min<uint64_t>(hi, uint64_t(ranges[2 * r + 1]));
       if (a < b) std::memcpy(whole.data() + (a - lo), all.data() + size_t(r) * slice + (a - lo), (b - a) * sizeof(float));
     }
-    // The segments' bytes in this slice, in layout order (padding between them is skipped).
-    for (; segment < layout.segment_count; ++segment) {
-      const zf_segment &s = layout.segments[segment];
-      const uint64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
-      if (a < b) state = digest_bytes(whole.data() + (a - lo), (b - a) * sizeof(float), state);
-      if (s.offset + s.numel > hi) break;  // goes on in the next slice
-    }
+    visit(lo, hi, whole.data());
   }
+}
+
+std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
+                         uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel, uint64_t slice_numel) {
+  uint64_t state = kDigestSeed;
+  uint32_t segment = 0;
+  for_each_master_slice(comm, master, shard_begin, shard_end, padded_numel, slice_numel,
+                        [&](uint64_t lo, uint64_t hi, const float *values) {
+                          // The segments' bytes in this slice, in layout order (padding is skipped).
+                          for (; segment < layout.segment_count; ++segment) {
+                            const zf_segment &s = layout.segments[segment];
+                            const uint64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
+                            if (a < b) state = digest_bytes(values + (a - lo), (b - a) * sizeof(float), state);
+                            if (s.offset + s.numel > hi) break;  // goes on in the next slice
+                          }
+                        });
   return format("%016llx", (unsigned long long)state);
 }
 

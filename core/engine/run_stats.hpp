@@ -11,6 +11,7 @@
 #include "runtime/device.hpp"
 
 #include <map>
+#include <functional>
 #include <string>
 
 namespace zf {
@@ -47,6 +48,12 @@ class RunStats {
 // Rank 0 prints the model, the plugins and the ledger per tier.
 void print_run_start(const Runtime &runtime, const std::string &model, const zf_layout &layout, torch::Dtype dtype,
                      const PluginSet &plugins);
+
+// The whole fp32 master in layout order, gathered from every rank's shard `slice_numel` elements
+// at a time: visit(lo, hi, values of [lo, hi)) on every rank, slice after slice (collective).
+void for_each_master_slice(Communicator &comm, const torch::Tensor &master, uint64_t shard_begin, uint64_t shard_end,
+                           uint64_t padded_numel, uint64_t slice_numel,
+                           const std::function<void(uint64_t lo, uint64_t hi, const float *values)> &visit);
 
 // Hash of the fp32 master parameters in segment order (padding excluded), over all shards,
 // gathered `slice_numel` elements at a time.
