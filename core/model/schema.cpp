@@ -35,7 +35,7 @@ std::vector<zf_param_decl> model_schema() {
       decl("qkv_bias", ZF_PARAM_BOOL, "false", "q/k/v projections have biases (unset: true for gpt2 and qwen2)"),
       decl("dtype", ZF_PARAM_STRING, "float32", "compute and working-parameter precision", 0, 0, 0, "float32|bfloat16"),
       decl("dropout", ZF_PARAM_FLOAT, "0", "dropout probability (gpt2: embeddings, attention, residuals; llama: "
-           "attention) while training", kUnitOpen, 0, 1),
+           "attention) while training; init_from's config.json dropout is not applied (the run says so)", kUnitOpen, 0, 1),
       decl("activation_checkpointing", ZF_PARAM_BOOL, "false",
            "keep only each transformer layer's input and recompute the layer in backward"),
       decl("column_major", ZF_PARAM_BOOL, "true", "store 2-D weights column by column (ZenFlow selects columns)")

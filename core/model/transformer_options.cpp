@@ -5,6 +5,7 @@
 
 #include "config/config.hpp"
 #include "runtime/error.hpp"
+#include "runtime/log.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -132,6 +133,12 @@ TransformerOptions transformer_options(const Config &config) {
         mismatch(key, value ? "true" : "false", stored.*member ? "true" : "false");
     }
     shape = stored;
+    // Hugging Face trains with config.json's dropout; zfcore with model.dropout: say which.
+    const double stored_dropout = read_hf_dropout(options.init_from);
+    if (!wrote("dropout") && stored_dropout > 0)
+      log_info(format("%s has dropout %g; this run trains without dropout (model.dropout = 0): set model.dropout = "
+                      "%g to train with it%s", source.c_str(), stored_dropout, stored_dropout,
+                      options.activation_checkpointing ? " (and model.activation_checkpointing = false)" : ""));
   } else {
     for (auto [key, member] : keys.integers)
       if (wrote(key) && config.integer("model", key) != 0) shape.*member = config.integer("model", key);

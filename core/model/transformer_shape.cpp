@@ -275,6 +275,17 @@ TransformerShape read_hf_config(const std::string &directory) {
   return shape_from_hf_config(parse_json(text, path), path);
 }
 
+double read_hf_dropout(const std::string &directory) {
+  std::string path = directory + "/config.json", text;
+  if (!read_regular_file(path, 16 << 20, &text).empty()) return 0;  // read_hf_config says why
+  json config = parse_json(text, path);
+  double dropout = 0;
+  for (const char *key : {"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout"})
+    if (config.is_object() && config.contains(key) && config[key].is_number())
+      dropout = std::max(dropout, config[key].get<double>());
+  return dropout;
+}
+
 json hf_config(const TransformerShape &s, const std::string &dtype, double dropout) {
   json c;
   c["model_type"] = s.type;

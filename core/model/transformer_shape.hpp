@@ -64,6 +64,9 @@ uint64_t preset_parameter_count(const std::string &name);
 // features (rope scaling, sliding windows, biases Llama does not have) are errors.
 TransformerShape shape_from_hf_config(const nlohmann::json &config, const std::string &source);
 TransformerShape read_hf_config(const std::string &directory);  // DIRECTORY/config.json
+// The largest dropout probability DIRECTORY/config.json gives (resid_pdrop, embd_pdrop, attn_pdrop,
+// attention_dropout), 0 without any.
+double read_hf_dropout(const std::string &directory);
 // `dtype` is the torch_dtype written ("float32", "bfloat16"); dropout goes to the *_pdrop fields.
 nlohmann::json hf_config(const TransformerShape &shape, const std::string &dtype, double dropout);
 

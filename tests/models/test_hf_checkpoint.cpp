@@ -189,3 +189,24 @@ TEST_CASE("model: logits and loss match transformers on the fixtures", "[model][
   CHECK(logits_diff < 1e-4);
   CHECK(loss_diff < 1e-5);
 }
+
+TEST_CASE("model: a config.json dropout that the run does not use is said, once", "[model][hf]") {
+  // The fixture's config.json has resid/embd/attn_pdrop = 0.1; Hugging Face would train with it.
+  std::string dir = test::scratch_dir("hf_dropout"), config = dir + "/train.toml";
+  std::ofstream(config) << "[model]\ninit_from = \"" << test::source_dir()
+                        << "/tests/fixtures/hf/gpt2_tokenizer\"\n[data]\ntype = \"synthetic\"\nvocab = 600\n"
+                           "seq_len = 16\n[train]\nsteps = 1\nmicro_batch = 2\n[run]\nprogress = \"off\"\n";
+  auto run = [&](const std::string &extra) {
+    return test::run_command(test::zfcore() + " run " + config + " --set run.output_dir=" + dir + "/out " + extra);
+  };
+  test::Outcome silent = run("");
+  INFO(silent.output);
+  REQUIRE(silent.exit_code == 0);
+  const std::string said = "config.json has dropout 0.1; this run trains without dropout (model.dropout = 0)";
+  CHECK(silent.output.find(said) != std::string::npos);
+  CHECK(silent.output.find(said) == silent.output.rfind(said));
+  test::Outcome chosen = run("--set model.dropout=0.1");
+  INFO(chosen.output);
+  REQUIRE(chosen.exit_code == 0);
+  CHECK(chosen.output.find("has dropout") == std::string::npos);
+}
