@@ -60,9 +60,10 @@ TEST_CASE("io_uring and the pread/pwrite fallback, a host budget and bf16 give t
                                   base + nvme(files, "--set offload.io_backend=auto --set run.wall_clock_breakdown=true"));
     test::StageRun threads =
         run_ok("nvme1_threads_" + dtype, "zero0", 1, base + nvme(files, "--set offload.io_backend=threads"));
-    // About half of the state (2 x 4 bytes x 263k elements) in RAM, the rest on disk.
-    test::StageRun budget =
-        run_ok("nvme1_budget_" + dtype, "zero0", 1, base + nvme(files, "--set offload.host_budget_gb=0.001"));
+    // About half of the state (2 x 4 bytes x 263k elements) in RAM, the rest on disk; and the
+    // buckets updated during the backward, in its order (the read-ahead guesses wrong: re-read).
+    test::StageRun budget = run_ok("nvme1_budget_" + dtype, "zero0", 1,
+                                   base + nvme(files, "--set offload.host_budget_gb=0.001 --set offload.overlap=true"));
     INFO(dtype);
     CHECK(digest_of(uring) == digest_of(cpu));
     CHECK(digest_of(threads) == digest_of(cpu));
@@ -81,7 +82,9 @@ TEST_CASE("io_uring and the pread/pwrite fallback, a host budget and bf16 give t
     const double params = 263168;  // linear_stack's
     CHECK(written >= 5 * 8 * params);
     CHECK(read >= 4 * 8 * params);
-    CHECK(std::stod(test::json_field(budget.summary, "nvme_bytes_written")) == written);  // counted at the host
+    // Counted at the host, budget or not; a tile split by a block boundary is written twice.
+    CHECK(std::stod(test::json_field(budget.summary, "nvme_bytes_written")) >= written);
+    CHECK(std::stod(test::json_field(budget.summary, "nvme_bytes_read")) >= read);
     CHECK(empty_directory(files));
   }
   // bf16 moments: half the bytes on disk, the same bits as cpu_optimizer's bf16 moments.
