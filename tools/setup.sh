@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config python3 python3-venv libboost-dev libtomlplusplus-dev
-          libopenmpi-dev openmpi-bin liburing-dev catch2 nlohmann-json3-dev libsentencepiece-dev)
+          libopenmpi-dev openmpi-bin liburing-dev catch2 nlohmann-json3-dev libsentencepiece-dev
+          procps)  # procps: pgrep in the tests
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
