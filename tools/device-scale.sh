@@ -45,7 +45,7 @@ ms = [r["step_ms"] for r in rows[skip:]]
 s = json.load(open(f"{out}/{name}/summary.json"))
 line = (f"{name}: mean {statistics.mean(ms):.1f} ms, median {statistics.median(ms):.1f}, max {max(ms):.1f} "
         f"(steps {skip+1}-{len(rows)}), loss {rows[0]['loss']:.4f} -> {rows[-1]['loss']:.4f}, "
-        f"digest {s.get('param_digest')}, gpu peak {s.get('gpu_memory_bytes', 0)/2**30:.1f} GiB, "
+        f"digest {s.get('param_digest')}, gpu peak {s.get('gpu_memory_bytes', {}).get('allocated_peak', 0)/2**30:.1f} GiB, "
         f"pinned {s.get('planned_pinned_bytes', 0)/2**30:.1f} GiB")
 if ref and os.path.exists(f"{out}/{ref}/steps.jsonl"):
     r = [x["step_ms"] for x in steps(ref)[skip:]]
