@@ -31,6 +31,7 @@ int command_validate(const std::vector<std::string> &args);
 int command_plugins(const std::vector<std::string> &args);
 int command_bench(const std::vector<std::string> &args);
 int command_estimate(const std::vector<std::string> &args);
+int command_convert(const std::vector<std::string> &args);  // convert.cpp
 int command_config(const std::vector<std::string> &args);
 
 // One declared parameter as a line of `zfcore plugins --params` and `zfcore config --keys`.

@@ -21,6 +21,7 @@ const char *kUsage =
     "  plugins [--params]                        list the plugins found (and their parameters)\n"
     "  config --keys                             list the core tables' keys, types, defaults\n"
     "  estimate FILE [--world N] [--set ...]     per-rank memory of FILE's model for each ZeRO stage\n"
+    "  convert DS_CONFIG.json                    a DeepSpeed config as zfcore TOML, on stdout\n"
     "  bench optimizer [options]                 compare CPU optimizers (zfcore bench optimizer --help)\n"
     "  bench disk PATH [options]                 O_DIRECT write/read bandwidth of the filesystem under PATH\n"
     "  bench stages|offload|zenflow|binding      train configurations side by side and recommend one\n"
@@ -50,6 +51,11 @@ std::string command_usage(const std::string &command) {
                        "Prints the per-rank memory of FILE's model under each ZeRO stage, before anything runs.\n\n"
                        "options:\n  --world N               ranks to spread over (default 1)\n") +
            kConfigOptions;
+  if (command == "convert")
+    return "usage: zfcore convert DS_CONFIG.json > train.toml\n\nWrites DeepSpeed's config as zfcore TOML: batch, precision, ZeRO stage and its knobs,\n"
+           "offload_optimizer (cpu, nvme), zenflow, optimizer, scheduler, clipping. Keys without a zfcore\n"
+           "key are listed at the top with what happens to them; a key DeepSpeed does not have is an error.\n"
+           "Add [model] and [data] (or --set them when running).\n";
   if (command == "plugins")
     return "usage: zfcore plugins [--params]\n\nLists the plugins in the search path (built-in directory, then\n"
            "ZFCORE_PLUGIN_PATH) and the files rejected, with the reason.\n\noptions:\n"
@@ -100,6 +106,7 @@ int main(int argc, char **argv) {
     if (command == "bench") return zf::command_bench(rest);
     if (command == "estimate") return zf::command_estimate(rest);
     if (command == "config") return zf::command_config(rest);
+    if (command == "convert") return zf::command_convert(rest);
     std::fprintf(stderr, "zfcore: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const zf::UsageError &error) {
