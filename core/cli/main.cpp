@@ -55,7 +55,8 @@ std::string command_usage(const std::string &command) {
     return "usage: zfcore convert DS_CONFIG.json > train.toml\n\nWrites DeepSpeed's config as zfcore TOML: batch, precision, ZeRO stage and its knobs,\n"
            "offload_optimizer (cpu, nvme), zenflow, optimizer, scheduler, clipping. Keys without a zfcore\n"
            "key are listed at the top with what happens to them; a key DeepSpeed does not have is an error.\n"
-           "Add [model] and [data] (or --set them when running).\n";
+           "Add [model] and [data] (or --set them when running). zfcore run and validate take a .json\n"
+           "config directly, through the same conversion.\n";
   if (command == "plugins")
     return "usage: zfcore plugins [--params]\n\nLists the plugins in the search path (built-in directory, then\n"
            "ZFCORE_PLUGIN_PATH) and the files rejected, with the reason.\n\noptions:\n"

@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include "config/deepspeed.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
@@ -100,6 +101,10 @@ Config Config::load(const std::string &path, const std::vector<std::string> &ove
   std::string text;
   std::string why = read_regular_file(path, kMaxConfigBytes, &text);
   ZF_REQUIRE(why.empty(), "%s:1:1: cannot read the config file: %s", path.c_str(), why.c_str());
+  // A DeepSpeed config runs as the TOML `zfcore convert` writes for it; locations name those lines.
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    return parse(deepspeed_to_toml(text, path), path + " (as `zfcore convert " + path + "` writes it)", overrides,
+                 unsets);
   ZF_REQUIRE(has_settings(text),
              "%s:1:1: the config file is empty (or only comments); examples/quickstart.toml shows the common keys",
              path.c_str());

@@ -1,6 +1,6 @@
 // zfcore convert: a DeepSpeed config becomes zfcore TOML that validates and trains to the
-// param_digest of its hand-written twin; keys without a zfcore key are listed, unknown keys are
-// errors that name them.
+// param_digest of its hand-written twin (and `zfcore run ds.json` does the same); keys without a
+// zfcore key are listed, unknown keys are errors that name them.
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -55,7 +55,8 @@ TEST_CASE("convert: DeepSpeed's ZenFlow example config becomes TOML that validat
   CHECK(valid.exit_code == 0);
 }
 
-TEST_CASE("convert: a converted config trains to its hand-written twin's param_digest", "[config][convert]") {
+TEST_CASE("convert: a converted config, and the JSON run as is, train to the hand-written twin's param_digest",
+          "[config][convert]") {
   std::string dir = test::scratch_dir("convert_twin");
   std::string json = write(dir, "ds.json", R"({
     "train_micro_batch_size_per_gpu": 32,
@@ -84,6 +85,12 @@ TEST_CASE("convert: a converted config trains to its hand-written twin's param_d
   }
   CHECK(digests[0].size() == 16);
   CHECK(digests[0] == digests[1]);
+  // zfcore run takes the JSON itself, through the same conversion.
+  test::Outcome direct = test::run_command(test::zfcore() + " run " + json + kModelAndData + "--set run.output_dir=" +
+                                           dir + "/out_json");
+  INFO(direct.output);
+  REQUIRE(direct.exit_code == 0);
+  CHECK(test::json_field(test::read_text(dir + "/out_json/summary.json"), "param_digest") == digests[0]);
 }
 
 TEST_CASE("convert: nvme offload maps to the nvme plugin; unknown keys are errors that name them",
