@@ -20,6 +20,7 @@
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
+#include "tokenizer/unicode.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
 
@@ -186,7 +187,7 @@ class Trainer {
       // SIGTERM, SIGINT or SIGHUP while sampling: the model is saved, so the sample ends there.
       std::string text = generate(*model_, *tokenizer, sample, [] { return g_stop_signal != 0; });
       std::printf("zfcore: sample (%lld tokens, temperature %g):\n%s\n", (long long)sample.tokens, sample.temperature,
-                  text.c_str());
+                  valid_utf8(text).c_str());  // a byte-level model may stop inside a character
       if (g_stop_signal) std::printf("zfcore: sample cut short by signal %d\n", int(g_stop_signal));
     }
     std::fflush(stdout);

@@ -40,6 +40,39 @@ CodePoint decode_utf8(const std::string &text, size_t position) {
   return {value, length, true};
 }
 
+std::string valid_utf8(const std::string &bytes) {
+  static const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  for (size_t i = 0; i < bytes.size();) {
+    const uint8_t lead = uint8_t(bytes[i]);
+    if (lead < 0x80) {
+      out += char(lead);
+      ++i;
+      continue;
+    }
+    // Continuation bytes needed, and the range of the first one (Unicode's table 3-7).
+    int need = 0;
+    uint8_t low = 0x80, high = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) need = 1;
+    else if (lead == 0xE0) need = 2, low = 0xA0;
+    else if (lead == 0xED) need = 2, high = 0x9F;
+    else if (lead >= 0xE1 && lead <= 0xEF) need = 2;
+    else if (lead == 0xF0) need = 3, low = 0x90;
+    else if (lead == 0xF4) need = 3, high = 0x8F;
+    else if (lead >= 0xF1 && lead <= 0xF3) need = 3;
+    size_t end = i + 1;
+    int have = 0;
+    for (; need > 0 && have < need && end < bytes.size(); ++have, ++end) {
+      const uint8_t next = uint8_t(bytes[end]);
+      if (next < (have == 0 ? low : 0x80) || next > (have == 0 ? high : 0xBF)) break;
+    }
+    if (need > 0 && have == need) out.append(bytes, i, end - i);
+    else out += replacement;  // the lead and the continuation bytes that fit: one replacement
+    i = end;
+  }
+  return out;
+}
+
 std::string encode_utf8(uint32_t c) {
   std::string out;
   if (c < 0x80) {

@@ -18,6 +18,9 @@ struct CodePoint {
 
 CodePoint decode_utf8(const std::string &text, size_t position);
 std::string encode_utf8(uint32_t code_point);
+// `bytes` with each invalid UTF-8 sequence (its maximal subpart) replaced by U+FFFD, as Python's
+// bytes.decode("utf-8", errors="replace") and Hugging Face tokenizers' decode do.
+std::string valid_utf8(const std::string &bytes);
 
 bool is_letter(uint32_t code_point);      // general category L*
 bool is_number(uint32_t code_point);      // general category N*

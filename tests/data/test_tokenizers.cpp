@@ -8,6 +8,7 @@
 #include "tokenizer/byte_level.hpp"
 #include "tokenizer/pretokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tokenizer/unicode.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -161,4 +162,19 @@ TEST_CASE("make_tokenizer: byte by default; a missing tokenizer_path is a locate
   tiny_tokenizer(directory, false);
   // A directory stands for the tokenizer.json inside it.
   CHECK(make_tokenizer(test::data_config("tokenizer = \"hf\"\ntokenizer_path = \"" + directory + "\""))->vocab_size() == 11);
+}
+
+TEST_CASE("valid_utf8 replaces what is not UTF-8 as Python's errors=\"replace\" does", "[tokenizer]") {
+  // Expected: bytes.decode("utf-8", "replace").encode() in CPython.
+  const std::string r = "\xEF\xBF\xBD";
+  const std::pair<std::string, std::string> cases[] = {
+      {"plain \xE2\x82\xAC", "plain \xE2\x82\xAC"},  // valid, untouched
+      {"\xE2\x82", r},                                  // a character cut short: one replacement
+      {"a\xD2" "b", "a" + r + "b"},
+      {"\xF0\x9F\x98", r},
+      {"\xED\xA0\x80", r + r + r},  // a surrogate
+      {"\xC0\xAF", r + r},           // an overlong form
+      {"\xF4\x90\x80\x80", r + r + r + r},
+      {"\xE0\x80\x80", r + r + r}};
+  for (const auto &[in, out] : cases) CHECK(valid_utf8(in) == out);
 }
