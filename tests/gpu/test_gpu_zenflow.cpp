@@ -52,9 +52,6 @@ TEST_CASE("ZenFlow on a GPU resumed mid-interval repeats the uninterrupted run",
                                       "--set train.lr_schedule=constant ";
   test::StageRun whole = run_ok("gpu_zf_whole", base + "--set train.steps=8");
   test::ResumedRun r = test::run_resumed("gpu_zf_resume", "zero0", 1, base, 4, 8, tiny_gpt());
-  INFO(r.first.output);
-  REQUIRE(r.first.exit_code == 0);
-  INFO(r.resumed.outcome.output);
-  REQUIRE(r.resumed.outcome.exit_code == 0);
+  test::require_resumed(r);
   CHECK(test::json_field(r.resumed.summary, "param_digest") == test::json_field(whole.summary, "param_digest"));
 }

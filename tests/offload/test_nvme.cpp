@@ -100,10 +100,7 @@ TEST_CASE("an nvme run resumes bit for bit, also after kill -9, and its checkpoi
   std::string base = kWorkload + nvme(files) + "--set checkpoint.every=2 ";
   test::StageRun whole = run_ok("nvme_whole", "zero0", 1, base + "--set train.steps=6");
   test::ResumedRun r = test::run_resumed("nvme_resume", "zero0", 1, base, 4, 6);
-  INFO(r.first.output);
-  REQUIRE(r.first.exit_code == 0);
-  INFO(r.resumed.outcome.output);
-  REQUIRE(r.resumed.outcome.exit_code == 0);
+  test::require_resumed(r);
   CHECK(digest_of(r.resumed) == digest_of(whole));
 
   // The checkpoint's state is the state: cpu_optimizer continues an nvme checkpoint exactly.
@@ -184,10 +181,7 @@ TEST_CASE("ZenFlow with its state on disk gives ZenFlow in RAM's bits, and resum
   CHECK_THAT(disk.outcome.output, Catch::Contains("| update select,gpu"));  // the step line says what ran
   CHECK(digest_of(disk) == digest_of(ram));
   test::ResumedRun r = test::run_resumed("nvme_zf_resume", "zero0", 1, zen + nvme(files), 4, 10);
-  INFO(r.first.output);
-  REQUIRE(r.first.exit_code == 0);
-  INFO(r.resumed.outcome.output);
-  REQUIRE(r.resumed.outcome.exit_code == 0);
+  test::require_resumed(r);
   CHECK(digest_of(r.resumed) == digest_of(ram));
   CHECK(empty_directory(files));
 }

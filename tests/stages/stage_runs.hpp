@@ -4,6 +4,8 @@
 
 #include "support/process.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <string>
 
 namespace zf::test {
@@ -49,6 +51,15 @@ inline ResumedRun run_resumed(const std::string &name, const std::string &stage,
   r.resumed.outcome = run_command(command + " --set train.steps=" + std::to_string(steps));
   r.resumed.summary = read_text(r.resumed.dir + "/summary.json");
   return r;
+}
+
+// Both halves ran, and the second continued from a checkpoint (their output shown when not).
+inline void require_resumed(const ResumedRun &r) {
+  INFO(r.first.output);
+  REQUIRE(r.first.exit_code == 0);
+  INFO(r.resumed.outcome.output);
+  REQUIRE(r.resumed.outcome.exit_code == 0);
+  CHECK(r.resumed.outcome.output.find("resumed from") != std::string::npos);
 }
 
 }  // namespace zf::test

@@ -154,11 +154,7 @@ TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit 
                        "--set zenflow.update_interval=3 --set zenflow.topk_ratio=0.3 --set checkpoint.every=2 ";
     test::StageRun whole = run_ok("zf_whole_" + stage, stage, world, base + "--set train.steps=8");
     test::ResumedRun r = test::run_resumed("zf_resume_" + stage, stage, world, base, 4, 8);
-    INFO(r.first.output);
-    REQUIRE(r.first.exit_code == 0);
-    INFO(r.resumed.outcome.output);
-    REQUIRE(r.resumed.outcome.exit_code == 0);
-    CHECK(r.resumed.outcome.output.find("resumed from") != std::string::npos);
+    test::require_resumed(r);
     CHECK(digest_of(r.resumed) == digest_of(whole));
   }
 }
