@@ -319,11 +319,6 @@ void UpdatePlan::allocate(const torch::Tensor &params_shard) {
   if (zenflow_) zenflow_->allocate();
 }
 
-zf_optimizer_step_args UpdatePlan::step_args(const std::vector<zf_optimizer_range> &ranges, const HostJob &job) const {
-  return optimizer_step_args(ranges.data(), ranges.size(), job.groups.data(), job.groups.size(), job.step, job.scale,
-                             view_of(master), view_of(offloaded_ ? host_grads_ : job.grads));
-}
-
 // The optimizer over `ranges` (shard elements), with views of the shard from element `base` to
 // `end`: on the host, where its state covers [base, end) (a window of disk tiles, or all of it).
 void UpdatePlan::step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t base, uint64_t end) {
@@ -374,9 +369,11 @@ void UpdatePlan::start_host_job(HostJob job) {
   buckets_.clear();
   thread_->start_step(/*scale_known=*/true);
   thread_->expect_copies();
-  const uint64_t numel = shard_end_ - shard_begin_, bucket = tiers_.bucket_numel ? tiers_.bucket_numel : numel;
-  for (uint64_t lo = 0; lo < numel; lo += bucket)
-    buckets_.push_back(Bucket{lo, std::min(numel, lo + bucket), nullptr, uint64_t(buckets_.size())});
+  const uint64_t numel = shard_end_ - shard_begin_;
+  for (uint64_t lo = 0, hi; lo < numel; lo = hi) {
+    hi = bucket_end(lo, numel);
+    buckets_.push_back(Bucket{lo, hi, nullptr, uint64_t(buckets_.size())});
+  }
   for (const Bucket &b : buckets_) thread_->push(b);
   pending_ = zenflow_job_ = true;
 }
@@ -409,16 +406,20 @@ void UpdatePlan::gradients_final(uint64_t begin, uint64_t end, void *stream) {
   if (lo < hi) hand_over(lo - shard_begin_, hi - shard_begin_, stream);
 }
 
+// Buckets are cut on a grid of bucket_size from the shard's start, so that each one is a disk
+// tile when the state is on disk: the end of the bucket that starts at `lo`, at most `end`.
+uint64_t UpdatePlan::bucket_end(uint64_t lo, uint64_t end) const {
+  const uint64_t bucket = tiers_.bucket_numel;
+  return bucket ? std::min(end, (lo / bucket + 1) * bucket) : end;
+}
+
 // Starts the copies of [begin, end) down, bucket by bucket, and queues their updates.
 void UpdatePlan::hand_over(uint64_t begin, uint64_t end, void *stream) {
   auto &offload = *plugins_.offload.instance;
   const auto *api = offload.api<zf_offload_api>();
-  const uint64_t bucket = tiers_.bucket_numel ? tiers_.bucket_numel : end - begin;
   handed_.emplace_back(begin, end);
-  // Buckets are cut on a grid of bucket_size from the shard's start, so that each one is a disk
-  // tile when the state is on disk.
   for (uint64_t lo = begin, hi; lo < end; lo = hi) {
-    hi = tiers_.bucket_numel ? std::min(end, (lo / bucket + 1) * bucket) : end;
+    hi = bucket_end(lo, end);
     zf_error error{};
     auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(lo), int64_t(hi - lo))); };
     offload.check(api->gradients_out(offload.object(), part(host_job_.grads), part(host_grads_), stream, &error),
@@ -579,8 +580,9 @@ void *UpdatePlan::transfers_done(int32_t direction) {
 // low-precision working parameters in its own pass saves the copy.
 void UpdatePlan::update_on_device(float grad_scale) {
   auto &optimizer = *plugins_.optimizer.instance;
-  HostJob job{job_.ranges, groups_, step_, grad_scale, grads_shard_, params_shard_, nullptr};
-  zf_optimizer_step_args args = step_args(job_.ranges, job);
+  zf_optimizer_step_args args =
+      optimizer_step_args(job_.ranges.data(), job_.ranges.size(), groups_.data(), groups_.size(), step_, grad_scale,
+                          view_of(master), view_of(grads_shard_));
   args.stream = runtime_.compute_stream;
   bool writes_params = (optimizer.file().descriptor->capabilities & ZF_CAP_LOW_PRECISION_OUT) &&
                        params_shard_.scalar_type() != torch::kFloat32 && params_shard_.device() == master.device();

@@ -151,7 +151,7 @@ class UpdatePlan {
   void *job_copies_done();  // training thread: an event after the job's copies down (waits until issued)
   void update_bucket(const Bucket &bucket);                     // on the update thread
   void update_on_device(float grad_scale);                       // no offload, training thread
-  zf_optimizer_step_args step_args(const std::vector<zf_optimizer_range> &ranges, const HostJob &job) const;
+  uint64_t bucket_end(uint64_t lo, uint64_t end) const;  // the grid of bucket_size
   void step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t base, uint64_t end);  // update thread
   void check_optimizer_fits();
   void wait_for_uploads();  // the compute stream waits for every upload started so far
