@@ -167,19 +167,18 @@ class Trainer {
     const std::string &export_dir = options_.export_hf;
     const SampleOptions &sample = options_.sample;
     if (!export_dir.empty() || sample.tokens > 0) residency_->gather_whole_model();
+    HfExportOptions export_options = hf_export_options(config_, update_->master, &flat_->layout());
     // An fp32 export of a sharded master: rank 0 gathers the whole master (every rank takes part).
-    torch::Tensor master = update_->master;
-    if (!export_dir.empty() && config_.string("checkpoint", "export_dtype") == "float32" &&
-        shard_numel() < padded_numel_) {
+    if (!export_dir.empty() && export_options.dtype == "float32" && shard_numel() < padded_numel_) {
       torch::Tensor whole = comm_.rank() == 0 ? torch::empty({int64_t(padded_numel_)}, torch::kFloat32) : torch::Tensor();
       for_each_master_slice(comm_, update_->master, shard_begin_, shard_end_, padded_numel_, uint64_t(1) << 24,
                             [&](uint64_t lo, uint64_t hi, const float *values) {
                               if (whole.defined()) std::memcpy(whole.data_ptr<float>() + lo, values, (hi - lo) * 4);
                             });
-      master = whole;
+      export_options.master = whole;
     }
     if (!export_dir.empty() && comm_.rank() == 0) {
-      save_hf_checkpoint(*model_, export_dir, hf_export_options(config_, master, &flat_->layout()));
+      save_hf_checkpoint(*model_, export_dir, export_options);
       std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
     }
     if (sample.tokens > 0 && comm_.rank() == 0) {
