@@ -11,6 +11,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace zf_nvme {
@@ -30,7 +31,7 @@ struct TileIo::Backend {
   virtual ~Backend() = default;
   virtual const char *name() const = 0;
   virtual void submit(const Request &request) = 0;
-  virtual void wait() = 0;  // throws the first failure since the last wait
+  virtual std::string wait() = 0;  // until all is done; the first failure since the last wait, or ""
 };
 
 namespace {
@@ -46,8 +47,8 @@ class UringBackend : public TileIo::Backend {
   ~UringBackend() override {
     if (!ready_) return;
     try {
-      wait();
-    } catch (...) {  // a failure nobody waited for: the run is ending anyway
+      wait();  // a failure nobody waited for: the run is ending anyway
+    } catch (...) {  // io_uring_wait_cqe itself failed
     }
     io_uring_queue_exit(&ring_);
   }
@@ -59,16 +60,12 @@ class UringBackend : public TileIo::Backend {
     fill();
   }
 
-  void wait() override {
+  std::string wait() override {
     while (!pending_.empty() || in_flight_ > 0) {
       fill();
       reap(/*block=*/true);
     }
-    if (!failure_.empty()) {
-      std::string failure = std::move(failure_);
-      failure_.clear();
-      throw std::runtime_error(failure);
-    }
+    return std::exchange(failure_, std::string());
   }
 
  private:
@@ -157,14 +154,10 @@ class ThreadBackend : public TileIo::Backend {
     changed_.notify_one();
   }
 
-  void wait() override {
+  std::string wait() override {
     std::unique_lock<std::mutex> lock(mutex_);
     idle_.wait(lock, [&] { return outstanding_ == 0; });
-    if (!failure_.empty()) {
-      std::string failure = std::move(failure_);
-      failure_.clear();
-      throw std::runtime_error(failure);
-    }
+    return std::exchange(failure_, std::string());
   }
 
  private:
@@ -247,6 +240,9 @@ void TileIo::write(int fd, const std::string &file, uint64_t offset, const void 
   queue(fd, file, true, offset, static_cast<char *>(const_cast<void *>(buffer)), bytes);
 }
 
-void TileIo::wait() { backend_->wait(); }
+void TileIo::wait() {
+  std::string failure = backend_->wait();
+  if (!failure.empty()) throw std::runtime_error(failure);
+}
 
 }  // namespace zf_nvme
