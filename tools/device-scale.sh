@@ -1,16 +1,18 @@
 #!/bin/bash
 # device-scale.sh: on a GPU machine, the scale tiers in one go, each part optional:
 #   disk  zfcore bench disk on the state directory (the NVMe tier's ceiling), always first
+#   tests the [gpu] tests of nvme, cpu_full and ZenFlow
+#   full  the Qwen2-1.5B shape: no offload, cpu_optimizer and cpu_full (tools/offload_bench.py)
 #   nvme  Qwen2.5-0.5B (8 x 512, bf16): cpu_optimizer, nvme with all state on disk, nvme with a
 #         host budget of half the state: param_digest of each (must match), step time, and the
 #         swap throughput against the disk's (bytes moved / time, each direction at its own rate)
-#   7b    the Llama-2-7B shape (4 x 512, bf16, activation checkpointing): no offload, cpu_optimizer
-#         and ZenFlow (topk 0.1, U 4, overlap): mean, median and slowest step, practicality
-#         (no-offload step / step), GPU peak and pinned memory
+#   7b    the Llama-2-7B shape (4 x 512, bf16, activation checkpointing): no offload, cpu_optimizer,
+#         cpu_full and ZenFlow (topk 0.1, U 4, overlap): mean, median and slowest step, practicality
+#         (no-offload step / step), GPU peak and pinned memory (ZF_7B_MICRO_BATCH: default 4)
 #   13b   the Llama-2-13B shape with bf16 moments on disk (nvme, host budget 16 GB): step time
-# usage: tools/device-scale.sh [nvme] [7b] [13b]
+# usage: tools/device-scale.sh [tests] [full] [nvme] [7b] [13b]
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_STATE_DIR (default /tmp/zfcore-state),
-#   ZF_TARGETS (what to build; default all)
+#   ZF_TARGETS (what to build; default all), ZF_7B_RUNS (default "none cpu full zenflow")
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -66,6 +68,13 @@ PY
 
 for part in "$@"; do
   case $part in
+  tests)
+    cmake --build "$build" -j "$(nproc)" --target test_gpu 2>&1 | grep -E "error|FAILED" | head -20
+    (cd "$build/tests/gpu" && timeout 400 ctest --output-on-failure --timeout 300 -R "nvme|cpu_full|ZenFlow") | tail -30
+    ;;
+  full)
+    python3 "$root/tools/offload_bench.py" "$build" --steps 6 --only none cpu_optimizer cpu_full
+    ;;
   nvme)
     small="--set model.preset=qwen2.5-0.5b --set train.steps=4"
     run nvme-cpu examples/gpu/qwen2-1.5b-bench.toml $small --set offload.plugin=cpu_optimizer \
@@ -78,12 +87,16 @@ for part in "$@"; do
     ls -A "$state" | head -3
     ;;
   7b)
-    big="--set model.preset=llama2-7b --set data.vocab=32000 --set train.micro_batch=4 --set model.activation_checkpointing=true"
-    run 7b-none examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 && report 7b-none 2
-    run 7b-cpu examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 --set offload.plugin=cpu_optimizer \
-      --set optimizer.plugin=cpu_adam && report 7b-cpu 2 7b-none
-    run 7b-zenflow examples/gpu/qwen2-1.5b-zenflow.toml $big --set train.steps=13 && report 7b-zenflow 4 7b-none
-    grep -E "^step" "$out/7b-zenflow.log" | tail -6
+    big="--set model.preset=llama2-7b --set data.vocab=32000 --set train.micro_batch=${ZF_7B_MICRO_BATCH:-4}"
+    big="$big --set model.activation_checkpointing=true"
+    wants() { [[ " ${ZF_7B_RUNS:-none cpu full zenflow} " == *" $1 "* ]]; }
+    wants none && run 7b-none examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 && report 7b-none 2
+    wants cpu && run 7b-cpu examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 \
+      --set offload.plugin=cpu_optimizer --set optimizer.plugin=cpu_adam && report 7b-cpu 2 7b-none
+    wants full && run 7b-full examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 --set offload.plugin=cpu_full \
+      --set optimizer.plugin=cpu_adam && report 7b-full 2 7b-none
+    wants zenflow && run 7b-zenflow examples/gpu/qwen2-1.5b-zenflow.toml $big --set train.steps=13 \
+      && report 7b-zenflow 4 7b-none && grep -E "^step" "$out/7b-zenflow.log" | tail -6
     ;;
   13b)
     run 13b-nvme examples/gpu/qwen2-1.5b-bench.toml --set model.preset=llama2-13b --set data.vocab=32000 \

@@ -23,8 +23,9 @@ CASES = [
     ("cpu_optimizer+clip1.0", OFFLOAD + ["train.clip_grad_norm=1.0"]),
     ("cpu_optimizer+bf16_moments", OFFLOAD + ["optimizer.moment_dtype=bf16"]),
     ("cpu_optimizer+serial", OFFLOAD + ["offload.overlap=false"]),
+    ("cpu_full", ["offload.plugin=cpu_full", "optimizer.plugin=cpu_adam"]),
 ]
-TIMERS = ["fwd", "bwd", "grad_copy_wait", "cpu_update", "update_wait", "param_copy_wait", "step"]
+TIMERS = ["fwd", "bwd", "grad_copy_wait", "cpu_update", "update_wait", "param_copy_wait", "param_gather", "step"]
 
 
 def run(build, config, name, sets, steps, out_root, launcher):

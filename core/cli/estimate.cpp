@@ -10,6 +10,7 @@
 #include "model/transformer_shape.hpp"
 #include "runtime/memory.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace zf {
@@ -114,21 +115,30 @@ int command_estimate(const std::vector<std::string> &args) {
                 (unsigned long long)e.total(), format_bytes(e.paper).c_str(), e.stage == chosen ? "   <- this config" : "");
   }
   std::string offload = config.plugin(ZF_KIND_OFFLOAD).candidates.front();
-  if (offload == "cpu_optimizer" || offload == "nvme") {
+  if (offload == "cpu_optimizer" || offload == "nvme" || offload == "cpu_full") {
     // The master and the optimizer state move to pinned host memory, with a host copy of the
     // gradient shard and (bf16/fp16 runs) of the updated parameters; nvme puts the state on disk
-    // (and keeps three tiles of it per state tensor in pinned memory, not counted here).
-    const bool disk = offload == "nvme";
+    // (and keeps three tiles of it per state tensor in pinned memory, not counted here); cpu_full
+    // moves the working parameters (zero3: the shard) there instead of the updated copy, and the
+    // device holds the blocks in use (two of the largest) plus offload.prefetch_size ahead.
+    const bool disk = offload == "nvme", params_out = offload == "cpu_full";
+    const uint64_t c = input.compute_bytes, largest = *std::max_element(input.blocks.begin(), input.blocks.end());
     std::printf("offload %s: per rank, bytes on each tier%s\n", offload.c_str(),
-                disk ? " (pinned: plus 3 tiles of offload.bucket_size per state tensor)" : "");
+                disk ? " (pinned: plus 3 tiles of offload.bucket_size per state tensor)"
+                : params_out ? " (device: plus offload.prefetch_size elements copied ahead)" : "");
     std::printf("  %-6s %14s %14s %14s\n", "stage", "device", "pinned host", "nvme");
     for (const StageEstimate &e : estimate_memory(input)) {
       uint64_t shard = e.master / 4;
-      uint64_t copies = shard * input.compute_bytes * (input.compute_bytes == 4 ? 1 : 2);
-      std::printf("  %-6s %14llu %14llu %14llu%s\n", e.stage.c_str(),
-                  (unsigned long long)(e.params + e.grads + e.staging + e.transient),
-                  (unsigned long long)(e.master + copies + (disk ? 0 : e.state)),
-                  (unsigned long long)(disk ? e.state : 0), e.stage == chosen ? "   <- this config" : "");
+      uint64_t copies = shard * c * (c == 4 || params_out ? 1 : 2);
+      uint64_t device = e.params + e.grads + e.staging + e.transient, pinned = e.master + copies;
+      if (params_out) {
+        const uint64_t host_params = e.stage == "zero3" ? c * shard : e.params;  // zero3's resident blocks stay
+        device = device - host_params + 2 * c * largest;
+        pinned += host_params;
+      }
+      std::printf("  %-6s %14llu %14llu %14llu%s\n", e.stage.c_str(), (unsigned long long)device,
+                  (unsigned long long)(pinned + (disk ? 0 : e.state)), (unsigned long long)(disk ? e.state : 0),
+                  e.stage == chosen ? "   <- this config" : "");
     }
   }
   std::printf(

@@ -131,11 +131,8 @@ class Converter {
         out_.set("stage", "param_persistence_threshold", number(value, name));
       else if (key == "stage3_max_live_parameters" && stage_ == 3) out_.set("stage", "max_live_parameters", number(value, name));
       else if (key == "zenflow") zenflow(value, offload);
-      else if (key == "offload_param") {
-        sub_keys(value, name, {"device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu"});
-        if (value.value("device", "none") != "none")
-          out_.note(name, "not converted: parameters stay on the GPU (zfcore has no parameter offload yet)");
-      } else if (key == "allgather_partitions" || key == "reduce_scatter" || key == "round_robin_gradients" ||
+      else if (key == "offload_param") offload_param(value, offload);
+      else if (key == "allgather_partitions" || key == "reduce_scatter" || key == "round_robin_gradients" ||
                  key == "sub_group_size" || key == "load_from_fp32_weights" || key == "elastic_checkpoint" ||
                  key == "ignore_unused_parameters" || key == "stage3_max_reuse_distance" ||
                  key == "stage3_gather_16bit_weights_on_model_save" || key == "stage3_gather_fp16_weights_on_model_save" ||
@@ -171,6 +168,28 @@ class Converter {
     for (const char *key : {"buffer_count", "fast_init", "pipeline_read", "pipeline_write", "pipeline", "ratio"})
       if (offload->contains(key)) out_.note(name + "." + key, "ignored: zfcore streams three tiles per state tensor");
     return plugin;
+  }
+
+  // Parameters in host memory: cpu_full, which keeps the master and optimizer state there too.
+  void offload_param(const json &value, const std::string &offload) {
+    const std::string name = "zero_optimization.offload_param";
+    sub_keys(value, name, {"device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu"});
+    const std::string device = value.value("device", "none");
+    ZF_REQUIRE(device == "none" || device == "cpu" || device == "nvme",
+               "%s: %s.device = \"%s\": expected none, cpu or nvme", source_.c_str(), name.c_str(), device.c_str());
+    if (device == "none") return;
+    if (device == "nvme" || offload == "nvme") {
+      out_.note(name, "not converted: parameters stay on the GPU (zfcore keeps parameters in host memory, never on "
+                      "disk: offload_optimizer.device = \"cpu\" with offload_param.device = \"cpu\" is cpu_full)");
+      return;
+    }
+    out_.set("offload", "plugin", "\"cpu_full\"");
+    if (offload.empty())
+      out_.note(name, "offload.plugin = \"cpu_full\" keeps the master and optimizer state in host memory too");
+    if (value.contains("pin_memory")) out_.set("offload", "pin_memory", boolean(value["pin_memory"], name + ".pin_memory"));
+    for (const char *key : {"buffer_count", "buffer_size", "max_in_cpu", "nvme_path"})
+      if (value.contains(key))
+        out_.note(name + "." + key, "ignored: cpu_full copies blocks ahead up to offload.prefetch_size elements");
   }
 
   void zenflow(const json &value, const std::string &offload) {

@@ -245,8 +245,9 @@ class Trainer {
     const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
     update_ = std::make_unique<UpdatePlan>(runtime_, plugins_, layout, shard_begin_, shard_end_, dtype_, tier(),
                                            options_.optimizer, ZenFlowOptions::read(config_, steps_per_epoch));
+    param_tier_ = update_->param_tier();
     check_memory(numel);
-    flat_->materialize(numel, dtype_, runtime_.memory, tier());
+    flat_->materialize(numel, dtype_, runtime_.memory, tier(), param_tier_);
 
     // Every rank starts from rank 0's parameters.
     comm_.broadcast(view_of(flat_->params), 0, runtime_.compute_stream);
@@ -254,7 +255,11 @@ class Trainer {
     residency_ = std::make_unique<Residency>(stage, runtime_, *flat_, *model_, tier(),
                                              [this](int64_t step) { return buffers(step, uint32_t(options_.grad_accum - 1)); });
     if (stage.file().descriptor->capabilities & ZF_CAP_SHARD_PARAMETERS)
-      residency_->shard(shard_begin_, shard_end_, std::move(resident), plan.prefetch_numel);
+      residency_->shard(shard_begin_, shard_end_, param_tier_, std::move(resident), plan.prefetch_numel,
+                        /*stage_gathers=*/true);
+    else if (param_tier_ != tier())  // parameter offload: every block comes from host memory when used
+      residency_->shard(0, numel, param_tier_, std::vector<uint8_t>(layout.block_count, 0),
+                        update_->param_prefetch(), /*stage_gathers=*/false);
     if (stage_reduce_block()) grad_shards_ = std::make_unique<ShardedGradients>(*flat_, runtime_.memory, tier(), shard_numel());
     // Without a gather after the update, the next forward can start while the update goes on.
     defer_update_ = !stage.api<zf_stage_api>()->gather_parameters && !residency_->sharded();
@@ -290,7 +295,15 @@ class Trainer {
   void check_memory(uint64_t numel) {
     MemoryPlan &plan = memory_plan_;
     uint64_t model_bytes = numel * c10::elementSize(dtype_);
-    plan.buffers = {{tier(), "params", model_bytes}, {tier(), "grads", model_bytes}};
+    plan.buffers = {{param_tier_, "params", model_bytes}, {tier(), "grads", model_bytes}};
+    if (param_tier_ != tier()) {  // parameter offload: a block and its tied one in use, (GPU) more copied ahead
+      const zf_layout &layout = flat_->layout();
+      uint64_t largest = 0;
+      for (uint32_t b = 0; b < layout.block_count; ++b) largest = std::max(largest, layout.blocks[b].numel);
+      const uint64_t prefetch = update_->param_prefetch();
+      const uint64_t ahead = on_gpu() && prefetch > 0 ? std::min(prefetch + largest, numel) : 0;
+      plan.buffers.push_back({tier(), "params.gathered (at most)", (2 * largest + ahead) * c10::elementSize(dtype_)});
+    }
     for (const PlannedBuffer &b : update_->planned()) plan.buffers.push_back(b);
     HostMemoryLimit host = host_memory_limit(options_.host_memory_limit_gb);
     if (comm_.rank() == 0) {
@@ -375,7 +388,7 @@ class Trainer {
 
   // This rank's shard of the working parameters, wherever they live.
   torch::Tensor params_shard() const {
-    if (residency_->sharded()) return residency_->shard_params();
+    if (residency_->sharded()) return residency_->stored(shard_begin_, shard_end_);
     return flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
   }
 
@@ -403,7 +416,8 @@ class Trainer {
     b.layout = &flat_->layout();
     // Whole-buffer views have data == NULL where no rank holds the whole buffer.
     zf_tensor_view absent{nullptr, padded_numel_, abi_dtype(dtype_), ZF_DEVICE_CPU, 0, 0};
-    b.params = residency_->sharded() ? absent : view_of(flat_->params);
+    torch::Tensor whole = residency_->sharded() ? residency_->whole() : flat_->params;
+    b.params = whole.defined() ? view_of(whole) : absent;
     b.param_shard = view_of(params_shard());
     b.grads = grad_shards_ ? absent : view_of(flat_->grads);
     b.grad_shard = view_of(grads_shard());
@@ -557,7 +571,8 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<DataSource> data_, eval_data_;
   std::unique_ptr<FlatBuffers> flat_;
-  std::unique_ptr<Residency> residency_;  // parameters of blocks gathered around their use (ZeRO-3)
+  std::unique_ptr<Residency> residency_;  // parameters of blocks gathered around their use (ZeRO-3, cpu_full)
+  zf_tier param_tier_ = ZF_TIER_DEVICE;   // where the working parameters live (the offload plan's param_tier)
   std::unique_ptr<ShardedGradients> grad_shards_;  // only under a stage that reduces per block
   uint64_t padded_numel_ = 0;  // elements of the flat buffers (>= layout numel)
   torch::Dtype dtype_ = torch::kFloat32;

@@ -126,9 +126,10 @@ torch::Tensor FlatBuffers::view_of(const torch::Tensor &flat, size_t index, uint
   return run.view(parameters_[index].tensor.sizes());
 }
 
-void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier) {
+void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier,
+                              zf_tier param_tier) {
   ZF_REQUIRE(numel >= layout_.numel, "internal: flat buffers smaller than the layout");
-  params = ledger_tensor(ledger, tier, numel, dtype, "params");
+  params = ledger_tensor(ledger, param_tier == ZF_TIER_COUNT ? tier : param_tier, numel, dtype, "params");
   grads = ledger_tensor(ledger, tier, numel, dtype, "grads");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters_.size(); ++i) {

@@ -2,6 +2,8 @@
 
 #include "runtime/device.hpp"
 
+#include <cstring>
+
 namespace zf {
 
 zf_step_buffers on_comm_stream(const Runtime &runtime, zf_step_buffers buffers) {
@@ -15,14 +17,23 @@ Residency::Residency(PluginInstance &stage, Runtime &runtime, FlatBuffers &flat,
                      StepBuffers buffers)
     : stage_(stage), runtime_(runtime), flat_(flat), model_(model), tier_(tier), buffers_(std::move(buffers)) {}
 
-void Residency::shard(uint64_t shard_begin, uint64_t shard_end, std::vector<uint8_t> resident,
-                      uint64_t prefetch_numel) {
-  sharded_ = std::make_unique<ShardedParameters>(flat_, runtime_.memory, tier_, shard_begin, shard_end,
+void Residency::shard(uint64_t store_begin, uint64_t store_end, zf_tier store_tier, std::vector<uint8_t> resident,
+                      uint64_t prefetch_numel, bool stage_gathers) {
+  const uint64_t whole = uint64_t(flat_.params.numel());
+  sharded_ = std::make_unique<ShardedParameters>(flat_, runtime_.memory, tier_, store_tier, store_begin, store_end,
                                                  std::move(resident));
+  whole_ = store_begin == 0 && store_end == whole;
   gathered_.assign(sharded_->block_count(), nullptr);
   prefetch_numel_ = prefetch_numel;
+  stage_gathers_ = stage_gathers;
   gather_resident(0);
 }
+
+torch::Tensor Residency::stored(uint64_t begin, uint64_t end) const {
+  return sharded_->store.narrow(0, int64_t(begin - sharded_->store_begin), int64_t(end - begin));
+}
+
+torch::Tensor Residency::whole() const { return sharded_ && whole_ ? sharded_->store : torch::Tensor(); }
 
 // Gathers on the communication stream. The compute stream waits for the block's parameters now,
 // or, gathered ahead (prefetch), when the block is entered.
@@ -34,8 +45,16 @@ void Residency::gather_block(uint32_t block, int64_t step, bool ahead) {
   uint32_t timer = timers.id("param_gather");  // gathering a block's parameters (GPU: comm stream)
   timers.start(timer, b.stream);
   b.block_params = sharded_->block_view(block);
-  zf_error error{};
-  stage_.check(api->gather_block(stage_.object(), block, &b, &error), error, "gather_block");
+  if (stage_gathers_) {
+    zf_error error{};
+    stage_.check(api->gather_block(stage_.object(), block, &b, &error), error, "gather_block");
+  } else {  // parameter offload: the store holds every block
+    const zf_block &range = flat_.layout().blocks[block];
+    torch::Tensor from = stored(range.offset, range.offset + range.numel);
+    const uint64_t bytes = range.numel * from.element_size();
+    if (b.block_params.device == ZF_DEVICE_CPU) std::memcpy(b.block_params.data, from.data_ptr(), bytes);
+    else device_copy(b.block_params.data, from.data_ptr(), bytes, b.stream);
+  }
   timers.stop(timer, b.stream);
   void *gathered = record_event(runtime_.comm_stream);
   if (ahead) gathered_[block] = gathered;

@@ -2,7 +2,10 @@
 // parameters (ZF_CAP_SHARD_PARAMETERS, ZeRO-3) this rank holds its shard plus the resident blocks;
 // every other block is gathered (by the stage's gather_block, on the communication stream) before
 // its forward and backward, ahead of time up to the stage's prefetch budget, and released after.
-// Under every other stage each call here returns at once.
+// Under parameter offload (an offload plan with a host param_tier, cpu_full) the shard, or under
+// other stages all the parameters, stay in host memory and a block is gathered the same way (the
+// stage's gather_block reads the host shard; otherwise a copy of the block from host memory).
+// Without either each call here returns at once.
 #pragma once
 
 #include "engine/sharded_params.hpp"
@@ -26,10 +29,15 @@ class Residency {
   Residency(PluginInstance &stage, Runtime &runtime, FlatBuffers &flat, const Model &model, zf_tier tier,
             StepBuffers buffers);
 
-  // From here on this rank holds [shard_begin, shard_end) of the parameters and the resident blocks.
-  void shard(uint64_t shard_begin, uint64_t shard_end, std::vector<uint8_t> resident, uint64_t prefetch_numel);
+  // From here on this rank holds [store_begin, store_end) of the parameters on store_tier, and the
+  // resident blocks; stage_gathers: the stage's gather_block fills a block, else a copy from the store.
+  void shard(uint64_t store_begin, uint64_t store_end, zf_tier store_tier, std::vector<uint8_t> resident,
+             uint64_t prefetch_numel, bool stage_gathers);
   bool sharded() const { return sharded_ != nullptr; }
-  torch::Tensor &shard_params() { return sharded_->shard; }
+  // Layout elements [begin, end) of the store.
+  torch::Tensor stored(uint64_t begin, uint64_t end) const;
+  // The whole parameter buffer where the store holds it (parameter offload without ZeRO-3), else undefined.
+  torch::Tensor whole() const;
 
   // Before a block computes (forward, backward or evaluation): gather it and the blocks whose tied
   // weights it reads, or wait for them if gathered ahead. After: release them.
@@ -57,6 +65,8 @@ class Residency {
   std::unique_ptr<ShardedParameters> sharded_;
   std::vector<void *> gathered_;  // per block: event after its gather ahead, until entered
   uint64_t prefetch_numel_ = 0;   // elements the stage lets the host gather ahead (GPU runs)
+  bool stage_gathers_ = true;
+  bool whole_ = false;  // the store is the whole parameter buffer
 };
 
 }  // namespace zf

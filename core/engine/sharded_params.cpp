@@ -9,14 +9,20 @@
 
 namespace zf {
 
-ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_begin,
-                                     uint64_t shard_end, std::vector<uint8_t> resident)
-    : resident_(std::move(resident)), blocks_(flat.layout(), ledger, tier, flat.params.scalar_type()) {
+ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, zf_tier store_tier,
+                                     uint64_t store_begin, uint64_t store_end, std::vector<uint8_t> resident)
+    : store_begin(store_begin), resident_(std::move(resident)),
+      blocks_(flat.layout(), ledger, tier, flat.params.scalar_type()) {
   const zf_layout &layout = flat.layout();
   ZF_REQUIRE(resident_.size() == layout.block_count, "internal: one residency flag per block");
   torch::NoGradGuard no_grad;
-  shard = ledger_tensor(ledger, tier, shard_end - shard_begin, flat.params.scalar_type(), "params.shard");
-  shard.copy_(flat.params.narrow(0, int64_t(shard_begin), int64_t(shard_end - shard_begin)));
+  const int64_t numel = int64_t(store_end - store_begin);
+  if (store_begin == 0 && numel == flat.params.numel()) {
+    store = flat.params;  // materialize allocated it on store_tier: no second copy
+  } else {
+    store = ledger_tensor(ledger, store_tier, uint64_t(numel), flat.params.scalar_type(), "params.shard");
+    store.copy_(flat.params.narrow(0, int64_t(store_begin), numel));
+  }
   for (uint32_t b = 0; b < layout.block_count; ++b) {
     const zf_block &block = layout.blocks[b];
     torch::Tensor storage = blocks_.add(resident_[b] ? "params.resident" : "params.gathered");
@@ -24,7 +30,7 @@ ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf
     flat.bind_block(b, storage);
     release(b);
   }
-  flat.params = torch::Tensor();  // the last reference: the full buffer goes back to the ledger
+  flat.params = torch::Tensor();  // unless it is the store, the full buffer goes back to the ledger
 }
 
 void attach_memory(const torch::Tensor &tensor, MemoryLedger &ledger, zf_tier tier, uint64_t bytes, const char *tag) {

@@ -1,7 +1,9 @@
-// sharded_params.hpp: the working parameters under a stage that shards them (ZeRO-3). This rank
-// keeps only its shard of the flat buffer; every block has its own storage, which is held
-// (allocated, then filled by the stage's gather_block) only while the block computes, unless the
-// stage made the block resident. Releasing keeps the tensors (autograd saved them for backward)
+// sharded_params.hpp: the working parameters where they are not kept whole on the compute device:
+// under a stage that shards them (ZeRO-3) this rank keeps only its shard of the flat buffer, and
+// under parameter offload (cpu_full) its shard or all of them in host memory (the store). Every
+// block has its own storage on the compute device, which is held (allocated, then filled by the
+// stage's gather_block or a copy from the store) only while the block computes, unless the block
+// is resident. Releasing keeps the tensors (autograd saved them for backward)
 // but gives their memory back to the ledger; holding again re-attaches fresh memory to the same
 // storage, so the saved tensors see the re-gathered values.
 #pragma once
@@ -48,15 +50,19 @@ class BlockStorage {
 
 class ShardedParameters {
  public:
-  // Takes this rank's shard out of flat.params (already initialized on every rank, on tier),
-  // gives each block its own storage (resident blocks keep a copy, the others start released),
-  // re-points the model parameters and frees flat.params.
-  ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_begin, uint64_t shard_end,
-                    std::vector<uint8_t> resident);
+  // Takes [store_begin, store_end) out of flat.params (already initialized on every rank, on
+  // store_tier; flat.params itself when that is the whole buffer), gives each block its
+  // own storage on tier (resident blocks keep a copy, the others start released), re-points the
+  // model parameters and frees flat.params.
+  ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, zf_tier store_tier, uint64_t store_begin,
+                    uint64_t store_end, std::vector<uint8_t> resident);
   ShardedParameters(const ShardedParameters &) = delete;
   ShardedParameters &operator=(const ShardedParameters &) = delete;
 
-  torch::Tensor shard;  // this rank's [shard_begin, shard_end) of the parameters, ledger "params.shard"
+  // Layout elements [store_begin, store_end) of the parameters, ledger "params.shard" (or "params"
+  // when it is the whole buffer); the stage's gather_block reads it as this rank's shard.
+  torch::Tensor store;
+  const uint64_t store_begin;
 
   bool resident(uint32_t block) const { return resident_[block] != 0; }
   bool held(uint32_t block) const;

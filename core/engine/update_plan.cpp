@@ -199,13 +199,24 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
       model_tier_(model_tier) {
   auto &offload = *plugins_.offload.instance;
   tiers_.struct_size = sizeof tiers_;
-  tiers_.param_out_tier = model_tier;  // defaults for offload plugins older than ABI 1.3
+  tiers_.param_out_tier = model_tier;  // defaults for offload plugins older than ABI 1.3 (1.5: param_tier)
+  tiers_.param_tier = model_tier;
   zf_error error{};
   offload.check(offload.api<zf_offload_api>()->plan(offload.object(), &layout, shard_end - shard_begin, &tiers_,
                                                     &error),
                 error, "plan");
   offloaded_ = tiers_.master_tier != model_tier;
   check_optimizer_fits();
+  ZF_REQUIRE(tiers_.param_tier == model_tier || (on_host(tiers_.param_tier) && on_host(tiers_.master_tier)),
+             "offload plugin '%s' put the working parameters on tier %s: they can live where the model computes, "
+             "or in host memory beside the master (which it keeps on tier %s)",
+             offload.name(), tier_name(tiers_.param_tier), tier_name(tiers_.master_tier));
+  writes_in_place_ = offloaded_ && tiers_.param_tier != model_tier && tiers_.param_out_tier == tiers_.param_tier &&
+                     dtype != torch::kFloat32;
+  ZF_REQUIRE(!zenflow.enabled || tiers_.param_tier == model_tier,
+             "offload plugin '%s' keeps the working parameters in host memory, but ZenFlow updates the selected "
+             "columns where the model computes every step: use offload.plugin = \"cpu_optimizer\" or \"nvme\" with "
+             "[zenflow]", offload.name());
 
   job_.device = on_host(tiers_.master_tier) ? ZF_DEVICE_CPU : ZF_DEVICE_CUDA;
   job_.ranges = optimizer_ranges(layout, shard_begin, shard_end);
@@ -240,7 +251,8 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
                         numel * 8});
   if (offloaded_) {
     planned_.push_back({tiers_.grad_tier, "grads.offload", numel * element});
-    if (dtype != torch::kFloat32) planned_.push_back({tiers_.param_out_tier, "params.offload", numel * element});
+    if (dtype != torch::kFloat32 && !writes_in_place_)
+      planned_.push_back({tiers_.param_out_tier, "params.offload", numel * element});
   }
   if (zenflow.enabled) {
     zenflow_ = std::make_unique<ZenFlow>(*this, layout, zenflow);
@@ -313,7 +325,7 @@ void UpdatePlan::allocate(const torch::Tensor &params_shard) {
   }
   if (!offloaded_) return;
   host_grads_ = ledger_tensor(ledger, tiers_.grad_tier, numel, dtype_, "grads.offload", /*zero=*/false);
-  if (dtype_ != torch::kFloat32)
+  if (dtype_ != torch::kFloat32 && !writes_in_place_)
     params_out_ = ledger_tensor(ledger, tiers_.param_out_tier, numel, dtype_, "params.offload", /*zero=*/false);
   if (job_.overlapped || zenflow_) thread_ = std::make_unique<UpdateThread>(*this);
   if (zenflow_) zenflow_->allocate();
@@ -331,6 +343,7 @@ void UpdatePlan::step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t b
       optimizer_step_args(ranges.data(), ranges.size(), host_job_.groups.data(), host_job_.groups.size(),
                           host_job_.step, host_job_.scale, part(master), part(host_grads_));
   if (params_out_.defined()) args.params_out = part(params_out_);
+  if (writes_in_place_) args.params_out = part(host_job_.upload_to);  // the working parameters, in host memory
   Timers &timers = runtime_.timers;
   const uint32_t update = timers.id("cpu_update");
   timers.start(update);
@@ -449,6 +462,7 @@ void UpdatePlan::update_bucket(const Bucket &bucket) {
     step_on_host(clip_ranges(host_job_.ranges, bucket.begin, bucket.end), 0, shard_end_ - shard_begin_);
   }
 
+  if (writes_in_place_) return;  // the optimizer wrote the working parameters: nothing goes up
   zf_error error{};
   auto &offload = *plugins_.offload.instance;
   const torch::Tensor &source = params_out_.defined() ? params_out_ : master;

@@ -100,6 +100,10 @@ class UpdatePlan {
   torch::Tensor master;  // fp32 [shard_begin, shard_end), on the master tier
   const UpdateJob &job() const { return job_; }
   bool offloaded() const { return offloaded_; }
+  // Where the working parameters live (the model's tier, or host memory under parameter offload),
+  // and how many elements of the next blocks to copy ahead from there.
+  zf_tier param_tier() const { return tiers_.param_tier; }
+  uint64_t param_prefetch() const { return tiers_.prefetch_numel; }
 
   // Optimizer steps: params_shard and grads_shard are this rank's working parameters and reduced
   // gradients (compute dtype, on the model's tier); grad_scale is known at begin unless clipping
@@ -171,6 +175,7 @@ class UpdatePlan {
   std::vector<StateSpec> state_specs_;  // the optimizer's host-held state (empty: it keeps its own)
   torch::Tensor host_grads_;  // gradients the optimizer reads (offload), grad tier
   torch::Tensor params_out_;  // compute-precision copy the optimizer writes (offload, bf16/fp16 runs)
+  bool writes_in_place_ = false;  // ... straight into the working parameters instead (parameter offload)
   std::unique_ptr<DiskState> disk_;  // the optimizer state on disk (NVMe tier), streamed in tiles
   std::unique_ptr<UpdateThread> thread_;  // after disk_: joined before disk_ goes
   std::unique_ptr<ZenFlow> zenflow_;

@@ -106,15 +106,16 @@ TEST_CASE("bench stages: every row measured, JSON + CSV + table, a recommended.t
 TEST_CASE("bench offload: a configuration that fails is an error row with its message; the suite goes on",
           "[bench]") {
   std::string dir = test::scratch_dir("bench_offload");
-  auto outcome = bench("offload --strategies none cpu_full", dir);
+  // nvme on a path no one can create: that configuration fails before its first step.
+  auto outcome = bench("offload --strategies none nvme --nvme-path /proc/zfcore-no-such-dir", dir);
   INFO(outcome.output);
   REQUIRE(outcome.exit_code == 0);
   nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "offload", ".json")));
   REQUIRE(result["rows"].size() == 2);
   CHECK(row_named(result, "none")["status"] == "ok");
-  const auto &failed = row_named(result, "cpu_full");
+  const auto &failed = row_named(result, "nvme");
   CHECK(failed["status"] == "error");
-  CHECK_THAT(failed["message"].get<std::string>(), Catch::Contains("cpu_full"));
+  CHECK_THAT(failed["message"].get<std::string>(), Catch::Contains("/proc/zfcore-no-such-dir"));
   CHECK_THAT(failed["reason"].get<std::string>(), Catch::StartsWith("error: "));
   CHECK(result["recommended"] == "none");
   CHECK(fs::exists(dir + "/recommended.toml"));

@@ -93,7 +93,7 @@ TEST_CASE("convert: a converted config, and the JSON run as is, train to the han
   CHECK(test::json_field(test::read_text(dir + "/out_json/summary.json"), "param_digest") == digests[0]);
 }
 
-TEST_CASE("convert: nvme offload maps to the nvme plugin; unknown keys are errors that name them",
+TEST_CASE("convert: nvme offload maps to nvme, parameter offload to cpu_full; unknown keys are errors that name them",
           "[config][convert]") {
   std::string dir = test::scratch_dir("convert_errors");
   std::string nvme = write(dir, "nvme.json", R"({"zero_optimization": {"stage": 3,
@@ -107,6 +107,15 @@ TEST_CASE("convert: nvme offload maps to the nvme plugin; unknown keys are error
                            "zero_optimization.offload_param: not converted",
                            "zero_optimization.offload_optimizer.buffer_count: ignored"})
     CHECK(converted.output.find(line) != std::string::npos);
+
+  std::string params = write(dir, "params.json", R"({"zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu", "pin_memory": true, "buffer_count": 5}}})");
+  test::Outcome full = test::run_command(test::zfcore() + " convert " + params);
+  INFO(full.output);
+  REQUIRE(full.exit_code == 0);
+  for (const char *line : {"plugin = \"cpu_full\"", "pin_memory = true", "plugin = \"zero3\"", "plugin = \"cpu_adam\"",
+                           "zero_optimization.offload_param.buffer_count: ignored"})
+    CHECK(full.output.find(line) != std::string::npos);
 
   const std::pair<std::string, std::string> bad[] = {
       {R"({"train_micro_batch": 4})", "\"train_micro_batch\" is not a DeepSpeed config key"},

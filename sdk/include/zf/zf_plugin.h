@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 4
+#define ZF_ABI_MINOR 5
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -450,6 +450,19 @@ typedef struct zf_offload_plan {
   uint32_t overlap;
   /* ABI 1.3. Elements per bucket (gradient copies, CPU updates and uploads); 0 = the whole shard. */
   uint64_t bucket_numel;
+  /* ABI 1.5. Where the working (compute-precision) parameters live between the uses of their
+   * blocks. On entry the model's own tier (the GPU on a GPU run): the whole buffer stays there.
+   * A host tier = parameter offload: the host keeps this rank's parameters there (its shard under
+   * a stage that shards parameters, all of them otherwise), copies each block to the device
+   * before its forward and backward (on its communication stream, ahead of use up to
+   * prefetch_numel elements) and frees it after. Set param_out_tier to the same tier: the
+   * optimizer then writes the updated parameters there and nothing is uploaded after the step. */
+  zf_tier param_tier;
+  uint32_t reserved;
+  /* ABI 1.5, with a host param_tier: elements of the next blocks the host copies ahead while the
+   * current one computes; 0 = none. A stage that shards parameters (ZeRO-3) sets its own budget
+   * (zf_stage_plan.prefetch_numel), which is used instead. */
+  uint64_t prefetch_numel;
 } zf_offload_plan;
 
 typedef struct zf_offload_api {

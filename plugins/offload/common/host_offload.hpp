@@ -1,0 +1,91 @@
+// host_offload.hpp: the plugin object of cpu_optimizer and cpu_full, which differ in one thing:
+// cpu_full also keeps the working (bf16/fp16) parameters in host memory, and the host streams each
+// block to the GPU before its forward and backward (ABI 1.5, zf_offload_plan.param_tier).
+// Header-only: plugins build against the SDK alone.
+#pragma once
+
+#include "transfers.hpp"
+
+#include <memory>
+
+namespace zf_offload {
+
+struct HostOffload {
+  const zf_host *host = nullptr;
+  zf_tier tier = ZF_TIER_PINNED_HOST;
+  bool overlap = true;
+  uint64_t bucket_numel = 0;
+  bool offload_params = false;  // cpu_full
+  uint64_t prefetch_numel = 0;  // cpu_full: elements of the next blocks copied ahead
+  std::unique_ptr<Transfers> transfers;
+};
+
+inline HostOffload &host_offload(zf_object *object) { return *reinterpret_cast<HostOffload *>(object); }
+
+// create() of either plugin: the keys of ZF_HOST_OFFLOAD_PARAMS, and prefetch_size for cpu_full.
+inline zf_status create_host_offload(const zf_host *host, const zf_config *config, bool offload_params,
+                                     zf_object **out, zf_error *error) {
+  if (!ZF_HAS(zf_host, host, event_synchronize))
+    return zf::fail(error, ZF_DECLINED, "needs a host of ABI 1.3 or later (streams and events)");
+  if (offload_params && ZF_ABI_MINOR_OF(host->abi_version) < 5)
+    return zf::fail(error, ZF_DECLINED, "needs a host of ABI 1.5 or later (parameters in host memory)");
+  return zf::guard(error, [&] {
+    zf::Config table(host, config);
+    auto *self = new HostOffload();
+    self->host = host;
+    self->tier = table.boolean("pin_memory") ? ZF_TIER_PINNED_HOST : ZF_TIER_HOST;
+    self->overlap = table.boolean("overlap");
+    self->bucket_numel = uint64_t(table.integer("bucket_size"));
+    self->offload_params = offload_params;
+    if (offload_params) self->prefetch_numel = uint64_t(table.integer("prefetch_size"));
+    self->transfers = std::make_unique<Transfers>(host);
+    *out = reinterpret_cast<zf_object *>(self);
+  });
+}
+
+inline void destroy_host_offload(zf_object *object) { delete &host_offload(object); }
+
+inline zf_status plan_host_offload(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *plan,
+                                   zf_error *error) {
+  HostOffload &self = host_offload(object);
+  zf_status status = plan_host_tiers(plan, self.tier, self.tier, self.overlap, self.bucket_numel, error);
+  if (status != ZF_OK || !self.offload_params) return status;
+  plan->param_tier = self.tier;  // param_out_tier is the same: the optimizer writes them in place
+  plan->prefetch_numel = self.prefetch_numel;
+  return ZF_OK;
+}
+
+inline zf_status wait_host_offload(zf_object *object, zf_error *) {
+  host_offload(object).transfers->synchronize();
+  return ZF_OK;
+}
+
+// The api table of either plugin, around its own create.
+constexpr zf_offload_api host_offload_api(decltype(zf_offload_api::create) create) {
+  using Entries = TransferEntries<HostOffload>;
+  return zf_offload_api{.struct_size = sizeof(zf_offload_api),
+                        .create = create,
+                        .destroy = destroy_host_offload,
+                        .plan = plan_host_offload,
+                        .gradients_out = Entries::gradients_out,
+                        .parameters_in = Entries::parameters_in,
+                        .wait = wait_host_offload,
+                        .write_tile = nullptr,  // no disk tier
+                        .read_tile = nullptr,
+                        .transfer_event = Entries::transfer_event};
+}
+
+}  // namespace zf_offload
+
+// The keys both plugins read.
+#define ZF_HOST_OFFLOAD_PARAMS                                                                                       \
+  {"pin_memory", ZF_PARAM_BOOL, 0, "true",                                                                           \
+   "master, optimizer state and transfer buffers in page-locked memory (PCIe at full speed); false = pageable", 0,  \
+   0, nullptr, nullptr},                                                                                             \
+      {"overlap", ZF_PARAM_BOOL, 0, "true",                                                                          \
+       "copy, update and upload each bucket as soon as the backward finished its gradients; false = all after the " \
+       "backward, one bucket (the serial reference)",                                                                \
+       0, 0, nullptr, nullptr},                                                                                      \
+      {"bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "16777216",                                                    \
+       "elements per bucket of gradient copies, CPU updates and parameter uploads (DeepSpeed's unit)", 1, 0,        \
+       nullptr, nullptr}
