@@ -90,10 +90,10 @@ for part in "$@"; do
     big="--set model.preset=llama2-7b --set data.vocab=32000 --set train.micro_batch=${ZF_7B_MICRO_BATCH:-4}"
     big="$big --set model.activation_checkpointing=true"
     wants() { [[ " ${ZF_7B_RUNS:-none cpu full zenflow} " == *" $1 "* ]]; }
-    wants none && run 7b-none examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 && report 7b-none 2
-    wants cpu && run 7b-cpu examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 \
+    wants none && run 7b-none examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=5 && report 7b-none 2
+    wants cpu && run 7b-cpu examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=5 \
       --set offload.plugin=cpu_optimizer --set optimizer.plugin=cpu_adam && report 7b-cpu 2 7b-none
-    wants full && run 7b-full examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 --set offload.plugin=cpu_full \
+    wants full && run 7b-full examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=5 --set offload.plugin=cpu_full \
       --set optimizer.plugin=cpu_adam && report 7b-full 2 7b-none
     wants zenflow && run 7b-zenflow examples/gpu/qwen2-1.5b-zenflow.toml $big --set train.steps=13 \
       && report 7b-zenflow 4 7b-none && grep -E "^step" "$out/7b-zenflow.log" | tail -6
