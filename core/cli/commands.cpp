@@ -88,7 +88,7 @@ int command_run(const std::vector<std::string> &args) {
   log_set_rank(runtime->comm->rank(), runtime->comm->world_size());
   runtime->worker_cores = allowed_cores();
   try {
-    Config config = Config::load(run.file, run.overrides, run.unsets);
+    RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
     check_same_config_on_all_ranks(config, *runtime->comm);
     check_run_limits(config, runtime->comm->world_size());
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
@@ -118,7 +118,7 @@ int command_run(const std::vector<std::string> &args) {
 
 int command_validate(const std::vector<std::string> &args) {
   RunArgs run = parse_run_args(args, "validate");
-  Config config = Config::load(run.file, run.overrides, run.unsets);
+  RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
   check_run_limits(config, 1);
   ZenFlowOptions zenflow = ZenFlowOptions::read(config, 1);  // its keys and their combinations
   const std::string data_type = config.string("data", "type");  // the files the run will read exist

@@ -117,7 +117,7 @@ std::string alpaca_prompt(const std::string &instruction, const std::string &inp
          "\n\n### Input:\n" + input + "\n\n### Response:\n";
 }
 
-std::shared_ptr<const SequenceSet> load_alpaca_sequences(const Config &config) {
+std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config) {
   std::string path = data_path(config, "an Alpaca JSON file");
   std::string where = config.where("data", "path").str();
   std::vector<Record> records = parse_records(read_data_file(config, path), where, path);

@@ -11,19 +11,19 @@
 
 namespace zf {
 
-std::unique_ptr<DataSource> make_random_data(const Config &config, Split split);  // random_data.cpp
+std::unique_ptr<DataSource> make_random_data(const RunConfig &config, Split split);  // random_data.cpp
 
 namespace {
 
 // What determines the loaded sequences; equal keys share one SequenceSet while it is alive.
-std::string data_key(const Config &config) {
+std::string data_key(const RunConfig &config) {
   std::string key;
   for (const char *name : {"type", "path", "tokenizer", "tokenizer_path"}) key += config.string("data", name) + '\n';
   for (const char *name : {"seq_len", "vocab", "samples"}) key += std::to_string(config.integer("data", name)) + '\n';
   return key + std::to_string(config.integer("run", "seed"));
 }
 
-std::shared_ptr<const SequenceSet> load_sequences(const Config &config, const std::string &type) {
+std::shared_ptr<const SequenceSet> load_sequences(const RunConfig &config, const std::string &type) {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const SequenceSet>> loaded;
   std::lock_guard<std::mutex> lock(mutex);
@@ -40,7 +40,7 @@ std::shared_ptr<const SequenceSet> load_sequences(const Config &config, const st
 
 }  // namespace
 
-std::unique_ptr<DataSource> make_data_source(const Config &config, Split split) {
+std::unique_ptr<DataSource> make_data_source(const RunConfig &config, Split split) {
   std::string type = config.string("data", "type");
   if (type == "random") return make_random_data(config, split);
   if (type == "synthetic" || type == "tokens" || type == "text" || type == "alpaca") {

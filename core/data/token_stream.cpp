@@ -96,7 +96,7 @@ std::vector<std::pair<size_t, size_t>> text_blocks(const std::string &text, size
   return blocks;
 }
 
-void require_windows(const Config &config, const SequenceSet &set, int64_t longest, const std::string &what) {
+void require_windows(const RunConfig &config, const SequenceSet &set, int64_t longest, const std::string &what) {
   ZF_REQUIRE(set.count() > 0,
              "%s: data.seq_len = %lld is larger than the data: %s has %lld tokens at most in one piece, and a sequence "
              "needs seq_len + 1; lower data.seq_len to at most %lld or add data",
@@ -106,7 +106,7 @@ void require_windows(const Config &config, const SequenceSet &set, int64_t longe
 
 }  // namespace
 
-std::shared_ptr<const SequenceSet> load_token_shard_sequences(const Config &config) {
+std::shared_ptr<const SequenceSet> load_token_shard_sequences(const RunConfig &config) {
   std::string pattern = data_path(config, "a .bin token shard, a directory of them or a glob", false);
   std::string where = config.where("data", "path").str();
   int64_t seq_len = config.integer("data", "seq_len");
@@ -140,7 +140,7 @@ std::shared_ptr<const SequenceSet> load_token_shard_sequences(const Config &conf
   return set;
 }
 
-std::shared_ptr<const SequenceSet> load_text_sequences(const Config &config) {
+std::shared_ptr<const SequenceSet> load_text_sequences(const RunConfig &config) {
   std::string path = data_path(config, "a text file");
   std::string text = read_data_file(config, path);
   ZF_REQUIRE(!text.empty(), "%s: data.path: %s is empty", config.where("data", "path").str().c_str(), path.c_str());

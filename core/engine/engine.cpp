@@ -80,7 +80,7 @@ using StageHook = zf_status (*)(zf_object *, uint32_t, const zf_step_buffers *, 
 
 class Trainer {
  public:
-  Trainer(const Config &config, Runtime &runtime, PluginRegistry &registry)
+  Trainer(const RunConfig &config, Runtime &runtime, PluginRegistry &registry)
       : config_(config), runtime_(runtime), comm_(*runtime.comm), plugins_(config, runtime, registry),
         timers_(runtime.timers), options_(RunOptions::read(config)), stats_(runtime) {
     torch::manual_seed(options_.seed);
@@ -548,7 +548,7 @@ class Trainer {
     return stats_.summary_json(s, timed_steps, facts);
   }
 
-  const Config &config_;
+  const RunConfig &config_;
   Runtime &runtime_;
   Communicator &comm_;
   PluginSet plugins_;
@@ -576,7 +576,7 @@ class Trainer {
 // Each rank of a host takes its own physical cores; a GPU run pins its training thread to one or two
 // of them and leaves the rest to the optimizer workers (plugins read them through worker_cores).
 // Returns the number of cores the training thread has (0 = not bound).
-size_t bind_cores(const Config &config, Runtime &runtime) {
+size_t bind_cores(const RunConfig &config, Runtime &runtime) {
   if (!config.boolean("run", "bind_cores")) return 0;
   bool gpu = runtime.device == ZF_DEVICE_CUDA;
   int local_rank = runtime.comm->local_rank(), local_size = runtime.comm->local_size();
@@ -592,7 +592,7 @@ size_t bind_cores(const Config &config, Runtime &runtime) {
   return binding.trainer.size();
 }
 
-RunSummary train(const Config &config, Runtime &runtime, PluginRegistry &registry) {
+RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry) {
   if (config.string("run", "device") == "cuda" && runtime.device != ZF_DEVICE_CUDA) use_cuda_device(runtime);
   if (config.boolean("run", "deterministic")) use_deterministic_kernels();
   size_t trainer_cores = bind_cores(config, runtime);

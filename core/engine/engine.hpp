@@ -26,7 +26,7 @@ struct RunSummary {
 };
 
 // Trains as the config says and writes the outputs; throws zf::Error on any failure.
-RunSummary train(const Config &config, Runtime &runtime, PluginRegistry &registry);
+RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry);
 
 // FNV-1a over bytes, continuing from state (start with kDigestSeed).
 constexpr uint64_t kDigestSeed = 1469598103934665603ull;

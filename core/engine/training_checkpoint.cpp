@@ -28,7 +28,7 @@ at::Generator device_generator(const Runtime &runtime) {
 }
 }  // namespace
 
-TrainingCheckpoints::TrainingCheckpoints(const Config &config, const std::string &output_dir, Runtime &runtime,
+TrainingCheckpoints::TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime,
                                          const zf_layout &layout, RunIdentity identity)
     : config_(config), runtime_(runtime), layout_digest_(layout_digest(layout)), identity_(std::move(identity)) {
   std::string dir = config.string("checkpoint", "dir");

@@ -23,7 +23,7 @@ class TrainingCheckpoints {
     std::string config_file, stage, optimizer;
     uint64_t shard_begin = 0, shard_end = 0;
   };
-  TrainingCheckpoints(const Config &config, const std::string &output_dir, Runtime &runtime, const zf_layout &layout,
+  TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime, const zf_layout &layout,
                       RunIdentity identity);
 
   // Collective: every rank saves its part of step `step`.
@@ -36,7 +36,7 @@ class TrainingCheckpoints {
   TrainingState state(int64_t step, UpdatePlan &update) const;
   std::string info(int64_t step) const;
 
-  const Config &config_;
+  const RunConfig &config_;
   Runtime &runtime_;
   std::string layout_digest_;
   RunIdentity identity_;
