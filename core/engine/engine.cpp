@@ -69,10 +69,15 @@ struct SignalGuard {
   }
 };
 
+// The step's standard timers: fwd, bwd (the whole backward of a step's micro-batches), bwd_inner
+// (autograd's backward, with the per-block hooks the stage runs in it), bwd_reduce (the stage's
+// reduce_gradients after the last micro-batch: an all-reduce under zero0/1, the end of the
+// reduce-scatter under zero2/3), step (the optimizer update). grad_reduce is zero2/3's per-block
+// reduction inside bwd_inner.
 struct StandardTimers {
-  uint32_t fwd, bwd, bwd_inner, bwd_allreduce, step;
+  uint32_t fwd, bwd, bwd_inner, bwd_reduce, step;
   explicit StandardTimers(Timers &t)
-      : fwd(t.id("fwd")), bwd(t.id("bwd")), bwd_inner(t.id("bwd_inner")), bwd_allreduce(t.id("bwd_allreduce")),
+      : fwd(t.id("fwd")), bwd(t.id("bwd")), bwd_inner(t.id("bwd_inner")), bwd_reduce(t.id("bwd_reduce")),
         step(t.id("step")) {}
 };
 
@@ -467,11 +472,11 @@ class Trainer {
       timers_.stop(t.bwd_inner, stream());
       loss_sum += loss.item<double>();
       if (micro + 1 == options_.grad_accum) {
-        timers_.start(t.bwd_allreduce, stream());
+        timers_.start(t.bwd_reduce, stream());
         zf_error error{};
         auto &stage = *plugins_.stage.instance;
         stage.check(stage_api->reduce_gradients(stage.object(), &b, &error), error, "reduce_gradients");
-        timers_.stop(t.bwd_allreduce, stream());
+        timers_.stop(t.bwd_reduce, stream());
       }
       timers_.stop(t.bwd, stream());
     }
