@@ -50,16 +50,15 @@ zf_status wait(zf_object *object, zf_error *) {
 }
 
 const zf_param_decl params[] = {
-    {"pin_memory", ZF_PARAM_BOOL, 0, "true",
-     "master, optimizer state and transfer buffers in page-locked memory (PCIe at full speed); false = pageable", 0,
-     0, nullptr, nullptr},
-    {"overlap", ZF_PARAM_BOOL, 0, "true",
-     "copy, update and upload each bucket as soon as the backward finished its gradients; false = all after the "
-     "backward, one bucket (the serial reference)",
-     0, 0, nullptr, nullptr},
-    {"bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "16777216",
-     "elements per bucket of gradient copies, CPU updates and parameter uploads (DeepSpeed's unit)", 1, 0, nullptr,
-     nullptr},
+    zf::param_bool("pin_memory", "true",
+                   "master, optimizer state and transfer buffers in page-locked memory (PCIe at full speed); false = "
+                   "pageable"),
+    zf::param_bool("overlap", "true",
+                   "copy, update and upload each bucket as soon as the backward finished its gradients; false = all "
+                   "after the backward, one bucket (the serial reference)"),
+    zf::param_int("bucket_size", "16777216",
+                  "elements per bucket of gradient copies, CPU updates and parameter uploads (DeepSpeed's unit)",
+                  zf::at_least(1)),
 };
 
 const zf_offload_api api = {.struct_size = sizeof(zf_offload_api),
