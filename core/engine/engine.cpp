@@ -3,6 +3,7 @@
 #include "data/data_source.hpp"
 #include "checkpoint/hf_checkpoint.hpp"
 #include "engine/flat_buffers.hpp"
+#include "engine/evaluate.hpp"
 #include "engine/generate.hpp"
 #include "engine/plugin_set.hpp"
 #include "engine/report.hpp"
@@ -93,7 +94,8 @@ class Trainer {
     data_ = make_data_source(config);
     eval_data_ = make_data_source(config, Split::eval);
     ZF_REQUIRE(options_.eval_every == 0 || eval_data_ != nullptr,
-               "%s: train.eval_every = %lld but the data has no held-out split; set data.eval_fraction",
+               "%s: train.eval_every = %lld but the data has no held-out part; set data.eval_path (a file) or "
+               "data.eval_fraction",
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
     check_output_paths();
@@ -197,35 +199,12 @@ class Trainer {
     std::fflush(stdout);
   }
 
-  // Mean loss per counted token over the held-out split (or its first eval_batches micro-batches),
-  // across ranks.
+  // Mean loss per counted token over the held-out data (or its first eval_batches micro-batches),
+  // across ranks: the computation of zfcore eval (evaluate.hpp), with the stage's block gathers.
   double evaluate() {
-    torch::NoGradGuard no_grad;
-    model_->train(false);
-    int64_t micro = options_.micro_batch;
-    int64_t chunks = std::min<int64_t>((eval_data_->size() + micro - 1) / micro, options_.eval_batches);
-    double sums[2] = {0, 0};  // loss * tokens, tokens
-    // Every rank runs the same number of rounds: with sharded parameters each block's gather is
-    // a collective, also on a rank whose share of the chunks has run out.
-    int64_t world = comm_.world_size();
-    for (int64_t round = 0; round < (chunks + world - 1) / world; ++round) {
-      int64_t chunk = round * world + comm_.rank();
-      bool mine = chunk < chunks;
-      Batch batch = mine ? on_device(eval_data_->batch(chunk, micro)) : Batch{};
-      torch::Tensor hidden = batch.inputs;
-      for (size_t block = 0; block < flat_->layout().block_count; ++block) {
-        residency_->enter(uint32_t(block), 0);
-        if (mine) hidden = model_->forward_block(block, hidden, batch);
-        residency_->leave(uint32_t(block));
-      }
-      if (!mine) continue;
-      double counted = batch.targets.ne(kIgnoreIndex).sum().item<double>();
-      sums[0] += model_->loss(hidden, batch).item<double>() * counted;
-      sums[1] += counted;
-    }
-    comm_.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
-    model_->train(true);
-    return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    BlockAccess access{[this](uint32_t block) { residency_->enter(block, 0); },
+                       [this](uint32_t block) { residency_->leave(block); }};
+    return evaluate_loss(*model_, *eval_data_, runtime_, options_.micro_batch, options_.eval_batches, access).loss;
   }
 
  private:
@@ -319,15 +298,6 @@ class Trainer {
   void *stream() const { return runtime_.compute_stream; }
 
   void join_comm() const { stream_wait(stream(), runtime_.comm_stream); }
-
-  // Batches come from the data source on the host; a GPU run moves them to its device.
-  Batch on_device(Batch batch) const {
-    if (!on_gpu()) return batch;
-    torch::Device device(torch::kCUDA, c10::DeviceIndex(runtime_.device_index));
-    batch.inputs = batch.inputs.to(device);
-    batch.targets = batch.targets.to(device);
-    return batch;
-  }
 
   // ---- Sharded gradients (a stage that wires reduce_block, ZeRO-2 and ZeRO-3) ----
   // The stage's reduce_block entry (ABI 1.1), or NULL.
@@ -430,7 +400,7 @@ class Trainer {
     for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
       zf_step_buffers b = buffers(step, uint32_t(micro));
       int64_t chunk = ((step - 1) * options_.grad_accum + micro) * comm_.world_size() + comm_.rank();
-      Batch batch = on_device(data_->batch(chunk, options_.micro_batch));
+      Batch batch = on_device(data_->batch(chunk, options_.micro_batch), runtime_);
       stats_.count_batch(batch.samples, batch.tokens);
 
       timers_.start(t.fwd, stream());
@@ -597,7 +567,7 @@ size_t bind_cores(const RunConfig &config, Runtime &runtime) {
   return binding.trainer.size();
 }
 
-RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry) {
+void prepare_runtime(const RunConfig &config, Runtime &runtime) {
   if (config.string("run", "device") == "cuda" && runtime.device != ZF_DEVICE_CUDA) use_cuda_device(runtime);
   if (config.boolean("run", "deterministic")) use_deterministic_kernels();
   size_t trainer_cores = bind_cores(config, runtime);
@@ -606,6 +576,10 @@ RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &regi
   if (threads == 0)
     threads = std::max<int64_t>(1, int64_t(runtime.worker_cores.size()) / std::max(1, runtime.comm->local_size()));
   torch::set_num_threads(int(std::max<int64_t>(1, threads)));
+}
+
+RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry) {
+  prepare_runtime(config, runtime);
   Trainer trainer(config, runtime, registry);
   return trainer.run();
 }

@@ -28,6 +28,10 @@ struct RunSummary {
 // Trains as the config says and writes the outputs; throws zf::Error on any failure.
 RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry);
 
+// What train does before it builds anything (zfcore eval does it too): the GPU (run.device),
+// deterministic kernels, this rank's cores (run.bind_cores) and torch's threads (run.threads).
+void prepare_runtime(const RunConfig &config, Runtime &runtime);
+
 // FNV-1a over bytes, continuing from state (start with kDigestSeed).
 constexpr uint64_t kDigestSeed = 1469598103934665603ull;
 uint64_t digest_bytes(const void *data, size_t bytes, uint64_t state);

@@ -29,7 +29,9 @@ class FlatBuffers {
   // Allocates params and grads with numel (>= layout numel) elements of dtype on tier (host, or
   // the current GPU for ZF_TIER_DEVICE), copies each parameter's current value in and re-points
   // the parameter and its .grad at views of them (the model moves to the buffers' device).
-  void materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier = ZF_TIER_HOST);
+  // Without grads (evaluation) no gradient buffer is allocated.
+  void materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier = ZF_TIER_HOST,
+                   bool with_grads = true);
 
   // Re-points the parameters of `block` at views of storage, which holds the block's layout
   // elements [block.offset, block.offset + block.numel) (sharded parameters: one storage per block).

@@ -16,6 +16,12 @@ namespace zf {
 // A hash of the segment table: a checkpoint only fits the layout that wrote it.
 std::string layout_digest(const zf_layout &layout);
 
+// The checkpoint checkpoint.resume names: the newest complete one in the run's checkpoint
+// directory (checkpoint.dir, default OUTPUT_DIR/checkpoints) for "auto", none for "never", else
+// the directory it names (which must exist).
+std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
+                                                          Communicator &comm);
+
 class TrainingCheckpoints {
  public:
   // What a checkpoint records about the run that wrote it.
@@ -38,6 +44,7 @@ class TrainingCheckpoints {
 
   const RunConfig &config_;
   Runtime &runtime_;
+  std::string output_dir_;
   std::string layout_digest_;
   RunIdentity identity_;
   std::unique_ptr<CheckpointStore> store_;
