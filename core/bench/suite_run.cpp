@@ -74,7 +74,7 @@ std::string prepare_base(const SuiteOptions &o, const std::string &stem) {
       "samples = 1024\n",
       o.suite.c_str(), o.device.c_str(), model_lines.c_str(), (long long)(o.seq_length ? o.seq_length : tiny ? 64 : 512));
   // Synthetic ids are drawn below the model's vocabulary.
-  Config shape_only = Config::parse(text, "bench base");
+  RunConfig shape_only = RunConfig::parse(text, "bench base");
   text += format("vocab = %lld\n", (long long)transformer_options(shape_only).shape.vocab);
   text += format("\n[train]\nmicro_batch = 4\n\n[optimizer]\nplugin = \"%s\"\nlr = %s\n",
                  o.device == "cuda" ? "gpu_adam" : "cpu_adam", tiny ? "1e-3" : "1e-4");
@@ -280,7 +280,7 @@ void read_measurements(RowResult &r, int64_t warmup) {
 // `zfcore estimate`'s bytes per rank for the row's stage, from the same config the row runs.
 void estimate_row(RowResult &r, const std::string &base, const std::vector<std::string> &overrides, int ranks) {
   try {
-    Config config = Config::load(base, overrides);
+    RunConfig config = RunConfig::load(base, overrides);
     std::string what, note;
     std::string stage = config.plugin(ZF_KIND_STAGE).candidates.front();
     for (const StageEstimate &e : estimate_memory(estimate_input(config, uint64_t(ranks), &what, &note)))
@@ -368,7 +368,7 @@ int run_suite(const SuiteOptions &o) {
   std::string rows_dir = report.stem;
   fs::create_directories(rows_dir);
   report.base_config = prepare_base(o, report.stem);
-  Config::load(report.base_config, common_overrides(o));  // a bad base or --set is the user's error, once
+  RunConfig::load(report.base_config, common_overrides(o));  // a bad base or --set is the user's error, once
   report.common = common_overrides(o);
   report.limits = machine_limits(o.device);
 

@@ -73,7 +73,50 @@ void remove_leftovers(const fs::path &directory) {
   for (const fs::path &path : doomed) fs::remove_all(path, ec);
 }
 
+// A whole-number metadata field of a checkpoint file.
+uint64_t metadata_number(const SafetensorsFile &stored, const char *key) {
+  auto it = stored.metadata().find(key);
+  ZF_REQUIRE(it != stored.metadata().end(), "%s: metadata has no '%s'", stored.path().c_str(), key);
+  const std::string &text = it->second;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && text[0] != '-',
+             "%s: metadata field '%s' = \"%s\" is not a number; the checkpoint is corrupt", stored.path().c_str(), key,
+             excerpt(text).c_str());
+  return value;
+}
+
 }  // namespace
+
+int64_t read_checkpoint_master(const fs::path &checkpoint, const std::string &layout_digest,
+                               const std::function<void(uint64_t begin, const at::Tensor &values)> &take) {
+  ZF_REQUIRE(fs::exists(checkpoint / "checkpoint.json"), "%s is not a complete checkpoint (no checkpoint.json)",
+             checkpoint.c_str());
+  uint64_t world = 1, covered = 0;
+  int64_t step = 0;
+  for (uint64_t rank = 0; rank < world; ++rank) {
+    fs::path file = checkpoint / rank_file(int(rank));
+    ZF_REQUIRE(fs::exists(file), "%s has no file for rank %llu of %llu", checkpoint.c_str(),
+               (unsigned long long)rank, (unsigned long long)world);
+    SafetensorsFile stored = SafetensorsFile::open(file.string());
+    if (rank == 0) {
+      world = metadata_number(stored, "world_size");
+      step = int64_t(metadata_number(stored, "step"));
+      auto layout = stored.metadata().find("layout");
+      ZF_REQUIRE(layout != stored.metadata().end() && layout->second == layout_digest,
+                 "%s was written for another model layout; check [model] against the run that wrote it",
+                 checkpoint.c_str());
+    }
+    uint64_t begin = metadata_number(stored, "shard_begin"), end = metadata_number(stored, "shard_end");
+    if (end <= covered) continue;  // an earlier rank's file held it (zero0)
+    ZF_REQUIRE(begin <= covered, "%s: the shards leave [%llu, %llu) out", checkpoint.c_str(),
+               (unsigned long long)covered, (unsigned long long)begin);
+    take(begin, stored.load("master"));
+    covered = end;
+  }
+  return step;
+}
 
 CheckpointStore::CheckpointStore(fs::path directory, int64_t keep, Communicator &comm)
     : directory_(std::move(directory)), keep_(keep), comm_(comm) {}

@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,6 +31,13 @@ struct TrainingState {
   at::Tensor rng;             // torch's CPU generator state (uint8)
   at::Tensor device_rng;      // the GPU's generator state (GPU runs; undefined otherwise)
 };
+
+// The fp32 master of a whole checkpoint, read from every rank's file, so that any number of ranks
+// can read it (zfcore eval): calls take(begin, values) for the shards in order, skipping a rank's
+// file whose shard the earlier ones covered (zero0: every rank holds it all). Checks that the
+// checkpoint is complete and was written for `layout_digest`. Returns the checkpoint's step.
+int64_t read_checkpoint_master(const std::filesystem::path &checkpoint, const std::string &layout_digest,
+                               const std::function<void(uint64_t begin, const at::Tensor &values)> &take);
 
 class CheckpointStore {
  public:

@@ -119,7 +119,7 @@ torch::Dtype export_dtype(const TransformerModel &t, const HfExportOptions &opti
 
 }  // namespace
 
-HfExportOptions hf_export_options(const Config &config, const torch::Tensor &master, const zf_layout *layout) {
+HfExportOptions hf_export_options(const RunConfig &config, const torch::Tensor &master, const zf_layout *layout) {
   HfExportOptions options;
   options.dtype = config.string("checkpoint", "export_dtype");
   options.init_from = config.string("model", "init_from");

@@ -11,7 +11,7 @@
 
 namespace zf {
 
-class Config;
+class RunConfig;
 
 // What an export writes besides the model's own weights and shape.
 struct HfExportOptions {
@@ -29,7 +29,7 @@ struct HfExportOptions {
 
 // The options a run's config asks for: checkpoint.export_dtype, model.init_from, and the
 // tokenizer of [data] (data.tokenizer_path's directory, or init_from's for pre-tokenized data).
-HfExportOptions hf_export_options(const Config &config, const torch::Tensor &master = {},
+HfExportOptions hf_export_options(const RunConfig &config, const torch::Tensor &master = {},
                                   const zf_layout *layout = nullptr);
 
 // Writes DIRECTORY (created if needed): model.safetensors in HF layouts (GPT-2 Conv1D weights

@@ -3,12 +3,14 @@
 #include "config/limits.hpp"
 #include "data/sequences.hpp"
 #include "engine/engine.hpp"
+#include "engine/evaluate.hpp"
 #include "engine/plugin_set.hpp"
 #include "engine/zenflow.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/log.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/affinity.hpp"
+#include "runtime/json.hpp"
 
 #if __has_include("bench/bench.hpp")
 #include "bench/bench.hpp"
@@ -17,6 +19,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cmath>
 #include <cstdio>
 
 namespace zf {
@@ -88,7 +91,7 @@ int command_run(const std::vector<std::string> &args) {
   log_set_rank(runtime->comm->rank(), runtime->comm->world_size());
   runtime->worker_cores = allowed_cores();
   try {
-    Config config = Config::load(run.file, run.overrides, run.unsets);
+    RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
     check_same_config_on_all_ranks(config, *runtime->comm);
     check_run_limits(config, runtime->comm->world_size());
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
@@ -116,14 +119,58 @@ int command_run(const std::vector<std::string> &args) {
   return 0;
 }
 
+int command_eval(const std::vector<std::string> &args) {
+  std::vector<std::string> rest;
+  bool json = false;
+  for (const std::string &arg : args) {
+    if (arg == "--json") json = true;
+    else rest.push_back(arg);
+  }
+  RunArgs run = parse_run_args(rest, "eval");
+  auto runtime = std::make_unique<Runtime>();
+  runtime->comm = make_cpu_communicator();
+  log_set_rank(runtime->comm->rank(), runtime->comm->world_size());
+  runtime->worker_cores = allowed_cores();
+  try {
+    RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
+    check_same_config_on_all_ranks(config, *runtime->comm);
+    check_run_limits(config, runtime->comm->world_size());
+    EvalReport report = evaluate_config(config, *runtime);
+    const EvalResult &r = report.result;
+    if (runtime->comm->rank() == 0 && json) {
+      JsonWriter out;
+      out.begin_object().key("loss").value(r.loss).key("perplexity").value(std::exp(r.loss));
+      out.key("tokens").value(int64_t(r.tokens)).key("sequences").value(r.sequences);
+      out.key("held_out_sequences").value(report.available_sequences).key("micro_batches").value(r.batches);
+      out.key("step").value(report.step).key("weights").value(report.weights).end_object();
+      std::printf("%s\n", out.str().c_str());
+    } else if (runtime->comm->rank() == 0) {
+      std::printf("zfcore eval: loss %.4f, perplexity %.3f over %lld tokens (%lld of %lld held-out sequences, "
+                  "%lld micro-batches; train.eval_batches sets how many) from %s\n",
+                  r.loss, std::exp(r.loss), (long long)r.tokens, (long long)r.sequences,
+                  (long long)report.available_sequences, (long long)r.batches, report.weights.c_str());
+    }
+    std::fflush(stdout);
+    runtime->comm->barrier();
+  } catch (const std::exception &error) {
+    if (runtime->comm->world_size() > 1) {
+      log_error(error_message(error));
+      runtime->comm->abort(1);
+    }
+    throw;
+  }
+  return 0;
+}
+
 int command_validate(const std::vector<std::string> &args) {
   RunArgs run = parse_run_args(args, "validate");
-  Config config = Config::load(run.file, run.overrides, run.unsets);
+  RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
   check_run_limits(config, 1);
   ZenFlowOptions zenflow = ZenFlowOptions::read(config, 1);  // its keys and their combinations
   const std::string data_type = config.string("data", "type");  // the files the run will read exist
   if (data_type == "text") data_path(config, "a text file");
   if (data_type == "alpaca") data_path(config, "an Alpaca JSON file");
+  if (!config.string("data", "eval_path").empty() && data_type != "tokens") data_path(config, "a file", true, "eval_path");
   PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
   std::string chosen;
   for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR}) {

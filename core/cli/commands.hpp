@@ -27,6 +27,7 @@ RunArgs parse_run_args(const std::vector<std::string> &args, const char *command
 
 int command_version();
 int command_run(const std::vector<std::string> &args);
+int command_eval(const std::vector<std::string> &args);
 int command_validate(const std::vector<std::string> &args);
 int command_plugins(const std::vector<std::string> &args);
 int command_bench(const std::vector<std::string> &args);

@@ -18,7 +18,7 @@ namespace {
 
 uint64_t aligned(uint64_t numel, uint64_t alignment) { return (numel + alignment - 1) / alignment * alignment; }
 
-std::vector<uint64_t> model_blocks(const Config &config, uint64_t alignment, std::string *what) {
+std::vector<uint64_t> model_blocks(const RunConfig &config, uint64_t alignment, std::string *what) {
   if (!is_transformer_config(config)) {  // linear_stack
     uint64_t h = uint64_t(config.integer("model", "hidden")), layers = uint64_t(config.integer("model", "layers"));
     *what = format("linear_stack, %llu layers of %llu x %llu (exact)", (unsigned long long)layers,
@@ -42,7 +42,7 @@ std::vector<uint64_t> model_blocks(const Config &config, uint64_t alignment, std
 
 // The optimizer's state per parameter: Adam's two moments, Lion's and Adagrad's one, in fp32 or, with
 // the CPU optimizers' moment_dtype = "bf16", in bf16.
-uint64_t state_bytes(const Config &config, std::string *note) {
+uint64_t state_bytes(const RunConfig &config, std::string *note) {
   std::string optimizer = config.plugin(ZF_KIND_OPTIMIZER).candidates.front();
   uint64_t element = 4;
   for (const ConfigEntry &entry : config.plugin(ZF_KIND_OPTIMIZER).entries)
@@ -55,7 +55,7 @@ uint64_t state_bytes(const Config &config, std::string *note) {
   return 2 * element;
 }
 
-int64_t stage_knob(const Config &config, const std::string &key, int64_t fallback) {
+int64_t stage_knob(const RunConfig &config, const std::string &key, int64_t fallback) {
   for (const ConfigEntry &entry : config.plugin(ZF_KIND_STAGE).entries)
     if (entry.key == key && std::holds_alternative<int64_t>(entry.value)) return std::get<int64_t>(entry.value);
   return fallback;
@@ -63,7 +63,7 @@ int64_t stage_knob(const Config &config, const std::string &key, int64_t fallbac
 
 }  // namespace
 
-EstimateInput estimate_input(const Config &config, uint64_t world, std::string *what, std::string *note) {
+EstimateInput estimate_input(const RunConfig &config, uint64_t world, std::string *what, std::string *note) {
   EstimateInput input;
   input.blocks = model_blocks(config, input.alignment, what);
   input.world = world;
@@ -93,7 +93,7 @@ int command_estimate(const std::vector<std::string> &args) {
     }
   }
   RunArgs run = parse_run_args(rest, "estimate");
-  Config config = Config::load(run.file, run.overrides, run.unsets);
+  RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
   std::string what, note;
   EstimateInput input = estimate_input(config, world, &what, &note);
   bool bf16 = input.compute_bytes == 2;

@@ -11,6 +11,6 @@ namespace zf {
 
 // Blocks of the config's model, its compute and optimizer-state bytes and the stage's knobs, on
 // `world` ranks. what: the model in words; note: an assumption made (unknown optimizer), or left.
-EstimateInput estimate_input(const Config &config, uint64_t world, std::string *what, std::string *note);
+EstimateInput estimate_input(const RunConfig &config, uint64_t world, std::string *what, std::string *note);
 
 }  // namespace zf

@@ -17,6 +17,7 @@ const char *kUsage =
     "\n"
     "commands:\n"
     "  run FILE [--set table.key=value]...       train as FILE (TOML) says\n"
+    "  eval FILE [--json] [--set ...]            loss and perplexity of FILE's model on its held-out data\n"
     "  validate FILE [--set table.key=value]...  check FILE and the plugins it names, run nothing\n"
     "  plugins [--params]                        list the plugins found (and their parameters)\n"
     "  config --keys                             list the core tables' keys, types, defaults\n"
@@ -41,6 +42,16 @@ std::string command_usage(const std::string &command) {
   if (command == "run")
     return std::string("usage: zfcore run FILE [--set table.key=value]... [--unset table.key]...\n\n"
                        "Trains as FILE (TOML) says; under mpirun, one process per rank.\n\noptions:\n") +
+           kConfigOptions;
+  if (command == "eval")
+    return std::string("usage: zfcore eval FILE [--json] [--set table.key=value]... [--unset table.key]...\n\n"
+                       "Evaluates FILE's model on its held-out data (data.eval_path, or the data.eval_fraction\n"
+                       "split): the first train.eval_batches micro-batches of train.micro_batch, as a run's\n"
+                       "evaluation does. The weights come from the checkpoint checkpoint.resume names (default\n"
+                       "auto: the newest of the run's checkpoints; a directory picks one; never skips them), else\n"
+                       "from model.init_from (or the seeded initialization). No optimizer state is allocated.\n"
+                       "Under mpirun the ranks share the micro-batches and rank 0 prints.\n\noptions:\n"
+                       "  --json                  one JSON object: loss, perplexity, tokens, sequences, step, weights\n") +
            kConfigOptions;
   if (command == "validate")
     return std::string("usage: zfcore validate FILE [--set table.key=value]... [--unset table.key]...\n\n"
@@ -102,6 +113,7 @@ int main(int argc, char **argv) {
   try {
     if (command == "--version" || command == "-V" || command == "version") return zf::command_version();
     if (command == "run") return zf::command_run(rest);
+    if (command == "eval") return zf::command_eval(rest);
     if (command == "validate") return zf::command_validate(rest);
     if (command == "plugins") return zf::command_plugins(rest);
     if (command == "bench") return zf::command_bench(rest);

@@ -96,7 +96,7 @@ std::string beside(const std::string &file, const std::string &entry) {
 
 }  // namespace
 
-Config Config::load(const std::string &path, const std::vector<std::string> &overrides,
+RunConfig RunConfig::load(const std::string &path, const std::vector<std::string> &overrides,
                     const std::vector<std::string> &unsets) {
   std::string text;
   std::string why = read_regular_file(path, kMaxConfigBytes, &text);
@@ -111,9 +111,9 @@ Config Config::load(const std::string &path, const std::vector<std::string> &ove
   return parse(text, path, overrides, unsets);
 }
 
-Config Config::parse(const std::string &text, const std::string &name, const std::vector<std::string> &overrides,
+RunConfig RunConfig::parse(const std::string &text, const std::string &name, const std::vector<std::string> &overrides,
                      const std::vector<std::string> &unsets) {
-  Config config;
+  RunConfig config;
   config.file_ = name;
   for (const auto &[table, decls] : core_schema()) config.core_.emplace(table, PluginConfig(decls, table));
   for (const auto &[table, kind] : plugin_tables()) {
@@ -226,7 +226,7 @@ Config Config::parse(const std::string &text, const std::string &name, const std
   return config;
 }
 
-void Config::set(const std::string &table, const std::string &key, const Value &value,
+void RunConfig::set(const std::string &table, const std::string &key, const Value &value,
                  const Location &where, const Location &key_where) {
   auto core = core_.find(table);
   bool is_core_key = false;
@@ -250,7 +250,7 @@ void Config::set(const std::string &table, const std::string &key, const Value &
   locations_[table + "." + key] = where;
 }
 
-const PluginConfig &Config::core(const std::string &table) const {
+const PluginConfig &RunConfig::core(const std::string &table) const {
   auto it = core_.find(table);
   ZF_REQUIRE(it != core_.end(), "internal: no core table [%s]", table.c_str());
   return it->second;
@@ -258,7 +258,7 @@ const PluginConfig &Config::core(const std::string &table) const {
 
 namespace {
 template <class T>
-const T &typed(const Config &config, const std::string &table, const std::string &key) {
+const T &typed(const RunConfig &config, const std::string &table, const std::string &key) {
   const Value *value = config.core(table).get(key);
   ZF_REQUIRE(value && std::holds_alternative<T>(*value), "internal: %s.%s is not declared with that type",
              table.c_str(), key.c_str());
@@ -266,22 +266,22 @@ const T &typed(const Config &config, const std::string &table, const std::string
 }
 }  // namespace
 
-bool Config::boolean(const std::string &t, const std::string &k) const { return typed<bool>(*this, t, k); }
-int64_t Config::integer(const std::string &t, const std::string &k) const { return typed<int64_t>(*this, t, k); }
-double Config::real(const std::string &t, const std::string &k) const { return typed<double>(*this, t, k); }
-std::string Config::string(const std::string &t, const std::string &k) const {
+bool RunConfig::boolean(const std::string &t, const std::string &k) const { return typed<bool>(*this, t, k); }
+int64_t RunConfig::integer(const std::string &t, const std::string &k) const { return typed<int64_t>(*this, t, k); }
+double RunConfig::real(const std::string &t, const std::string &k) const { return typed<double>(*this, t, k); }
+std::string RunConfig::string(const std::string &t, const std::string &k) const {
   return typed<std::string>(*this, t, k);
 }
 
-Location Config::where(const std::string &table, const std::string &key) const {
+Location RunConfig::where(const std::string &table, const std::string &key) const {
   auto it = locations_.find(table + "." + key);
   return it != locations_.end() ? it->second : Location{file_, 1, 1, ""};
 }
 
-const PluginSection &Config::plugin(zf_kind kind) const { return plugins_.at(kind); }
+const PluginSection &RunConfig::plugin(zf_kind kind) const { return plugins_.at(kind); }
 
 
-PluginConfig Config::plugin_config(const PluginSection &section, const zf_descriptor &descriptor) {
+PluginConfig RunConfig::plugin_config(const PluginSection &section, const zf_descriptor &descriptor) {
   PluginConfig config(descriptor, section.table);
   std::vector<std::string> extra = {"plugin"};
   if (section.kind == ZF_KIND_OPTIMIZER)

@@ -35,15 +35,17 @@ struct PluginSection {
   std::vector<ConfigEntry> entries;     // the plugin's own keys, checked when it is loaded
 };
 
-class Config {
+// The run's whole config (named RunConfig, not Config: the SDK's zf::Config in zf_plugin.hpp is the
+// plugins' getter over one table, and two classes of one name in a program break the ODR).
+class RunConfig {
  public:
   // Reads and checks path with overrides ("table.key=value") after removing the keys named in
   // unsets ("table.key", as if the file did not have them); throws zf::Error with a location.
   // Relative run.plugin_path entries of the file are taken from the file's directory.
-  static Config load(const std::string &path, const std::vector<std::string> &overrides = {},
+  static RunConfig load(const std::string &path, const std::vector<std::string> &overrides = {},
                      const std::vector<std::string> &unsets = {});
   // The same from TOML text (tests); `name` stands in for the file name in messages.
-  static Config parse(const std::string &text, const std::string &name,
+  static RunConfig parse(const std::string &text, const std::string &name,
                       const std::vector<std::string> &overrides = {}, const std::vector<std::string> &unsets = {});
 
   const std::string &file() const { return file_; }

@@ -55,7 +55,6 @@ class Converter {
     stage_ = zero ? int(integer(*zero, "zero_optimization", "stage", 0)) : 0;
     ZF_REQUIRE(stage_ >= 0 && stage_ <= 3, "%s: zero_optimization.stage = %d: DeepSpeed's stages are 0 to 3",
                source_.c_str(), stage_);
-    bf16_ = enabled(config, "bf16") || enabled(config, "fp16");
     for (auto &[key, value] : config.items()) top_level(key, value);
     if (zero) zero_optimization(*zero);
     optimizer(find(config, "optimizer"));
@@ -120,13 +119,9 @@ class Converter {
       if (key == "stage" || key == "offload_optimizer") continue;
       if (key == "overlap_comm") out_.set("stage", "overlap_comm", boolean(value, name));
       else if (key == "contiguous_gradients" && stage_ > 0) out_.set("stage", key, boolean(value, name));
-      else if (key == "reduce_bucket_size" && stage_ > 0) out_.set("stage", key, number(value, name));
+      else if (key == "reduce_bucket_size") out_.set("stage", key, number(value, name));  // elements, every stage
       else if (key == "allgather_bucket_size" && stage_ > 0) out_.set("stage", key, number(value, name));
-      else if (key == "reduce_bucket_size") {  // zero0 counts its buckets in MiB of gradients
-        double mib = value.is_number() ? value.get<double>() * (bf16_ ? 2 : 4) / double(1 << 20) : -1;
-        ZF_REQUIRE(mib >= 0, "%s: %s must be a number", source_.c_str(), name.c_str());
-        out_.set("stage", "bucket_mb", format("%g", mib));
-      } else if (key == "stage3_prefetch_bucket_size" && stage_ == 3) out_.set("stage", "prefetch_bucket_size", number(value, name));
+      else if (key == "stage3_prefetch_bucket_size" && stage_ == 3) out_.set("stage", "prefetch_bucket_size", number(value, name));
       else if (key == "stage3_param_persistence_threshold" && stage_ == 3)
         out_.set("stage", "param_persistence_threshold", number(value, name));
       else if (key == "stage3_max_live_parameters" && stage_ == 3) out_.set("stage", "max_live_parameters", number(value, name));
@@ -308,12 +303,10 @@ class Converter {
     return object[key].get<int64_t>();
   }
   static bool enabled_value(const json &value) { return value.is_object() && value.value("enabled", false) == true; }
-  bool enabled(const json &config, const char *key) const { return config.contains(key) && enabled_value(config[key]); }
 
   std::string source_;
   Toml out_;
   int stage_ = 0;
-  bool bf16_ = false;
   std::string aio_queue_depth_, warmup_max_lr_;
 };
 

@@ -25,14 +25,14 @@ constexpr double kMaxThreads = 1024;
 
 // Throws a located error when the tokens a run reads (steps x grad_accum x micro_batch x ranks x
 // seq_len) would overflow its 64-bit counters.
-void check_run_limits(const Config &config, int world_size);
+void check_run_limits(const RunConfig &config, int world_size);
 
 // Every effective value, one "table.key = value" line each, sorted: defaults, the file and --set
 // overrides included (the same on two ranks exactly when their runs would agree).
-std::string canonical_config_text(const Config &config);
+std::string canonical_config_text(const RunConfig &config);
 
 // Under MPI: compares a digest of canonical_config_text() across ranks and throws, on every
 // rank, an error naming the keys where a rank's config differs from rank 0's.
-void check_same_config_on_all_ranks(const Config &config, Communicator &comm);
+void check_same_config_on_all_ranks(const RunConfig &config, Communicator &comm);
 
 }  // namespace zf

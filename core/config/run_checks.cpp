@@ -60,7 +60,7 @@ std::string differences(const std::string &mine, const std::string &reference) {
 
 }  // namespace
 
-void check_run_limits(const Config &config, int world_size) {
+void check_run_limits(const RunConfig &config, int world_size) {
   // Tokens read over the whole run: steps x grad_accum x micro_batch x ranks x seq_len.
   int64_t tokens = config.integer("train", "steps");
   bool overflow = false;
@@ -75,7 +75,7 @@ void check_run_limits(const Config &config, int world_size) {
              (long long)config.integer("data", "seq_len"), world_size);
 }
 
-std::string canonical_config_text(const Config &config) {
+std::string canonical_config_text(const RunConfig &config) {
   std::vector<std::string> lines;
   for (const auto &[table, decls] : core_schema())
     for (const zf_param_decl &decl : decls)
@@ -97,7 +97,7 @@ std::string canonical_config_text(const Config &config) {
   return text;
 }
 
-void check_same_config_on_all_ranks(const Config &config, Communicator &comm) {
+void check_same_config_on_all_ranks(const RunConfig &config, Communicator &comm) {
   int world = comm.world_size();
   if (world <= 1) return;
   std::string text = canonical_config_text(config);

@@ -71,11 +71,12 @@ struct Record {
 };
 
 // A JSON array, or JSON Lines when the text does not start with '['.
+// `where`: "FILE:LINE:COL: data.KEY", the key that names the file.
 std::vector<Record> parse_records(const std::string &text, const std::string &where, const std::string &path) {
   std::vector<Record> records;
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
-    json root = parse_json(text, where + ": data.path: " + path);
+    json root = parse_json(text, where + ": " + path);
     for (size_t i = 0; i < root.size(); ++i) records.push_back({std::move(root[i]), format("element %zu", i)});
     return records;
   }
@@ -83,7 +84,7 @@ std::vector<Record> parse_records(const std::string &text, const std::string &wh
   std::string line;
   for (size_t number = 1; std::getline(lines, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    records.push_back({parse_json(line, format("%s: data.path: %s line %zu (Alpaca data is a JSON array of objects, or "
+    records.push_back({parse_json(line, format("%s: %s line %zu (Alpaca data is a JSON array of objects, or "
                                                "one object per line)", where.c_str(), path.c_str(), number)),
                        format("line %zu", number)});
   }
@@ -117,11 +118,11 @@ std::string alpaca_prompt(const std::string &instruction, const std::string &inp
          "\n\n### Input:\n" + input + "\n\n### Response:\n";
 }
 
-std::shared_ptr<const SequenceSet> load_alpaca_sequences(const Config &config) {
-  std::string path = data_path(config, "an Alpaca JSON file");
-  std::string where = config.where("data", "path").str();
-  std::vector<Record> records = parse_records(read_data_file(config, path), where, path);
-  ZF_REQUIRE(!records.empty(), "%s: data.path: %s holds no examples", where.c_str(), path.c_str());
+std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config, const char *key) {
+  std::string path = data_path(config, "an Alpaca JSON file", true, key);
+  std::string where = config.where("data", key).str() + ": data." + key;
+  std::vector<Record> records = parse_records(read_data_file(config, path, key), where, path);
+  ZF_REQUIRE(!records.empty(), "%s: %s holds no examples", where.c_str(), path.c_str());
 
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(config);
   check_tokenizer_vocab(config, *tokenizer);

@@ -18,26 +18,26 @@ namespace {
 constexpr uint64_t kMaxDataFileBytes = 16ull << 30;
 }  // namespace
 
-std::string data_path(const Config &config, const char *needs, bool must_exist) {
+std::string data_path(const RunConfig &config, const char *needs, bool must_exist, const char *key) {
   std::string type = config.string("data", "type");
-  std::string path = config.string("data", "path");
-  ZF_REQUIRE(!path.empty(), "%s: data.type = \"%s\" needs data.path (%s)", config.where("data", "type").str().c_str(),
-             type.c_str(), needs);
+  std::string path = config.string("data", key);
+  ZF_REQUIRE(!path.empty(), "%s: data.type = \"%s\" needs data.%s (%s)", config.where("data", "type").str().c_str(),
+             type.c_str(), key, needs);
   struct stat info {};
-  ZF_REQUIRE(!must_exist || stat(path.c_str(), &info) == 0, "%s: data.path: no such file: %s",
-             config.where("data", "path").str().c_str(), path.c_str());
+  ZF_REQUIRE(!must_exist || stat(path.c_str(), &info) == 0, "%s: data.%s: no such file: %s",
+             config.where("data", key).str().c_str(), key, path.c_str());
   return path;
 }
 
-std::string read_data_file(const Config &config, const std::string &path) {
+std::string read_data_file(const RunConfig &config, const std::string &path, const char *key) {
   std::string text;
   std::string why = read_regular_file(path, kMaxDataFileBytes, &text);
-  ZF_REQUIRE(why.empty(), "%s: data.path: cannot read %s: %s", config.where("data", "path").str().c_str(),
+  ZF_REQUIRE(why.empty(), "%s: data.%s: cannot read %s: %s", config.where("data", key).str().c_str(), key,
              path.c_str(), why.c_str());
   return text;
 }
 
-void check_tokenizer_vocab(const Config &config, const Tokenizer &tokenizer) {
+void check_tokenizer_vocab(const RunConfig &config, const Tokenizer &tokenizer) {
   int64_t vocab = config.integer("data", "vocab");
   ZF_REQUIRE(vocab == 0 || tokenizer.vocab_size() <= vocab,
              "%s: data.vocab = %lld, but tokenizer %s has %lld ids; raise data.vocab (or leave it 0)",

@@ -11,28 +11,30 @@
 
 namespace zf {
 
-std::unique_ptr<DataSource> make_random_data(const Config &config, Split split);  // random_data.cpp
+std::unique_ptr<DataSource> make_random_data(const RunConfig &config, Split split);  // random_data.cpp
 
 namespace {
 
 // What determines the loaded sequences; equal keys share one SequenceSet while it is alive.
-std::string data_key(const Config &config) {
-  std::string key;
-  for (const char *name : {"type", "path", "tokenizer", "tokenizer_path"}) key += config.string("data", name) + '\n';
+std::string data_key(const RunConfig &config, const char *path_key) {
+  std::string key = config.string("data", path_key) + '\n';
+  for (const char *name : {"type", "tokenizer", "tokenizer_path"}) key += config.string("data", name) + '\n';
   for (const char *name : {"seq_len", "vocab", "samples"}) key += std::to_string(config.integer("data", name)) + '\n';
   return key + std::to_string(config.integer("run", "seed"));
 }
 
-std::shared_ptr<const SequenceSet> load_sequences(const Config &config, const std::string &type) {
+// The sequences of data.path (path_key "path") or of data.eval_path ("eval_path").
+std::shared_ptr<const SequenceSet> load_sequences(const RunConfig &config, const std::string &type,
+                                                  const char *path_key = "path") {
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<const SequenceSet>> loaded;
   std::lock_guard<std::mutex> lock(mutex);
-  std::string key = data_key(config);
+  std::string key = data_key(config, path_key);
   if (auto set = loaded[key].lock()) return set;
   std::shared_ptr<const SequenceSet> set = type == "synthetic" ? load_synthetic_sequences(config)
-                                           : type == "tokens"  ? load_token_shard_sequences(config)
-                                           : type == "text"    ? load_text_sequences(config)
-                                                               : load_alpaca_sequences(config);
+                                           : type == "tokens"  ? load_token_shard_sequences(config, path_key)
+                                           : type == "text"    ? load_text_sequences(config, path_key)
+                                                               : load_alpaca_sequences(config, path_key);
   log_info(set->describe());
   loaded[key] = set;
   return set;
@@ -40,8 +42,21 @@ std::shared_ptr<const SequenceSet> load_sequences(const Config &config, const st
 
 }  // namespace
 
-std::unique_ptr<DataSource> make_data_source(const Config &config, Split split) {
+std::unique_ptr<DataSource> make_data_source(const RunConfig &config, Split split) {
   std::string type = config.string("data", "type");
+  const std::string eval_path = config.string("data", "eval_path");
+  if (!eval_path.empty()) {
+    ZF_REQUIRE(type == "tokens" || type == "text" || type == "alpaca",
+               "%s: data.eval_path names a file, and data.type = \"%s\" reads none; use data.eval_fraction",
+               config.where("data", "eval_path").str().c_str(), type.c_str());
+    ZF_REQUIRE(config.real("data", "eval_fraction") == 0,
+               "%s: data.eval_path and data.eval_fraction both choose the held-out data; keep one",
+               config.where("data", "eval_fraction").str().c_str());
+    // The whole file, in its order; read like data.path (same type, tokenizer and seq_len).
+    if (split == Split::eval)
+      return make_sequence_source(load_sequences(config, type, "eval_path"), Split::eval, 1.0, false,
+                                  uint64_t(config.integer("run", "seed")));
+  }
   if (type == "random") return make_random_data(config, split);
   if (type == "synthetic" || type == "tokens" || type == "text" || type == "alpaca") {
     auto source = make_sequence_source(load_sequences(config, type), split, config.real("data", "eval_fraction"),

@@ -37,6 +37,6 @@ class DataSource {
 
 // The source [data] describes, for one split. For Split::eval it returns nullptr when there is no
 // held-out data (eval_fraction = 0). Sources of both splits of one config share the loaded data.
-std::unique_ptr<DataSource> make_data_source(const Config &config, Split split = Split::train);
+std::unique_ptr<DataSource> make_data_source(const RunConfig &config, Split split = Split::train);
 
 }  // namespace zf

@@ -45,7 +45,7 @@ class RandomData final : public DataSource {
 
 }  // namespace
 
-std::unique_ptr<DataSource> make_random_data(const Config &config, Split split) {
+std::unique_ptr<DataSource> make_random_data(const RunConfig &config, Split split) {
   ZF_REQUIRE(config.string("model", "type") == "linear_stack", "%s: data.type = \"random\" feeds linear_stack models only",
              config.where("data", "type").str().c_str());
   int64_t hidden = config.integer("model", "hidden");

@@ -17,6 +17,9 @@ std::vector<zf_param_decl> data_schema() {
            kRange, 0, kMaxVocab),
       decl("samples", ZF_PARAM_INT, "256", "random and synthetic: number of examples", kRange, 1, double(int64_t(1) << 32)),
       decl("eval_fraction", ZF_PARAM_FLOAT, "0.0", "share of the sequences held out for evaluation", kUnitOpen, 0, 1),
+      decl("eval_path", ZF_PARAM_STRING, "",
+           "tokens, text, alpaca: a separate file evaluated on (all of it, read as data.path is) instead of a held-out "
+           "share"),
       decl("shuffle", ZF_PARAM_BOOL, "true", "reorder the training sequences every epoch (seeded by run.seed and the epoch)")};
 }
 

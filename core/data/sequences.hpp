@@ -26,21 +26,22 @@ class SequenceSet {
   virtual std::string describe() const = 0;
 };
 
-// One per [data] type; each reads the [data] keys it needs and throws located errors.
-std::shared_ptr<const SequenceSet> load_synthetic_sequences(const Config &config);
-std::shared_ptr<const SequenceSet> load_token_shard_sequences(const Config &config);
-std::shared_ptr<const SequenceSet> load_text_sequences(const Config &config);
-std::shared_ptr<const SequenceSet> load_alpaca_sequences(const Config &config);
+// One per [data] type; each reads the [data] keys it needs and throws located errors. The files
+// come from data.`key`: "path", or "eval_path" for the held-out file.
+std::shared_ptr<const SequenceSet> load_synthetic_sequences(const RunConfig &config);
+std::shared_ptr<const SequenceSet> load_token_shard_sequences(const RunConfig &config, const char *key = "path");
+std::shared_ptr<const SequenceSet> load_text_sequences(const RunConfig &config, const char *key = "path");
+std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config, const char *key = "path");
 
-// data.path, checked to be set (`needs` says what it should name) and, with must_exist, to exist;
-// errors point at data.path (or data.type when the path is missing).
-std::string data_path(const Config &config, const char *needs, bool must_exist = true);
-// The whole file; errors name the file and where data.path was set.
-std::string read_data_file(const Config &config, const std::string &path);
+// data.path (or data.`key`), checked to be set (`needs` says what it should name) and, with
+// must_exist, to exist; errors point at the key (or data.type when the path is missing).
+std::string data_path(const RunConfig &config, const char *needs, bool must_exist = true, const char *key = "path");
+// The whole file; errors name the file and where data.`key` was set.
+std::string read_data_file(const RunConfig &config, const std::string &path, const char *key = "path");
 
 class Tokenizer;
 // Throws when data.vocab is set and the tokenizer's ids can reach past it.
-void check_tokenizer_vocab(const Config &config, const Tokenizer &tokenizer);
+void check_tokenizer_vocab(const RunConfig &config, const Tokenizer &tokenizer);
 
 // The Alpaca prompt for one example (an empty input selects the template without input).
 std::string alpaca_prompt(const std::string &instruction, const std::string &input);

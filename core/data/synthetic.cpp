@@ -39,7 +39,7 @@ class SyntheticSequences final : public SequenceSet {
 
 }  // namespace
 
-std::shared_ptr<const SequenceSet> load_synthetic_sequences(const Config &config) {
+std::shared_ptr<const SequenceSet> load_synthetic_sequences(const RunConfig &config) {
   int64_t vocab = config.integer("data", "vocab");
   ZF_REQUIRE(vocab > 0, "%s: data.type = \"synthetic\" needs data.vocab (the model's vocabulary size)",
              config.where("data", "vocab").str().c_str());

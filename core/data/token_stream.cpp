@@ -96,7 +96,7 @@ std::vector<std::pair<size_t, size_t>> text_blocks(const std::string &text, size
   return blocks;
 }
 
-void require_windows(const Config &config, const SequenceSet &set, int64_t longest, const std::string &what) {
+void require_windows(const RunConfig &config, const SequenceSet &set, int64_t longest, const std::string &what) {
   ZF_REQUIRE(set.count() > 0,
              "%s: data.seq_len = %lld is larger than the data: %s has %lld tokens at most in one piece, and a sequence "
              "needs seq_len + 1; lower data.seq_len to at most %lld or add data",
@@ -106,9 +106,9 @@ void require_windows(const Config &config, const SequenceSet &set, int64_t longe
 
 }  // namespace
 
-std::shared_ptr<const SequenceSet> load_token_shard_sequences(const Config &config) {
-  std::string pattern = data_path(config, "a .bin token shard, a directory of them or a glob", false);
-  std::string where = config.where("data", "path").str();
+std::shared_ptr<const SequenceSet> load_token_shard_sequences(const RunConfig &config, const char *key) {
+  std::string pattern = data_path(config, "a .bin token shard, a directory of them or a glob", false, key);
+  std::string where = config.where("data", key).str() + ": data." + key;
   int64_t seq_len = config.integer("data", "seq_len");
   int64_t vocab = config.integer("data", "vocab");
   std::vector<Stream> streams;
@@ -131,7 +131,7 @@ std::shared_ptr<const SequenceSet> load_token_shard_sequences(const Config &conf
       streams.push_back(std::move(stream));
     }
   } catch (const Error &e) {
-    throw Error(format("%s: data.path: %s", where.c_str(), e.what()));
+    throw Error(format("%s: %s", where.c_str(), e.what()));
   }
   // Without data.vocab the shards' headers bound the ids (unknown if one shard records none).
   int64_t bound = vocab > 0 ? vocab : all_recorded ? recorded_vocab : 0;
@@ -140,10 +140,10 @@ std::shared_ptr<const SequenceSet> load_token_shard_sequences(const Config &conf
   return set;
 }
 
-std::shared_ptr<const SequenceSet> load_text_sequences(const Config &config) {
-  std::string path = data_path(config, "a text file");
-  std::string text = read_data_file(config, path);
-  ZF_REQUIRE(!text.empty(), "%s: data.path: %s is empty", config.where("data", "path").str().c_str(), path.c_str());
+std::shared_ptr<const SequenceSet> load_text_sequences(const RunConfig &config, const char *key) {
+  std::string path = data_path(config, "a text file", true, key);
+  std::string text = read_data_file(config, path, key);
+  ZF_REQUIRE(!text.empty(), "%s: data.%s: %s is empty", config.where("data", key).str().c_str(), key, path.c_str());
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(config);
   check_tokenizer_vocab(config, *tokenizer);
   int64_t vocab = tokenizer->vocab_size();

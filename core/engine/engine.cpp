@@ -3,6 +3,7 @@
 #include "data/data_source.hpp"
 #include "checkpoint/hf_checkpoint.hpp"
 #include "engine/flat_buffers.hpp"
+#include "engine/evaluate.hpp"
 #include "engine/generate.hpp"
 #include "engine/plugin_set.hpp"
 #include "engine/report.hpp"
@@ -69,10 +70,15 @@ struct SignalGuard {
   }
 };
 
+// The step's standard timers: fwd, bwd (the whole backward of a step's micro-batches), bwd_inner
+// (autograd's backward, with the per-block hooks the stage runs in it), bwd_reduce (the stage's
+// reduce_gradients after the last micro-batch: an all-reduce under zero0/1, the end of the
+// reduce-scatter under zero2/3), step (the optimizer update). grad_reduce is zero2/3's per-block
+// reduction inside bwd_inner.
 struct StandardTimers {
-  uint32_t fwd, bwd, bwd_inner, bwd_allreduce, step;
+  uint32_t fwd, bwd, bwd_inner, bwd_reduce, step;
   explicit StandardTimers(Timers &t)
-      : fwd(t.id("fwd")), bwd(t.id("bwd")), bwd_inner(t.id("bwd_inner")), bwd_allreduce(t.id("bwd_allreduce")),
+      : fwd(t.id("fwd")), bwd(t.id("bwd")), bwd_inner(t.id("bwd_inner")), bwd_reduce(t.id("bwd_reduce")),
         step(t.id("step")) {}
 };
 
@@ -80,7 +86,7 @@ using StageHook = zf_status (*)(zf_object *, uint32_t, const zf_step_buffers *, 
 
 class Trainer {
  public:
-  Trainer(const Config &config, Runtime &runtime, PluginRegistry &registry)
+  Trainer(const RunConfig &config, Runtime &runtime, PluginRegistry &registry)
       : config_(config), runtime_(runtime), comm_(*runtime.comm), plugins_(config, runtime, registry),
         timers_(runtime.timers), options_(RunOptions::read(config)), stats_(runtime) {
     torch::manual_seed(options_.seed);
@@ -88,7 +94,8 @@ class Trainer {
     data_ = make_data_source(config);
     eval_data_ = make_data_source(config, Split::eval);
     ZF_REQUIRE(options_.eval_every == 0 || eval_data_ != nullptr,
-               "%s: train.eval_every = %lld but the data has no held-out split; set data.eval_fraction",
+               "%s: train.eval_every = %lld but the data has no held-out part; set data.eval_path (a file) or "
+               "data.eval_fraction",
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
     check_output_paths();
@@ -192,35 +199,12 @@ class Trainer {
     std::fflush(stdout);
   }
 
-  // Mean loss per counted token over the held-out split (or its first eval_batches micro-batches),
-  // across ranks.
+  // Mean loss per counted token over the held-out data (or its first eval_batches micro-batches),
+  // across ranks: the computation of zfcore eval (evaluate.hpp), with the stage's block gathers.
   double evaluate() {
-    torch::NoGradGuard no_grad;
-    model_->train(false);
-    int64_t micro = options_.micro_batch;
-    int64_t chunks = std::min<int64_t>((eval_data_->size() + micro - 1) / micro, options_.eval_batches);
-    double sums[2] = {0, 0};  // loss * tokens, tokens
-    // Every rank runs the same number of rounds: with sharded parameters each block's gather is
-    // a collective, also on a rank whose share of the chunks has run out.
-    int64_t world = comm_.world_size();
-    for (int64_t round = 0; round < (chunks + world - 1) / world; ++round) {
-      int64_t chunk = round * world + comm_.rank();
-      bool mine = chunk < chunks;
-      Batch batch = mine ? on_device(eval_data_->batch(chunk, micro)) : Batch{};
-      torch::Tensor hidden = batch.inputs;
-      for (size_t block = 0; block < flat_->layout().block_count; ++block) {
-        residency_->enter(uint32_t(block), 0);
-        if (mine) hidden = model_->forward_block(block, hidden, batch);
-        residency_->leave(uint32_t(block));
-      }
-      if (!mine) continue;
-      double counted = batch.targets.ne(kIgnoreIndex).sum().item<double>();
-      sums[0] += model_->loss(hidden, batch).item<double>() * counted;
-      sums[1] += counted;
-    }
-    comm_.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
-    model_->train(true);
-    return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    BlockAccess access{[this](uint32_t block) { residency_->enter(block, 0); },
+                       [this](uint32_t block) { residency_->leave(block); }};
+    return evaluate_loss(*model_, *eval_data_, runtime_, options_.micro_batch, options_.eval_batches, access).loss;
   }
 
  private:
@@ -247,7 +231,7 @@ class Trainer {
                                            options_.optimizer, ZenFlowOptions::read(config_, steps_per_epoch));
     param_tier_ = update_->param_tier();
     check_memory(numel);
-    flat_->materialize(numel, dtype_, runtime_.memory, tier(), param_tier_);
+    flat_->materialize(numel, dtype_, runtime_.memory, tier(), /*with_grads=*/true, param_tier_);
 
     // Every rank starts from rank 0's parameters.
     comm_.broadcast(view_of(flat_->params), 0, runtime_.compute_stream);
@@ -327,15 +311,6 @@ class Trainer {
   void *stream() const { return runtime_.compute_stream; }
 
   void join_comm() const { stream_wait(stream(), runtime_.comm_stream); }
-
-  // Batches come from the data source on the host; a GPU run moves them to its device.
-  Batch on_device(Batch batch) const {
-    if (!on_gpu()) return batch;
-    torch::Device device(torch::kCUDA, c10::DeviceIndex(runtime_.device_index));
-    batch.inputs = batch.inputs.to(device);
-    batch.targets = batch.targets.to(device);
-    return batch;
-  }
 
   // ---- Sharded gradients (a stage that wires reduce_block, ZeRO-2 and ZeRO-3) ----
   // The stage's reduce_block entry (ABI 1.1), or NULL.
@@ -439,7 +414,7 @@ class Trainer {
     for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
       zf_step_buffers b = buffers(step, uint32_t(micro));
       int64_t chunk = ((step - 1) * options_.grad_accum + micro) * comm_.world_size() + comm_.rank();
-      Batch batch = on_device(data_->batch(chunk, options_.micro_batch));
+      Batch batch = on_device(data_->batch(chunk, options_.micro_batch), runtime_);
       stats_.count_batch(batch.samples, batch.tokens);
 
       timers_.start(t.fwd, stream());
@@ -481,11 +456,11 @@ class Trainer {
       timers_.stop(t.bwd_inner, stream());
       loss_sum += loss.item<double>();
       if (micro + 1 == options_.grad_accum) {
-        timers_.start(t.bwd_allreduce, stream());
+        timers_.start(t.bwd_reduce, stream());
         zf_error error{};
         auto &stage = *plugins_.stage.instance;
         stage.check(stage_api->reduce_gradients(stage.object(), &b, &error), error, "reduce_gradients");
-        timers_.stop(t.bwd_allreduce, stream());
+        timers_.stop(t.bwd_reduce, stream());
       }
       timers_.stop(t.bwd, stream());
     }
@@ -562,7 +537,7 @@ class Trainer {
     return stats_.summary_json(s, timed_steps, facts);
   }
 
-  const Config &config_;
+  const RunConfig &config_;
   Runtime &runtime_;
   Communicator &comm_;
   PluginSet plugins_;
@@ -591,7 +566,7 @@ class Trainer {
 // Each rank of a host takes its own physical cores; a GPU run pins its training thread to one or two
 // of them and leaves the rest to the optimizer workers (plugins read them through worker_cores).
 // Returns the number of cores the training thread has (0 = not bound).
-size_t bind_cores(const Config &config, Runtime &runtime) {
+size_t bind_cores(const RunConfig &config, Runtime &runtime) {
   if (!config.boolean("run", "bind_cores")) return 0;
   bool gpu = runtime.device == ZF_DEVICE_CUDA;
   int local_rank = runtime.comm->local_rank(), local_size = runtime.comm->local_size();
@@ -607,7 +582,7 @@ size_t bind_cores(const Config &config, Runtime &runtime) {
   return binding.trainer.size();
 }
 
-RunSummary train(const Config &config, Runtime &runtime, PluginRegistry &registry) {
+void prepare_runtime(const RunConfig &config, Runtime &runtime) {
   if (config.string("run", "device") == "cuda" && runtime.device != ZF_DEVICE_CUDA) use_cuda_device(runtime);
   if (config.boolean("run", "deterministic")) use_deterministic_kernels();
   size_t trainer_cores = bind_cores(config, runtime);
@@ -616,6 +591,10 @@ RunSummary train(const Config &config, Runtime &runtime, PluginRegistry &registr
   if (threads == 0)
     threads = std::max<int64_t>(1, int64_t(runtime.worker_cores.size()) / std::max(1, runtime.comm->local_size()));
   torch::set_num_threads(int(std::max<int64_t>(1, threads)));
+}
+
+RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry) {
+  prepare_runtime(config, runtime);
   Trainer trainer(config, runtime, registry);
   return trainer.run();
 }

@@ -26,7 +26,11 @@ struct RunSummary {
 };
 
 // Trains as the config says and writes the outputs; throws zf::Error on any failure.
-RunSummary train(const Config &config, Runtime &runtime, PluginRegistry &registry);
+RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry);
+
+// What train does before it builds anything (zfcore eval does it too): the GPU (run.device),
+// deterministic kernels, this rank's cores (run.bind_cores) and torch's threads (run.threads).
+void prepare_runtime(const RunConfig &config, Runtime &runtime);
 
 // FNV-1a over bytes, continuing from state (start with kDigestSeed).
 constexpr uint64_t kDigestSeed = 1469598103934665603ull;

@@ -127,17 +127,17 @@ torch::Tensor FlatBuffers::view_of(const torch::Tensor &flat, size_t index, uint
 }
 
 void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier,
-                              zf_tier param_tier) {
+                              bool with_grads, zf_tier param_tier) {
   ZF_REQUIRE(numel >= layout_.numel, "internal: flat buffers smaller than the layout");
   params = ledger_tensor(ledger, param_tier == ZF_TIER_COUNT ? tier : param_tier, numel, dtype, "params");
-  grads = ledger_tensor(ledger, tier, numel, dtype, "grads");
+  if (with_grads) grads = ledger_tensor(ledger, tier, numel, dtype, "grads");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     torch::Tensor &tensor = parameters_[i].tensor;
     torch::Tensor value = view_of(params, i);
     value.copy_(tensor);
     tensor.set_data(value);
-    tensor.mutable_grad() = view_of(grads, i);
+    if (with_grads) tensor.mutable_grad() = view_of(grads, i);
   }
 }
 

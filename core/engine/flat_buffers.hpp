@@ -28,11 +28,12 @@ class FlatBuffers {
 
   // Allocates params and grads with numel (>= layout numel) elements of dtype on tier (host, or
   // the current GPU for ZF_TIER_DEVICE), copies each parameter's current value in and re-points
-  // the parameter and its .grad at views of them (the model moves to the buffers' device). The
-  // parameters go on param_tier instead when it is given (parameter offload: host memory, until
-  // each block is bound to storage of its own).
+  // the parameter and its .grad at views of them (the model moves to the buffers' device).
+  // Without grads (evaluation) no gradient buffer is allocated. The parameters go on param_tier
+  // instead when it is given (parameter offload: host memory, until each block is bound to
+  // storage of its own).
   void materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier = ZF_TIER_HOST,
-                   zf_tier param_tier = ZF_TIER_COUNT);
+                   bool with_grads = true, zf_tier param_tier = ZF_TIER_COUNT);
 
   // Re-points the parameters of `block` at views of storage, which holds the block's layout
   // elements [block.offset, block.offset + block.numel) (sharded parameters: one storage per block).

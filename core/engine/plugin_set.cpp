@@ -43,7 +43,7 @@ const PluginFile &resolve_plugin(const PluginSection &section, const std::string
                        name.c_str(), error.what()));
   }
   check_foreign_keys(section, *file, registry);
-  auto config = std::make_unique<PluginConfig>(Config::plugin_config(section, *file->descriptor));
+  auto config = std::make_unique<PluginConfig>(RunConfig::plugin_config(section, *file->descriptor));
   if (config_out) *config_out = std::move(config);
   return *file;
 }
@@ -69,7 +69,7 @@ ActivePlugin activate(const PluginSection &section, Runtime &runtime, PluginRegi
 
 // Every plugin table's parameters are checked before any plugin is created: a bad [selector]
 // value is reported before the optimizer allocates anything.
-const Config &checked(const Config &config, PluginRegistry &registry) {
+const RunConfig &checked(const RunConfig &config, PluginRegistry &registry) {
   for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR}) {
     const PluginSection &section = config.plugin(kind);
     for (const std::string &name : section.candidates) resolve_plugin(section, name, registry, nullptr);
@@ -79,7 +79,7 @@ const Config &checked(const Config &config, PluginRegistry &registry) {
 
 }  // namespace
 
-PluginSet::PluginSet(const Config &config, Runtime &runtime, PluginRegistry &registry)
+PluginSet::PluginSet(const RunConfig &config, Runtime &runtime, PluginRegistry &registry)
     : stage(activate(checked(config, registry).plugin(ZF_KIND_STAGE), runtime, registry)),
       offload(activate(config.plugin(ZF_KIND_OFFLOAD), runtime, registry)),
       optimizer(activate(config.plugin(ZF_KIND_OPTIMIZER), runtime, registry)),

@@ -18,7 +18,7 @@ struct ActivePlugin {
 
 class PluginSet {
  public:
-  PluginSet(const Config &config, Runtime &runtime, PluginRegistry &registry);
+  PluginSet(const RunConfig &config, Runtime &runtime, PluginRegistry &registry);
   ActivePlugin stage, offload, optimizer, selector;
   // ZenFlow runs (a [zenflow] table): the optimizer of the selected columns, where the model
   // computes: gpu_adam on a GPU run, a second instance of the run's optimizer on a CPU run.

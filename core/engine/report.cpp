@@ -15,8 +15,8 @@ namespace zf {
 
 const std::vector<std::string> &standard_timers() {
   static const std::vector<std::string> names = {
-      "fwd", "bwd", "bwd_inner", "bwd_allreduce", "step",
-      "fwd_microstep", "bwd_microstep", "bwd_inner_microstep", "bwd_allreduce_microstep", "step_microstep"};
+      "fwd", "bwd", "bwd_inner", "bwd_reduce", "step",
+      "fwd_microstep", "bwd_microstep", "bwd_inner_microstep", "bwd_reduce_microstep", "step_microstep"};
   return names;
 }
 

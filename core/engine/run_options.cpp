@@ -2,7 +2,7 @@
 
 namespace zf {
 
-RunOptions RunOptions::read(const Config &config) {
+RunOptions RunOptions::read(const RunConfig &config) {
   RunOptions o;
   o.seed = uint64_t(config.integer("run", "seed"));
   o.output_dir = config.string("run", "output_dir");

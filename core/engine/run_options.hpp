@@ -34,7 +34,7 @@ struct RunOptions {
   // [optimizer]
   OptimizerSettings optimizer;
 
-  static RunOptions read(const Config &config);
+  static RunOptions read(const RunConfig &config);
 };
 
 }  // namespace zf

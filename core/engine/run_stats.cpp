@@ -29,7 +29,7 @@ StepRecord RunStats::record(int64_t step, int64_t steps, double loss, double ste
   for (const auto &[name, ms] : runtime_.timers.snapshot()) {
     r.timers_ms.emplace_back(name, ms);
     bool per_micro = name == "fwd" || name == "bwd" || name == "bwd_inner";
-    if (name == "fwd" || name == "bwd" || name == "bwd_inner" || name == "bwd_allreduce" || name == "step")
+    if (name == "fwd" || name == "bwd" || name == "bwd_inner" || name == "bwd_reduce" || name == "step")
       r.timers_ms.emplace_back(name + "_microstep", per_micro ? ms / double(grad_accum) : ms);
   }
   for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) r.memory[tier] = runtime_.memory.current(tier);

@@ -23,17 +23,21 @@ std::string layout_digest(const zf_layout &layout) {
 }
 
 namespace {
+std::string checkpoint_dir(const RunConfig &config, const std::string &output_dir) {
+  std::string dir = config.string("checkpoint", "dir");
+  return dir.empty() ? output_dir + "/checkpoints" : dir;
+}
+
 at::Generator device_generator(const Runtime &runtime) {
   return at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, c10::DeviceIndex(runtime.device_index)));
 }
 }  // namespace
 
-TrainingCheckpoints::TrainingCheckpoints(const Config &config, const std::string &output_dir, Runtime &runtime,
+TrainingCheckpoints::TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime,
                                          const zf_layout &layout, RunIdentity identity)
-    : config_(config), runtime_(runtime), layout_digest_(layout_digest(layout)), identity_(std::move(identity)) {
-  std::string dir = config.string("checkpoint", "dir");
-  if (dir.empty()) dir = output_dir + "/checkpoints";
-  store_ = std::make_unique<CheckpointStore>(dir, config.integer("checkpoint", "keep"), *runtime.comm);
+    : config_(config), runtime_(runtime), output_dir_(output_dir), layout_digest_(layout_digest(layout)), identity_(std::move(identity)) {
+  store_ = std::make_unique<CheckpointStore>(checkpoint_dir(config, output_dir), config.integer("checkpoint", "keep"),
+                                             *runtime.comm);
 }
 
 TrainingState TrainingCheckpoints::state(int64_t step, UpdatePlan &update) const {
@@ -64,17 +68,18 @@ void TrainingCheckpoints::save(int64_t step, UpdatePlan &update) {
   if (runtime_.comm->rank() == 0) std::printf("zfcore: checkpoint %s\n", path.c_str());
 }
 
-// checkpoint.resume: "auto" continues from the newest checkpoint in the directory, "never" starts
-// fresh, anything else names a checkpoint directory.
+std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
+                                                          Communicator &comm) {
+  std::string resume = config.string("checkpoint", "resume");
+  if (resume == "never") return std::nullopt;
+  if (resume == "auto") return CheckpointStore(checkpoint_dir(config, output_dir), 1, comm).latest();
+  ZF_REQUIRE(std::filesystem::exists(resume), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
+             config.where("checkpoint", "resume").str().c_str(), resume.c_str());
+  return std::filesystem::path(resume);
+}
+
 int64_t TrainingCheckpoints::resume(UpdatePlan &update) {
-  std::string resume = config_.string("checkpoint", "resume");
-  std::optional<std::filesystem::path> from;
-  if (resume == "auto") from = store_->latest();
-  else if (resume != "never") {
-    ZF_REQUIRE(std::filesystem::exists(resume), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
-               config_.where("checkpoint", "resume").str().c_str(), resume.c_str());
-    from = std::filesystem::path(resume);
-  }
+  std::optional<std::filesystem::path> from = checkpoint_to_resume(config_, output_dir_, *runtime_.comm);
   if (!from) return 0;
   TrainingState loaded = state(0, update);
   store_->load(*from, loaded);

@@ -16,6 +16,12 @@ namespace zf {
 // A hash of the segment table: a checkpoint only fits the layout that wrote it.
 std::string layout_digest(const zf_layout &layout);
 
+// The checkpoint checkpoint.resume names: the newest complete one in the run's checkpoint
+// directory (checkpoint.dir, default OUTPUT_DIR/checkpoints) for "auto", none for "never", else
+// the directory it names (which must exist).
+std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
+                                                          Communicator &comm);
+
 class TrainingCheckpoints {
  public:
   // What a checkpoint records about the run that wrote it.
@@ -23,7 +29,7 @@ class TrainingCheckpoints {
     std::string config_file, stage, optimizer;
     uint64_t shard_begin = 0, shard_end = 0;
   };
-  TrainingCheckpoints(const Config &config, const std::string &output_dir, Runtime &runtime, const zf_layout &layout,
+  TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime, const zf_layout &layout,
                       RunIdentity identity);
 
   // Collective: every rank saves its part of step `step`.
@@ -36,8 +42,9 @@ class TrainingCheckpoints {
   TrainingState state(int64_t step, UpdatePlan &update) const;
   std::string info(int64_t step) const;
 
-  const Config &config_;
+  const RunConfig &config_;
   Runtime &runtime_;
+  std::string output_dir_;
   std::string layout_digest_;
   RunIdentity identity_;
   std::unique_ptr<CheckpointStore> store_;

@@ -18,7 +18,7 @@ namespace zf {
 namespace {
 
 // "auto" -> 0, else an integer >= 1.
-int64_t interval(const Config &config, const char *key) {
+int64_t interval(const RunConfig &config, const char *key) {
   std::string text = config.string("zenflow", key);
   if (text == "auto") return 0;
   char *end = nullptr;
@@ -32,7 +32,7 @@ int64_t interval(const Config &config, const char *key) {
 
 }  // namespace
 
-ZenFlowOptions ZenFlowOptions::read(const Config &config, int64_t steps_per_epoch) {
+ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_epoch) {
   ZenFlowOptions o;
   o.enabled = config.has_table("zenflow");
   if (!o.enabled) return o;

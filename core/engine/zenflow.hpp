@@ -36,7 +36,7 @@ struct ZenFlowOptions {
   double auto_ratio = 0.99;
   // steps_per_epoch: optimizer steps in one pass over the training data (select_interval "auto",
   // select_strategy "epoch").
-  static ZenFlowOptions read(const Config &config, int64_t steps_per_epoch);
+  static ZenFlowOptions read(const RunConfig &config, int64_t steps_per_epoch);
 };
 
 // With update_interval = "auto", a CPU update is due at the latest after this many steps.

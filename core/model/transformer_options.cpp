@@ -27,7 +27,7 @@ struct ShapeKeys {
 
 // The shape of a model given only by its type: hidden and layers from the table (their schema
 // defaults make a tiny model), the rest filled by fill_family_defaults.
-TransformerShape family_shape(const std::string &type, const Config &config) {
+TransformerShape family_shape(const std::string &type, const RunConfig &config) {
   TransformerShape s;
   s.type = type;
   s.hidden = config.integer("model", "hidden");
@@ -54,7 +54,7 @@ std::string number(double value) { return format("%g", value); }
 
 }  // namespace
 
-bool is_transformer_config(const Config &config) {
+bool is_transformer_config(const RunConfig &config) {
   std::string type = config.string("model", "type");
   bool type_written = config.core("model").values().count("type") != 0;
   // A preset or an init_from directory names the architecture when type is left out.
@@ -62,7 +62,7 @@ bool is_transformer_config(const Config &config) {
                                                          !config.string("model", "init_from").empty()));
 }
 
-TransformerOptions transformer_options(const Config &config) {
+TransformerOptions transformer_options(const RunConfig &config) {
   const auto &written = config.core("model").values();
   auto wrote = [&](const char *key) { return written.count(key) != 0; };
   auto at = [&](const char *key) { return config.where("model", key).str(); };

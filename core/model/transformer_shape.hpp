@@ -14,7 +14,7 @@
 
 namespace zf {
 
-class Config;
+class RunConfig;
 
 struct TransformerShape {
   std::string type;  // "gpt2", "llama" or "qwen2" (= Hugging Face model_type)
@@ -75,8 +75,8 @@ bool is_transformer_type(const std::string &type);
 // Resolves the [model] table: preset first, then init_from's config.json (which must agree with
 // the preset and every explicit shape key), else explicit keys over the preset or family defaults.
 // Throws zf::Error at the location of the offending key.
-TransformerOptions transformer_options(const Config &config);
+TransformerOptions transformer_options(const RunConfig &config);
 // The [model] table names a transformer: a transformer type, or no type and a preset or init_from.
-bool is_transformer_config(const Config &config);
+bool is_transformer_config(const RunConfig &config);
 
 }  // namespace zf

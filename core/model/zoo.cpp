@@ -7,11 +7,11 @@
 
 namespace zf {
 
-torch::Dtype compute_dtype(const Config &config) {
+torch::Dtype compute_dtype(const RunConfig &config) {
   return config.string("model", "dtype") == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
 }
 
-std::unique_ptr<Model> make_model(const Config &config) {
+std::unique_ptr<Model> make_model(const RunConfig &config) {
   std::string type = config.string("model", "type");
   if (is_transformer_config(config)) {
     TransformerOptions options = transformer_options(config);

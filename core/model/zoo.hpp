@@ -9,7 +9,7 @@
 namespace zf {
 
 // Parameters are initialized from torch's global generator (seed it first).
-std::unique_ptr<Model> make_model(const Config &config);
-torch::Dtype compute_dtype(const Config &config);  // [model].dtype
+std::unique_ptr<Model> make_model(const RunConfig &config);
+torch::Dtype compute_dtype(const RunConfig &config);  // [model].dtype
 
 }  // namespace zf

@@ -1,4 +1,4 @@
-// timers.hpp: named timers for the step breakdown (fwd, bwd, bwd_inner, bwd_allreduce, step and
+// timers.hpp: named timers for the step breakdown (fwd, bwd, bwd_inner, bwd_reduce, step and
 // their *_microstep forms, plus whatever plugins register). Host-clock timers measure wall time;
 // given a stream and an event clock (CUDA builds, runtime/device.hpp), a timer records events on
 // that stream instead and is read when the step's figures are taken: no device-wide synchronize.

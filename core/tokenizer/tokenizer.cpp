@@ -8,7 +8,7 @@
 
 namespace zf {
 
-std::unique_ptr<Tokenizer> make_tokenizer(const Config &config) {
+std::unique_ptr<Tokenizer> make_tokenizer(const RunConfig &config) {
   std::string kind = config.string("data", "tokenizer");
   if (kind == "byte") return make_byte_tokenizer(true);
 

@@ -13,7 +13,7 @@
 
 namespace zf {
 
-class Config;
+class RunConfig;
 
 class Tokenizer {
  public:
@@ -32,7 +32,7 @@ class Tokenizer {
 };
 
 // The tokenizer [data] asks for: `tokenizer` (byte|hf|sentencepiece) and `tokenizer_path`.
-std::unique_ptr<Tokenizer> make_tokenizer(const Config &config);
+std::unique_ptr<Tokenizer> make_tokenizer(const RunConfig &config);
 
 // Bytes as tokens. With eos, id 256 is an end-of-sequence token (decoded as nothing), vocab 257.
 std::unique_ptr<Tokenizer> make_byte_tokenizer(bool eos = true);

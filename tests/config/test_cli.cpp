@@ -48,23 +48,23 @@ TEST_CASE("cli: a boolean written as False suggests false", "[config][cli]") {
   auto outcome = test::run_command(test::zfcore() + " validate " + linear_stack() + " --set data.shuffle=False");
   CHECK(outcome.exit_code != 0);
   CHECK_THAT(outcome.output, Catch::Contains("data.shuffle = \"False\"") && Catch::Contains("write false"));
-  CHECK_THROWS_WITH(Config::parse("[data]\nshuffle = \"TRUE\"\n", "b.toml"),
+  CHECK_THROWS_WITH(RunConfig::parse("[data]\nshuffle = \"TRUE\"\n", "b.toml"),
                     Catch::Contains("b.toml:2:11") && Catch::Contains("write true"));
 }
 
 TEST_CASE("cli: --unset removes a key of the file before the overrides apply", "[config][cli]") {
   const std::string text = "[train]\nsteps = 7\nmicro_batch = 3\n[selector]\nplugin = \"topk\"\nratio = 0.5\n";
-  Config unset = Config::parse(text, "u.toml", {"selector.plugin=all"}, {"selector.ratio", "train.steps"});
+  RunConfig unset = RunConfig::parse(text, "u.toml", {"selector.plugin=all"}, {"selector.ratio", "train.steps"});
   CHECK(unset.integer("train", "steps") == 100);  // the default again
   CHECK(unset.integer("train", "micro_batch") == 3);
   CHECK(unset.plugin(ZF_KIND_SELECTOR).entries.empty());
   CHECK(unset.plugin(ZF_KIND_SELECTOR).candidates == std::vector<std::string>{"all"});
   // Unset then set: the override wins.
-  CHECK(Config::parse(text, "u.toml", {"train.steps=9"}, {"train.steps"}).integer("train", "steps") == 9);
+  CHECK(RunConfig::parse(text, "u.toml", {"train.steps=9"}, {"train.steps"}).integer("train", "steps") == 9);
   // A key the file does not have is named, not ignored.
-  CHECK_THROWS_WITH(Config::parse(text, "u.toml", {}, {"selector.ration"}),
+  CHECK_THROWS_WITH(RunConfig::parse(text, "u.toml", {}, {"selector.ration"}),
                     Catch::Contains("--unset selector.ration") && Catch::Contains("u.toml has no key 'ration'"));
-  CHECK_THROWS_WITH(Config::parse(text, "u.toml", {}, {"steps"}), Catch::Contains("expected --unset table.key"));
+  CHECK_THROWS_WITH(RunConfig::parse(text, "u.toml", {}, {"steps"}), Catch::Contains("expected --unset table.key"));
 
   // From the command line, e.g. validate with the key removed.
   std::string dir = test::scratch_dir("cli_unset");
@@ -81,10 +81,10 @@ TEST_CASE("cli: --unset removes a key of the file before the overrides apply", "
 TEST_CASE("cli: run.plugin_path in a file is relative to the file's directory", "[config][cli]") {
   std::string dir = test::scratch_dir("cli_plugin_path");
   std::ofstream(dir + "/run.toml") << "[run]\nplugin_path = [\"my_plugins\", \"/abs/plugins\"]\n";
-  Config config = Config::load(dir + "/run.toml");
+  RunConfig config = RunConfig::load(dir + "/run.toml");
   CHECK(config.plugin_path() == std::vector<std::string>{dir + "/my_plugins", "/abs/plugins"});
   // On the command line it stays relative to the working directory.
-  CHECK(Config::load(dir + "/run.toml", {"run.plugin_path=here"}).plugin_path() == std::vector<std::string>{"here"});
+  CHECK(RunConfig::load(dir + "/run.toml", {"run.plugin_path=here"}).plugin_path() == std::vector<std::string>{"here"});
 }
 
 TEST_CASE("cli: zfcore config --keys lists every core key, and docs/config.md is its Markdown", "[config][cli]") {

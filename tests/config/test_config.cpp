@@ -52,7 +52,7 @@ TEST_CASE("command-line overrides (--set) are checked like the file", "[config]"
 }
 
 TEST_CASE("a good config yields its values, defaults and overrides", "[config]") {
-  Config config = Config::parse(
+  RunConfig config = RunConfig::parse(
       "[run]\nname = \"t\"\nplugin_path = [\"/a\", \"/b\"]\n[train]\nsteps = 7\n"
       "[optimizer]\nplugin = [\"cpu_adam\", \"adamw_ref\"]\nlr = 1\nthreads = 3\n",
       "inline.toml", {"train.micro_batch=5", "optimizer.beta2=0.95"});

@@ -10,8 +10,8 @@
 
 namespace zf::test {
 
-Config data_config(const std::string &data_table, int64_t seed) {
-  return Config::parse("[run]\nseed = " + std::to_string(seed) + "\n[data]\n" + data_table + "\n", "test.toml");
+RunConfig data_config(const std::string &data_table, int64_t seed) {
+  return RunConfig::parse("[run]\nseed = " + std::to_string(seed) + "\n[data]\n" + data_table + "\n", "test.toml");
 }
 
 void write_file(const std::string &path, const std::string &bytes) {

@@ -12,7 +12,7 @@
 namespace zf::test {
 
 // A config whose [data] table is `data_table` (TOML lines), with [run] seed = seed.
-Config data_config(const std::string &data_table, int64_t seed = 1234);
+RunConfig data_config(const std::string &data_table, int64_t seed = 1234);
 void write_file(const std::string &path, const std::string &bytes);
 // tests/fixtures/tokenizers/<name>; "" (and a Catch WARN) when the file is missing.
 std::string tokenizer_fixture(const std::string &name);

@@ -46,10 +46,10 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 }
 
 const zf_param_decl params[] = {
-    {"fail_rank", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "1", "rank that fails", 0, 0, nullptr, nullptr},
-    {"fail_step", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "3", "step at which it fails", 1, 0, nullptr, nullptr},
-    {"fail_mode", ZF_PARAM_STRING, 0, "error", "error: return an error; exit: die; create: fail in create", 0, 0,
-     "error|exit|create", nullptr},
+    zf::param_int("fail_rank", "1", "rank that fails", zf::at_least(0)),
+    zf::param_int("fail_step", "3", "step at which it fails", zf::at_least(1)),
+    zf::param_string("fail_mode", "error", "error: return an error; exit: die; create: fail in create",
+                     "error|exit|create"),
 };
 
 constexpr uint32_t kAbi10 = ZF_ABI_MAKE(1, 0);

@@ -55,12 +55,12 @@ std::set<std::string> built_plugins() {
   return found;
 }
 
-bool names_plugin(const Config &config, zf_kind kind, const std::string &name) {
+bool names_plugin(const RunConfig &config, zf_kind kind, const std::string &name) {
   const auto &candidates = config.plugin(kind).candidates;
   return std::find(candidates.begin(), candidates.end(), name) != candidates.end();
 }
 
-bool wrote(const Config &config, const std::string &table, const std::string &key) {
+bool wrote(const RunConfig &config, const std::string &table, const std::string &key) {
   return config.core(table).values().count(key) != 0;
 }
 
@@ -110,7 +110,7 @@ StandIns make_stand_ins(const std::string &name) {
 // The --set overrides that put the stand-ins in place of the paths EXAMPLE names.
 std::vector<std::string> stand_in_sets(const std::string &example, const StandIns &s,
                                        const std::set<std::string> &plugins) {
-  Config config = Config::load(test::source_dir() + "/" + example);
+  RunConfig config = RunConfig::load(test::source_dir() + "/" + example);
   std::vector<std::string> sets;
   // The model directory: a tiny checkpoint of the family its tokenizer belongs to.
   const std::string model = config.string("data", "tokenizer") == "hf" || config.string("model", "type") == "qwen2"
@@ -223,7 +223,7 @@ TEST_CASE("examples: the Alpaca fine-tune examples train on CPU with a tiny mode
   s.qwen2 = trainable_model(s, "qwen2");
   int trained = 0;
   for (const std::string &example : example_files()) {
-    Config config = Config::load(test::source_dir() + "/" + example);
+    RunConfig config = RunConfig::load(test::source_dir() + "/" + example);
     if (config.string("data", "type") != "alpaca" || !wrote(config, "model", "init_from")) continue;
     const std::string out = s.dir + "/out-" + fs::path(example).stem().string();
     std::vector<std::string> sets = stand_in_sets(example, s, plugins);

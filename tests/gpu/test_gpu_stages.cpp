@@ -28,7 +28,7 @@ std::string on_gpu(int grad_accum) {
 
 // Small buckets, so that they split blocks; zero3 gathers every block before each use.
 std::string buckets(const std::string &stage) {
-  if (stage == "zero0") return "--set stage.bucket_mb=0.05 ";
+  if (stage == "zero0") return "--set stage.reduce_bucket_size=13107 ";
   std::string s = "--set stage.reduce_bucket_size=30000 --set stage.allgather_bucket_size=20000 ";
   if (stage == "zero3") s += "--set stage.param_persistence_threshold=1000 ";
   return s;

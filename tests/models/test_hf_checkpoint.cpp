@@ -133,20 +133,20 @@ TEST_CASE("model: init_from loads a checkpoint and refuses shapes that contradic
   std::string dir = test::scratch_dir("hf_init_from");
   auto saved = tiny_model("qwen2", true, 5);
   save_hf_checkpoint(*saved, dir);
-  auto model = make_model(Config::parse("[model]\ninit_from = \"" + dir + "\"\n", "m.toml"));
+  auto model = make_model(RunConfig::parse("[model]\ninit_from = \"" + dir + "\"\n", "m.toml"));
   CHECK(model->name() == "qwen2");
   Batch batch = next_token_batch(torch::randint(61, {2, 8}, torch::kLong));
   CHECK(torch::equal(run_blocks(*model, batch), run_blocks(*saved, batch)));
 
-  CHECK_THROWS_WITH(make_model(Config::parse("[model]\ninit_from = \"" + dir + "\"\nhidden = 64\n", "m.toml")),
+  CHECK_THROWS_WITH(make_model(RunConfig::parse("[model]\ninit_from = \"" + dir + "\"\nhidden = 64\n", "m.toml")),
                     Catch::Contains("m.toml:3:10") && Catch::Contains("hidden = 64") && Catch::Contains("32"));
-  CHECK_THROWS_WITH(make_model(Config::parse("[model]\ntype = \"llama\"\ninit_from = \"" + dir + "\"\n", "m.toml")),
+  CHECK_THROWS_WITH(make_model(RunConfig::parse("[model]\ntype = \"llama\"\ninit_from = \"" + dir + "\"\n", "m.toml")),
                     Catch::Contains("m.toml:2:8") && Catch::Contains("qwen2"));
   // A preset must agree with config.json (the context length of a RoPE model aside).
-  CHECK_THROWS_WITH(make_model(Config::parse("[model]\npreset = \"qwen2.5-0.5b\"\ninit_from = \"" + dir + "\"\n",
+  CHECK_THROWS_WITH(make_model(RunConfig::parse("[model]\npreset = \"qwen2.5-0.5b\"\ninit_from = \"" + dir + "\"\n",
                                              "m.toml")),
                     Catch::Contains("m.toml:2:10") && Catch::Contains("does not match the shape"));
-  CHECK_THROWS_WITH(make_model(Config::parse("[model]\ninit_from = \"" + dir + "/nowhere\"\n", "m.toml")),
+  CHECK_THROWS_WITH(make_model(RunConfig::parse("[model]\ninit_from = \"" + dir + "/nowhere\"\n", "m.toml")),
                     Catch::Contains("nowhere/config.json"));
 
   // A tensor missing from the weights is named.
@@ -173,7 +173,7 @@ TEST_CASE("model: logits and loss match transformers on the fixtures", "[model][
     return;
   }
   INFO(name);
-  auto model = make_model(Config::parse("[model]\ninit_from = \"" + dir + "\"\n", "parity.toml"));
+  auto model = make_model(RunConfig::parse("[model]\ninit_from = \"" + dir + "\"\n", "parity.toml"));
   model->train(false);
   CHECK(model->name() == name);
   SafetensorsFile expected = SafetensorsFile::open(dir + "/expected.safetensors");

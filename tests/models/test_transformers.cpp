@@ -205,7 +205,7 @@ TEST_CASE("model: preset parameter counts match the published counts", "[model]"
 
 TEST_CASE("model: the model table of the config resolves presets, family defaults and explicit keys", "[model][config]") {
   auto options = [](const std::string &model_table) {
-    return transformer_options(Config::parse("[model]\n" + model_table, "m.toml"));
+    return transformer_options(RunConfig::parse("[model]\n" + model_table, "m.toml"));
   };
   TransformerOptions gpt2 = options("preset = \"gpt2\"\n");
   CHECK(gpt2.shape == *find_preset("gpt2"));
@@ -233,7 +233,7 @@ TEST_CASE("model: the model table of the config resolves presets, family default
   CHECK_THROWS_WITH(options("type = \"gpt2\"\ndropout = 0.1\nactivation_checkpointing = true\n"),
                     Catch::Contains("m.toml:4:28"));
 
-  Config config = Config::parse("[model]\npreset = \"gpt2\"\nlayers = 1\nvocab = 100\nmax_seq = 8\n", "m.toml");
+  RunConfig config = RunConfig::parse("[model]\npreset = \"gpt2\"\nlayers = 1\nvocab = 100\nmax_seq = 8\n", "m.toml");
   auto model = make_model(config);  // type comes from the preset
   CHECK(model->name() == "gpt2");
   CHECK(model->block_names().size() == 3);

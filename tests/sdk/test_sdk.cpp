@@ -80,3 +80,17 @@ TEST_CASE("a plugin built out of tree against the installed SDK loads and runs",
   INFO(dropped.output);
   CHECK(dropped.exit_code == 0);
 }
+
+// The SDK's zf::Config (a plugin's getters over its table) and the core's whole-run config are
+// different classes: the core's is zf::RunConfig, so no program defines two zf::Config (an ODR
+// violation that the linker would not report).
+TEST_CASE("the zfcore executable defines no zf::Config: the core's config class is zf::RunConfig", "[sdk]") {
+  auto symbols = test::run_command("nm -C --defined-only " + test::zfcore() + " | grep -c 'zf::RunConfig::' ; nm -C "
+                                   "--defined-only " + test::zfcore() + " | grep -c 'zf::Config::'");
+  INFO(symbols.output);
+  std::string output = symbols.output;
+  std::string run_config_count = output.substr(0, output.find('\n'));
+  std::string config_count = output.substr(output.find('\n') + 1);
+  CHECK(std::stoi(run_config_count) > 0);
+  CHECK(std::stoi(config_count) == 0);
+}

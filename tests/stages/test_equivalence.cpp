@@ -29,7 +29,7 @@ std::string workload(int grad_accum, bool clip) {
 // Small buckets, so that buckets split layers and the bucket loops run; zero3 releases every
 // block (threshold below any block), so each forward and backward gathers.
 std::string buckets(const std::string &stage) {
-  if (stage == "zero0") return "";
+  if (stage == "zero0") return "--set stage.reduce_bucket_size=10000 ";  // elements, as zero1-zero3 count them
   std::string s = "--set stage.reduce_bucket_size=10000 --set stage.allgather_bucket_size=7000 ";
   if (stage == "zero3") s += "--set stage.param_persistence_threshold=1000 ";
   return s;
@@ -103,4 +103,14 @@ TEST_CASE("a stage plugin built for ABI 1.0 still loads and trains on this host"
   REQUIRE(zero0.outcome.exit_code == 0);
   REQUIRE(old.outcome.exit_code == 0);
   CHECK(test::json_field(old.summary, "param_digest") == test::json_field(zero0.summary, "param_digest"));
+}
+
+TEST_CASE("zero0's deprecated bucket_mb still works, with a warning giving reduce_bucket_size", "[stage][mpi]") {
+  test::StageRun oracle = test::run_stage("bucket_mb_oracle", "zero0", 2, workload(1, false) + buckets("zero0"));
+  test::StageRun old = test::run_stage("bucket_mb_old", "zero0", 2, workload(1, false) + "--set stage.bucket_mb=0.04 ");
+  INFO(oracle.outcome.output << "\n" << old.outcome.output);
+  REQUIRE(oracle.outcome.exit_code == 0);
+  REQUIRE(old.outcome.exit_code == 0);
+  CHECK_THAT(old.outcome.output, Catch::Contains("stage.bucket_mb is deprecated: write stage.reduce_bucket_size = 10485"));
+  CHECK(test::json_field(old.summary, "param_digest") == test::json_field(oracle.summary, "param_digest"));
 }

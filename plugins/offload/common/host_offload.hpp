@@ -78,14 +78,13 @@ constexpr zf_offload_api host_offload_api(decltype(zf_offload_api::create) creat
 }  // namespace zf_offload
 
 // The keys both plugins read.
-#define ZF_HOST_OFFLOAD_PARAMS                                                                                       \
-  {"pin_memory", ZF_PARAM_BOOL, 0, "true",                                                                           \
-   "master, optimizer state and transfer buffers in page-locked memory (PCIe at full speed); false = pageable", 0,  \
-   0, nullptr, nullptr},                                                                                             \
-      {"overlap", ZF_PARAM_BOOL, 0, "true",                                                                          \
-       "copy, update and upload each bucket as soon as the backward finished its gradients; false = all after the " \
-       "backward, one bucket (the serial reference)",                                                                \
-       0, 0, nullptr, nullptr},                                                                                      \
-      {"bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "16777216",                                                    \
-       "elements per bucket of gradient copies, CPU updates and parameter uploads (DeepSpeed's unit)", 1, 0,        \
-       nullptr, nullptr}
+#define ZF_HOST_OFFLOAD_PARAMS                                                                                     \
+  zf::param_bool("pin_memory", "true",                                                                             \
+                 "master, optimizer state and transfer buffers in page-locked memory (PCIe at full speed); "       \
+                 "false = pageable"),                                                                              \
+      zf::param_bool("overlap", "true",                                                                            \
+                     "copy, update and upload each bucket as soon as the backward finished its gradients; false = " \
+                     "all after the backward, one bucket (the serial reference)"),                                 \
+      zf::param_int("bucket_size", "16777216",                                                                     \
+                    "elements per bucket of gradient copies, CPU updates and parameter uploads (DeepSpeed's unit)", \
+                    zf::at_least(1))

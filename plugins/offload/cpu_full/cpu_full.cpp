@@ -15,10 +15,10 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
 
 const zf_param_decl params[] = {
     ZF_HOST_OFFLOAD_PARAMS,
-    {"prefetch_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "50000000",
-     "elements of the next blocks copied to the GPU while the current one computes, at least the next block; "
-     "0 = none (under zero3, its own prefetch_bucket_size applies instead)",
-     0, 0, nullptr, nullptr},
+    zf::param_int("prefetch_size", "50000000",
+                  "elements of the next blocks copied to the GPU while the current one computes, at least the next "
+                  "block; 0 = none (under zero3, its own prefetch_bucket_size applies instead)",
+                  zf::at_least(0)),
 };
 
 const zf_offload_api api = zf_offload::host_offload_api(create);

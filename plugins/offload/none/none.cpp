@@ -23,13 +23,17 @@ zf_status plan(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *
   return ZF_OK;
 }
 
-const zf_offload_api api = {sizeof(zf_offload_api), create, destroy, plan, nullptr, nullptr, nullptr, nullptr,
-                            nullptr};
+// No transfers: master, state and gradients stay where the model is.
+const zf_offload_api api = {.struct_size = sizeof(zf_offload_api), .create = create, .destroy = destroy, .plan = plan};
 
-const zf_descriptor descriptor = {
-    sizeof(zf_descriptor), ZF_ABI_VERSION, "none", ZF_KIND_OFFLOAD, 0, nullptr, "0.1.0",
-    "no offload: everything stays on the compute device", ZF_CAP_CPU | ZF_CAP_CUDA, &api,
-};
+const zf_descriptor descriptor = {.struct_size = sizeof(zf_descriptor),
+                                  .abi_version = ZF_ABI_VERSION,
+                                  .name = "none",
+                                  .kind = ZF_KIND_OFFLOAD,
+                                  .version = "0.1.0",
+                                  .description = "no offload: everything stays on the compute device",
+                                  .capabilities = ZF_CAP_CPU | ZF_CAP_CUDA,
+                                  .api = &api};
 
 }  // namespace
 

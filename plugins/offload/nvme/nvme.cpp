@@ -202,27 +202,25 @@ zf_status read_tile(zf_object *object, uint32_t tensor, uint64_t offset, void *d
 }
 
 const zf_param_decl params[] = {
-    {"path", ZF_PARAM_STRING, 0, "",
-     "directory for the optimizer state files (a local NVMe SSD; created if missing; required)", 0, 0, nullptr,
-     nullptr},
-    {"host_budget_gb", ZF_PARAM_FLOAT, ZF_PARAM_HAS_MIN, "0",
-     "optimizer state kept in RAM, in GB (1e9 bytes); the rest is on disk. 0 = all of it on disk", 0, 0, nullptr,
-     nullptr},
-    {"io_backend", ZF_PARAM_STRING, 0, "auto",
-     "auto = io_uring, or pread/pwrite threads where the kernel refuses io_uring (logged); io_uring; threads", 0, 0,
-     "auto|io_uring|threads", nullptr},
-    {"queue_depth", ZF_PARAM_INT, ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX, "32",
-     "disk requests of 4 MiB in flight (io_uring entries, or threads up to 16)", 1, 4096, nullptr, nullptr},
-    {"pin_memory", ZF_PARAM_BOOL, 0, "true",
-     "master, tile and transfer buffers in page-locked memory (PCIe at full speed); false = pageable", 0, 0,
-     nullptr, nullptr},
-    {"overlap", ZF_PARAM_BOOL, 0, "false",
-     "update buckets during the backward as their gradients land; off by default: the disk bounds the update, and "
-     "buckets in backward order defeat the read-ahead of the next tile",
-     0, 0, nullptr, nullptr},
-    {"bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "16777216",
-     "elements per bucket of gradient copies, CPU updates and parameter uploads; also the state tile", 1, 0,
-     nullptr, nullptr},
+    zf::param_string("path", "",
+                     "directory for the optimizer state files (a local NVMe SSD; created if missing; required)"),
+    zf::param_float("host_budget_gb", "0",
+                    "optimizer state kept in RAM, in GB (1e9 bytes); the rest is on disk. 0 = all of it on disk",
+                    zf::at_least(0)),
+    zf::param_string("io_backend", "auto",
+                     "auto = io_uring, or pread/pwrite threads where the kernel refuses io_uring (logged); io_uring; "
+                     "threads",
+                     "auto|io_uring|threads"),
+    zf::param_int("queue_depth", "32", "disk requests of 4 MiB in flight (io_uring entries, or threads up to 16)",
+                  zf::between(1, 4096)),
+    zf::param_bool("pin_memory", "true",
+                   "master, tile and transfer buffers in page-locked memory (PCIe at full speed); false = pageable"),
+    zf::param_bool("overlap", "false",
+                   "update buckets during the backward as their gradients land; off by default: the disk bounds the "
+                   "update, and buckets in backward order defeat the read-ahead of the next tile"),
+    zf::param_int("bucket_size", "16777216",
+                  "elements per bucket of gradient copies, CPU updates and parameter uploads; also the state tile",
+                  zf::at_least(1)),
 };
 
 const zf_offload_api api = {.struct_size = sizeof(zf_offload_api),

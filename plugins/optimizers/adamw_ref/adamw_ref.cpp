@@ -95,15 +95,16 @@ zf_status state_tensor(zf_object *object, uint32_t index, const char **name, zf_
 }
 
 const zf_param_decl params[] = {
-    {"adam_w_mode", ZF_PARAM_BOOL, 0, "true", "decoupled weight decay (AdamW); false = Adam with L2 decay", 0, 0,
-     nullptr, nullptr},
+    zf::param_bool("adam_w_mode", "true", "decoupled weight decay (AdamW); false = Adam with L2 decay"),
 };
 
-const zf_optimizer_api api = {
-    sizeof(zf_optimizer_api), create, destroy, init_state, step,
-    nullptr, nullptr,  // synchronous only: the host calls step
-    state_tensor,
-};
+// Synchronous only (no submit/wait): the host calls step.
+const zf_optimizer_api api = {.struct_size = sizeof(zf_optimizer_api),
+                              .create = create,
+                              .destroy = destroy,
+                              .init_state = init_state,
+                              .step = step,
+                              .state_tensor = state_tensor};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "adamw_ref", ZF_KIND_OPTIMIZER,

@@ -8,10 +8,9 @@ namespace {
 using namespace zf::cpu_kernels;
 
 constexpr zf_param_decl kParams[] = {
-    {"initial_accumulator_value", ZF_PARAM_FLOAT, ZF_PARAM_HAS_MIN, "0",
-     "starting value of the sum of squared gradients", 0, 0, nullptr, nullptr},
-    {"lr_decay", ZF_PARAM_FLOAT, ZF_PARAM_HAS_MIN, "0",
-     "effective lr = lr / (1 + (step - 1) * lr_decay)", 0, 0, nullptr, nullptr},
+    zf::param_float("initial_accumulator_value", "0", "starting value of the sum of squared gradients",
+                    zf::at_least(0)),
+    zf::param_float("lr_decay", "0", "effective lr = lr / (1 + (step - 1) * lr_decay)", zf::at_least(0)),
     kMomentDtypeParam,
     kSimdParam,
     kThreadsParam,

@@ -7,9 +7,8 @@ namespace {
 using namespace zf::cpu_kernels;
 
 constexpr zf_param_decl kParams[] = {
-    {"adam_w_mode", ZF_PARAM_BOOL, 0, "true",
-     "true: AdamW (decoupled weight decay, p *= 1 - lr wd); false: Adam (L2, g += wd p)", 0, 0,
-     nullptr, nullptr},
+    zf::param_bool("adam_w_mode", "true",
+                   "true: AdamW (decoupled weight decay, p *= 1 - lr wd); false: Adam (L2, g += wd p)"),
     kMomentDtypeParam,
     kSimdParam,
     kThreadsParam,

@@ -10,37 +10,16 @@
 namespace zf::cpu_kernels {
 
 // Declarations shared by the plugins' parameter tables.
-inline constexpr zf_param_decl kSimdParam = {
-    "simd",
-    ZF_PARAM_STRING,
-    0,
-    "auto",
-    "kernel instruction set: auto picks the best this CPU has; a forced one it lacks declines",
-    0,
-    0,
-    "auto|avx512|avx2|scalar",
-    nullptr};
-inline constexpr zf_param_decl kThreadsParam = {
-    "threads",
-    ZF_PARAM_INT,
-    ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX,
-    "0",
-    "worker threads, pinned to the host's worker cores; 0 = one per worker core",
-    0,
-    1024,
-    nullptr,
-    nullptr};
-inline constexpr zf_param_decl kMomentDtypeParam = {
-    "moment_dtype",
-    ZF_PARAM_STRING,
-    0,
-    "f32",
-    "optimizer state precision; bf16 halves state memory and traffic but changes the numerics "
-    "(moments rounded to bf16 every step)",
-    0,
-    0,
-    "f32|bf16",
-    nullptr};
+inline constexpr zf_param_decl kSimdParam =
+    zf::param_string("simd", "auto", "kernel instruction set: auto picks the best this CPU has; a forced one it lacks declines",
+                     "auto|avx512|avx2|scalar");
+inline constexpr zf_param_decl kThreadsParam = zf::param_int(
+    "threads", "0", "worker threads, pinned to the host's worker cores; 0 = one per worker core", zf::between(0, 1024));
+inline constexpr zf_param_decl kMomentDtypeParam =
+    zf::param_string("moment_dtype", "f32",
+                     "optimizer state precision; bf16 halves state memory and traffic but changes the numerics "
+                     "(moments rounded to bf16 every step)",
+                     "f32|bf16");
 
 // Reads simd, threads and moment_dtype from config into options. A forced simd level the CPU
 // lacks throws Failure(ZF_DECLINED) with a message saying what to set instead.

@@ -205,8 +205,7 @@ zf_status state_tensor(zf_object *object, uint32_t index, const char **name, zf_
 }
 
 const zf_param_decl params[] = {
-    {"adam_w_mode", ZF_PARAM_BOOL, 0, "true", "decoupled weight decay (AdamW); false = Adam with L2 decay", 0, 0,
-     nullptr, nullptr},
+    zf::param_bool("adam_w_mode", "true", "decoupled weight decay (AdamW); false = Adam with L2 decay"),
 };
 
 // No submit/wait: step only enqueues the kernel, which is stream-ordered already.

@@ -20,12 +20,16 @@ zf_status select(zf_object *, const zf_select_args *args, zf_tensor_view, zf_ten
   return ZF_OK;
 }
 
-const zf_selector_api api = {sizeof(zf_selector_api), create, destroy, nullptr, select};
+const zf_selector_api api = {.struct_size = sizeof(zf_selector_api), .create = create, .destroy = destroy, .select = select};
 
-const zf_descriptor descriptor = {
-    sizeof(zf_descriptor), ZF_ABI_VERSION, "all", ZF_KIND_SELECTOR, 0, nullptr, "0.1.0",
-    "selects every column", ZF_CAP_CPU | ZF_CAP_CUDA, &api,
-};
+const zf_descriptor descriptor = {.struct_size = sizeof(zf_descriptor),
+                                  .abi_version = ZF_ABI_VERSION,
+                                  .name = "all",
+                                  .kind = ZF_KIND_SELECTOR,
+                                  .version = "0.1.0",
+                                  .description = "selects every column",
+                                  .capabilities = ZF_CAP_CPU | ZF_CAP_CUDA,
+                                  .api = &api};
 
 }  // namespace
 

@@ -98,10 +98,14 @@ zf_status select(zf_object *, const zf_select_args *args, zf_tensor_view scores,
 
 const zf_selector_api api = {sizeof(zf_selector_api), create, destroy, score, select};
 
-const zf_descriptor descriptor = {
-    sizeof(zf_descriptor), ZF_ABI_VERSION, ZF_TOPK_NAME, ZF_KIND_SELECTOR, 0, nullptr, "1.0.0", ZF_TOPK_DOC,
-    ZF_CAP_CPU | ZF_CAP_CUDA | ZF_CAP_SCORES, &api,
-};
+const zf_descriptor descriptor = {.struct_size = sizeof(zf_descriptor),
+                                  .abi_version = ZF_ABI_VERSION,
+                                  .name = ZF_TOPK_NAME,
+                                  .kind = ZF_KIND_SELECTOR,
+                                  .version = "1.0.0",
+                                  .description = ZF_TOPK_DOC,
+                                  .capabilities = ZF_CAP_CPU | ZF_CAP_CUDA | ZF_CAP_SCORES,
+                                  .api = &api};
 
 }  // namespace
 

@@ -46,17 +46,20 @@ inline Knobs read_knobs(const zf::Config &cfg) {
   return knobs;
 }
 
-#define ZF_ZERO_COMMON_PARAMS                                                                                 \
-  {"reduce_bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE, "500000000",                \
-   "elements reduced per gradient collective (all ranks' parts together)", 0, 0, nullptr, nullptr},          \
-      {"allgather_bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE, "500000000",         \
-       "elements gathered per parameter all-gather (all ranks' parts together)", 0, 0, nullptr, nullptr},    \
-      {"overlap_comm", ZF_PARAM_BOOL, 0, "true",                                                              \
-       "start gradient reduction in the backward hooks (CPU: collectives block, so this only moves them)",   \
-       0, 0, nullptr, nullptr},                                                                               \
-      {"contiguous_gradients", ZF_PARAM_BOOL, 0, "true",                                                      \
-       "gradients live in one flat buffer (always so in zfcore; accepted for DeepSpeed configs)", 0, 0,      \
-       nullptr, nullptr}
+// The knobs zero1-zero3 share (zero0 takes reduce_bucket_size and overlap_comm).
+inline constexpr zf_param_decl kReduceBucketSize = zf::param_int(
+    "reduce_bucket_size", "500000000", "elements reduced per gradient collective (all ranks' parts together)",
+    zf::above(0));
+inline constexpr zf_param_decl kAllgatherBucketSize = zf::param_int(
+    "allgather_bucket_size", "500000000", "elements gathered per parameter all-gather (all ranks' parts together)",
+    zf::above(0));
+inline constexpr zf_param_decl kOverlapComm = zf::param_bool(
+    "overlap_comm", "true",
+    "start gradient reduction in the backward hooks (CPU: collectives block, so this only moves them)");
+inline constexpr zf_param_decl kContiguousGradients = zf::param_bool(
+    "contiguous_gradients", "true",
+    "gradients live in one flat buffer (always so in zfcore; accepted for DeepSpeed configs)");
+#define ZF_ZERO_COMMON_PARAMS kReduceBucketSize, kAllgatherBucketSize, kOverlapComm, kContiguousGradients
 
 // The stages copy and sum through the host (ABI 1.2), so that device buffers work as host ones.
 inline zf_status require_abi_1_2(const zf_host *host, const char *stage, zf_error *error) {

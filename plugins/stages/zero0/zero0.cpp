@@ -1,11 +1,11 @@
 // zero0: plain data parallelism. Every rank holds all parameters, gradients and optimizer state;
-// the gradients are summed over ranks (all-reduce) in buckets of bucket_mb: with overlap_comm,
+// the gradients are summed over ranks (all-reduce) in buckets of reduce_bucket_size elements (the
+// unit and name of zero1-zero3 and DeepSpeed): with overlap_comm,
 // each bucket as soon as the backward has finished its gradients (on a GPU, on the host's
 // communication stream beside the backward of the blocks before), the rest after the backward.
 // Every rank then applies the same update.
 #include "../common/zero_shard.hpp"
 
-#include <limits>
 #include <memory>
 
 namespace {
@@ -14,7 +14,8 @@ using namespace zf::zero;
 
 struct Zero0 {
   const zf_host *host;
-  double bucket_mb;  // 0 = one collective
+  uint64_t bucket_size;  // reduce_bucket_size: elements per all-reduce
+  double bucket_mb;      // deprecated; > 0 overrides bucket_size (MiB of gradients)
   bool overlap;
   std::unique_ptr<Collectives> comm;     // made once the gradients' dtype is known
   std::unique_ptr<BackwardReducer> reducer;
@@ -22,8 +23,9 @@ struct Zero0 {
   BackwardReducer &reducer_for(const zf_tensor_view &grads) {
     if (!reducer) {
       Knobs knobs;
-      knobs.reduce_bucket_size = bucket_mb > 0 ? uint64_t(bucket_mb * 1024 * 1024) / zf::dtype_size(grads.dtype)
-                                               : std::numeric_limits<uint64_t>::max();
+      knobs.reduce_bucket_size = bucket_size;
+      if (bucket_mb > 0)
+        knobs.reduce_bucket_size = std::max<uint64_t>(1, uint64_t(bucket_mb * 1024 * 1024) / zf::dtype_size(grads.dtype));
       knobs.overlap_comm = overlap;
       comm = std::make_unique<Collectives>(host, grads.numel, knobs);
       reducer = std::make_unique<BackwardReducer>(host, *comm, knobs, BackwardReducer::all_reduce);
@@ -36,7 +38,14 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
   if (zf_status status = require_abi_1_2(host, "zero0", error); status != ZF_OK) return status;
   return zf::guard(error, [&] {
     zf::Config cfg(host, config);
-    *out = reinterpret_cast<zf_object *>(new Zero0{host, cfg.real("bucket_mb"), cfg.boolean("overlap_comm"), nullptr, nullptr});
+    const double bucket_mb = cfg.real("bucket_mb");
+    if (bucket_mb > 0)
+      zf::log(host, ZF_LOG_WARN,
+              "stage.bucket_mb is deprecated: write stage.reduce_bucket_size = %llu (elements, as zero1-zero3 and "
+              "DeepSpeed count them; this is %g MiB of fp32 gradients)",
+              (unsigned long long)(bucket_mb * 1024 * 1024 / 4), bucket_mb);
+    *out = reinterpret_cast<zf_object *>(new Zero0{host, uint64_t(cfg.integer("reduce_bucket_size")), bucket_mb,
+                                                   cfg.boolean("overlap_comm"), nullptr, nullptr});
   });
 }
 
@@ -60,20 +69,23 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 }
 
 const zf_param_decl params[] = {
-    {"bucket_mb", ZF_PARAM_FLOAT, ZF_PARAM_HAS_MIN, "25",
-     "all-reduce gradients in buckets of this many MiB (0 = one collective after the backward)", 0, 0, nullptr,
-     nullptr},
-    {"overlap_comm", ZF_PARAM_BOOL, 0, "true",
-     "start each bucket's all-reduce as soon as the backward has finished it (GPU: overlapped with the backward)",
-     0, 0, nullptr, nullptr},
+    zf::param_int("reduce_bucket_size", "6553600",
+                  "elements all-reduced per gradient collective (the default is 25 MiB of fp32 gradients)",
+                  zf::above(0)),
+    zf::param_bool("overlap_comm", "true",
+                   "start each bucket's all-reduce as soon as the backward has finished it (GPU: overlapped with "
+                   "the backward)"),
+    zf::param_float("bucket_mb", "0", "deprecated: MiB of gradients per all-reduce; write reduce_bucket_size",
+                    zf::at_least(0)),
 };
 
-const zf_stage_api api = {
-    sizeof(zf_stage_api), create, destroy, plan,
-    nullptr, nullptr, nullptr, after_backward,
-    reduce_gradients,
-    nullptr,  // nothing to gather: every rank updated all parameters
-};
+// No gather_parameters: every rank updated all parameters.
+const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
+                          .create = create,
+                          .destroy = destroy,
+                          .plan = plan,
+                          .after_backward = after_backward,
+                          .reduce_gradients = reduce_gradients};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero0", ZF_KIND_STAGE,

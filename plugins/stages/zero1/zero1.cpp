@@ -53,12 +53,14 @@ zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, z
 
 const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
 
-const zf_stage_api api = {
-    sizeof(zf_stage_api), create, destroy, plan,
-    nullptr, nullptr, nullptr, after_backward,
-    reduce_gradients, gather_parameters,
-    nullptr,  // gather_block: every rank holds every parameter
-};
+// No gather_block: every rank holds every parameter.
+const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
+                          .create = create,
+                          .destroy = destroy,
+                          .plan = plan,
+                          .after_backward = after_backward,
+                          .reduce_gradients = reduce_gradients,
+                          .gather_parameters = gather_parameters};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero1", ZF_KIND_STAGE,

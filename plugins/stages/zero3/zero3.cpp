@@ -107,23 +107,26 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 
 const zf_param_decl params[] = {
     ZF_ZERO_COMMON_PARAMS,
-    {"prefetch_bucket_size", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "50000000",
-     "elements of the next blocks to gather ahead, at least one block; 0 = none (GPU only: CPU collectives block)",
-     0, 0, nullptr, nullptr},
-    {"param_persistence_threshold", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "100000",
-     "a block with fewer parameter elements stays gathered (resident) between uses", 0, 0, nullptr, nullptr},
-    {"max_live_parameters", ZF_PARAM_INT, ZF_PARAM_HAS_MIN, "1000000000",
-     "at most this many elements of resident blocks (the rest is gathered per use)", 0, 0, nullptr, nullptr},
+    zf::param_int("prefetch_bucket_size", "50000000",
+                  "elements of the next blocks to gather ahead, at least one block; 0 = none (GPU only: CPU "
+                  "collectives block)",
+                  zf::at_least(0)),
+    zf::param_int("param_persistence_threshold", "100000",
+                  "a block with fewer parameter elements stays gathered (resident) between uses", zf::at_least(0)),
+    zf::param_int("max_live_parameters", "1000000000",
+                  "at most this many elements of resident blocks (the rest is gathered per use)", zf::at_least(0)),
 };
 
-const zf_stage_api api = {
-    sizeof(zf_stage_api), create, destroy, plan,
-    nullptr, nullptr, nullptr, after_backward,  // the host gathers and releases around the hooks
-    reduce_gradients,
-    nullptr,  // gather_parameters: nothing is kept whole; resident blocks are refreshed by gather_block
-    gather_block,
-    reduce_block,
-};
+// No forward/backward hooks but after_backward: the host gathers and releases around them. No
+// gather_parameters: nothing is kept whole; resident blocks are refreshed by gather_block.
+const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
+                          .create = create,
+                          .destroy = destroy,
+                          .plan = plan,
+                          .after_backward = after_backward,
+                          .reduce_gradients = reduce_gradients,
+                          .gather_block = gather_block,
+                          .reduce_block = reduce_block};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero3", ZF_KIND_STAGE,

@@ -72,8 +72,8 @@ zf_status select(zf_object *object, const zf_select_args *args, zf_tensor_view s
 }
 
 const zf_param_decl params[] = {
-    {"ratio", ZF_PARAM_FLOAT, ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX, "0",
-     "fraction of each weight's columns selected (0 = the run's zenflow.topk_ratio)", 0, 1, nullptr, nullptr},
+    zf::param_float("ratio", "0", "fraction of each weight's columns selected (0 = the run's zenflow.topk_ratio)",
+                    zf::between(0, 1)),
 };
 
 const zf_selector_api api = {sizeof(zf_selector_api), create, destroy, score, select};

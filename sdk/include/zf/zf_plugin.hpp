@@ -3,7 +3,8 @@
 // Defines: ZF_PLUGIN_DEFINE (exports both entry points for a descriptor), zf::negotiate (the
 // default version handshake), zf::fail (fill a zf_error), zf::guard (turn C++ exceptions into
 // status codes so none crosses the ABI), zf::Config (typed getters over the host's config table),
-// and zf::log. Nothing here links against zfcore.
+// zf::param_bool/param_int/param_float/param_string (the entries of a zf_param_decl table) and
+// zf::log. Nothing here links against zfcore.
 #pragma once
 
 #include <zf/zf_plugin.h>
@@ -75,6 +76,40 @@ inline void log(const zf_host *host, zf_log_level level, const char *format, ...
   std::vsnprintf(buffer, sizeof buffer, format, args);
   va_end(args);
   host->log(host, level, buffer);
+}
+
+// ---- Declared parameters: one call per key, so that a table reads
+//   const zf_param_decl params[] = {
+//       zf::param_bool("overlap", "true", "update buckets as the backward finishes them"),
+//       zf::param_int("queue_depth", "32", "requests in flight", zf::between(1, 4096)),
+//       zf::param_float("ratio", "0.1", "fraction of the columns selected", zf::between(0, 1)),
+//       zf::param_string("io_backend", "auto", "how files are read", "auto|io_uring|threads"),
+//   };
+// Defaults are text, as the user would write them (strings unquoted). The range is checked by the
+// host before create, with the user's file:line:col.
+struct ParamRange {
+  uint32_t flags = 0;  // ZF_PARAM_HAS_MIN, ...
+  double min = 0, max = 0;
+};
+constexpr ParamRange at_least(double min) { return {ZF_PARAM_HAS_MIN, min, 0}; }                          // >= min
+constexpr ParamRange above(double min) { return {ZF_PARAM_HAS_MIN | ZF_PARAM_MIN_EXCLUSIVE, min, 0}; }  // > min
+constexpr ParamRange between(double min, double max) { return {ZF_PARAM_HAS_MIN | ZF_PARAM_HAS_MAX, min, max}; }
+
+constexpr zf_param_decl param_bool(const char *key, const char *default_value, const char *doc) {
+  return {key, ZF_PARAM_BOOL, 0, default_value, doc, 0, 0, nullptr, nullptr};
+}
+constexpr zf_param_decl param_int(const char *key, const char *default_value, const char *doc,
+                                  ParamRange range = {}) {
+  return {key, ZF_PARAM_INT, range.flags, default_value, doc, range.min, range.max, nullptr, nullptr};
+}
+constexpr zf_param_decl param_float(const char *key, const char *default_value, const char *doc,
+                                    ParamRange range = {}) {
+  return {key, ZF_PARAM_FLOAT, range.flags, default_value, doc, range.min, range.max, nullptr, nullptr};
+}
+// choices: the allowed values separated by '|', or nullptr for any string.
+constexpr zf_param_decl param_string(const char *key, const char *default_value, const char *doc,
+                                     const char *choices = nullptr) {
+  return {key, ZF_PARAM_STRING, 0, default_value, doc, 0, 0, choices, nullptr};
 }
 
 // Typed access to the plugin's validated table; throws Failure on undeclared keys.

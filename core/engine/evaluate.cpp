@@ -1,0 +1,97 @@
+#include "engine/evaluate.hpp"
+
+#include "checkpoint/checkpoint.hpp"
+#include "engine/engine.hpp"
+#include "engine/flat_buffers.hpp"
+#include "engine/run_options.hpp"
+#include "engine/training_checkpoint.hpp"
+#include "model/zoo.hpp"
+#include "runtime/error.hpp"
+
+#include <algorithm>
+
+namespace zf {
+
+Batch on_device(Batch batch, const Runtime &runtime) {
+  if (runtime.device != ZF_DEVICE_CUDA) return batch;
+  torch::Device device(torch::kCUDA, c10::DeviceIndex(runtime.device_index));
+  batch.inputs = batch.inputs.to(device);
+  batch.targets = batch.targets.to(device);
+  return batch;
+}
+
+EvalResult evaluate_loss(Model &model, DataSource &data, Runtime &runtime, int64_t micro_batch, int64_t max_batches,
+                         const BlockAccess &access) {
+  torch::NoGradGuard no_grad;
+  model.train(false);
+  Communicator &comm = *runtime.comm;
+  const int64_t chunks = std::min<int64_t>((data.size() + micro_batch - 1) / micro_batch, max_batches);
+  const size_t blocks = model.block_names().size();
+  double sums[2] = {0, 0};  // loss * tokens, tokens
+  // Every rank runs the same number of rounds: with sharded parameters each block's gather is a
+  // collective, also on a rank whose share of the micro-batches has run out.
+  const int64_t world = comm.world_size();
+  for (int64_t round = 0; round < (chunks + world - 1) / world; ++round) {
+    const int64_t chunk = round * world + comm.rank();
+    const bool mine = chunk < chunks;
+    Batch batch = mine ? on_device(data.batch(chunk, micro_batch), runtime) : Batch{};
+    torch::Tensor hidden = batch.inputs;
+    for (size_t block = 0; block < blocks; ++block) {
+      if (access.enter) access.enter(uint32_t(block));
+      if (mine) hidden = model.forward_block(block, hidden, batch);
+      if (access.leave) access.leave(uint32_t(block));
+    }
+    if (!mine) continue;
+    const double counted = batch.targets.ne(kIgnoreIndex).sum().item<double>();
+    sums[0] += model.loss(hidden, batch).item<double>() * counted;
+    sums[1] += counted;
+  }
+  comm.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
+  model.train(true);
+  EvalResult result;
+  result.loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  result.tokens = sums[1];
+  result.batches = chunks;
+  result.sequences = std::min(data.size(), chunks * micro_batch);
+  return result;
+}
+
+EvalReport evaluate_config(const RunConfig &config, Runtime &runtime) {
+  prepare_runtime(config, runtime);
+  const RunOptions options = RunOptions::read(config);
+  torch::manual_seed(options.seed);
+  std::unique_ptr<Model> model = make_model(config);
+  std::unique_ptr<DataSource> data = make_data_source(config, Split::eval);
+  ZF_REQUIRE(data != nullptr,
+             "%s: zfcore eval needs held-out data: set data.eval_path (a file of the same data.type) or "
+             "data.eval_fraction",
+             config.where("data", "eval_path").str().c_str());
+
+  // The parameters in one flat buffer of the compute dtype, as a run holds them, without gradients.
+  FlatBuffers flat(model->parameters(), model->block_names(), options.column_major);
+  const uint64_t numel = flat.layout().numel;
+  const zf_tier tier = runtime.device == ZF_DEVICE_CUDA ? ZF_TIER_DEVICE : ZF_TIER_HOST;
+  flat.materialize(numel, compute_dtype(config), runtime.memory, tier, /*with_grads=*/false);
+
+  EvalReport report;
+  report.available_sequences = data->size();
+  if (auto checkpoint = checkpoint_to_resume(config, options.output_dir, *runtime.comm)) {
+    // The fp32 master, rounded to the compute dtype as a run's working parameters are.
+    report.step = read_checkpoint_master(*checkpoint, layout_digest(flat.layout()),
+                                         [&](uint64_t begin, const at::Tensor &values) {
+                                           if (begin >= numel) return;
+                                           int64_t n = std::min<int64_t>(values.numel(), int64_t(numel - begin));
+                                           flat.params.narrow(0, int64_t(begin), n).copy_(values.narrow(0, 0, n));
+                                         });
+    report.weights = format("checkpoint %s (step %lld)", checkpoint->c_str(), (long long)report.step);
+  } else {
+    const std::string init_from = config.string("model", "init_from");
+    report.weights = init_from.empty() ? "the seeded initialization (no checkpoint, no model.init_from)"
+                                       : "model.init_from " + init_from;
+    runtime.comm->broadcast(view_of(flat.params), 0, runtime.compute_stream);  // rank 0's, as a run starts
+  }
+  report.result = evaluate_loss(*model, *data, runtime, options.micro_batch, options.eval_batches, {});
+  return report;
+}
+
+}  // namespace zf
