@@ -76,7 +76,7 @@ for part in "$@"; do
     python3 "$root/tools/offload_bench.py" "$build" --steps 6 --only none cpu_optimizer cpu_full
     ;;
   nvme)
-    small="--set model.preset=qwen2.5-0.5b --set train.steps=4"
+    small="--set model.preset=qwen2.5-0.5b --set train.steps=4 --set run.deterministic=true"
     run nvme-cpu examples/gpu/qwen2-1.5b-bench.toml $small --set offload.plugin=cpu_optimizer \
       --set optimizer.plugin=cpu_adam && report nvme-cpu 1
     run nvme-disk examples/gpu/qwen2-1.5b-bench.toml $small --set offload.plugin=nvme \
