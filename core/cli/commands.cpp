@@ -6,6 +6,7 @@
 #include "engine/evaluate.hpp"
 #include "engine/plugin_set.hpp"
 #include "engine/zenflow.hpp"
+#include "plugin/plugin_entry.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/log.hpp"
 #include "runtime/runtime.hpp"
@@ -21,6 +22,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 namespace zf {
 namespace {
@@ -84,39 +86,49 @@ int command_version() {
   return 0;
 }
 
-int command_run(const std::vector<std::string> &args) {
-  RunArgs run = parse_run_args(args, "run");
+namespace {
+
+// Runs `body` on this rank of the job (MPI under mpirun) with the config, checked alike on every
+// rank. An error on one rank ends them all: peers may be waiting in a collective, and the
+// communicator's destructor would wait for them.
+int on_every_rank(const RunArgs &run, const std::function<int(const RunConfig &, Runtime &)> &body) {
   auto runtime = std::make_unique<Runtime>();
   runtime->comm = make_cpu_communicator();
+  report_fatal_signals();  // after MPI started: its own handlers would replace these
   log_set_rank(runtime->comm->rank(), runtime->comm->world_size());
   runtime->worker_cores = allowed_cores();
   try {
     RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
     check_same_config_on_all_ranks(config, *runtime->comm);
     check_run_limits(config, runtime->comm->world_size());
-    PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
-    RunSummary summary = train(config, *runtime, registry);
-    if (runtime->comm->rank() == 0 && summary.steps < summary.first_step) {
-      std::printf("zfcore: nothing to train: the checkpoint is at step %lld >= train.steps; param_digest %s\n",
-                  (long long)summary.steps, summary.param_digest.c_str());
-    } else if (runtime->comm->rank() == 0) {
-      std::printf("zfcore: %lld steps, loss %.4f -> %.4f, mean step %.1f ms, param_digest %s\n",
-                  (long long)summary.steps, summary.initial_loss, summary.final_loss, summary.mean_step_ms,
-                  summary.param_digest.c_str());
-      std::printf("zfcore: wrote %s/{steps.jsonl,steps.csv,summary.json}\n", summary.output_dir.c_str());
-    }
-    runtime->comm->barrier();
-    if (summary.stop_signal) return 128 + summary.stop_signal;
+    return body(config, *runtime);
   } catch (const std::exception &error) {
-    // Peers may be waiting in a collective: end them all now, before the communicator's
-    // destructor would wait for them.
     if (runtime->comm->world_size() > 1) {
       log_error(error_message(error));
       runtime->comm->abort(1);
     }
     throw;
   }
-  return 0;
+}
+
+}  // namespace
+
+int command_run(const std::vector<std::string> &args) {
+  return on_every_rank(parse_run_args(args, "run"), [](const RunConfig &config, Runtime &runtime) {
+    PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
+    RunSummary summary = train(config, runtime, registry);
+    if (runtime.comm->rank() == 0 && summary.steps < summary.first_step) {
+      std::printf("zfcore: nothing to train: the checkpoint is at step %lld >= train.steps; param_digest %s\n",
+                  (long long)summary.steps, summary.param_digest.c_str());
+    } else if (runtime.comm->rank() == 0) {
+      std::printf("zfcore: %lld steps, loss %.4f -> %.4f, mean step %.1f ms, param_digest %s\n",
+                  (long long)summary.steps, summary.initial_loss, summary.final_loss, summary.mean_step_ms,
+                  summary.param_digest.c_str());
+      std::printf("zfcore: wrote %s/{steps.jsonl,steps.csv,summary.json}\n", summary.output_dir.c_str());
+    }
+    runtime.comm->barrier();
+    return summary.stop_signal ? 128 + summary.stop_signal : 0;
+  });
 }
 
 int command_eval(const std::vector<std::string> &args) {
@@ -126,40 +138,26 @@ int command_eval(const std::vector<std::string> &args) {
     if (arg == "--json") json = true;
     else rest.push_back(arg);
   }
-  RunArgs run = parse_run_args(rest, "eval");
-  auto runtime = std::make_unique<Runtime>();
-  runtime->comm = make_cpu_communicator();
-  log_set_rank(runtime->comm->rank(), runtime->comm->world_size());
-  runtime->worker_cores = allowed_cores();
-  try {
-    RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
-    check_same_config_on_all_ranks(config, *runtime->comm);
-    check_run_limits(config, runtime->comm->world_size());
-    EvalReport report = evaluate_config(config, *runtime);
+  return on_every_rank(parse_run_args(rest, "eval"), [json](const RunConfig &config, Runtime &runtime) {
+    EvalReport report = evaluate_config(config, runtime);
     const EvalResult &r = report.result;
-    if (runtime->comm->rank() == 0 && json) {
+    if (runtime.comm->rank() == 0 && json) {
       JsonWriter out;
       out.begin_object().key("loss").value(r.loss).key("perplexity").value(std::exp(r.loss));
       out.key("tokens").value(int64_t(r.tokens)).key("sequences").value(r.sequences);
       out.key("held_out_sequences").value(report.available_sequences).key("micro_batches").value(r.batches);
       out.key("step").value(report.step).key("weights").value(report.weights).end_object();
       std::printf("%s\n", out.str().c_str());
-    } else if (runtime->comm->rank() == 0) {
+    } else if (runtime.comm->rank() == 0) {
       std::printf("zfcore eval: loss %.4f, perplexity %.3f over %lld tokens (%lld of %lld held-out sequences, "
                   "%lld micro-batches; train.eval_batches sets how many) from %s\n",
                   r.loss, std::exp(r.loss), (long long)r.tokens, (long long)r.sequences,
                   (long long)report.available_sequences, (long long)r.batches, report.weights.c_str());
     }
     std::fflush(stdout);
-    runtime->comm->barrier();
-  } catch (const std::exception &error) {
-    if (runtime->comm->world_size() > 1) {
-      log_error(error_message(error));
-      runtime->comm->abort(1);
-    }
-    throw;
-  }
-  return 0;
+    runtime.comm->barrier();
+    return 0;
+  });
 }
 
 int command_validate(const std::vector<std::string> &args) {

@@ -2,6 +2,7 @@
 
 #include "engine/flat_buffers.hpp"
 #include "runtime/error.hpp"
+#include "plugin/plugin_entry.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -60,6 +61,7 @@ void DiskState::move(uint64_t tile, uint64_t slot, int only, bool to_disk) {
     if (only >= 0 && size_t(only) != i) continue;
     zf_error error{};
     const uint64_t offset = tile * tile_ * c10::elementSize(specs_[i].dtype), bytes = io_bytes(tile, i);
+    const PluginEntry running(offload_, to_disk ? "write_tile" : "read_tile");
     zf_status status = to_disk ? api->write_tile(offload_.object(), uint32_t(i), offset, slot_data(i, slot), bytes, &error)
                                : api->read_tile(offload_.object(), uint32_t(i), offset, slot_data(i, slot), bytes, &error);
     offload_.check(status, error, to_disk ? "write_tile" : "read_tile");
@@ -72,6 +74,7 @@ void DiskState::wait() {
   const uint32_t timer = timers.id("disk_wait");  // the CPU update waits for the disk
   timers.start(timer);
   zf_error error{};
+  const PluginEntry running(offload_, "wait");
   offload_.check(offload_.api<zf_offload_api>()->wait(offload_.object(), &error), error, "wait");
   timers.stop(timer);
 }

@@ -24,7 +24,7 @@
 #include "tokenizer/unicode.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
-
+#include "plugin/plugin_entry.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -215,8 +215,11 @@ class Trainer {
     plan.struct_size = sizeof plan;
     std::vector<uint8_t> resident(layout.block_count, 1);
     plan.block_resident = resident.data();
-    zf_error error{};
-    stage.check(stage.api<zf_stage_api>()->plan(stage.object(), &layout, &plan, &error), error, "plan");
+    {
+      zf_error error{};
+      const PluginEntry running(stage, "plan");
+      stage.check(stage.api<zf_stage_api>()->plan(stage.object(), &layout, &plan, &error), error, "plan");
+    }
     uint64_t numel = std::max(layout.numel, plan.padded_numel);
     ZF_REQUIRE(plan.shard_begin <= plan.shard_end && plan.shard_end <= numel,
                "stage plugin '%s' planned the shard [%llu, %llu) outside the %llu-element buffers", stage.name(),
@@ -404,6 +407,7 @@ class Trainer {
     if (!hook) return;
     zf_error error{};
     auto &stage = *plugins_.stage.instance;
+    const PluginEntry running(stage, name);
     stage.check(hook(stage.object(), block, &b, &error), error, name);
   }
 
@@ -459,6 +463,7 @@ class Trainer {
         timers_.start(t.bwd_reduce, stream());
         zf_error error{};
         auto &stage = *plugins_.stage.instance;
+        const PluginEntry running(stage, "reduce_gradients");
         stage.check(stage_api->reduce_gradients(stage.object(), &b, &error), error, "reduce_gradients");
         timers_.stop(t.bwd_reduce, stream());
       }
@@ -502,6 +507,7 @@ class Trainer {
     if (auto gather = stage.api<zf_stage_api>()->gather_parameters) {
       zf_error error{};
       zf_step_buffers b = buffers(step, uint32_t(options_.grad_accum - 1));
+      const PluginEntry running(stage, "gather_parameters");
       stage.check(gather(stage.object(), &b, &error), error, "gather_parameters");
     }
     residency_->gather_resident(step);

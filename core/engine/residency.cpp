@@ -1,6 +1,7 @@
 #include "engine/residency.hpp"
 
 #include "runtime/device.hpp"
+#include "plugin/plugin_entry.hpp"
 
 #include <cstring>
 
@@ -47,6 +48,7 @@ void Residency::gather_block(uint32_t block, int64_t step, bool ahead) {
   b.block_params = sharded_->block_view(block);
   if (stage_gathers_) {
     zf_error error{};
+    const PluginEntry running(stage_, "gather_block");
     stage_.check(api->gather_block(stage_.object(), block, &b, &error), error, "gather_block");
   } else {  // parameter offload: the store holds every block
     const zf_block &range = flat_.layout().blocks[block];

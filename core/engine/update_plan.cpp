@@ -6,6 +6,7 @@
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
+#include "plugin/plugin_entry.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -45,6 +46,7 @@ std::vector<StateSpec> host_held_state(PluginInstance &optimizer) {
     const char *name = nullptr;
     zf_dtype dtype = ZF_DTYPE_F32;
     zf_error error{};
+    const PluginEntry running(optimizer, "state_spec");
     zf_status status = api->state_spec(optimizer.object(), index, &name, &dtype, &error);
     if (status == ZF_DECLINED) break;
     optimizer.check(status, error, "state_spec");
@@ -201,10 +203,13 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
   tiers_.struct_size = sizeof tiers_;
   tiers_.param_out_tier = model_tier;  // defaults for offload plugins older than ABI 1.3 (1.5: param_tier)
   tiers_.param_tier = model_tier;
-  zf_error error{};
-  offload.check(offload.api<zf_offload_api>()->plan(offload.object(), &layout, shard_end - shard_begin, &tiers_,
-                                                    &error),
-                error, "plan");
+  {
+    zf_error error{};
+    const PluginEntry running(offload, "plan");
+    offload.check(offload.api<zf_offload_api>()->plan(offload.object(), &layout, shard_end - shard_begin, &tiers_,
+                                                      &error),
+                  error, "plan");
+  }
   offloaded_ = tiers_.master_tier != model_tier;
   check_optimizer_fits();
   ZF_REQUIRE(tiers_.param_tier == model_tier || (on_host(tiers_.param_tier) && on_host(tiers_.master_tier)),
@@ -302,6 +307,7 @@ void UpdatePlan::allocate(const torch::Tensor &params_shard) {
   const auto *api = optimizer.api<zf_optimizer_api>();
   zf_error error{};
   if (state_specs_.empty()) {  // an optimizer that keeps its state itself (ABI 1.0-1.2)
+    const PluginEntry running(optimizer, "init_state");
     optimizer.check(api->init_state(optimizer.object(), numel, &error), error, "init_state");
   } else {
     std::vector<zf_tensor_view> views;
@@ -319,8 +325,11 @@ void UpdatePlan::allocate(const torch::Tensor &params_shard) {
       views.push_back(view_of(state_[i]));
     }
     const uint64_t bound = disk_ ? disk_->window_numel() : numel;
-    optimizer.check(api->bind_state(optimizer.object(), bound, views.data(), uint32_t(views.size()), &error), error,
-                    "bind_state");
+    {
+      const PluginEntry running(optimizer, "bind_state");
+      optimizer.check(api->bind_state(optimizer.object(), bound, views.data(), uint32_t(views.size()), &error),
+                      error, "bind_state");
+    }
     if (disk_) disk_->write_initial();
   }
   if (!offloaded_) return;
@@ -349,6 +358,7 @@ void UpdatePlan::step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t b
   timers.start(update);
   auto &optimizer = *plugins_.optimizer.instance;
   zf_error error{};
+  const PluginEntry running(optimizer, "step");
   optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
   timers.stop(update);
 }
@@ -405,6 +415,7 @@ void UpdatePlan::issue_copies() {
   for (const Bucket &b : buckets_) {
     zf_error error{};
     auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(b.begin), int64_t(b.end - b.begin))); };
+    const PluginEntry running(offload, "gradients_out");
     offload.check(api->gradients_out(offload.object(), part(host_job_.grads), part(host_grads_), copy_order_, &error),
                   error, "gradients_out");
     bytes_down_ += (b.end - b.begin) * host_job_.grads.element_size();
@@ -435,6 +446,7 @@ void UpdatePlan::hand_over(uint64_t begin, uint64_t end, void *stream) {
     hi = bucket_end(lo, end);
     zf_error error{};
     auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(lo), int64_t(hi - lo))); };
+    const PluginEntry running(offload, "gradients_out");
     offload.check(api->gradients_out(offload.object(), part(host_job_.grads), part(host_grads_), stream, &error),
                   error, "gradients_out");
     bytes_down_ += (hi - lo) * host_job_.grads.element_size();
@@ -471,6 +483,7 @@ void UpdatePlan::update_bucket(const Bucket &bucket) {
   };
   if (host_job_.upload_after) synchronize_event(host_job_.upload_after);  // once per job
   host_job_.upload_after = nullptr;
+  const PluginEntry running(offload, "parameters_in");
   offload.check(offload.api<zf_offload_api>()->parameters_in(offload.object(), part(source),
                                                              part(host_job_.upload_to), runtime_.compute_stream,
                                                              &error),
@@ -583,7 +596,9 @@ void *UpdatePlan::transfers_done(int32_t direction) {
   const auto *api = offload.api<zf_offload_api>();
   zf_error error{};
   void *event = nullptr;
-  if (ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event)
+  const bool has_event = ZF_HAS(zf_offload_api, api, transfer_event) && api->transfer_event;
+  const PluginEntry running(offload, has_event ? "transfer_event" : "wait");
+  if (has_event)
     offload.check(api->transfer_event(offload.object(), direction, &event, &error), error, "transfer_event");
   else if (api->wait)
     offload.check(api->wait(offload.object(), &error), error, "wait");
@@ -601,8 +616,11 @@ void UpdatePlan::update_on_device(float grad_scale) {
   bool writes_params = (optimizer.file().descriptor->capabilities & ZF_CAP_LOW_PRECISION_OUT) &&
                        params_shard_.scalar_type() != torch::kFloat32 && params_shard_.device() == master.device();
   if (writes_params) args.params_out = view_of(params_shard_);
-  zf_error error{};
-  optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
+  {
+    zf_error error{};
+    const PluginEntry running(optimizer, "step");
+    optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
+  }
   if (!writes_params) {
     torch::NoGradGuard no_grad;
     params_shard_.copy_(master);
@@ -627,6 +645,7 @@ std::vector<std::pair<std::string, torch::Tensor>> UpdatePlan::state_tensors() {
     const char *name = nullptr;
     zf_tensor_view view{};
     zf_error error{};
+    const PluginEntry running(optimizer, "state_tensor");
     zf_status status = state_tensor(optimizer.object(), index, &name, &view, &error);
     if (status == ZF_DECLINED) break;
     optimizer.check(status, error, "state_tensor");

@@ -6,6 +6,7 @@
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
+#include "plugin/plugin_entry.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -231,8 +232,11 @@ void ZenFlow::update_selected(int64_t step, float scale) {
                           step - options_.warm_up, scale, view_of(master_), view_of(grads));
   args.stream = stream;
   if (params_out_.defined()) args.params_out = view_of(params_out_);
-  zf_error error{};
-  instance.check(instance.api<zf_optimizer_api>()->step(instance.object(), &args, &error), error, "step");
+  {
+    zf_error error{};
+    const PluginEntry running(instance, "step");
+    instance.check(instance.api<zf_optimizer_api>()->step(instance.object(), &args, &error), error, "step");
+  }
   plan_.params_shard_.index_copy_(0, index_, params_out_.defined() ? params_out_ : master_);
   timers.stop(optimizer, stream);
   note("gpu");
@@ -314,7 +318,10 @@ std::vector<float> ZenFlow::scores(const torch::Tensor &grads) {
   torch::Tensor scores = torch::zeros({int64_t(columns_)}, grads.options().dtype(torch::kFloat32));
   zf_select_args args = select_args(grads);
   zf_error error{};
-  if (api->score) selector.check(api->score(selector.object(), &args, view_of(scores), &error), error, "score");
+  if (api->score) {
+    const PluginEntry running(selector, "score");
+    selector.check(api->score(selector.object(), &args, view_of(scores), &error), error, "score");
+  }
   plan_.runtime_.comm->all_reduce(view_of(scores), ZF_REDUCE_SUM, plan_.runtime_.compute_stream);
   torch::Tensor host = scores.to(torch::kCPU);
   return std::vector<float>(host.data_ptr<float>(), host.data_ptr<float>() + columns_);
@@ -342,6 +349,7 @@ void ZenFlow::select(int64_t step) {
   auto &selector = *plan_.plugins_.selector.instance;
   zf_select_args args = select_args(plan_.grads_shard_);
   zf_error error{};
+  const PluginEntry running(selector, "select");
   selector.check(selector.api<zf_selector_api>()->select(
                      selector.object(), &args, zf_tensor_view{scored.data(), columns_, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
                      zf_tensor_view{mask.data(), columns_, ZF_DTYPE_U8, ZF_DEVICE_CPU, 0, 0}, &error),
@@ -389,10 +397,13 @@ void ZenFlow::use_selection(Selection selection) {
     views.push_back(view_of(state_.back()));
   }
   auto &instance = *optimizer_.instance;
-  zf_error error{};
-  instance.check(instance.api<zf_optimizer_api>()->bind_state(instance.object(), uint64_t(count), views.data(),
-                                                              uint32_t(views.size()), &error),
-                 error, "bind_state");
+  {
+    zf_error error{};
+    const PluginEntry running(instance, "bind_state");
+    instance.check(instance.api<zf_optimizer_api>()->bind_state(instance.object(), uint64_t(count), views.data(),
+                                                                uint32_t(views.size()), &error),
+                   error, "bind_state");
+  }
   for (size_t i = 0; i < state_.size(); ++i) state_[i].copy_(gather_state(i));
 }
 

@@ -2,6 +2,8 @@
 // let an exception reach plugin code.
 #include "plugin/plugin_instance.hpp"
 
+#include "plugin/plugin_entry.hpp"
+
 #include "engine/flat_buffers.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
@@ -248,6 +250,7 @@ PluginInstance::PluginInstance(const PluginFile &file, Runtime &runtime, const P
   // Every kind's table starts with struct_size, create, destroy (ZF_OBJECT_ENTRIES).
   const auto *api = static_cast<const zf_stage_api *>(file.descriptor->api);
   zf_error error{};
+  const PluginEntry running(*this, "create");
   zf_status status = api->create(&host_, reinterpret_cast<const zf_config *>(&config_), &object_, &error);
   error.message[ZF_MESSAGE_CAPACITY - 1] = '\0';
   if (status == ZF_DECLINED)
@@ -262,7 +265,9 @@ PluginInstance::PluginInstance(const PluginFile &file, Runtime &runtime, const P
 
 PluginInstance::~PluginInstance() {
   const auto *api = static_cast<const zf_stage_api *>(file_.descriptor->api);
-  if (object_) api->destroy(object_);
+  if (!object_) return;
+  const PluginEntry running(*this, "destroy");
+  api->destroy(object_);
 }
 
 void PluginInstance::check(zf_status status, const zf_error &error, const char *entry) const {

@@ -1,6 +1,7 @@
 // faulty: zero0 that fails on purpose, to test that one rank's failure ends every rank.
 // fail_mode "error" returns an error from reduce_gradients; "exit" kills the process outright;
-// "create" fails in create (so a test sees whether a plugin was created).
+// "segv" and "abort" die of that signal inside reduce_gradients; "create" fails in create (so a
+// test sees whether a plugin was created).
 // It is built as an ABI 1.0 plugin (1.0 handshake, descriptor and the 1.0-sized stage table,
 // without gather_block and reduce_block), so the tests also show that 1.0 stages load and run on
 // a newer host.
@@ -8,14 +9,17 @@
 
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 namespace {
 
 struct Faulty {
   const zf_host *host;
   int64_t fail_rank, fail_step;
-  bool hard_exit;
+  std::string mode;
 };
 
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
@@ -23,7 +27,7 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
     zf::Config cfg(host, config);
     if (cfg.string("fail_mode") == "create") throw std::runtime_error("injected failure in create");
     *out = reinterpret_cast<zf_object *>(
-        new Faulty{host, cfg.integer("fail_rank"), cfg.integer("fail_step"), cfg.string("fail_mode") == "exit"});
+        new Faulty{host, cfg.integer("fail_rank"), cfg.integer("fail_step"), cfg.string("fail_mode")});
   });
 }
 
@@ -38,7 +42,9 @@ zf_status plan(zf_object *, const zf_layout *layout, zf_stage_plan *plan, zf_err
 zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
   auto *self = reinterpret_cast<Faulty *>(object);
   if (self->host->rank == self->fail_rank && buffers->step == self->fail_step) {
-    if (self->hard_exit) _exit(3);
+    if (self->mode == "exit") _exit(3);
+    if (self->mode == "segv") std::raise(SIGSEGV);
+    if (self->mode == "abort") std::abort();
     return zf::fail(error, ZF_ERROR, "injected failure on rank %d at step %lld", self->host->rank,
                     (long long)buffers->step);
   }
@@ -48,8 +54,9 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 const zf_param_decl params[] = {
     zf::param_int("fail_rank", "1", "rank that fails", zf::at_least(0)),
     zf::param_int("fail_step", "3", "step at which it fails", zf::at_least(1)),
-    zf::param_string("fail_mode", "error", "error: return an error; exit: die; create: fail in create",
-                     "error|exit|create"),
+    zf::param_string("fail_mode", "error",
+                     "error: return an error; exit: die; segv, abort: that signal; create: fail in create",
+                     "error|exit|segv|abort|create"),
 };
 
 constexpr uint32_t kAbi10 = ZF_ABI_MAKE(1, 0);

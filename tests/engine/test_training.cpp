@@ -106,6 +106,24 @@ TEST_CASE("a rank that errors or dies mid-step ends every rank with a message, q
   }
 }
 
+TEST_CASE("a fatal signal inside a plugin names the plugin, the entry and the file", "[train]") {
+  for (std::string mode : {"segv", "abort"}) {
+    INFO("fail_mode " << mode);
+    auto outcome = test::run_command("timeout 120 " + test::zfcore() + " run " + linear_stack() +
+                                     " --set run.output_dir=" + test::scratch_dir("fatal_" + mode) +
+                                     " --set run.plugin_path=" + test::binary_dir() + "/tests/abi_plugins" +
+                                     " --set stage.plugin=faulty --set stage.fail_rank=0 --set stage.fail_mode=" +
+                                     mode + " --set train.steps=5");
+    INFO(outcome.output);
+    CHECK(outcome.exit_code != 0);
+    CHECK(outcome.exit_code != 124);
+    const std::string signal = mode == "segv" ? "SEGV" : "ABRT";
+    CHECK_THAT(outcome.output, Catch::Contains("zfcore: fatal signal " + signal +
+                                               " in stage plugin 'faulty', entry reduce_gradients, file ") &&
+                                   Catch::Contains("/tests/abi_plugins/zf-stage-faulty.so"));
+  }
+}
+
 TEST_CASE("an export path that cannot be written stops the run before step 1, naming the key", "[train]") {
   std::string dir = test::scratch_dir("unwritable_export");
   // /etc/passwd is a file, so no directory can be made below it (also as root).
