@@ -51,15 +51,25 @@ uint64_t digest_bytes(const void *data, size_t bytes, uint64_t state) {
 namespace {
 
 // SIGTERM, SIGINT and SIGHUP (a closed terminal, a scheduler's notice) ask for a checkpoint and a
-// clean stop at the end of the current step.
+// clean stop at the end of the current step. The first one is answered at once (rank 0), so that
+// nobody presses Ctrl-C again: mpirun ends the ranks on a second one, before they can save.
 std::atomic<int> g_stop_signal{0};
-extern "C" void request_stop(int signal) { g_stop_signal = signal; }
+std::atomic<bool> g_stop_notice{false};  // this rank says what a stop signal does
+extern "C" void request_stop(int signal) {
+  if (g_stop_signal.exchange(signal) != 0 || !g_stop_notice) return;
+  static const char kNotice[] =
+      "zfcore: stop requested: a checkpoint is written at the end of this step, then the run stops; under mpirun "
+      "a second Ctrl-C ends the ranks before they save\n";
+  ssize_t ignored = ::write(STDERR_FILENO, kNotice, sizeof kNotice - 1);
+  (void)ignored;
+}
 
 struct SignalGuard {
   static constexpr int kSignals[3] = {SIGTERM, SIGINT, SIGHUP};
   struct sigaction previous[3] {};
-  SignalGuard() {
+  explicit SignalGuard(bool notice) {
     g_stop_signal = 0;
+    g_stop_notice = notice;
     struct sigaction action {};
     action.sa_handler = request_stop;
     sigemptyset(&action.sa_mask);
@@ -119,7 +129,7 @@ class Trainer {
     RunSummary summary;
     double timed_ms = 0;
     int64_t timed_steps = 0;
-    SignalGuard signals;
+    SignalGuard signals(comm_.rank() == 0);
     int64_t first_step = start_step_ + 1;
     int64_t step = start_step_;
     while (step < steps) {

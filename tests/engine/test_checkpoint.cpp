@@ -163,7 +163,7 @@ TEST_CASE("SIGTERM and SIGHUP save a checkpoint at the end of the current step a
     REQUIRE(child >= 0);
     if (child == 0) {
       std::string log = dir + "/log.txt";
-      freopen(log.c_str(), "w", stdout);
+      freopen(log.c_str(), "a", stdout);  // both appending: neither overwrites the other's lines
       freopen(log.c_str(), "a", stderr);
       std::string output = "run.output_dir=" + dir;
       execl(test::zfcore().c_str(), "zfcore", "run", linear_stack().c_str(), "--set", "train.steps=1000000", "--set",
@@ -183,6 +183,8 @@ TEST_CASE("SIGTERM and SIGHUP save a checkpoint at the end of the current step a
     CHECK(fs::exists(dir + "/checkpoints/" + std::string("step-") + std::string(8 - std::to_string(last).size(), '0') +
                      std::to_string(last) + "/rank-00000.safetensors"));
     CHECK(test::json_field(test::read_text(dir + "/summary.json"), "stop_signal") == std::to_string(signal));
+    // Answered at once, so that nobody asks twice (mpirun ends the ranks on a second Ctrl-C).
+    CHECK_THAT(test::read_text(dir + "/log.txt"), Catch::Contains("zfcore: stop requested: a checkpoint is written"));
   }
 }
 
