@@ -81,7 +81,7 @@ struct Recommendation {
 // largest memory fits within 90% of the limits; one reason per row.
 Recommendation recommend(const std::vector<RowResult> &rows, const MachineLimits &limits, int ranks);
 
-// The whole suite: runs every row, writes OUTPUT_DIR/<suite>_<time>.{json,csv} and
+// The whole suite: runs every row, writes OUTPUT_DIR/<suite>_<time>.{json,csv,html} and
 // recommended.toml, prints the table. Exit code 0 when at least one row ran.
 int run_suite(const SuiteOptions &options);
 
@@ -94,6 +94,9 @@ struct SuiteReport {
 };
 void write_suite_outputs(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
                          const Recommendation &recommendation);
+// suite_html.cpp: the self-contained HTML report (table, SVG charts), written beside the JSON.
+std::string suite_html(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
+                       const Recommendation &recommendation);
 void print_suite_table(const SuiteOptions &options, const std::vector<RowResult> &rows,
                        const Recommendation &recommendation);
 // The base config with the chosen overrides written in (TOML, valid for `zfcore run`).

@@ -1,5 +1,5 @@
 // suite_report.cpp: what a suite tells the user: the console table (and the ZenFlow sweep's
-// table), OUTPUT_DIR/<suite>_<time>.json and .csv, OUTPUT_DIR/recommended.toml.
+// table), OUTPUT_DIR/<suite>_<time>.json, .csv and .html (suite_html.cpp), OUTPUT_DIR/recommended.toml.
 #include "bench/suite.hpp"
 
 #include "runtime/error.hpp"
@@ -154,6 +154,7 @@ void write_suite_outputs(const SuiteOptions &o, const SuiteReport &report, const
                          const Recommendation &rec) {
   write_text(report.stem + ".json", json_text(o, report, rows, rec));
   write_text(report.stem + ".csv", csv_text(o, rows, rec));
+  write_text(report.stem + ".html", suite_html(o, report, rows, rec));
   if (rec.chosen < 0) return;
   const RowResult &best = rows[size_t(rec.chosen)];
   std::string header = format(

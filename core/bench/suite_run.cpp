@@ -268,7 +268,8 @@ int run_suite(const SuiteOptions &o) {
   Recommendation recommendation = recommend(rows, report.limits, o.ranks);
   write_suite_outputs(o, report, rows, recommendation);
   print_suite_table(o, rows, recommendation);
-  std::printf("wrote %s.json, %s.csv%s (logs and runs in %s/)\n", report.stem.c_str(), report.stem.c_str(),
+  std::printf("wrote %s.html, %s.json, %s.csv%s (logs and runs in %s/)\n", report.stem.c_str(), report.stem.c_str(),
+              report.stem.c_str(),
               recommendation.chosen >= 0 ? format(", %s/recommended.toml", o.output_dir.c_str()).c_str() : "",
               rows_dir.c_str());
   return recommendation.chosen >= 0 || std::any_of(rows.begin(), rows.end(), [](const RowResult &r) {

@@ -1,5 +1,5 @@
 // `zfcore bench stages | offload | zenflow` on CPU with a tiny GPT: the files users read (JSON, CSV,
-// the console table, recommended.toml), a failing configuration as an `error` row while the
+// HTML, the console table, recommended.toml), a failing configuration as an `error` row while the
 // suite goes on, usage errors, and the recommendation fed recorded rows (with trials: medians).
 #include "bench/suite.hpp"
 #include "support/process.hpp"
@@ -80,6 +80,12 @@ TEST_CASE("bench stages: every row measured, JSON + CSV + table, a recommended.t
   }
   CHECK(result["recommended"] == fastest);
   CHECK(row_named(result, fastest)["reason"].get<std::string>().rfind("fastest that fits", 0) == 0);
+
+  // The HTML report beside them (test_bench_report loads one in a browser): its charts name every row.
+  std::string html = test::read_text(output_file(dir, "stages", ".html"));
+  for (const char *label : {"class=\"label\">zero0<", "class=\"label\">zero1<", "data-chart=\"step-time\"",
+                            "data-chart=\"memory\"", "data-chart=\"step-trace\""})
+    CHECK_THAT(html, Catch::Contains(label));
 
   std::vector<std::string> csv = lines_of(test::read_text(output_file(dir, "stages", ".csv")));
   REQUIRE(csv.size() == 3);
