@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up and builds zfcore on Debian or Ubuntu: installs the missing Debian packages, libtorch
+# Sets up and builds zfcore on Debian or Ubuntu: installs the missing Debian packages (chromium
+# included: a test loads the benchmark report in it, headless), libtorch
 # from PyPI (torch==2.11.0) and transformers (for the test that loads an export with it),
 # configures with CMake and builds into build/.
 #   tools/setup.sh            # then: build/bin/zfcore run examples/quickstart.toml
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config python3 python3-venv libboost-dev libtomlplusplus-dev
           libopenmpi-dev openmpi-bin liburing-dev catch2 nlohmann-json3-dev libsentencepiece-dev
-          procps)  # procps: pgrep in the tests
+          procps chromium)  # procps: pgrep in the tests; chromium: the bench report's test loads it headless
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

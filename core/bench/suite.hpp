@@ -31,6 +31,7 @@ struct SuiteOptions {
   int ranks = 1;                       // --gpus: processes under mpirun (also on CPU)
   std::string device;                  // cpu | cuda
   double timeout_s = 1800;             // per configuration
+  int trials = 1;                      // --trials: each configuration runs this many times, a row per trial
   std::vector<std::string> extra;      // --set overrides for every row
   std::vector<SuiteRow> rows;
 };
@@ -41,6 +42,7 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
 // What one configuration measured.
 struct RowResult {
   SuiteRow row;
+  int trial = 1;                 // 1..trials
   std::string status = "error";  // ok | OOM | error
   std::string message;           // first error line, or empty
   std::string log;               // the run's stdout and stderr
@@ -48,7 +50,9 @@ struct RowResult {
   double mean_step_ms = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0, selective_step_ms = 0;
   double tokens_per_s = 0;
   int64_t timed_steps = 0;
+  std::vector<std::pair<std::string, double>> timers_ms;  // every timer's mean over the timed steps
   std::vector<double> step_times_ms;  // every step, warm-up included
+  std::vector<std::string> step_updates;  // every step's `update` events ("gpu,swap,cpu"; "" for none)
   uint64_t gpu_peak = 0;              // allocator's peak (GPU runs), else the ledger's device peak
   uint64_t gpu_allocated_end = 0;     // ledger's device bytes at the end
   uint64_t host_rss = 0;              // peak RSS of the largest process of the run (rank)
@@ -65,14 +69,19 @@ struct MachineLimits {
 };
 
 struct Recommendation {
-  int chosen = -1;                   // index into the rows, -1: none fits
-  std::vector<std::string> reasons;  // per row: why (not) chosen
+  int chosen = -1;                   // index into the rows (the chosen configuration's first trial), -1: none fits
+  std::vector<std::string> reasons;  // per row: why (not) chosen; the same for every trial of a configuration
+  // Whether rows[i] is a trial of the chosen configuration.
+  bool picks(const std::vector<RowResult> &rows, size_t i) const {
+    return chosen >= 0 && rows[i].row.name == rows[size_t(chosen)].row.name;
+  }
 };
 
-// The fastest ok row whose memory fits within 90% of the limits; one reason per row.
+// The fastest configuration (median step time over its trials) whose trials all ran ok and whose
+// largest memory fits within 90% of the limits; one reason per row.
 Recommendation recommend(const std::vector<RowResult> &rows, const MachineLimits &limits, int ranks);
 
-// The whole suite: runs every row, writes OUTPUT_DIR/<suite>_<time>.{json,csv} and
+// The whole suite: runs every row, writes OUTPUT_DIR/<suite>_<time>.{json,csv,html} and
 // recommended.toml, prints the table. Exit code 0 when at least one row ran.
 int run_suite(const SuiteOptions &options);
 
@@ -85,6 +94,9 @@ struct SuiteReport {
 };
 void write_suite_outputs(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
                          const Recommendation &recommendation);
+// suite_html.cpp: the self-contained HTML report (table, SVG charts), written beside the JSON.
+std::string suite_html(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
+                       const Recommendation &recommendation);
 void print_suite_table(const SuiteOptions &options, const std::vector<RowResult> &rows,
                        const Recommendation &recommendation);
 // The base config with the chosen overrides written in (TOML, valid for `zfcore run`).

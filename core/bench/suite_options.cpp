@@ -32,6 +32,8 @@ const char *kUsage =
     "  --device cpu|cuda     default cuda when a GPU is present, else cpu\n"
     "  --set table.key=V     added to every configuration (repeatable)\n"
     "  --timeout S           seconds one configuration may run (default 1800)\n"
+    "  --trials N            run each configuration N times, a row per trial; the recommendation\n"
+    "                        compares medians (default 1)\n"
     "stages:   --stages 0 1 2 3\n"
     "offload:  --strategies none cpu_optimizer cpu_full nvme   --nvme-path DIR (adds nvme)\n"
     "zenflow:  --topk-ratios 0.05 0.1 0.2  --update-intervals 2 4 8  --overlap-steps true\n"
@@ -206,6 +208,8 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
       o.device = one_of(flag, value_after(i), {"cpu", "cuda"});
     } else if (flag == "--timeout") {
       o.timeout_s = double(parse_int(flag, value_after(i), 1));
+    } else if (flag == "--trials") {
+      o.trials = int(parse_int(flag, value_after(i), 1, 1000));
     } else if (flag == "--set") {
       std::string item = value_after(i);
       if (item.find('=') == std::string::npos || item.find('.') > item.find('='))

@@ -1,5 +1,5 @@
-// suite_report.cpp: what a suite tells the user: the recommendation, the console table (and the
-// ZenFlow sweep's table), OUTPUT_DIR/<suite>_<time>.json and .csv, OUTPUT_DIR/recommended.toml.
+// suite_report.cpp: what a suite tells the user: the console table (and the ZenFlow sweep's
+// table), OUTPUT_DIR/<suite>_<time>.json, .csv and .html (suite_html.cpp), OUTPUT_DIR/recommended.toml.
 #include "bench/suite.hpp"
 
 #include "runtime/error.hpp"
@@ -42,7 +42,7 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
   JsonWriter json;
   json.begin_object();
   json.key("suite").value(o.suite).key("device").value(o.device).key("ranks").value(o.ranks);
-  json.key("num_steps").value(o.num_steps).key("warmup_steps").value(o.warmup_steps);
+  json.key("num_steps").value(o.num_steps).key("warmup_steps").value(o.warmup_steps).key("trials").value(o.trials);
   json.key("base_config").value(report.base_config);
   json.key("common_overrides").begin_array();
   for (const std::string &item : report.common) json.value(item);
@@ -52,8 +52,9 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
   json.key("rows").begin_array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
-    json.begin_object().key("config").value(r.row.name).key("status").value(r.status).key("message").value(r.message);
-    json.key("reason").value(rec.reasons[i]).key("recommended").value(int(i) == rec.chosen);
+    json.begin_object().key("config").value(r.row.name).key("trial").value(r.trial);
+    json.key("status").value(r.status).key("message").value(r.message);
+    json.key("reason").value(rec.reasons[i]).key("recommended").value(rec.picks(rows, i));
     json.key("overrides").begin_array();
     for (const std::string &item : r.row.overrides) json.value(item);
     json.end_array().key("labels").begin_object();
@@ -66,8 +67,12 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     json.key("host_rss_bytes").value(r.host_rss).key("pinned_peak_bytes").value(r.pinned_peak);
     json.key("host_ledger_peak_bytes").value(r.host_ledger_peak);
     json.key("estimate_bytes").value(r.estimate).key("estimate_note").value(r.estimate_note);
-    json.key("step_times_ms").begin_array();
+    json.key("timers_ms").begin_object();
+    for (const auto &[name, ms] : r.timers_ms) json.key(name).value(ms);
+    json.end_object().key("step_times_ms").begin_array();
     for (double ms : r.step_times_ms) json.value(ms);
+    json.end_array().key("step_updates").begin_array();
+    for (const std::string &update : r.step_updates) json.value(update);
     json.end_array();
     json.key("run_dir").value(r.run_dir).key("log").value(r.run_dir + ".log");
     json.end_object();
@@ -82,19 +87,19 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
   std::string labels;
   if (!rows.empty())
     for (const auto &[name, value] : rows[0].row.labels) labels += "," + name;
-  std::string text = "suite,config" + labels +
+  std::string text = "suite,config,trial" + labels +
                      ",status,mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,"
                      "gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,"
                      "recommended,reason,message\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
-    text += o.suite + "," + csv_field(r.row.name);
+    text += o.suite + "," + csv_field(r.row.name) + "," + std::to_string(r.trial);
     for (const auto &[name, value] : r.row.labels) text += "," + csv_field(value);
     text += format(",%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%llu,%llu,%llu,%llu,%llu,%s,", r.status.c_str(), r.mean_step_ms,
                    r.fwd_ms, r.bwd_ms, r.step_ms, r.selective_step_ms, r.tokens_per_s, (unsigned long long)r.gpu_peak,
                    (unsigned long long)r.gpu_allocated_end, (unsigned long long)r.host_rss,
                    (unsigned long long)r.pinned_peak, (unsigned long long)r.estimate,
-                   int(i) == rec.chosen ? "true" : "false");
+                   rec.picks(rows, i) ? "true" : "false");
     text += csv_field(rec.reasons[i]) + "," + csv_field(r.message) + "\n";
   }
   return text;
@@ -117,33 +122,6 @@ void print_columns(const std::vector<std::vector<std::string>> &table) {
 }
 
 }  // namespace
-
-Recommendation recommend(const std::vector<RowResult> &rows, const MachineLimits &limits, int ranks) {
-  Recommendation rec;
-  rec.reasons.resize(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const RowResult &r = rows[i];
-    if (r.status != "ok") {
-      rec.reasons[i] = r.status == "OOM" ? "OOM" + (r.message.empty() ? "" : ": " + r.message) : "error: " + r.message;
-    } else if (limits.gpu_bytes && double(r.gpu_peak) > 0.9 * double(limits.gpu_bytes)) {
-      rec.reasons[i] = "does not fit: GPU peak " + format_bytes(r.gpu_peak) + " > 90% of " + format_bytes(limits.gpu_bytes);
-    } else if (limits.host_bytes && double(r.host_rss) * ranks > 0.9 * double(limits.host_bytes)) {
-      rec.reasons[i] = format("does not fit: host RSS %s x %d ranks > 90%% of %s available", format_bytes(r.host_rss).c_str(),
-                              ranks, format_bytes(limits.host_bytes).c_str());
-    } else if (rec.chosen < 0 || r.mean_step_ms < rows[size_t(rec.chosen)].mean_step_ms) {
-      rec.chosen = int(i);
-    }
-  }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (!rec.reasons[i].empty()) continue;
-    const RowResult &best = rows[size_t(rec.chosen)];
-    rec.reasons[i] = int(i) == rec.chosen
-                         ? format("fastest that fits: %.1f ms per step", best.mean_step_ms)
-                         : format("slower: %.1f ms vs %.1f ms (%s)", rows[i].mean_step_ms, best.mean_step_ms,
-                                  best.row.name.c_str());
-  }
-  return rec;
-}
 
 std::string recommended_toml(const std::string &base_file, const std::vector<std::string> &overrides,
                              const std::string &header) {
@@ -176,6 +154,7 @@ void write_suite_outputs(const SuiteOptions &o, const SuiteReport &report, const
                          const Recommendation &rec) {
   write_text(report.stem + ".json", json_text(o, report, rows, rec));
   write_text(report.stem + ".csv", csv_text(o, rows, rec));
+  write_text(report.stem + ".html", suite_html(o, report, rows, rec));
   if (rec.chosen < 0) return;
   const RowResult &best = rows[size_t(rec.chosen)];
   std::string header = format(
@@ -188,25 +167,29 @@ void write_suite_outputs(const SuiteOptions &o, const SuiteReport &report, const
 }
 
 void print_suite_table(const SuiteOptions &o, const std::vector<RowResult> &rows, const Recommendation &rec) {
+  bool trials = o.trials > 1;
   std::vector<std::vector<std::string>> table{{"config", "status", "step ms", "tokens/s", "GPU peak", "GPU end",
                                                "host RSS", "pinned", "estimate", "message"}};
+  if (trials) table[0].insert(table[0].begin() + 1, "trial");
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
     bool ok = r.status == "ok";
-    table.push_back({(int(i) == rec.chosen ? "* " : "  ") + r.row.name, r.status,
+    table.push_back({(rec.picks(rows, i) ? "* " : "  ") + r.row.name, r.status,
                      ok ? format("%.1f", r.mean_step_ms) : "-", ok ? format("%.0f", r.tokens_per_s) : "-",
                      bytes_text(r.gpu_peak), bytes_text(r.gpu_allocated_end), bytes_text(r.host_rss),
                      bytes_text(r.pinned_peak), bytes_text(r.estimate), rec.reasons[i]});
+    if (trials) table.back().insert(table.back().begin() + 1, std::to_string(r.trial));
   }
-  std::printf("zfcore bench %s: %s, %d rank%s, %lld timed steps after %lld warm-up step%s\n", o.suite.c_str(),
-              o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps, (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s");
+  std::printf("zfcore bench %s: %s, %d rank%s, %lld timed steps after %lld warm-up step%s%s\n", o.suite.c_str(),
+              o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps, (long long)o.warmup_steps,
+              o.warmup_steps == 1 ? "" : "s", trials ? format(", %d trials each", o.trials).c_str() : "");
   print_columns(table);
   if (o.suite == "zenflow") {  // the reference benchmark's table
     std::vector<std::vector<std::string>> sweep{{"trial", "topk_ratio", "update_interval", "overlap_step", "pin_memory",
                                                  "avg_step (ms)", "avg_bwd (ms)", "avg_fwd (ms)",
                                                  "avg_selective_optimizer_step (ms)"}};
     for (const RowResult &r : rows) {
-      std::vector<std::string> line{"1"};
+      std::vector<std::string> line{std::to_string(r.trial)};
       for (const auto &[name, value] : r.row.labels) line.push_back(value);
       bool ok = r.status == "ok";
       for (double ms : {r.mean_step_ms, r.bwd_ms, r.fwd_ms, r.selective_step_ms})

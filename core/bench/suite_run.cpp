@@ -1,45 +1,36 @@
 // suite_run.cpp: runs a suite's rows. Every row is `zfcore run BASE --set ...` in its own process
-// (this same executable; under mpirun for several ranks), its output in a log file, its figures
-// read back from the run's own summary.json and steps.jsonl, its peak RSS from wait4().
+// (suite_launch.cpp), its figures read back from the run's own summary.json and steps.jsonl.
 #include "bench/suite.hpp"
 
 #include "bench/bench.hpp"
+#include "bench/suite_launch.hpp"
 
 #include "cli/commands.hpp"
 #include "cli/estimate.hpp"
 #include "config/config.hpp"
 #include "model/transformer_shape.hpp"
-#include "runtime/affinity.hpp"
 
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <csignal>
-#include <cstring>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
-#include <thread>
 
 namespace zf {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using bench::Exit;
+using bench::read_file;
+using bench::row_command;
+using bench::spawn;
 
 void write_file(const fs::path &path, const std::string &text) {
   std::ofstream out(path);
@@ -102,125 +93,6 @@ std::vector<std::string> measurement_overrides(const SuiteOptions &o, const std:
           "train.eval_every=0"};
 }
 
-std::string executable() {
-  std::error_code error;
-  fs::path self = fs::read_symlink("/proc/self/exe", error);
-  ZF_REQUIRE(!error, "cannot find this executable (/proc/self/exe): %s", error.message().c_str());
-  return self.string();
-}
-
-bool on_path(const std::string &name) {
-  const char *path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');)
-    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-  return false;
-}
-
-// One core per physical core among those this process may use, split into `ranks` shares.
-std::vector<std::string> core_shares(int ranks) {
-  std::vector<int> cores;
-  std::set<std::pair<std::string, std::string>> seen;  // (package, core id)
-  for (int cpu : allowed_cores()) {
-    std::string topology = format("/sys/devices/system/cpu/cpu%d/topology/", cpu);
-    auto key = std::make_pair(read_file(topology + "physical_package_id"), read_file(topology + "core_id"));
-    if (key.second.empty() || seen.insert(key).second) cores.push_back(cpu);
-  }
-  std::vector<std::string> shares(static_cast<size_t>(ranks));
-  size_t per = std::max<size_t>(1, cores.size() / size_t(ranks));
-  for (int r = 0; r < ranks; ++r)
-    for (size_t k = 0; k < per; ++k) {
-      int cpu = cores[(size_t(r) * per + k) % cores.size()];
-      shares[size_t(r)] += (shares[size_t(r)].empty() ? "" : ",") + std::to_string(cpu);
-    }
-  return shares;
-}
-
-std::vector<std::string> bind_command(const std::string &cores) {
-  if (on_path("numactl")) return {"numactl", "--physcpubind=" + cores};
-  return {"taskset", "-c", cores};
-}
-
-// The command line of one row: zfcore run, under mpirun for several ranks, each rank under
-// numactl/taskset when the row binds at launch.
-std::vector<std::string> row_command(const SuiteOptions &o, const SuiteRow &row, const std::string &base,
-                                     const std::vector<std::string> &overrides) {
-  std::vector<std::string> zfcore{executable(), "run", base};
-  for (const std::string &item : overrides) {
-    zfcore.push_back("--set");
-    zfcore.push_back(item);
-  }
-  std::vector<std::string> shares = row.bind_at_launch ? core_shares(o.ranks) : std::vector<std::string>{};
-  std::vector<std::string> argv;
-  if (o.ranks == 1) {
-    if (row.bind_at_launch) argv = bind_command(shares[0]);
-    argv.insert(argv.end(), zfcore.begin(), zfcore.end());
-    return argv;
-  }
-  const char *mpiexec = std::getenv("MPIEXEC");
-  argv = {mpiexec && *mpiexec ? mpiexec : "mpirun"};
-  if (geteuid() == 0) argv.push_back("--allow-run-as-root");
-  argv.insert(argv.end(), {"--oversubscribe", "--bind-to", "none"});
-  if (!row.bind_at_launch) {
-    argv.insert(argv.end(), {"-np", std::to_string(o.ranks)});
-    argv.insert(argv.end(), zfcore.begin(), zfcore.end());
-    return argv;
-  }
-  for (int r = 0; r < o.ranks; ++r) {  // one application context per rank, each on its own cores
-    if (r > 0) argv.push_back(":");
-    argv.insert(argv.end(), {"-np", "1"});
-    for (const std::string &word : bind_command(shares[size_t(r)])) argv.push_back(word);
-    argv.insert(argv.end(), zfcore.begin(), zfcore.end());
-  }
-  return argv;
-}
-
-struct Exit {
-  int code = -1, signal = 0;
-  bool timed_out = false;
-  uint64_t max_rss = 0;
-};
-
-Exit spawn(const std::vector<std::string> &argv, const std::string &log_path, double timeout_s) {
-  std::vector<char *> args;
-  for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
-  args.push_back(nullptr);
-  int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ZF_REQUIRE(log >= 0, "cannot write %s: %s", log_path.c_str(), std::strerror(errno));
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  ZF_REQUIRE(pid >= 0, "cannot start a process: %s", std::strerror(errno));
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDONLY);
-    dup2(null, 0);
-    dup2(log, 1);
-    dup2(log, 2);
-    execvp(args[0], args.data());
-    dprintf(2, "[zfcore] error: cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  close(log);
-  Exit exit;
-  auto started = std::chrono::steady_clock::now();
-  int status = 0;
-  rusage usage{};
-  bool terminated = false;
-  while (wait4(pid, &status, WNOHANG, &usage) == 0) {
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (elapsed > timeout_s && !terminated) {
-      exit.timed_out = terminated = true;
-      kill(pid, SIGTERM);
-    } else if (terminated && elapsed > timeout_s + 10) {
-      kill(pid, SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  exit.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  exit.max_rss = uint64_t(usage.ru_maxrss) * 1024;  // kilobytes; the largest of the process and its waited children
-  return exit;
-}
-
 bool mentions_oom(const std::string &log) {
   std::string lower = log;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
@@ -266,11 +138,16 @@ void read_measurements(RowResult &r, int64_t warmup) {
   std::map<std::string, double> totals;
   for (size_t i = 0; i < steps.size(); ++i) {
     r.step_times_ms.push_back(steps[i].value("step_ms", 0.0));
+    r.step_updates.push_back(steps[i].value("update", std::string()));
     if (i < skip) continue;
     for (const auto &[name, ms] : steps[i]["timers_ms"].items()) totals[name] += ms.get<double>();
   }
   double timed = double(steps.size() - skip);
   auto mean = [&](const std::string &name) { return timed > 0 && totals.count(name) ? totals[name] / timed : 0.0; };
+  const std::string micro = "_microstep";  // per micro-step copies of fwd, bwd, step: left out
+  for (const auto &[name, total] : totals)
+    if (name.size() <= micro.size() || name.compare(name.size() - micro.size(), micro.size(), micro) != 0)
+      r.timers_ms.emplace_back(name, mean(name));
   r.fwd_ms = mean("fwd");
   r.bwd_ms = mean("bwd");
   r.step_ms = mean("step");
@@ -291,16 +168,18 @@ void estimate_row(RowResult &r, const std::string &base, const std::vector<std::
   }
 }
 
-RowResult run_row(const SuiteOptions &o, const SuiteRow &row, const std::string &base,
+RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const std::string &base,
                   const std::vector<std::string> &common, const std::string &rows_dir) {
   RowResult r;
   r.row = row;
-  r.run_dir = rows_dir + "/" + row.name;
+  r.trial = trial;
+  r.run_dir = rows_dir + "/" + row.name + (o.trials > 1 ? format("-trial%d", trial) : "");
   fs::remove_all(r.run_dir);
   std::vector<std::string> overrides = common;
   overrides.insert(overrides.end(), row.overrides.begin(), row.overrides.end());
   estimate_row(r, base, overrides, o.ranks);
-  for (const std::string &item : measurement_overrides(o, row.name, r.run_dir)) overrides.push_back(item);
+  for (const std::string &item : measurement_overrides(o, fs::path(r.run_dir).filename(), r.run_dir))
+    overrides.push_back(item);
 
   std::string log_path = r.run_dir + ".log";
   Exit exit = spawn(row_command(o, row, base, overrides), log_path, o.timeout_s);
@@ -374,18 +253,23 @@ int run_suite(const SuiteOptions &o) {
 
   bool terminal = isatty(STDERR_FILENO);
   std::vector<RowResult> rows;
-  for (size_t i = 0; i < o.rows.size(); ++i) {
-    if (terminal) std::fprintf(stderr, "[%zu/%zu] %s ...", i + 1, o.rows.size(), o.rows[i].name.c_str());
-    rows.push_back(run_row(o, o.rows[i], report.base_config, report.common, rows_dir));
-    const RowResult &r = rows.back();
-    if (terminal)
-      std::fprintf(stderr, " %s%s\n", r.status.c_str(),
-                   r.status == "ok" ? format(" %.1f ms/step", r.mean_step_ms).c_str() : (": " + r.message).c_str());
-  }
+  size_t total = o.rows.size() * size_t(o.trials), done = 0;
+  for (const SuiteRow &row : o.rows)
+    for (int trial = 1; trial <= o.trials; ++trial) {
+      if (terminal)
+        std::fprintf(stderr, "[%zu/%zu] %s%s ...", ++done, total, row.name.c_str(),
+                     o.trials > 1 ? format(" (trial %d of %d)", trial, o.trials).c_str() : "");
+      rows.push_back(run_row(o, row, trial, report.base_config, report.common, rows_dir));
+      const RowResult &r = rows.back();
+      if (terminal)
+        std::fprintf(stderr, " %s%s\n", r.status.c_str(),
+                     r.status == "ok" ? format(" %.1f ms/step", r.mean_step_ms).c_str() : (": " + r.message).c_str());
+    }
   Recommendation recommendation = recommend(rows, report.limits, o.ranks);
   write_suite_outputs(o, report, rows, recommendation);
   print_suite_table(o, rows, recommendation);
-  std::printf("wrote %s.json, %s.csv%s (logs and runs in %s/)\n", report.stem.c_str(), report.stem.c_str(),
+  std::printf("wrote %s.html, %s.json, %s.csv%s (logs and runs in %s/)\n", report.stem.c_str(), report.stem.c_str(),
+              report.stem.c_str(),
               recommendation.chosen >= 0 ? format(", %s/recommended.toml", o.output_dir.c_str()).c_str() : "",
               rows_dir.c_str());
   return recommendation.chosen >= 0 || std::any_of(rows.begin(), rows.end(), [](const RowResult &r) {

@@ -1,6 +1,6 @@
 // `zfcore bench stages | offload | zenflow` on CPU with a tiny GPT: the files users read (JSON, CSV,
-// the console table, recommended.toml), a failing configuration as an `error` row while the suite
-// goes on, usage errors, and the recommendation fed recorded rows.
+// HTML, the console table, recommended.toml), a failing configuration as an `error` row while the
+// suite goes on, usage errors, and the recommendation fed recorded rows (with trials: medians).
 #include "bench/suite.hpp"
 #include "support/process.hpp"
 
@@ -81,9 +81,15 @@ TEST_CASE("bench stages: every row measured, JSON + CSV + table, a recommended.t
   CHECK(result["recommended"] == fastest);
   CHECK(row_named(result, fastest)["reason"].get<std::string>().rfind("fastest that fits", 0) == 0);
 
+  // The HTML report beside them (test_bench_report loads one in a browser): its charts name every row.
+  std::string html = test::read_text(output_file(dir, "stages", ".html"));
+  for (const char *label : {"class=\"label\">zero0<", "class=\"label\">zero1<", "data-chart=\"step-time\"",
+                            "data-chart=\"memory\"", "data-chart=\"step-trace\""})
+    CHECK_THAT(html, Catch::Contains(label));
+
   std::vector<std::string> csv = lines_of(test::read_text(output_file(dir, "stages", ".csv")));
   REQUIRE(csv.size() == 3);
-  CHECK(csv[0].rfind("suite,config,status,mean_step_ms", 0) == 0);
+  CHECK(csv[0].rfind("suite,config,trial,status,mean_step_ms", 0) == 0);
   CHECK(commas(csv[1]) == commas(csv[0]));
   CHECK(commas(csv[2]) == commas(csv[0]));
 
@@ -158,6 +164,7 @@ TEST_CASE("bench: bad flags are usage errors that name the flag", "[bench]") {
   };
   for (const Case &c : {Case{"stages --stages 7", "--stages 7: expected one of 0, 1, 2, 3"},
                         Case{"stages --num-steps zero", "--num-steps zero: expected an integer >= 1"},
+                        Case{"stages --trials 0", "--trials 0: expected an integer from 1 to 1000"},
                         Case{"offload --strategies nvme", "--strategies nvme needs --nvme-path"},
                         Case{"stages --topk-ratios 0.1", "--topk-ratios is not an option of `zfcore bench stages`"},
                         Case{"stages --frobnicate", "unknown option '--frobnicate'"}}) {
@@ -200,4 +207,32 @@ TEST_CASE("the recommendation: the fastest row that ran and fits, a reason for e
   // Unknown limits are not checked; nothing ran: nothing chosen.
   CHECK(recommend(rows, MachineLimits{}, 1).chosen == 5);
   CHECK(recommend({rows[0], rows[4]}, limits, 1).chosen == -1);
+}
+
+TEST_CASE("the recommendation over trials: medians, and a configuration with a failed trial is out", "[bench]") {
+  auto row = [](const std::string &name, int trial, double ms, const std::string &status = "ok") {
+    RowResult r;
+    r.row.name = name;
+    r.trial = trial;
+    r.status = status;
+    r.message = status == "ok" ? "" : "CUDA out of memory";
+    r.mean_step_ms = ms;
+    return r;
+  };
+  // a: 100, 300, 110 (mean 170, median 110); b: 120, 105, 125 (mean 117, median 120).
+  std::vector<RowResult> rows{row("a", 1, 100), row("a", 2, 300), row("a", 3, 110),
+                              row("b", 1, 120), row("b", 2, 105), row("b", 3, 125)};
+  Recommendation rec = recommend(rows, MachineLimits{}, 1);
+  CHECK(rec.chosen == 0);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(rec.picks(rows, i));
+    CHECK(rec.reasons[i] == "fastest that fits: median 110.0 ms per step over 3 trials");
+    CHECK(!rec.picks(rows, i + 3));
+    CHECK(rec.reasons[i + 3] == "slower: median 120.0 ms vs 110.0 ms (a)");
+  }
+  rows[1] = row("a", 2, 0, "OOM");
+  rec = recommend(rows, MachineLimits{}, 1);
+  CHECK(rec.chosen == 3);
+  CHECK(rec.reasons[0] == "OOM (trial 2 of 3): CUDA out of memory");
+  CHECK(rec.reasons[4] == "fastest that fits: median 120.0 ms per step over 3 trials");
 }

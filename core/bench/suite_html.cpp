@@ -1,0 +1,178 @@
+// suite_html.cpp: OUTPUT_DIR/<suite>_<time>.html, the report people look at: one self-contained
+// file (inline CSS and SVG, no library, nothing fetched) with the rows' table, the step-time
+// breakdown, the memory per tier beside the estimate, the step times over steps, every timer's
+// mean, and a few lines of script that check the charts drew and say so on <body> (the test reads
+// that in a headless browser).
+#include "bench/suite.hpp"
+#include "bench/svg_chart.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/memory.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace zf {
+namespace {
+
+using svg::escape;
+
+// A configuration's name, with its trial when there are several.
+std::string row_label(const SuiteOptions &o, const RowResult &r) {
+  return o.trials > 1 ? format("%s #%d", r.row.name.c_str(), r.trial) : r.row.name;
+}
+
+std::string status_note(const RowResult &r) { return r.status + (r.message.empty() ? "" : ": " + r.message); }
+
+std::string breakdown_chart(const SuiteOptions &o, const std::vector<RowResult> &rows) {
+  std::vector<svg::Bars> bars;
+  for (const RowResult &r : rows) {
+    if (r.status != "ok") {
+      bars.push_back({row_label(o, r), {}, status_note(r)});
+      continue;
+    }
+    double rest = std::max(0.0, r.mean_step_ms - r.fwd_ms - r.bwd_ms - r.step_ms);
+    bars.push_back({row_label(o, r), {r.fwd_ms, r.bwd_ms, r.step_ms, rest}, ""});
+  }
+  return svg::stacked_bars("step-time", {"fwd", "bwd", "optimizer step", "rest of the step"}, bars, {"ms", 1});
+}
+
+std::string memory_chart(const SuiteOptions &o, const std::vector<RowResult> &rows) {
+  std::vector<svg::Bars> bars;
+  uint64_t largest = 0;
+  for (const RowResult &r : rows) {
+    if (r.status != "ok") {
+      bars.push_back({row_label(o, r), {}, status_note(r)});
+      continue;
+    }
+    largest = std::max({largest, r.gpu_peak, r.host_rss, r.pinned_peak, r.estimate});
+    bars.push_back({row_label(o, r),
+                    {double(r.gpu_peak), double(r.host_rss), double(r.pinned_peak), double(r.estimate)}, ""});
+  }
+  svg::Axis axis = largest >= (uint64_t(1) << 30) ? svg::Axis{"GiB", double(uint64_t(1) << 30)}
+                                                  : svg::Axis{"MiB", double(uint64_t(1) << 20)};
+  std::string device = o.device == "cuda" ? "GPU peak" : "device tier peak (host memory on CPU)";
+  return svg::grouped_bars("memory", {device, "host RSS", "pinned peak", "estimate"}, bars, axis);
+}
+
+// ZenFlow's boundary steps are those whose update events include a CPU update or a swap.
+std::string trace_chart(const SuiteOptions &o, const std::vector<RowResult> &rows) {
+  std::vector<svg::Line> series;
+  for (const RowResult &r : rows) {
+    svg::Line line{row_label(o, r), {}, {}, {}};
+    if (r.status == "ok") line.values = r.step_times_ms;
+    else line.label += " (" + r.status + ")";
+    for (size_t i = 0; i < r.step_updates.size(); ++i)
+      if (r.step_updates[i].find("cpu") != std::string::npos || r.step_updates[i].find("swap") != std::string::npos) {
+        line.marked.push_back(i);
+        line.marked_notes.push_back(r.step_updates[i]);
+      }
+    series.push_back(line);
+  }
+  return svg::lines("step-trace", series, size_t(o.warmup_steps), {"ms", 1});
+}
+
+std::string cell(const std::string &text) { return "<td>" + escape(text) + "</td>"; }
+std::string bytes_cell(uint64_t bytes) { return cell(bytes ? format_bytes(bytes) : "-"); }
+std::string ms_cell(bool ok, double ms) { return cell(ok ? format("%.2f", ms) : "-"); }
+
+std::string rows_table(const std::vector<RowResult> &rows, const Recommendation &rec) {
+  std::string out = "<table id=\"rows\"><tr><th>config</th><th>trial</th><th>status</th><th>step ms</th>"
+                    "<th>tokens/s</th><th>fwd ms</th><th>bwd ms</th><th>optimizer step ms</th><th>GPU peak</th>"
+                    "<th>GPU end</th><th>host RSS</th><th>pinned</th><th>estimate</th><th>recommendation</th>"
+                    "<th>message</th></tr>\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult &r = rows[i];
+    bool ok = r.status == "ok";
+    out += format("<tr class=\"status-%s%s\">", escape(r.status).c_str(), rec.picks(rows, i) ? " chosen" : "");
+    out += cell(r.row.name) + cell(std::to_string(r.trial)) + cell(r.status) + ms_cell(ok, r.mean_step_ms);
+    out += cell(ok ? format("%.0f", r.tokens_per_s) : "-") + ms_cell(ok, r.fwd_ms) + ms_cell(ok, r.bwd_ms) +
+           ms_cell(ok, r.step_ms);
+    out += bytes_cell(r.gpu_peak) + bytes_cell(r.gpu_allocated_end) + bytes_cell(r.host_rss) +
+           bytes_cell(r.pinned_peak) + bytes_cell(r.estimate) + cell(rec.reasons[i]) + cell(r.message) + "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+// Every timer of the runs (waits, the CPU update, ZenFlow's phases), mean ms over the timed steps.
+std::string timers_table(const SuiteOptions &o, const std::vector<RowResult> &rows) {
+  std::vector<std::string> names;
+  for (const RowResult &r : rows)
+    for (const auto &[name, ms] : r.timers_ms)
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  if (names.empty()) return "<p>No configuration recorded timers.</p>\n";
+  std::string out = "<table id=\"timers\"><tr><th>config</th>";
+  for (const std::string &name : names) out += "<th>" + escape(name) + "</th>";
+  out += "</tr>\n";
+  for (const RowResult &r : rows) {
+    if (r.status != "ok") continue;
+    out += "<tr>" + cell(row_label(o, r));
+    for (const std::string &name : names) {
+      auto it = std::find_if(r.timers_ms.begin(), r.timers_ms.end(), [&](const auto &t) { return t.first == name; });
+      out += cell(it == r.timers_ms.end() ? "-" : format("%.2f", it->second));
+    }
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+const char *kStyle =
+    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}"
+    "h2{font-size:16px;margin-top:28px}table{border-collapse:collapse;font-size:12px}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+    "td:first-child,th:first-child,td:nth-last-child(-n+2){text-align:left}td:first-child{white-space:nowrap}"
+    "tr.chosen{background:#e6f4e6;font-weight:600}tr.status-OOM,tr.status-error{background:#fbe9e9}"
+    "svg.chart{font:12px system-ui,sans-serif;display:block}svg .grid{stroke:#e3e3e3}svg .tick{fill:#555}"
+    "svg .note{fill:#b22}svg .warmup{fill:#f0f0f0}p.note{color:#555;max-width:900px}\n";
+
+// Runs in the browser after the page is parsed: every chart must have drawn something with an
+// area, and no script may have failed; the verdict goes on <body data-report="...">.
+const char *kCheck =
+    "<script>\n"
+    "(function () {\n"
+    "  var charts = document.querySelectorAll('svg.chart'), broken = window.reportErrors.slice();\n"
+    "  charts.forEach(function (svg) {\n"
+    "    var box = svg.getBBox();\n"
+    "    if (!svg.querySelector('.mark') || !(box.width > 0 && box.height > 0)) broken.push(svg.dataset.chart);\n"
+    "  });\n"
+    "  document.body.setAttribute('data-charts', String(charts.length));\n"
+    "  document.body.setAttribute('data-report', broken.length ? 'broken: ' + broken.join(', ') : 'ok');\n"
+    "})();\n"
+    "</script>\n";
+
+}  // namespace
+
+std::string suite_html(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
+                       const Recommendation &rec) {
+  std::string stem = std::filesystem::path(report.stem).filename().string();
+  std::string title = format("zfcore bench %s", o.suite.c_str());
+  std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) + " " +
+                    escape(stem) + "</title>\n<style>" + kStyle + "</style>\n" +
+                    "<script>window.reportErrors = []; window.addEventListener('error', function (e) { "
+                    "window.reportErrors.push('script error: ' + e.message); });</script>\n</head>\n<body>\n";
+  out += "<h1>" + escape(title) + "</h1>\n";
+  out += format("<p>%s, %d rank%s, %lld timed steps after %lld warm-up step%s, %d trial%s per configuration. "
+                "Data: <a href=\"%s.json\">%s.json</a>, <a href=\"%s.csv\">%s.csv</a>.</p>\n",
+                escape(o.device).c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps,
+                (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s", o.trials, o.trials == 1 ? "" : "s",
+                escape(stem).c_str(), escape(stem).c_str(), escape(stem).c_str(), escape(stem).c_str());
+  if (rec.chosen >= 0)
+    out += "<p id=\"recommended\"><b>Recommended: " + escape(rows[size_t(rec.chosen)].row.name) + "</b> (" +
+           escape(rec.reasons[size_t(rec.chosen)]) + "), written to recommended.toml.</p>\n";
+  else
+    out += "<p id=\"recommended\"><b>No configuration ran and fit: nothing to recommend.</b></p>\n";
+  out += "<h2>Configurations</h2>\n" + rows_table(rows, rec);
+  out += "<h2>Where a step's time goes</h2>\n<p class=\"note\">Means over the timed steps of each run's own "
+         "timers; the rest of the step is its time outside the forward, the backward and the optimizer step.</p>\n" +
+         breakdown_chart(o, rows);
+  out += "<h2>Memory per tier</h2>\n<p class=\"note\">Measured peaks beside <code>zfcore estimate</code>'s bytes per "
+         "rank for the same configuration, before it ran.</p>\n" + memory_chart(o, rows);
+  out += "<h2>Step time over steps</h2>\n<p class=\"note\">Every step, the warm-up (grey) included; a dot marks a "
+         "step that started or swapped in a CPU update (ZenFlow's boundary steps).</p>\n" + trace_chart(o, rows);
+  out += "<h2>Timers</h2>\n<p class=\"note\">Mean ms per timed step; timers nest (waits inside the forward or the "
+         "optimizer step) and some run on the update thread, so a row does not add up to the step.</p>\n" +
+         timers_table(o, rows);
+  return out + kCheck + "</body></html>\n";
+}
+
+}  // namespace zf
