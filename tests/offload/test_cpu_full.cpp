@@ -11,6 +11,7 @@
 #include <string>
 
 using namespace zf;
+using test::run_stage_ok;
 
 namespace {
 
@@ -25,13 +26,6 @@ std::string stage_buckets(const std::string &stage) {
 
 std::string digest_of(const test::StageRun &r) { return test::json_field(r.summary, "param_digest"); }
 
-test::StageRun run_ok(const std::string &name, const std::string &stage, int world, const std::string &extra,
-                      const std::string &config = test::default_stage_config()) {
-  test::StageRun r = test::run_stage(name, stage, world, extra, config);
-  INFO(name << "\n" << r.outcome.output);
-  REQUIRE(r.outcome.exit_code == 0);
-  return r;
-}
 
 uint64_t number(const std::string &json, const std::string &key) {
   std::string value = test::json_field(json, key);
@@ -53,8 +47,8 @@ TEST_CASE("cpu_full gives no offload's param_digest under zero0-zero3 on 2 ranks
     for (const std::string &stage : {"zero0", "zero1", "zero2", "zero3"}) {
       if (dtype == "float32" && (stage == "zero0" || stage == "zero2")) continue;  // bf16 covers them
       std::string base = kWorkload + stage_buckets(stage) + "--set model.dtype=" + dtype + " ";
-      test::StageRun none = run_ok("full_none_" + stage + dtype, stage, 2, base);
-      test::StageRun full = run_ok("full_cpu_" + stage + dtype, stage, 2, base + kFull);
+      test::StageRun none = run_stage_ok("full_none_" + stage + dtype, stage, 2, base);
+      test::StageRun full = run_stage_ok("full_cpu_" + stage + dtype, stage, 2, base + kFull);
       INFO(stage << " in " << dtype);
       CHECK(digest_of(full).size() == 16);
       CHECK(digest_of(full) == digest_of(none));
@@ -66,8 +60,8 @@ TEST_CASE("cpu_full gives no offload's param_digest under zero0-zero3 on 2 ranks
 TEST_CASE("cpu_full keeps the parameters in pinned memory and a block on the device only while it computes",
           "[offload][cpu_full]") {
   const std::string base = kWorkload + "--set model.dtype=bfloat16 ";
-  test::StageRun none = run_ok("full_mem_none", "zero0", 1, base);
-  test::StageRun full = run_ok("full_mem", "zero0", 1, base + kFull);
+  test::StageRun none = run_stage_ok("full_mem_none", "zero0", 1, base);
+  test::StageRun full = run_stage_ok("full_mem", "zero0", 1, base + kFull);
   CHECK(digest_of(full) == digest_of(none));
   // linear_stack: 4 blocks of 256 x 256 weights + 256 biases, bf16 (2 bytes), 64-element aligned.
   const uint64_t block = (256 * 256 + 256) * 2, model = 4 * block;
@@ -101,12 +95,12 @@ TEST_CASE("cpu_full keeps the parameters in pinned memory and a block on the dev
 TEST_CASE("cpu_full on a GPT with a tied embedding and gradient accumulation gives no offload's bits, and resumes",
           "[offload][cpu_full]") {
   const std::string accum = kGpt + "--set train.grad_accum=2 --set train.clip_grad_norm=1.0 ";
-  test::StageRun none = run_ok("full_gpt_none", "zero0", 1, accum, quickstart());
-  test::StageRun full = run_ok("full_gpt", "zero0", 1, accum + kFull, quickstart());
+  test::StageRun none = run_stage_ok("full_gpt_none", "zero0", 1, accum, quickstart());
+  test::StageRun full = run_stage_ok("full_gpt", "zero0", 1, accum + kFull, quickstart());
   CHECK(digest_of(full) == digest_of(none));
   CHECK(test::read_text(full.dir + "/steps.jsonl").size() > 0);
 
-  test::StageRun whole = run_ok("full_gpt_whole", "zero3", 1, kGpt + kFull + "--set train.steps=6", quickstart());
+  test::StageRun whole = run_stage_ok("full_gpt_whole", "zero3", 1, kGpt + kFull + "--set train.steps=6", quickstart());
   test::ResumedRun r = test::run_resumed("full_gpt_resume", "zero3", 1, kGpt + kFull + "--set checkpoint.every=2 ",
                                          4, 6, quickstart());
   test::require_resumed(r);

@@ -11,6 +11,7 @@
 #include <string>
 
 using namespace zf;
+using test::run_stage_ok;
 
 namespace {
 
@@ -29,21 +30,15 @@ bool empty_directory(const std::string &dir) {
   return std::filesystem::is_directory(dir) && std::filesystem::is_empty(dir);
 }
 
-test::StageRun run_ok(const std::string &name, const std::string &stage, int world, const std::string &extra) {
-  test::StageRun r = test::run_stage(name, stage, world, extra);
-  INFO(name << "\n" << r.outcome.output);
-  REQUIRE(r.outcome.exit_code == 0);
-  return r;
-}
 
 }  // namespace
 
 TEST_CASE("nvme gives cpu_optimizer's param_digest under zero0-zero3 on 2 ranks", "[offload][nvme][mpi]") {
   for (const std::string &stage : {"zero0", "zero1", "zero2", "zero3"}) {
     std::string base = kWorkload + (stage == "zero3" ? "--set stage.param_persistence_threshold=1000 " : "");
-    test::StageRun cpu = run_ok("nvme_cpu_" + stage, stage, 2, base + kCpuOffload);
+    test::StageRun cpu = run_stage_ok("nvme_cpu_" + stage, stage, 2, base + kCpuOffload);
     std::string files = test::scratch_dir("nvme_files_" + stage);
-    test::StageRun disk = run_ok("nvme_disk_" + stage, stage, 2, base + nvme(files));
+    test::StageRun disk = run_stage_ok("nvme_disk_" + stage, stage, 2, base + nvme(files));
     CHECK(digest_of(disk).size() == 16);
     CHECK(digest_of(disk) == digest_of(cpu));
     CHECK(test::json_field(disk.summary, "final_loss") == test::json_field(cpu.summary, "final_loss"));
@@ -54,15 +49,16 @@ TEST_CASE("nvme gives cpu_optimizer's param_digest under zero0-zero3 on 2 ranks"
 TEST_CASE("io_uring and the pread/pwrite fallback, a host budget and bf16 give the same bits", "[offload][nvme]") {
   for (const std::string &dtype : {"float32", "bfloat16"}) {
     std::string base = kWorkload + "--set train.grad_accum=2 --set model.dtype=" + dtype + " ";
-    test::StageRun cpu = run_ok("nvme1_cpu_" + dtype, "zero0", 1, base + kCpuOffload);
+    test::StageRun cpu = run_stage_ok("nvme1_cpu_" + dtype, "zero0", 1, base + kCpuOffload);
     std::string files = test::scratch_dir("nvme1_files_" + dtype);
-    test::StageRun uring = run_ok("nvme1_uring_" + dtype, "zero0", 1,
-                                  base + nvme(files, "--set offload.io_backend=auto --set run.wall_clock_breakdown=true"));
+    test::StageRun uring = run_stage_ok(
+        "nvme1_uring_" + dtype, "zero0", 1,
+        base + nvme(files, "--set offload.io_backend=auto --set run.wall_clock_breakdown=true"));
     test::StageRun threads =
-        run_ok("nvme1_threads_" + dtype, "zero0", 1, base + nvme(files, "--set offload.io_backend=threads"));
+        run_stage_ok("nvme1_threads_" + dtype, "zero0", 1, base + nvme(files, "--set offload.io_backend=threads"));
     // About half of the state (2 x 4 bytes x 263k elements) in RAM, the rest on disk; and the
     // buckets updated during the backward, in its order (the read-ahead guesses wrong: re-read).
-    test::StageRun budget = run_ok("nvme1_budget_" + dtype, "zero0", 1,
+    test::StageRun budget = run_stage_ok("nvme1_budget_" + dtype, "zero0", 1,
                                    base + nvme(files, "--set offload.host_budget_gb=0.001 --set offload.overlap=true"));
     INFO(dtype);
     CHECK(digest_of(uring) == digest_of(cpu));
@@ -90,23 +86,24 @@ TEST_CASE("io_uring and the pread/pwrite fallback, a host budget and bf16 give t
   }
   // bf16 moments: half the bytes on disk, the same bits as cpu_optimizer's bf16 moments.
   std::string bf16 = kWorkload + "--set optimizer.moment_dtype=bf16 ";
-  test::StageRun cpu = run_ok("nvme_m16_cpu", "zero0", 1, bf16 + kCpuOffload);
-  test::StageRun disk = run_ok("nvme_m16_disk", "zero0", 1, bf16 + nvme(test::scratch_dir("nvme_m16_files")));
+  test::StageRun cpu = run_stage_ok("nvme_m16_cpu", "zero0", 1, bf16 + kCpuOffload);
+  test::StageRun disk = run_stage_ok("nvme_m16_disk", "zero0", 1, bf16 + nvme(test::scratch_dir("nvme_m16_files")));
   CHECK(digest_of(disk) == digest_of(cpu));
 }
 
 TEST_CASE("an nvme run resumes bit for bit, also after kill -9, and its checkpoint holds the state", "[offload][nvme]") {
   std::string files = test::scratch_dir("nvme_resume_files");
   std::string base = kWorkload + nvme(files) + "--set checkpoint.every=2 ";
-  test::StageRun whole = run_ok("nvme_whole", "zero0", 1, base + "--set train.steps=6");
+  test::StageRun whole = run_stage_ok("nvme_whole", "zero0", 1, base + "--set train.steps=6");
   test::ResumedRun r = test::run_resumed("nvme_resume", "zero0", 1, base, 4, 6);
   test::require_resumed(r);
   CHECK(digest_of(r.resumed) == digest_of(whole));
 
   // The checkpoint's state is the state: cpu_optimizer continues an nvme checkpoint exactly.
-  test::StageRun cpu_whole = run_ok("nvme_cpu_whole", "zero0", 1, kWorkload + kCpuOffload + "--set train.steps=6");
+  test::StageRun cpu_whole =
+      run_stage_ok("nvme_cpu_whole", "zero0", 1, kWorkload + kCpuOffload + "--set train.steps=6");
   CHECK(digest_of(cpu_whole) == digest_of(whole));
-  test::StageRun crossed = run_ok("nvme_crossed", "zero0", 1,
+  test::StageRun crossed = run_stage_ok("nvme_crossed", "zero0", 1,
                                   kWorkload + kCpuOffload + "--set train.steps=6 --set checkpoint.resume=" +
                                       whole.dir + "/../nvme_resume/checkpoints/step-00000004");
   CHECK(crossed.outcome.output.find("resumed from") != std::string::npos);
@@ -118,7 +115,7 @@ TEST_CASE("an nvme run resumes bit for bit, also after kill -9, and its checkpoi
   std::string every = base + "--set checkpoint.every=50 ";
   std::string dir = test::scratch_dir("nvme_killed");
   std::string command = test::stage_command(dir, "zero0", 1, every, test::default_stage_config());
-  test::StageRun long_run = run_ok("nvme_long", "zero0", 1, every + "--set train.steps=400");
+  test::StageRun long_run = run_stage_ok("nvme_long", "zero0", 1, every + "--set train.steps=400");
   test::Outcome killed = test::run_command(
       "(" + command + " --set train.steps=400 > " + dir + "/log 2>&1 & pid=$!; "
       "for i in $(seq 600); do [ -d " + dir + "/checkpoints/step-00000050 ] && break; sleep 0.05; done; "
@@ -138,7 +135,7 @@ TEST_CASE("a full disk ends an nvme run with the file, offset and bytes; the las
           "[offload][nvme]") {
   std::string files = test::scratch_dir("nvme_full_files");
   std::string base = kWorkload + nvme(files) + "--set checkpoint.every=2 ";
-  test::StageRun whole = run_ok("nvme_full_whole", "zero0", 1, base + "--set train.steps=6");
+  test::StageRun whole = run_stage_ok("nvme_full_whole", "zero0", 1, base + "--set train.steps=6");
   std::string dir = test::scratch_dir("nvme_full");
   std::string command = test::stage_command(dir, "zero0", 1, base, test::default_stage_config());
   test::Outcome first = test::run_command(command + " --set train.steps=4");
@@ -174,9 +171,9 @@ TEST_CASE("ZenFlow with its state on disk gives ZenFlow in RAM's bits, and resum
   // tiles every 3 steps.
   std::string zen = kWorkload + "--set zenflow.update_interval=3 --set zenflow.topk_ratio=0.3 "
                     "--set zenflow.select_strategy=step --set zenflow.select_interval=4 --set checkpoint.every=2 ";
-  test::StageRun ram = run_ok("nvme_zf_ram", "zero0", 1, zen + kCpuOffload + "--set train.steps=10");
+  test::StageRun ram = run_stage_ok("nvme_zf_ram", "zero0", 1, zen + kCpuOffload + "--set train.steps=10");
   std::string files = test::scratch_dir("nvme_zf_files");
-  test::StageRun disk = run_ok("nvme_zf_disk", "zero0", 1, zen + nvme(files) + "--set train.steps=10");
+  test::StageRun disk = run_stage_ok("nvme_zf_disk", "zero0", 1, zen + nvme(files) + "--set train.steps=10");
   CHECK(test::json_field(disk.summary, "zenflow_selections") == "2");
   CHECK_THAT(disk.outcome.output, Catch::Contains("| update select,gpu"));  // the step line says what ran
   CHECK(digest_of(disk) == digest_of(ram));

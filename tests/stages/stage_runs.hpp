@@ -35,6 +35,15 @@ inline StageRun run_stage(const std::string &name, const std::string &stage, int
   return r;
 }
 
+// run_stage that must succeed (its output shown when it does not).
+inline StageRun run_stage_ok(const std::string &name, const std::string &stage, int world, const std::string &extra,
+                             const std::string &config = default_stage_config()) {
+  StageRun r = run_stage(name, stage, world, extra, config);
+  INFO(name << "\n" << r.outcome.output);
+  REQUIRE(r.outcome.exit_code == 0);
+  return r;
+}
+
 // A run interrupted and continued: `first_steps` steps (checkpointing as `extra` says), then the same
 // command with train.steps = `steps` in the same directory, which resumes from the newest checkpoint.
 struct ResumedRun {
