@@ -89,6 +89,9 @@ ms = s["mean_step_ms"]
 print(json.dumps({"step_ms": round(ms, 2), "tokens_per_s": round(tokens / (ms / 1000)),
                   "peak_gib": round(s["gpu_memory_bytes"]["allocated_peak"] / 2**30, 2),
                   "reserved_gib": round(s["gpu_memory_bytes"]["reserved_peak"] / 2**30, 2),
+                  "allocated_at_gib": {k: round(v / 2**30, 2) for k, v in s["gpu_memory_bytes"].get("allocated_at", {}).items()},
+                  "device_buffers_gib": {k[len("device."):]: round(v / 2**30, 2) for k, v in s["memory_bytes"].items()
+                                         if k.startswith("device.") and v >= 2**26},
                   "loss": round(s["final_loss"], 4), "last_step_timers_ms": {k: round(v, 2) for k, v in last["timers_ms"].items() if not k.endswith("_microstep")}}))
 PY
 )

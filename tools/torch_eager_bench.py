@@ -204,10 +204,13 @@ def parallelize(model, args, world, local_rank):
     return model
 
 
-def make_step(model, optimizer, inputs, targets, autocast):
+def make_step(model, optimizer, inputs, targets, autocast, allocated_at):
+    """One training step; allocated_at gets the bytes in use at its start and after the forward."""
     def step():
+        allocated_at["step_start"] = torch.cuda.memory_allocated()
         with torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
             loss = model(inputs, targets)
+        allocated_at["forward_end"] = torch.cuda.memory_allocated()
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -247,9 +250,10 @@ def peak_bytes(distributed):
     return int(peak.item())
 
 
-def report(args, params, world, ms, loss, peak):
+def report(args, params, world, ms, loss, peak, allocated_at):
     tokens_per_gpu = args.batch * args.seq / (ms / 1000)
-    common = {"shape": args.shape, "params": params, "batch": args.batch, "seq": args.seq}
+    common = {"shape": args.shape, "params": params, "batch": args.batch, "seq": args.seq,
+              "allocated_at_gib": {k: round(v / 2**30, 2) for k, v in allocated_at.items()}}
     tail = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     if args.parallel == "none":  # the single-GPU line, as it always was
         return {"system": "torch eager (autocast bf16, fused AdamW)", **common, "step_ms": round(ms, 2),
@@ -280,10 +284,12 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
     inputs, targets = tokens(args, rank, "cuda")
     autocast = not args.parallel.startswith("fsdp2")  # FSDP2 computes in bf16 by its policy
-    ms, loss = run(make_step(model, optimizer, inputs, targets, autocast), args.warmup, args.steps, distributed)
+    allocated_at = {}  # rank 0's, in the last step
+    ms, loss = run(make_step(model, optimizer, inputs, targets, autocast, allocated_at), args.warmup, args.steps,
+                   distributed)
     peak = peak_bytes(distributed)
     if rank == 0:
-        print(json.dumps(report(args, params, world, ms, loss, peak)), flush=True)
+        print(json.dumps(report(args, params, world, ms, loss, peak, allocated_at)), flush=True)
     if distributed:
         dist.destroy_process_group()
 

@@ -213,7 +213,7 @@ class Trainer {
   // across ranks: the computation of zfcore eval (evaluate.hpp), with the stage's block gathers.
   double evaluate() {
     BlockAccess access{[this](uint32_t block) { residency_->enter(block, 0); },
-                       [this](uint32_t block) { residency_->leave(block); }};
+                       [this](uint32_t block) { residency_->leave(block, Residency::Pass::inference); }};
     return evaluate_loss(*model_, *eval_data_, runtime_, options_.micro_batch, options_.eval_batches, access).loss;
   }
 
@@ -371,7 +371,7 @@ class Trainer {
       const zf_block &range = flat_->layout().blocks[block];
       update_->gradients_final(range.offset, range.offset + range.numel, comm.stream ? comm.stream : stream());
     }
-    residency_->leave(block);
+    residency_->leave(block, Residency::Pass::backward);
   }
 
   // This rank's shard of the working parameters, wherever they live.
@@ -431,6 +431,7 @@ class Trainer {
       Batch batch = on_device(data_->batch(chunk, options_.micro_batch), runtime_);
       stats_.count_batch(batch.samples, batch.tokens);
 
+      if (micro == 0) stats_.note_device_memory("step_start");
       timers_.start(t.fwd, stream());
       std::vector<torch::Tensor> outputs;
       torch::Tensor hidden = batch.inputs;
@@ -443,11 +444,12 @@ class Trainer {
         call_hook(stage_api->before_forward, "before_forward", uint32_t(block), b);
         hidden = model_->forward_block(block, hidden, batch);
         call_hook(stage_api->after_forward, "after_forward", uint32_t(block), b);
-        residency_->leave(uint32_t(block));
+        residency_->leave(uint32_t(block), Residency::Pass::forward);
         outputs.push_back(hidden);
       }
       torch::Tensor loss = model_->loss(hidden, batch);
       timers_.stop(t.fwd, stream());
+      stats_.note_device_memory("forward_end");
       if (micro == 0) begin_update(step);  // the previous step's update is complete from here on
 
       timers_.start(t.bwd, stream());
@@ -480,9 +482,11 @@ class Trainer {
       timers_.stop(t.bwd, stream());
     }
 
+    stats_.note_device_memory("backward_end");
     timers_.start(t.step, stream());
     optimizer_step(step);
     timers_.stop(t.step, stream());
+    stats_.note_device_memory("step_end");
     if (grad_shards_) grad_shards_->shard.zero_();
     else flat_->grads.zero_();
 
@@ -548,6 +552,10 @@ class Trainer {
   std::string summary_json(const RunSummary &s, int64_t timed_steps) {
     stats_.selected_fraction = update_->selected_fraction();
     stats_.update_facts = update_->facts();
+    stats_.param_gathers.clear();
+    const std::vector<int64_t> &gathers = residency_->gather_counts();
+    const std::vector<std::string> names = model_->block_names();
+    for (size_t b = 0; b < gathers.size(); ++b) stats_.param_gathers.emplace_back(names[b], gathers[b]);
     RunStats::Facts facts{config_.file(), model_->name(), options_.micro_batch * options_.grad_accum * comm_.world_size(),
                           options_.eval_every > 0, &plugins_, &memory_plan_};
     return stats_.summary_json(s, timed_steps, facts);

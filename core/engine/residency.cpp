@@ -25,6 +25,10 @@ void Residency::shard(uint64_t store_begin, uint64_t store_end, zf_tier store_ti
                                                  std::move(resident));
   whole_ = store_begin == 0 && store_end == whole;
   gathered_.assign(sharded_->block_count(), nullptr);
+  gathers_.assign(sharded_->block_count(), 0);
+  users_.assign(sharded_->block_count(), {});
+  for (uint32_t block = 0; block < sharded_->block_count(); ++block)
+    for (uint32_t b : needed_by(block)) users_[b].push_back(block);
   prefetch_numel_ = prefetch_numel;
   stage_gathers_ = stage_gathers;
   gather_resident(0);
@@ -41,6 +45,7 @@ torch::Tensor Residency::whole() const { return sharded_ && whole_ ? sharded_->s
 void Residency::gather_block(uint32_t block, int64_t step, bool ahead) {
   const auto *api = stage_.api<zf_stage_api>();
   sharded_->hold(block);
+  ++gathers_[block];
   zf_step_buffers b = on_comm_stream(runtime_, buffers_(step));
   Timers &timers = runtime_.timers;
   uint32_t timer = timers.id("param_gather");  // gathering a block's parameters (GPU: comm stream)
@@ -103,11 +108,21 @@ void Residency::enter(uint32_t block, int64_t step) {
   }
 }
 
-void Residency::leave(uint32_t block) {
+bool Residency::last_use(uint32_t held, uint32_t block, Pass pass) const {
+  const std::vector<uint32_t> &users = users_[held];
+  switch (pass) {
+    case Pass::forward: return users.size() == 1;  // a shared block is read again before its backward
+    case Pass::backward: return block == users.front();
+    case Pass::inference: return block == users.back();
+  }
+  return true;
+}
+
+void Residency::leave(uint32_t block, Pass pass) {
   if (!sharded_) return;
   for (uint32_t b : needed_by(block)) {
     wait_gathered(b);  // the compute stream frees the memory: no gather may still write it
-    sharded_->release(b);
+    if (last_use(b, block, pass)) sharded_->release(b);
   }
 }
 

@@ -39,10 +39,17 @@ class Residency {
   // The whole parameter buffer where the store holds it (parameter offload without ZeRO-3), else undefined.
   torch::Tensor whole() const;
 
+  // Which pass leaves a block: a training step's forward (every block is used again by its
+  // backward), its backward (blocks N-1 .. 0), or an evaluation's forward (no backward follows).
+  enum class Pass { forward, backward, inference };
   // Before a block computes (forward, backward or evaluation): gather it and the blocks whose tied
-  // weights it reads, or wait for them if gathered ahead. After: release them.
+  // weights it reads, or wait for them if gathered ahead. After: release those whose last use in
+  // this micro-step it was. A block used by one block is released after its forward and gathered
+  // again for its backward (as ZeRO-3 reshards after the forward); one that several blocks read (a
+  // tied embedding) stays from its first use in the forward to its last in the backward, so it is
+  // gathered once per micro-step.
   void enter(uint32_t block, int64_t step);
-  void leave(uint32_t block);
+  void leave(uint32_t block, Pass pass);
   // GPU runs: gathers the blocks after `block` in the direction of travel (+1 forward, -1 backward)
   // on the communication stream while `block` computes.
   void prefetch_after(uint32_t block, int direction, int64_t step);
@@ -50,11 +57,14 @@ class Residency {
   void gather_resident(int64_t step);
   // Every rank gathers every block, so that rank 0 can export or sample the whole model.
   void gather_whole_model();
+  // How often each block was gathered (or copied from the store) so far; empty when not sharded.
+  const std::vector<int64_t> &gather_counts() const { return gathers_; }
 
  private:
   void gather_block(uint32_t block, int64_t step, bool ahead);
   void wait_gathered(uint32_t block);
   std::vector<uint32_t> needed_by(uint32_t block) const;
+  bool last_use(uint32_t held, uint32_t block, Pass pass) const;
 
   PluginInstance &stage_;
   Runtime &runtime_;
@@ -64,6 +74,8 @@ class Residency {
   StepBuffers buffers_;
   std::unique_ptr<ShardedParameters> sharded_;
   std::vector<void *> gathered_;  // per block: event after its gather ahead, until entered
+  std::vector<std::vector<uint32_t>> users_;  // per block: the blocks that need it, ascending
+  std::vector<int64_t> gathers_;             // per block: gathers so far
   uint64_t prefetch_numel_ = 0;   // elements the stage lets the host gather ahead (GPU runs)
   bool stage_gathers_ = true;
   bool whole_ = false;  // the store is the whole parameter buffer

@@ -15,6 +15,17 @@ void RunStats::count_batch(int64_t samples, int64_t tokens) {
   tokens_total_ += tokens;
 }
 
+void RunStats::note_device_memory(const char *point) {
+  if (runtime_.device != ZF_DEVICE_CUDA) return;
+  const uint64_t allocated = device_memory().allocated;
+  for (auto &[name, bytes] : allocated_at_)
+    if (name == point) {
+      bytes = std::max(bytes, allocated);
+      return;
+    }
+  allocated_at_.emplace_back(point, allocated);
+}
+
 StepRecord RunStats::record(int64_t step, int64_t steps, double loss, double step_ms, int64_t grad_accum) {
   StepRecord r;
   r.step = step;
@@ -70,6 +81,11 @@ std::string RunStats::summary_json(const RunSummary &s, int64_t timed_steps, con
                                                             : 0.0);
   json.key("selected_column_fraction").value(selected_fraction);
   for (const auto &[name, value] : update_facts) json.key(name).value(value);
+  if (!param_gathers.empty()) {
+    json.key("param_gathers").begin_object();
+    for (const auto &[block, count] : param_gathers) json.key(block).value(count);
+    json.end_object();
+  }
   json.key("mean_timers_ms").begin_object();
   for (const auto &[name, total] : timer_totals_) json.key(name).value(total / double(s.steps));
   json.end_object();
@@ -79,7 +95,10 @@ std::string RunStats::summary_json(const RunSummary &s, int64_t timed_steps, con
   if (runtime_.device == ZF_DEVICE_CUDA) {
     json.key("gpu_memory_bytes").begin_object();
     json.key("allocated_peak").value(device_peak_.allocated_peak).key("reserved_peak").value(device_peak_.reserved_peak);
-    json.key("ledger_device_peak").value(ledger.peak(ZF_TIER_DEVICE)).end_object();
+    json.key("ledger_device_peak").value(ledger.peak(ZF_TIER_DEVICE));
+    json.key("allocated_at").begin_object();
+    for (const auto &[point, bytes] : allocated_at_) json.key(point).value(bytes);
+    json.end_object().end_object();
   }
   for (zf_tier tier : {ZF_TIER_DEVICE, ZF_TIER_PINNED_HOST, ZF_TIER_HOST})  // the memory plan, this rank
     json.key(format("planned_%s_bytes", tier_name(tier))).value(facts.memory_plan->bytes(tier));

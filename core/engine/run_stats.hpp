@@ -20,6 +20,9 @@ class RunStats {
  public:
   explicit RunStats(Runtime &runtime) : runtime_(runtime) {}
   void count_batch(int64_t samples, int64_t tokens);
+  // GPU runs: the caching allocator's bytes in use now, kept as the largest seen at this point of
+  // the step (summary.json: where the device memory goes between the step's start and its peak).
+  void note_device_memory(const char *point);
   // The step's figures (timers, with *_microstep forms for the standard ones, memory per tier,
   // GPU peaks); the per-step counters start over. lr and grad_norm are the caller's.
   StepRecord record(int64_t step, int64_t steps, double loss, double step_ms, int64_t grad_accum);
@@ -36,6 +39,8 @@ class RunStats {
 
   double selected_fraction = 0;  // of the selector's columns (summary.json)
   std::vector<std::pair<std::string, double>> update_facts;  // bytes moved, ZenFlow counters (summary.json)
+  // Per block, how often this rank gathered its parameters over the run (ZeRO-3, cpu_full; else empty).
+  std::vector<std::pair<std::string, int64_t>> param_gathers;
 
  private:
   Runtime &runtime_;
@@ -43,6 +48,7 @@ class RunStats {
   int64_t tokens_total_ = 0;          // this rank, whole run
   DeviceMemory device_peak_;
   std::map<std::string, double> timer_totals_;
+  std::vector<std::pair<std::string, uint64_t>> allocated_at_;  // in the order first noted
 };
 
 // Rank 0 prints the model, the plugins and the ledger per tier.

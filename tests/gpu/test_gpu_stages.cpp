@@ -51,6 +51,11 @@ TEST_CASE("zero0-zero3 on two GPUs reproduce one GPU's param_digest for the same
     CHECK(test::json_field(r.summary, "communicator") == "nccl");
     CHECK(test::json_field(r.summary, "param_digest") == digest);
     CHECK(test::json_field(r.summary, "final_loss") == test::json_field(oracle.summary, "final_loss"));
+    if (stage == std::string("zero3")) {  // with prefetch: the tied embedding once per step, a layer twice
+      const std::string gathers = r.summary.substr(r.summary.find("\"param_gathers\":"));
+      CHECK(test::json_field(gathers, "embeddings") == "12");
+      CHECK(test::json_field(gathers, "transformer.h.1") == "24");
+    }
   }
 }
 

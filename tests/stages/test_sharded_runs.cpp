@@ -130,3 +130,38 @@ TEST_CASE("a bf16 zero3 run on 2 ranks exports its sharded fp32 master, as zero0
   CHECK(weights["zero3"].size() > 100000);
   CHECK(weights["zero3"] == weights["zero0"]);
 }
+
+// Blocks gathered per micro-step under zero3 (2 ranks) and cpu_full (1 rank), from summary.json's
+// param_gathers: a tied embedding (GPT-2's wte, read by the head too) once, as FSDP2 keeps its root
+// gathered; a layer once for its forward and once for its backward; the resident head never
+// after each step's refresh. Holding the embedding longer changes no result: the digest is zero2's
+// (which reduces each micro-step as zero3 does, so sums in the same order).
+TEST_CASE("a tied embedding is gathered once per micro-step and a layer once per forward and once per backward",
+          "[stage][mpi]") {
+  const std::string quickstart = test::source_dir() + "/examples/quickstart.toml";
+  const int steps = 3, accum = 2;
+  const std::string common = "--set train.eval_every=0 --set sample.tokens=0 --set optimizer.plugin=adamw_ref "
+                             "--set train.steps=" + std::to_string(steps) + " --set train.grad_accum=" +
+                             std::to_string(accum) + " ";
+  test::StageRun reference = test::run_stage_ok("tied_zero2", "zero2", 2, common, quickstart);
+  struct Case {
+    std::string stage, extra;
+    int world;
+  };
+  for (const Case &c : {Case{"zero3", "--set stage.param_persistence_threshold=1000", 2},
+                        Case{"zero0", "--set offload.plugin=cpu_full", 1}}) {
+    INFO(c.stage << " " << c.extra);
+    test::StageRun run = test::run_stage_ok("tied_" + c.stage, c.stage, c.world, common + c.extra, quickstart);
+    const std::string gathers = run.summary.substr(run.summary.find("\"param_gathers\":"));
+    const int micro_steps = steps * accum;
+    CHECK(test::json_field(gathers, "embeddings") == std::to_string(micro_steps));
+    for (int layer = 0; layer < 4; ++layer)
+      CHECK(test::json_field(gathers, "transformer.h." + std::to_string(layer)) == std::to_string(2 * micro_steps));
+    if (c.world == 1) {
+      CHECK(test::json_field(gathers, "head") == std::to_string(2 * micro_steps));  // cpu_full keeps nothing resident
+      continue;
+    }
+    CHECK(test::json_field(gathers, "head") == std::to_string(1 + steps));  // resident: at the start, after each step
+    CHECK(test::json_field(run.summary, "param_digest") == test::json_field(reference.summary, "param_digest"));
+  }
+}

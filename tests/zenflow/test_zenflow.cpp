@@ -109,6 +109,11 @@ TEST_CASE("ZenFlow with update_interval = 1 and overlap_step = false is cpu_opti
     CHECK(digest_of(offload) == digest_of(none));
     CHECK(digest_of(zenflow) == digest_of(none));
     CHECK(test::json_field(zenflow.summary, "selected_column_fraction") == "0.25");
+    if (world == 1) {  // pin_memory = false means nothing without a GPU: the same run (the bench sweeps it)
+      test::StageRun unpinned = run_ok("zf_u1_unpinned", stage, world, extra + kOffload + zen +
+                                       "--set offload.pin_memory=false");
+      CHECK(digest_of(unpinned) == digest_of(none));
+    }
   }
 }
 

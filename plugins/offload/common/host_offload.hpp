@@ -33,7 +33,11 @@ inline zf_status create_host_offload(const zf_host *host, const zf_config *confi
     zf::Config table(host, config);
     auto *self = new HostOffload();
     self->host = host;
-    self->tier = table.boolean("pin_memory") ? ZF_TIER_PINNED_HOST : ZF_TIER_HOST;
+    // In a CPU run pinning means nothing, and the model's own buffers are host memory: the master
+    // stays on a tier of its own (plain memory there), so the update is still an offload (ZenFlow's
+    // CPU half included) whatever pin_memory says.
+    const bool cpu_run = host->device == ZF_DEVICE_CPU;
+    self->tier = table.boolean("pin_memory") || cpu_run ? ZF_TIER_PINNED_HOST : ZF_TIER_HOST;
     self->overlap = table.boolean("overlap");
     self->bucket_numel = uint64_t(table.integer("bucket_size"));
     self->offload_params = offload_params;

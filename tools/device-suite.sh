@@ -1,0 +1,62 @@
+#!/bin/bash
+# device-suite.sh: on a GPU machine, the benchmark suite (zfcore bench) on the Qwen2-1.5B shape
+# (bf16, 8 x 512 per GPU), each part optional, each suite writing its JSON, CSV, HTML report and
+# recommended.toml under $ZF_OUT/<part>/ and printing its console table:
+#   stages     ZeRO stages 0-3 on all GPUs of the machine (at most 4; 1 without MPI)
+#   offload    none, cpu_optimizer and cpu_full on one GPU (nvme too when ZF_NVME_PATH is set)
+#   zenflow    a 3 x 3 ZenFlow sweep on one GPU: topk 0.05 0.1 0.2 x update interval 2 4 8, overlap
+#   reference  DeepSpeed's ZenFlow benchmark sweep (zf_benchmark.py / run_benchmark.sh) on all GPUs:
+#              topk 0.1, update interval 2 and 4, overlap on and off, pin memory on and off, beside
+#              no offload and cpu_optimizer, on Qwen2-1.5B and on its linear_stack workload (hidden
+#              4096, 4 layers)
+# usage: tools/device-suite.sh [stages] [offload] [zenflow] [reference]   (default: the first three)
+# environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_OUT (default /tmp/zfcore-suite),
+#   ZF_STEPS (timed steps, default 20), ZF_WARMUP (default 5), ZF_NVME_PATH, ZF_GPUS (default all)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
+out=${ZF_OUT:-/tmp/zfcore-suite}
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(stages offload zenflow)
+gpus=${ZF_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c GPU)}
+[ "$gpus" -gt 0 ] || { echo "no GPU here" >&2; exit 1; }
+[ "$gpus" -le 4 ] || gpus=4
+if [ ! -x "$build/bin/zfcore" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA=ON >"$build.configure.log" 2>&1 \
+    || { tail -30 "$build.configure.log"; exit 1; }
+fi
+cmake --build "$build" -j "$(nproc)" --target ${ZF_TARGETS:-all} 2>&1 | grep -E "error|FAILED" | head -40
+zfcore="$build/bin/zfcore"
+model="$root/examples/gpu/qwen2-1.5b-bench.toml"
+common=(--num-steps "${ZF_STEPS:-20}" --warmup-steps "${ZF_WARMUP:-5}" --batch-size 8 --seq-length 512)
+status=0
+suite() {  # part, zfcore bench arguments...
+  local part=$1 started=$SECONDS
+  shift
+  echo "== $part: zfcore bench $*"
+  "$zfcore" bench "$@" --output-dir "$out/$part" || status=1
+  echo "== $part: $((SECONDS - started)) s"
+}
+sweep=(--topk-ratios 0.1 --update-intervals 2 4 --overlap-steps true false --pin-memory-opts true false)
+for part in "${parts[@]}"; do
+  case $part in
+    stages) suite stages stages --model "$model" "${common[@]}" --gpus "$gpus" --stages 0 1 2 3 ;;
+    offload)
+      strategies=(none cpu_optimizer cpu_full)
+      nvme=()
+      [ -n "${ZF_NVME_PATH:-}" ] && nvme=(--nvme-path "$ZF_NVME_PATH") && strategies+=(nvme)
+      suite offload offload --model "$model" "${common[@]}" --strategies "${strategies[@]}" "${nvme[@]}" ;;
+    zenflow)
+      suite zenflow zenflow --model "$model" "${common[@]}" --topk-ratios 0.05 0.1 0.2 --update-intervals 2 4 8 \
+        --overlap-steps true --pin-memory-opts true ;;
+    reference)
+      suite reference-baselines offload --model "$model" "${common[@]}" --gpus "$gpus" --strategies none cpu_optimizer
+      suite reference-zenflow zenflow --model "$model" "${common[@]}" --gpus "$gpus" "${sweep[@]}"
+      linear=(--model "$root/examples/linear_stack.toml" --set model.hidden=4096
+              --set model.layers=4 --num-steps "${ZF_STEPS:-20}" --warmup-steps "${ZF_WARMUP:-5}" --gpus "$gpus")
+      suite reference-linear-baselines offload "${linear[@]}" --strategies none cpu_optimizer
+      suite reference-linear-zenflow zenflow "${linear[@]}" "${sweep[@]}" ;;
+    *) echo "unknown part '$part' (stages offload zenflow reference)" >&2; exit 2 ;;
+  esac
+done
+exit $status
