@@ -433,7 +433,13 @@ class Trainer {
 
       if (micro == 0) stats_.note_device_memory("step_start");
       timers_.start(t.fwd, stream());
-      std::vector<torch::Tensor> outputs;
+      // Each block's backward is framed by hooks (gathers, reductions, an overlapped update): the
+      // gradient of block b's output arriving means block b+1's backward is done and block b's is
+      // about to start. The hooks live in the autograd graph, so no output is held here: a
+      // layer's output that autograd does not save, and the logits once the loss has them, are
+      // freed as in a plain torch forward.
+      const bool block_hooks = residency_->sharded() || grad_shards_ || stage_api->before_backward ||
+                               stage_api->after_backward || update_->job().overlapped;
       torch::Tensor hidden = batch.inputs;
       size_t blocks = flat_->layout().block_count;
       for (size_t block = 0; block < blocks; ++block) {
@@ -445,26 +451,20 @@ class Trainer {
         hidden = model_->forward_block(block, hidden, batch);
         call_hook(stage_api->after_forward, "after_forward", uint32_t(block), b);
         residency_->leave(uint32_t(block), Residency::Pass::forward);
-        outputs.push_back(hidden);
+        if (block_hooks)
+          hidden.register_hook([this, block, blocks, b, step](const torch::Tensor &) {
+            if (block + 1 < blocks) finish_block_backward(uint32_t(block + 1), b);
+            start_block_backward(uint32_t(block), step, b);
+          });
       }
       torch::Tensor loss = model_->loss(hidden, batch);
+      hidden = torch::Tensor();
       timers_.stop(t.fwd, stream());
       stats_.note_device_memory("forward_end");
       if (micro == 0) begin_update(step);  // the previous step's update is complete from here on
 
       timers_.start(t.bwd, stream());
       timers_.start(t.bwd_inner, stream());
-      if (residency_->sharded() || grad_shards_ || stage_api->before_backward || stage_api->after_backward ||
-          update_->job().overlapped) {
-        // The gradient of block b's output arriving means block b+1's backward is done and
-        // block b's is about to start.
-        for (size_t block = 0; block < blocks; ++block) {
-          outputs[block].register_hook([this, block, blocks, b, step](const torch::Tensor &) {
-            if (block + 1 < blocks) finish_block_backward(uint32_t(block + 1), b);
-            start_block_backward(uint32_t(block), step, b);
-          });
-        }
-      }
       loss.backward();
       finish_block_backward(0, b);
       if (grad_shards_) grad_shards_->release_all(stream());

@@ -108,6 +108,12 @@ class Staging {
     return data_ ? ZF_OK : ZF_ERROR_OUT_OF_MEMORY;
   }
   char *data() const { return data_; }
+  // Gives the memory back; work queued on the allocating stream keeps it until it is done.
+  void release() {
+    if (data_) host_->mem_free(host_, data_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
 
  private:
   const zf_host *host_;
@@ -149,7 +155,9 @@ class Collectives {
     return ZF_OK;
   }
 
-  // After it, every rank holds every rank's part of the relative elements [begin, end).
+  // After it, every rank holds every rank's part of the relative elements [begin, end). Runs
+  // after the optimizer step, when the activations are gone: its staging (a shard's worth for a
+  // whole-shard gather) is given back at the end, so that it is not held at the backward's peak.
   zf_status all_gather(const zf_tensor_view &params, uint64_t begin, uint64_t end, void *stream, zf_error *error) {
     uint64_t world = uint64_t(host_->world_size);
     uint64_t step = std::max<uint64_t>(1, knobs_.allgather_bucket_size / world);
@@ -170,6 +178,7 @@ class Collectives {
                       view_at(params, element_at(recv, r * len), len), stream, error);
       if (status != ZF_OK) return status;
     }
+    staging_.release();
     return ZF_OK;
   }
 
