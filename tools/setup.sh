@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config python3 python3-venv libboost-dev libtomlplusplus-dev
           libopenmpi-dev openmpi-bin liburing-dev catch2 nlohmann-json3-dev libsentencepiece-dev
-          procps chromium)  # procps: pgrep in the tests; chromium: the bench report's test loads it headless
+          procps chromium iproute2)  # procps: pgrep in the tests; chromium: the bench report's test loads it
+                                     # headless; iproute2: the two-host test's network namespaces
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -35,5 +35,7 @@ class Communicator {
 bool launched_under_mpi();
 // The communicator for this process: MPI when launched under mpirun, else single.
 std::unique_ptr<Communicator> make_cpu_communicator();
+// Seconds a collective may take before its rank gives up on its peers: ZF_COMM_TIMEOUT_S, default 600.
+double comm_timeout_s();
 
 }  // namespace zf

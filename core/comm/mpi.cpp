@@ -9,9 +9,13 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 #include <cmath>
 #include <cstring>
@@ -51,6 +55,69 @@ ZF_HALF_OP(f16_max, F16, ZF_REDUCE_MAX)
 ZF_HALF_OP(f16_min, F16, ZF_REDUCE_MIN)
 #undef ZF_HALF_OP
 
+// A collective that has not finished after the timeout ends this rank with a message. A peer
+// process that dies closes its connections and Open MPI ends the job at once; a host that
+// vanishes from the network (power, cable, a cut link) closes nothing, and without this every
+// rank of the other hosts would wait forever. The launcher sees the rank end and ends the job.
+class CollectiveWatchdog {
+ public:
+  CollectiveWatchdog(int rank, double timeout_s) : rank_(rank), timeout_s_(timeout_s), thread_([this] { watch(); }) {}
+  ~CollectiveWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  // Marks one collective in flight on the calling (MPI) thread for its lifetime.
+  class Scope {
+   public:
+    Scope(CollectiveWatchdog &dog, const char *op) : dog_(dog) {
+      dog_.op_.store(op);
+      dog_.started_ns_.store(now_ns());
+    }
+    ~Scope() { dog_.started_ns_.store(0); }
+    Scope(const Scope &) = delete;
+    Scope &operator=(const Scope &) = delete;
+
+   private:
+    CollectiveWatchdog &dog_;
+  };
+
+ private:
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) {
+      const int64_t started = started_ns_.load();
+      if (started == 0 || double(now_ns() - started) < timeout_s_ * 1e9) continue;
+      std::fprintf(stderr,
+                   "zfcore: MPI %s on rank %d did not finish within %.0f s (ZF_COMM_TIMEOUT_S): a peer rank is dead "
+                   "or stuck, or its host is unreachable; this rank ends. Raise ZF_COMM_TIMEOUT_S if a collective "
+                   "can legitimately take that long here.\n",
+                   op_.load(), rank_, timeout_s_);
+      std::fflush(stderr);
+      std::fflush(stdout);
+      std::_Exit(1);  // MPI_Abort would wait on the peers that are gone
+    }
+  }
+
+  const int rank_;
+  const double timeout_s_;
+  std::atomic<int64_t> started_ns_{0};  // 0: no collective in flight
+  std::atomic<const char *> op_{""};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest is set
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator() {
@@ -75,9 +142,11 @@ class MpiCommunicator final : public Communicator {
     MPI_Op_create(f16_sum, 1, &f16_ops_[ZF_REDUCE_SUM]);
     MPI_Op_create(f16_max, 1, &f16_ops_[ZF_REDUCE_MAX]);
     MPI_Op_create(f16_min, 1, &f16_ops_[ZF_REDUCE_MIN]);
+    watchdog_ = std::make_unique<CollectiveWatchdog>(rank_, comm_timeout_s());
   }
 
   ~MpiCommunicator() override {
+    watchdog_.reset();
     for (auto *ops : {bf16_ops_, f16_ops_})
       for (int i = 0; i < 3; ++i) MPI_Op_free(&ops[i]);
     MPI_Type_free(&half_);
@@ -93,6 +162,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(zf_tensor_view buffer, zf_reduce_op op, void *) override {
     require_cpu(buffer, "all_reduce");
+    CollectiveWatchdog::Scope in_flight(*watchdog_, "all_reduce");
     // MPI counts are int: large buffers go in chunks.
     const uint64_t chunk = uint64_t(INT_MAX) / 2;
     char *data = static_cast<char *>(buffer.data);
@@ -111,6 +181,7 @@ class MpiCommunicator final : public Communicator {
     ZF_REQUIRE(send.dtype == recv.dtype && send.numel == recv.numel * uint64_t(size_),
                "reduce_scatter: send must hold world_size x recv elements of the same dtype");
     ZF_REQUIRE(recv.numel <= uint64_t(INT_MAX), "reduce_scatter: shard over 2^31 elements");
+    CollectiveWatchdog::Scope in_flight(*watchdog_, "reduce_scatter");
     check(MPI_Reduce_scatter_block(send.data, recv.data, int(recv.numel), type(recv.dtype),
                                    mpi_op(recv.dtype, op), MPI_COMM_WORLD),
           "reduce_scatter");
@@ -122,6 +193,7 @@ class MpiCommunicator final : public Communicator {
     ZF_REQUIRE(send.dtype == recv.dtype && recv.numel == send.numel * uint64_t(size_),
                "all_gather: recv must hold world_size x send elements of the same dtype");
     ZF_REQUIRE(send.numel <= uint64_t(INT_MAX), "all_gather: shard over 2^31 elements");
+    CollectiveWatchdog::Scope in_flight(*watchdog_, "all_gather");
     check(MPI_Allgather(send.data, int(send.numel), type(send.dtype), recv.data, int(send.numel),
                         type(recv.dtype), MPI_COMM_WORLD),
           "all_gather");
@@ -132,6 +204,7 @@ class MpiCommunicator final : public Communicator {
     require_cpu(recv, "reduce");
     ZF_REQUIRE(send.dtype == recv.dtype && send.numel == recv.numel, "reduce: send and recv differ in size or dtype");
     ZF_REQUIRE(send.numel <= uint64_t(INT_MAX), "reduce: over 2^31 elements");
+    CollectiveWatchdog::Scope in_flight(*watchdog_, "reduce");
     check(MPI_Reduce(send.data, recv.data, int(send.numel), type(send.dtype), mpi_op(send.dtype, op), root,
                      MPI_COMM_WORLD),
           "reduce");
@@ -139,6 +212,7 @@ class MpiCommunicator final : public Communicator {
 
   void broadcast(zf_tensor_view buffer, int root, void *) override {
     require_cpu(buffer, "broadcast");
+    CollectiveWatchdog::Scope in_flight(*watchdog_, "broadcast");
     const uint64_t chunk = uint64_t(INT_MAX) / 2;
     char *data = static_cast<char *>(buffer.data);
     size_t element = dtype_size(buffer.dtype);
@@ -149,7 +223,10 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
+  void barrier() override {
+    CollectiveWatchdog::Scope in_flight(*watchdog_, "barrier");
+    check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+  }
 
   [[noreturn]] void abort(int exit_code) override {
     // Let the launcher forward this rank's last words before it tears the job down.
@@ -195,9 +272,20 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm local_ = MPI_COMM_NULL;
   MPI_Datatype half_ = MPI_DATATYPE_NULL;
   MPI_Op bf16_ops_[3]{}, f16_ops_[3]{};
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
 };
 
 }  // namespace
+
+double comm_timeout_s() {
+  const char *text = std::getenv("ZF_COMM_TIMEOUT_S");
+  if (!text || !*text) return 600.0;
+  char *end = nullptr;
+  double value = std::strtod(text, &end);
+  ZF_REQUIRE(end && *end == '\0' && value > 0,
+             "ZF_COMM_TIMEOUT_S = \"%s\": must be a positive number of seconds", text);
+  return value;
+}
 
 std::unique_ptr<Communicator> make_mpi_communicator() {
   return std::make_unique<MpiCommunicator>();

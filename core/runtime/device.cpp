@@ -116,16 +116,6 @@ OrderingEvents &ordering_events() {
   return *events;
 }
 
-double comm_timeout_s() {
-  const char *text = std::getenv("ZF_COMM_TIMEOUT_S");
-  if (!text || !*text) return 600.0;
-  char *end = nullptr;
-  double value = std::strtod(text, &end);
-  ZF_REQUIRE(end && *end == '\0' && value > 0,
-             "ZF_COMM_TIMEOUT_S = \"%s\": must be a positive number of seconds", text);
-  return value;
-}
-
 }  // namespace
 
 bool cuda_built() { return true; }
