@@ -5,7 +5,8 @@
 #   stages     ZeRO stages 0-3 on all GPUs of the machine (at most 4; 1 without MPI)
 #   offload    none, cpu_optimizer and cpu_full on one GPU (nvme too when ZF_NVME_PATH is set)
 #   zenflow    a 3 x 3 ZenFlow sweep on one GPU: topk 0.05 0.1 0.2 x update interval 2 4 8, overlap
-#   reference  DeepSpeed's ZenFlow benchmark sweep (zf_benchmark.py / run_benchmark.sh) on all GPUs:
+#   reference  DeepSpeed's ZenFlow benchmark sweep (zf_benchmark.py / run_benchmark.sh) on all GPUs
+#              under ZeRO stage 2 (as its DeepSpeed config):
 #              topk 0.1, update interval 2 and 4, overlap on and off, pin memory on and off, beside
 #              no offload and cpu_optimizer, on Qwen2-1.5B and on its linear_stack workload (hidden
 #              4096, 4 layers)
@@ -49,11 +50,13 @@ for part in "${parts[@]}"; do
     zenflow)
       suite zenflow zenflow --model "$model" "${common[@]}" --topk-ratios 0.05 0.1 0.2 --update-intervals 2 4 8 \
         --overlap-steps true --pin-memory-opts true ;;
-    reference)
-      suite reference-baselines offload --model "$model" "${common[@]}" --gpus "$gpus" --strategies none cpu_optimizer
-      suite reference-zenflow zenflow --model "$model" "${common[@]}" --gpus "$gpus" "${sweep[@]}"
-      linear=(--model "$root/examples/linear_stack.toml" --set model.hidden=4096
-              --set model.layers=4 --num-steps "${ZF_STEPS:-20}" --warmup-steps "${ZF_WARMUP:-5}" --gpus "$gpus")
+    reference)  # ZeRO stage 2 under the offload, as the reference's DeepSpeed config has it
+      zero2=(--set stage.plugin=zero2)
+      suite reference-baselines offload --model "$model" "${common[@]}" --gpus "$gpus" "${zero2[@]}" \
+        --strategies none cpu_optimizer
+      suite reference-zenflow zenflow --model "$model" "${common[@]}" --gpus "$gpus" "${zero2[@]}" "${sweep[@]}"
+      linear=(--model "$root/examples/linear_stack.toml" --set model.hidden=4096 --set model.layers=4
+              "${zero2[@]}" --num-steps "${ZF_STEPS:-20}" --warmup-steps "${ZF_WARMUP:-5}" --gpus "$gpus")
       suite reference-linear-baselines offload "${linear[@]}" --strategies none cpu_optimizer
       suite reference-linear-zenflow zenflow "${linear[@]}" "${sweep[@]}" ;;
     *) echo "unknown part '$part' (stages offload zenflow reference)" >&2; exit 2 ;;

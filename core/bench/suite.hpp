@@ -58,6 +58,8 @@ struct RowResult {
   uint64_t host_rss = 0;              // peak RSS of the largest process of the run (rank)
   uint64_t pinned_peak = 0;           // ledger's pinned peak
   uint64_t host_ledger_peak = 0;
+  double wall_s = 0;                  // the run's processes, from start to exit
+  double startup_s = 0;               // of which until step 1 (rank 0's summary.json process_seconds)
   uint64_t estimate = 0;              // `zfcore estimate`'s bytes per rank for this stage (0: none)
   std::string estimate_note;          // why there is none
 };

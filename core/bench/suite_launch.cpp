@@ -140,6 +140,7 @@ Exit spawn(const std::vector<std::string> &argv, const std::string &log_path, do
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  exit.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   exit.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   exit.max_rss = uint64_t(usage.ru_maxrss) * 1024;  // kilobytes; the largest of the process and its waited children

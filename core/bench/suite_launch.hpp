@@ -21,6 +21,7 @@ struct Exit {
   int code = -1, signal = 0;
   bool timed_out = false;
   uint64_t max_rss = 0;
+  double wall_s = 0;  // from start to exit
 };
 
 // Runs argv with stdout and stderr in log_path; SIGTERM after timeout_s, SIGKILL 10 s later.

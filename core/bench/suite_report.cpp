@@ -67,6 +67,7 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     json.key("host_rss_bytes").value(r.host_rss).key("pinned_peak_bytes").value(r.pinned_peak);
     json.key("host_ledger_peak_bytes").value(r.host_ledger_peak);
     json.key("estimate_bytes").value(r.estimate).key("estimate_note").value(r.estimate_note);
+    json.key("wall_s").value(r.wall_s).key("startup_s").value(r.startup_s);
     json.key("timers_ms").begin_object();
     for (const auto &[name, ms] : r.timers_ms) json.key(name).value(ms);
     json.end_object().key("step_times_ms").begin_array();
@@ -89,17 +90,17 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
     for (const auto &[name, value] : rows[0].row.labels) labels += "," + name;
   std::string text = "suite,config,trial" + labels +
                      ",status,mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,"
-                     "gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,"
-                     "recommended,reason,message\n";
+                     "gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,wall_s,"
+                     "startup_s,recommended,reason,message\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
     text += o.suite + "," + csv_field(r.row.name) + "," + std::to_string(r.trial);
     for (const auto &[name, value] : r.row.labels) text += "," + csv_field(value);
-    text += format(",%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%llu,%llu,%llu,%llu,%llu,%s,", r.status.c_str(), r.mean_step_ms,
-                   r.fwd_ms, r.bwd_ms, r.step_ms, r.selective_step_ms, r.tokens_per_s, (unsigned long long)r.gpu_peak,
-                   (unsigned long long)r.gpu_allocated_end, (unsigned long long)r.host_rss,
-                   (unsigned long long)r.pinned_peak, (unsigned long long)r.estimate,
-                   rec.picks(rows, i) ? "true" : "false");
+    text += format(",%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%llu,%llu,%llu,%llu,%llu,%.1f,%.1f,%s,", r.status.c_str(),
+                   r.mean_step_ms, r.fwd_ms, r.bwd_ms, r.step_ms, r.selective_step_ms, r.tokens_per_s,
+                   (unsigned long long)r.gpu_peak, (unsigned long long)r.gpu_allocated_end,
+                   (unsigned long long)r.host_rss, (unsigned long long)r.pinned_peak, (unsigned long long)r.estimate,
+                   r.wall_s, r.startup_s, rec.picks(rows, i) ? "true" : "false");
     text += csv_field(rec.reasons[i]) + "," + csv_field(r.message) + "\n";
   }
   return text;

@@ -122,6 +122,9 @@ void read_measurements(RowResult &r, int64_t warmup) {
   r.mean_step_ms = summary.value("mean_step_ms", 0.0);
   r.tokens_per_s = summary.value("tokens_per_s", 0.0);
   r.timed_steps = summary.value("timed_steps", int64_t(0));
+  const nlohmann::json phases = summary.value("process_seconds", nlohmann::json::object());
+  for (const char *phase : {"launch", "device_and_plugins", "model", "buffers", "optimizer", "stage", "resume"})
+    r.startup_s += phases.value(phase, 0.0);
   const auto &peak = summary["peak_memory_bytes"];
   r.pinned_peak = number(peak, "pinned");
   r.host_ledger_peak = number(peak, "host");
@@ -184,6 +187,7 @@ RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const s
   std::string log_path = r.run_dir + ".log";
   Exit exit = spawn(row_command(o, row, base, overrides), log_path, o.timeout_s);
   r.host_rss = exit.max_rss;
+  r.wall_s = exit.wall_s;
   r.log = read_file(log_path);
   bool has_summary = fs::exists(fs::path(r.run_dir) / "summary.json");
   if (exit.code == 0 && has_summary) {
@@ -247,8 +251,20 @@ int run_suite(const SuiteOptions &o) {
   std::string rows_dir = report.stem;
   fs::create_directories(rows_dir);
   report.base_config = prepare_base(o, report.stem);
-  RunConfig::load(report.base_config, common_overrides(o));  // a bad base or --set is the user's error, once
+  // A bad base or --set is the user's error, once.
+  const RunConfig base = RunConfig::load(report.base_config, common_overrides(o));
   report.common = common_overrides(o);
+  // Offloading on several ranks runs under ZeRO-2, as DeepSpeed's ZeRO-Offload and ZenFlow do
+  // (they refuse stage 0): under zero0 every rank would update the whole model on its share of
+  // the cores. A --set of the stage, or a base config's zero1-zero3, is kept.
+  const std::vector<std::string> &stage = base.plugin(ZF_KIND_STAGE).candidates;
+  const bool stage_set = std::any_of(o.extra.begin(), o.extra.end(),
+                                     [](const std::string &item) { return item.rfind("stage.plugin=", 0) == 0; });
+  if (o.ranks > 1 && o.suite != "stages" && !stage_set && stage == std::vector<std::string>{"zero0"}) {
+    report.common.push_back("stage.plugin=zero2");
+    std::printf("zfcore bench %s: the rows run under stage.plugin = \"zero2\" on %d ranks (set another stage with "
+                "--set stage.plugin=...)\n", o.suite.c_str(), o.ranks);
+  }
   report.limits = machine_limits(o.device);
 
   bool terminal = isatty(STDERR_FILENO);
@@ -262,12 +278,19 @@ int run_suite(const SuiteOptions &o) {
       rows.push_back(run_row(o, row, trial, report.base_config, report.common, rows_dir));
       const RowResult &r = rows.back();
       if (terminal)
-        std::fprintf(stderr, " %s%s\n", r.status.c_str(),
-                     r.status == "ok" ? format(" %.1f ms/step", r.mean_step_ms).c_str() : (": " + r.message).c_str());
+        std::fprintf(stderr, " %s%s (%.0f s)\n", r.status.c_str(),
+                     r.status == "ok" ? format(" %.1f ms/step", r.mean_step_ms).c_str() : (": " + r.message).c_str(),
+                     r.wall_s);
     }
   Recommendation recommendation = recommend(rows, report.limits, o.ranks);
   write_suite_outputs(o, report, rows, recommendation);
   print_suite_table(o, rows, recommendation);
+  double wall = 0, startup = 0;
+  for (const RowResult &r : rows) {
+    wall += r.wall_s;
+    startup += r.startup_s;
+  }
+  std::printf("%zu run(s) in %.0f s, of which %.0f s before their first steps\n", rows.size(), wall, startup);
   std::printf("wrote %s.html, %s.json, %s.csv%s (logs and runs in %s/)\n", report.stem.c_str(), report.stem.c_str(),
               report.stem.c_str(),
               recommendation.chosen >= 0 ? format(", %s/recommended.toml", o.output_dir.c_str()).c_str() : "",

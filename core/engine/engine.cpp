@@ -24,6 +24,7 @@
 #include "tokenizer/unicode.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
+#include "runtime/parallel.hpp"
 #include "plugin/plugin_entry.hpp"
 
 #include <cerrno>
@@ -96,9 +97,13 @@ using StageHook = zf_status (*)(zf_object *, uint32_t, const zf_step_buffers *, 
 
 class Trainer {
  public:
-  Trainer(const RunConfig &config, Runtime &runtime, PluginRegistry &registry)
+  // `launched`: process_seconds() when the run began to set up its device (the launch before it:
+  // loading libraries, MPI, reading the config).
+  Trainer(const RunConfig &config, Runtime &runtime, PluginRegistry &registry, double launched)
       : config_(config), runtime_(runtime), comm_(*runtime.comm), plugins_(config, runtime, registry),
         timers_(runtime.timers), options_(RunOptions::read(config)), stats_(runtime) {
+    stats_.mark("launch", launched);
+    stats_.mark("device_and_plugins");
     torch::manual_seed(options_.seed);
     model_ = make_model(config);
     data_ = make_data_source(config);
@@ -107,6 +112,7 @@ class Trainer {
                "%s: train.eval_every = %lld but the data has no held-out part; set data.eval_path (a file) or "
                "data.eval_fraction",
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
+    stats_.mark("model");
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
     check_output_paths();
     plan_buffers();
@@ -115,6 +121,7 @@ class Trainer {
         TrainingCheckpoints::RunIdentity{config.file(), plugins_.stage.instance->name(),
                                          plugins_.optimizer.instance->name(), shard_begin_, shard_end_});
     resume();
+    stats_.mark("resume");
   }
 
   RunSummary run() {
@@ -125,6 +132,7 @@ class Trainer {
     RunReport report(output_dir, comm_.rank() == 0, show_progress, options_.log_every, options_.wall_clock_breakdown,
                      start_step_);
     print_run_start(runtime_, model_->name(), flat_->layout(), dtype_, plugins_);
+    if (comm_.rank() == 0) std::printf("zfcore: ready to train after %s\n", stats_.phases().c_str());
 
     RunSummary summary;
     double timed_ms = 0;
@@ -168,10 +176,12 @@ class Trainer {
       }
     }
     update_->complete();
+    stats_.mark("steps");
     summary.first_step = first_step;
     summary.steps = step;
     summary.mean_step_ms = timed_steps ? timed_ms / double(timed_steps) : 0;
     summary.param_digest = param_digest(comm_, flat_->layout(), update_->master, shard_begin_, shard_end_, padded_numel_);
+    stats_.mark("digest");
     summary.output_dir = output_dir;
     const std::string lost = report.finish(summary_json(summary, timed_steps));
     if (!summary.stop_signal) finish();
@@ -248,7 +258,9 @@ class Trainer {
 
     // Every rank starts from rank 0's parameters.
     comm_.broadcast(view_of(flat_->params), 0, runtime_.compute_stream);
+    stats_.mark("buffers");
     update_->allocate(flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())));
+    stats_.mark("optimizer");
     residency_ = std::make_unique<Residency>(stage, runtime_, *flat_, *model_, tier(),
                                              [this](int64_t step) { return buffers(step, uint32_t(options_.grad_accum - 1)); });
     if (stage.file().descriptor->capabilities & ZF_CAP_SHARD_PARAMETERS)
@@ -260,6 +272,7 @@ class Trainer {
     if (stage_reduce_block()) grad_shards_ = std::make_unique<ShardedGradients>(*flat_, runtime_.memory, tier(), shard_numel());
     // Without a gather after the update, the next forward can start while the update goes on.
     defer_update_ = !stage.api<zf_stage_api>()->gather_parameters && !residency_->sharded();
+    stats_.mark("stage");
   }
 
   // Where the run writes, checked before step 1: a run must not train for hours and then find that
@@ -591,6 +604,7 @@ class Trainer {
 // of them and leaves the rest to the optimizer workers (plugins read them through worker_cores).
 // Returns the number of cores the training thread has (0 = not bound).
 size_t bind_cores(const RunConfig &config, Runtime &runtime) {
+  set_bulk_cores({});
   if (!config.boolean("run", "bind_cores")) return 0;
   bool gpu = runtime.device == ZF_DEVICE_CUDA;
   int local_rank = runtime.comm->local_rank(), local_size = runtime.comm->local_size();
@@ -598,6 +612,10 @@ size_t bind_cores(const RunConfig &config, Runtime &runtime) {
   CoreBinding binding = split_cores(physical_cores(allowed_cores()), local_rank, local_size, gpu, trainer_fraction);
   if (binding.workers.empty()) return 0;
   runtime.worker_cores = binding.workers;
+  std::vector<int> share = binding.trainer;  // the rank's cores (a CPU run: trainer and workers are the same)
+  for (int core : binding.workers)
+    if (std::find(share.begin(), share.end(), core) == share.end()) share.push_back(core);
+  set_bulk_cores(share);
   bool pinned = gpu && pin_this_thread(binding.trainer);
   log_info(format("cores: local rank %d of %d: training thread %s %s, optimizer workers on %s%s", local_rank,
                   local_size, pinned ? "pinned to" : "on", core_list(binding.trainer).c_str(),
@@ -618,8 +636,9 @@ void prepare_runtime(const RunConfig &config, Runtime &runtime) {
 }
 
 RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry) {
+  const double launched = process_seconds();
   prepare_runtime(config, runtime);
-  Trainer trainer(config, runtime, registry);
+  Trainer trainer(config, runtime, registry, launched);
   return trainer.run();
 }
 

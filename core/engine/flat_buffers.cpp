@@ -1,6 +1,7 @@
 #include "engine/flat_buffers.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/parallel.hpp"
 
 #include <c10/core/Device.h>
 
@@ -59,7 +60,13 @@ torch::Tensor ledger_tensor(MemoryLedger &ledger, zf_tier tier, uint64_t numel, 
     torch::Tensor tensor = torch::from_blob(memory, {int64_t(numel)}, release, options);
     return zero ? tensor.zero_() : tensor;
   }
-  if (zero) std::memset(memory, 0, bytes);  // first touch by the thread that owns the buffer
+  if (zero) {  // first touch on the rank's cores (zeroing pages is the kernel's work, per faulting thread)
+    constexpr size_t kPiece = size_t(64) << 20;
+    parallel_chunks(int64_t((bytes + kPiece - 1) / kPiece), [&](int64_t piece) {
+      const size_t lo = size_t(piece) * kPiece;
+      std::memset(static_cast<char *>(memory) + lo, 0, std::min(kPiece, bytes - lo));
+    });
+  }
   return torch::from_blob(memory, {int64_t(numel)}, release, torch::TensorOptions().dtype(dtype));
 }
 

@@ -3,8 +3,10 @@
 #include "engine/flat_buffers.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
+#include "runtime/parallel.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace zf {
@@ -13,6 +15,18 @@ void RunStats::count_batch(int64_t samples, int64_t tokens) {
   samples_ += samples;
   tokens_ += tokens;
   tokens_total_ += tokens;
+}
+
+void RunStats::mark(const std::string &phase, double at) {
+  double now = at >= 0 ? at : process_seconds();
+  phases_.emplace_back(phase, now - last_mark_);
+  last_mark_ = now;
+}
+
+std::string RunStats::phases() const {
+  std::string parts;
+  for (const auto &[phase, seconds] : phases_) parts += format("%s%s %.1f s", parts.empty() ? "" : ", ", phase.c_str(), seconds);
+  return format("%.1f s (%s)", last_mark_, parts.c_str());
 }
 
 void RunStats::note_device_memory(const char *point) {
@@ -86,6 +100,9 @@ std::string RunStats::summary_json(const RunSummary &s, int64_t timed_steps, con
     for (const auto &[block, count] : param_gathers) json.key(block).value(count);
     json.end_object();
   }
+  json.key("process_seconds").begin_object();  // outside the steps' timers: start-up, the loop, the digest
+  for (const auto &[phase, seconds] : phases_) json.key(phase).value(seconds);
+  json.end_object();
   json.key("mean_timers_ms").begin_object();
   for (const auto &[name, total] : timer_totals_) json.key(name).value(total / double(s.steps));
   json.end_object();
@@ -151,19 +168,35 @@ void for_each_master_slice(Communicator &comm, const torch::Tensor &master, uint
                            uint64_t padded_numel, uint64_t slice_numel,
                            const std::function<void(uint64_t lo, uint64_t hi, const float *values)> &visit) {
   const int world = comm.world_size();
+  const uint64_t slice = std::max<uint64_t>(1, std::min(padded_numel, slice_numel));
+  // A part of this rank's shard on the host: a view of a host master; a GPU master's is copied
+  // through one pinned buffer (a pageable copy is several times slower).
+  torch::Tensor staging;
+  auto on_host = [&](uint64_t from, uint64_t to) {
+    torch::Tensor part = master.narrow(0, int64_t(from - shard_begin), int64_t(to - from));
+    if (part.is_cpu()) return part.contiguous();
+    if (!staging.defined())
+      staging = torch::empty({int64_t(slice)}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true));
+    return staging.narrow(0, 0, part.numel()).copy_(part);
+  };
+  if (world == 1 && shard_begin == 0 && shard_end == padded_numel) {  // the whole master is here
+    for (uint64_t lo = 0; lo < padded_numel; lo += slice) {
+      const uint64_t hi = std::min(padded_numel, lo + slice);
+      visit(lo, hi, on_host(lo, hi).data_ptr<float>());
+    }
+    return;
+  }
   int64_t range[2] = {int64_t(shard_begin), int64_t(shard_end)};
   std::vector<int64_t> ranges(size_t(2 * world));
   comm.all_gather(zf_tensor_view{range, 2, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0},
                   zf_tensor_view{ranges.data(), ranges.size(), ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, nullptr);
-  const uint64_t slice = std::max<uint64_t>(1, std::min(padded_numel, slice_numel));
   std::vector<float> mine(slice), all(slice * size_t(world)), whole(slice);
   for (uint64_t lo = 0; lo < padded_numel; lo += slice) {
     const uint64_t hi = std::min(padded_numel, lo + slice);
     std::fill(mine.begin(), mine.end(), 0.0f);
     const uint64_t from = std::max(lo, shard_begin), to = std::min(hi, shard_end);
     if (from < to) {
-      torch::Tensor part = master.narrow(0, int64_t(from - shard_begin), int64_t(to - from)).cpu();
-      std::memcpy(mine.data() + (from - lo), part.data_ptr<float>(), (to - from) * sizeof(float));
+      std::memcpy(mine.data() + (from - lo), on_host(from, to).data_ptr<float>(), (to - from) * sizeof(float));
     }
     comm.all_gather(zf_tensor_view{mine.data(), mine.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
                     zf_tensor_view{all.data(), all.size(), ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0}, nullptr);
@@ -176,21 +209,61 @@ void for_each_master_slice(Communicator &comm, const torch::Tensor &master, uint
   }
 }
 
+namespace {
+uint64_t mix64(uint64_t x) {  // MurmurHash3's finalizer
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+}  // namespace
+
+uint64_t digest_floats(const float *values, uint64_t n, uint64_t first) {
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, values + i, sizeof bits);
+    sum += mix64((first + i) * 0x9e3779b97f4a7c15ull + bits);
+  }
+  return sum;
+}
+
+std::string digest_string(uint64_t sum, uint64_t count) {
+  return format("%016llx", (unsigned long long)mix64(sum + count));
+}
+
 std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
                          uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel, uint64_t slice_numel) {
-  uint64_t state = kDigestSeed;
+  std::vector<uint64_t> first(layout.segment_count);  // each segment's position in the stream
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    first[i] = total;
+    total += layout.segments[i].numel;
+  }
+  struct Piece {
+    const float *values;
+    uint64_t n, first;
+  };
+  constexpr uint64_t kPiece = uint64_t(1) << 20;
+  std::atomic<uint64_t> sum{0};
   uint32_t segment = 0;
   for_each_master_slice(comm, master, shard_begin, shard_end, padded_numel, slice_numel,
                         [&](uint64_t lo, uint64_t hi, const float *values) {
-                          // The segments' bytes in this slice, in layout order (padding is skipped).
+                          std::vector<Piece> pieces;  // the segments' values in this slice, cut small
                           for (; segment < layout.segment_count; ++segment) {
                             const zf_segment &s = layout.segments[segment];
                             const uint64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
-                            if (a < b) state = digest_bytes(values + (a - lo), (b - a) * sizeof(float), state);
+                            for (uint64_t c = a; c < b; c += kPiece)
+                              pieces.push_back({values + (c - lo), std::min(kPiece, b - c), first[segment] + (c - s.offset)});
                             if (s.offset + s.numel > hi) break;  // goes on in the next slice
                           }
+                          parallel_chunks(int64_t(pieces.size()), [&](int64_t i) {
+                            const Piece &p = pieces[size_t(i)];
+                            sum += digest_floats(p.values, p.n, p.first);
+                          });
                         });
-  return format("%016llx", (unsigned long long)state);
+  return digest_string(sum, total);
 }
 
 }  // namespace zf

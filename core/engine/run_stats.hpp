@@ -37,6 +37,12 @@ class RunStats {
   };
   std::string summary_json(const RunSummary &s, int64_t timed_steps, const Facts &facts) const;
 
+  // The run's phases outside the steps, in order (summary.json "process_seconds"): the time since
+  // the previous mark, or since `at` seconds into the process, is `phase`'s.
+  void mark(const std::string &phase, double at = -1);
+  // "12.3 s (launch 2.1 s, model 5.0 s, ...)": the phases so far.
+  std::string phases() const;
+
   double selected_fraction = 0;  // of the selector's columns (summary.json)
   std::vector<std::pair<std::string, double>> update_facts;  // bytes moved, ZenFlow counters (summary.json)
   // Per block, how often this rank gathered its parameters over the run (ZeRO-3, cpu_full; else empty).
@@ -49,6 +55,8 @@ class RunStats {
   DeviceMemory device_peak_;
   std::map<std::string, double> timer_totals_;
   std::vector<std::pair<std::string, uint64_t>> allocated_at_;  // in the order first noted
+  std::vector<std::pair<std::string, double>> phases_;            // seconds, in order
+  double last_mark_ = 0;                                           // process_seconds() of the last mark
 };
 
 // Rank 0 prints the model, the plugins and the ledger per tier.
@@ -62,7 +70,14 @@ void for_each_master_slice(Communicator &comm, const torch::Tensor &master, uint
                            const std::function<void(uint64_t lo, uint64_t hi, const float *values)> &visit);
 
 // Hash of the fp32 master parameters in segment order (padding excluded), over all shards,
-// gathered `slice_numel` elements at a time.
+// gathered `slice_numel` elements at a time: digest_string of the segments' values, numbered in
+// that order.
+// One term per value, keyed by its position in the stream (values[i] is at first + i), summed:
+// any split of the stream into parts, hashed in any order, adds up to the same.
+uint64_t digest_floats(const float *values, uint64_t n, uint64_t first);
+// The digest of `count` values whose digest_floats add up to `sum`.
+std::string digest_string(uint64_t sum, uint64_t count);
+
 std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
                          uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel,
                          uint64_t slice_numel = uint64_t(1) << 24);

@@ -1,5 +1,6 @@
 #include "model/transformer.hpp"
 
+#include "model/init.hpp"
 #include "runtime/error.hpp"
 
 #include <cmath>
@@ -72,7 +73,7 @@ torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t
     value = torch::empty(sizes, torch::TensorOptions().dtype(dtype_));  // the checkpoint fills it
   } else {
     double std = init == Init::residual ? 0.02 / std::sqrt(2.0 * double(options_.shape.layers)) : 0.02;
-    value = torch::empty(sizes).normal_(0.0, std).to(dtype_);
+    value = random_normal(sizes, std, dtype_);
   }
   value.requires_grad_(true);
   bool matrix = (init == Init::linear || init == Init::residual) && sizes.size() == 2;

@@ -1,5 +1,12 @@
 #include "runtime/timers.hpp"
 
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <unistd.h>
+
 namespace zf {
 
 Timers::Timers() = default;
@@ -98,6 +105,31 @@ void Timers::reset() {
     t.total_ms = 0;
     t.ran = false;
   }
+}
+
+namespace {
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+double process_seconds() {
+  // /proc/self/stat field 22: start time in clock ticks after boot; the fields before it follow
+  // the command name, which may hold spaces, so they are counted from its closing parenthesis.
+  static const double started = [] {
+    std::ifstream in("/proc/self/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t name_end = stat.rfind(')');
+    std::istringstream fields(name_end == std::string::npos ? "" : stat.substr(name_end + 1));
+    std::string field;
+    for (int i = 3; i <= 22 && fields >> field; ++i) {}
+    timespec boot{};
+    if (!fields || clock_gettime(CLOCK_BOOTTIME, &boot) != 0) return steady_seconds();  // from the first call
+    double ticks = std::strtod(field.c_str(), nullptr);
+    double now = double(boot.tv_sec) + 1e-9 * double(boot.tv_nsec);
+    return steady_seconds() - (now - ticks / double(sysconf(_SC_CLK_TCK)));
+  }();
+  return steady_seconds() - started;
 }
 
 }  // namespace zf

@@ -55,6 +55,10 @@ class Timers {
   std::unique_ptr<EventClock> clock_;
 };
 
+// Seconds since this process started (the kernel's start time: loading libraries counts), for
+// the run's start-up and shut-down phases.
+double process_seconds();
+
 // RAII interval on a timer.
 class ScopedTimer {
  public:

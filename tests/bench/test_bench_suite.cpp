@@ -73,6 +73,9 @@ TEST_CASE("bench stages: every row measured, JSON + CSV + table, a recommended.t
     CHECK(row["tokens_per_s"].get<double>() > 0);
     CHECK(row["host_rss_bytes"].get<uint64_t>() > 10u << 20);  // a real process with libtorch loaded
     CHECK(row["estimate_bytes"].get<uint64_t>() > 0);
+    // Where the suite's time goes: the process's whole life, and its start-up before step 1.
+    CHECK(row["startup_s"].get<double>() > 0);
+    CHECK(row["wall_s"].get<double>() > row["startup_s"].get<double>() + 2 * 1e-3 * row["mean_step_ms"].get<double>());
     if (row["mean_step_ms"].get<double>() < best) {
       best = row["mean_step_ms"].get<double>();
       fastest = row["config"];
@@ -137,6 +140,21 @@ TEST_CASE("bench stages on 2 MPI ranks: each configuration runs under mpirun", "
   CHECK(row["status"] == "ok");
   std::string run_dir = row["run_dir"];
   CHECK(test::json_field(test::read_text(run_dir + "/summary.json"), "world_size") == "2");
+}
+
+TEST_CASE("bench offload on 2 MPI ranks runs under ZeRO-2 as DeepSpeed's ZeRO-Offload does", "[bench][mpi]") {
+  std::string dir = test::scratch_dir("bench_offload_mpi");
+  auto outcome = bench("offload --strategies cpu_optimizer --gpus 2", dir);  // the base config says zero0
+  INFO(outcome.output);
+  REQUIRE(outcome.exit_code == 0);
+  CHECK_THAT(outcome.output, Catch::Contains("the rows run under stage.plugin = \"zero2\" on 2 ranks"));
+  nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "offload", ".json")));
+  const auto &row = row_named(result, "cpu_optimizer");
+  REQUIRE(row["status"] == "ok");
+  nlohmann::json summary = nlohmann::json::parse(test::read_text(row["run_dir"].get<std::string>() + "/summary.json"));
+  CHECK(summary["plugins"]["stage"]["name"] == "zero2");
+  CHECK(summary["plugins"]["offload"]["name"] == "cpu_optimizer");
+  CHECK_THAT(test::read_text(dir + "/recommended.toml"), Catch::Contains("zero2"));
 }
 
 TEST_CASE("bench zenflow prints the reference's sweep table, rows that cannot run included", "[bench]") {

@@ -4,6 +4,7 @@
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 
@@ -46,6 +47,19 @@ TEST_CASE("the linear_stack workload memorizes its data", "[train]") {
   CHECK(header.find(",step_ms,", header.find(",step_ms,") + 1) == std::string::npos);
   CHECK(header.find(",timer_step_ms,") != std::string::npos);
   CHECK(std::count(r.summary.begin(), r.summary.end(), '\n') <= 1);
+  // Where the process's time went outside the steps, in order, as the start line said.
+  nlohmann::ordered_json phases = nlohmann::ordered_json::parse(r.summary)["process_seconds"];
+  std::vector<std::string> names;
+  double total = 0;
+  for (const auto &[name, seconds] : phases.items()) {
+    names.push_back(name);
+    CHECK(seconds.get<double>() >= 0);
+    total += seconds.get<double>();
+  }
+  CHECK(names == std::vector<std::string>{"launch", "device_and_plugins", "model", "buffers", "optimizer", "stage", "resume", "steps", "digest"});
+  CHECK(phases["steps"].get<double>() > 0);
+  CHECK(total < 600);
+  CHECK_THAT(r.outcome.output, Catch::Contains("zfcore: ready to train after "));
 }
 
 TEST_CASE("the quickstart's tiny GPT learns the licence text and writes a sample", "[train]") {
