@@ -157,6 +157,38 @@ TEST_CASE("bench offload on 2 MPI ranks runs under ZeRO-2 as DeepSpeed's ZeRO-Of
   CHECK_THAT(test::read_text(dir + "/recommended.toml"), Catch::Contains("zero2"));
 }
 
+TEST_CASE("bench binding on 2 ranks: unbound ranks share every core, bound ones each have their own", "[bench][mpi]") {
+  std::string dir = test::scratch_dir("bench_binding");
+  auto outcome = bench("binding --gpus 2", dir);
+  INFO(outcome.output);
+  REQUIRE(outcome.exit_code == 0);
+  nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "binding", ".json")));
+  REQUIRE(result["rows"].size() == 6);
+  for (const auto &row : result["rows"]) CHECK(row["status"] == "ok");
+  // The cores each rank's CPU optimizer pinned its workers to, from the row's log: one set per rank.
+  auto worker_cores = [&](const std::string &row) {
+    std::stringstream log(test::read_text(row_named(result, row)["log"].get<std::string>()));
+    std::vector<std::string> sets;
+    const std::string marker = "worker threads pinned to cores ";
+    for (std::string line; std::getline(log, line);)
+      if (line.find(marker) != std::string::npos) {
+        std::string rest = line.substr(line.find(marker) + marker.size());
+        sets.push_back(rest.substr(0, rest.find(' ')));
+      }
+    return sets;
+  };
+  const std::vector<std::string> unbound = worker_cores("zero_offload-unbound");
+  REQUIRE(unbound.size() == 2);
+  CHECK(unbound[0] == unbound[1]);  // both ranks on all the cores
+  for (const char *row : {"zero_offload-inside", "zero_offload-launch"}) {  // bound by zfcore, or at launch
+    INFO(row);
+    const std::vector<std::string> bound = worker_cores(row);
+    REQUIRE(bound.size() == 2);
+    CHECK(bound[0] != bound[1]);  // a core of its own each (the machine has at least 2)
+    for (const std::string &cores : bound) CHECK(cores.size() < unbound[0].size());
+  }
+}
+
 TEST_CASE("bench zenflow prints the reference's sweep table, rows that cannot run included", "[bench]") {
   std::string dir = test::scratch_dir("bench_zenflow");
   auto outcome = bench("zenflow --topk-ratios 0.1 --update-intervals 2 4 --overlap-steps false --pin-memory-opts 1", dir);
