@@ -33,6 +33,22 @@ std::string output_file(const std::string &dir, const std::string &prefix, const
   return found[0];
 }
 
+// `zfcore bench SUITE ARGS` into a fresh scratch directory `name`: it must succeed; its JSON is read.
+struct SuiteRun {
+  std::string dir;
+  test::Outcome outcome;
+  nlohmann::json result;
+};
+SuiteRun bench_ok(const std::string &suite, const std::string &args, const std::string &name) {
+  SuiteRun r;
+  r.dir = test::scratch_dir(name);
+  r.outcome = bench(suite + " " + args, r.dir);
+  INFO(r.outcome.output);
+  REQUIRE(r.outcome.exit_code == 0);
+  r.result = nlohmann::json::parse(test::read_text(output_file(r.dir, suite, ".json")));
+  return r;
+}
+
 std::vector<std::string> lines_of(const std::string &text) {
   std::vector<std::string> lines;
   std::stringstream in(text);
@@ -131,38 +147,28 @@ TEST_CASE("bench offload: a configuration that fails is an error row with its me
 }
 
 TEST_CASE("bench stages on 2 MPI ranks: each configuration runs under mpirun", "[bench][mpi]") {
-  std::string dir = test::scratch_dir("bench_stages_mpi");
-  auto outcome = bench("stages --stages 2 --gpus 2", dir);
-  INFO(outcome.output);
-  REQUIRE(outcome.exit_code == 0);
-  nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "stages", ".json")));
-  const auto &row = row_named(result, "zero2");
+  SuiteRun run = bench_ok("stages", "--stages 2 --gpus 2", "bench_stages_mpi");
+  const auto &row = row_named(run.result, "zero2");
   CHECK(row["status"] == "ok");
   std::string run_dir = row["run_dir"];
   CHECK(test::json_field(test::read_text(run_dir + "/summary.json"), "world_size") == "2");
 }
 
 TEST_CASE("bench offload on 2 MPI ranks runs under ZeRO-2 as DeepSpeed's ZeRO-Offload does", "[bench][mpi]") {
-  std::string dir = test::scratch_dir("bench_offload_mpi");
-  auto outcome = bench("offload --strategies cpu_optimizer --gpus 2", dir);  // the base config says zero0
-  INFO(outcome.output);
-  REQUIRE(outcome.exit_code == 0);
-  CHECK_THAT(outcome.output, Catch::Contains("the rows run under stage.plugin = \"zero2\" on 2 ranks"));
-  nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "offload", ".json")));
-  const auto &row = row_named(result, "cpu_optimizer");
+  // The base config says zero0.
+  SuiteRun run = bench_ok("offload", "--strategies cpu_optimizer --gpus 2", "bench_offload_mpi");
+  CHECK_THAT(run.outcome.output, Catch::Contains("the rows run under stage.plugin = \"zero2\" on 2 ranks"));
+  const auto &row = row_named(run.result, "cpu_optimizer");
   REQUIRE(row["status"] == "ok");
   nlohmann::json summary = nlohmann::json::parse(test::read_text(row["run_dir"].get<std::string>() + "/summary.json"));
   CHECK(summary["plugins"]["stage"]["name"] == "zero2");
   CHECK(summary["plugins"]["offload"]["name"] == "cpu_optimizer");
-  CHECK_THAT(test::read_text(dir + "/recommended.toml"), Catch::Contains("zero2"));
+  CHECK_THAT(test::read_text(run.dir + "/recommended.toml"), Catch::Contains("zero2"));
 }
 
 TEST_CASE("bench binding on 2 ranks: unbound ranks share every core, bound ones each have their own", "[bench][mpi]") {
-  std::string dir = test::scratch_dir("bench_binding");
-  auto outcome = bench("binding --gpus 2", dir);
-  INFO(outcome.output);
-  REQUIRE(outcome.exit_code == 0);
-  nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "binding", ".json")));
+  SuiteRun run = bench_ok("binding", "--gpus 2", "bench_binding");
+  const nlohmann::json &result = run.result;
   REQUIRE(result["rows"].size() == 6);
   for (const auto &row : result["rows"]) CHECK(row["status"] == "ok");
   // The cores each rank's CPU optimizer pinned its workers to, from the row's log: one set per rank.
