@@ -1,16 +1,13 @@
 #include "checkpoint/checkpoint.hpp"
 
+#include "checkpoint/checkpoint_metadata.hpp"
 #include "checkpoint/safetensors.hpp"
-#include "config/limits.hpp"
 #include "runtime/error.hpp"
-#include "runtime/input.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <fstream>
 
 namespace zf {
@@ -73,20 +70,6 @@ void remove_leftovers(const fs::path &directory) {
   for (const fs::path &path : doomed) fs::remove_all(path, ec);
 }
 
-// A whole-number metadata field of a checkpoint file.
-uint64_t metadata_number(const SafetensorsFile &stored, const char *key) {
-  auto it = stored.metadata().find(key);
-  ZF_REQUIRE(it != stored.metadata().end(), "%s: metadata has no '%s'", stored.path().c_str(), key);
-  const std::string &text = it->second;
-  char *end = nullptr;
-  errno = 0;
-  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && text[0] != '-',
-             "%s: metadata field '%s' = \"%s\" is not a number; the checkpoint is corrupt", stored.path().c_str(), key,
-             excerpt(text).c_str());
-  return value;
-}
-
 }  // namespace
 
 int64_t read_checkpoint_master(const fs::path &checkpoint, const std::string &layout_digest,
@@ -100,15 +83,15 @@ int64_t read_checkpoint_master(const fs::path &checkpoint, const std::string &la
     ZF_REQUIRE(fs::exists(file), "%s has no file for rank %llu of %llu", checkpoint.c_str(),
                (unsigned long long)rank, (unsigned long long)world);
     SafetensorsFile stored = SafetensorsFile::open(file.string());
+    CheckpointMetadata metadata = read_checkpoint_metadata(stored.metadata(), file.string());
     if (rank == 0) {
-      world = metadata_number(stored, "world_size");
-      step = int64_t(metadata_number(stored, "step"));
-      auto layout = stored.metadata().find("layout");
-      ZF_REQUIRE(layout != stored.metadata().end() && layout->second == layout_digest,
+      world = metadata.world_size;
+      step = metadata.step;
+      ZF_REQUIRE(metadata.layout == layout_digest,
                  "%s was written for another model layout; check [model] against the run that wrote it",
                  checkpoint.c_str());
     }
-    uint64_t begin = metadata_number(stored, "shard_begin"), end = metadata_number(stored, "shard_end");
+    uint64_t begin = metadata.shard_begin, end = metadata.shard_end;
     if (end <= covered) continue;  // an earlier rank's file held it (zero0)
     ZF_REQUIRE(begin <= covered, "%s: the shards leave [%llu, %llu) out", checkpoint.c_str(),
                (unsigned long long)covered, (unsigned long long)begin);
@@ -137,13 +120,9 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
   std::vector<std::pair<std::string, at::Tensor>> tensors = {{"master", state.master}, {"rng", state.rng}};
   if (state.device_rng.defined()) tensors.emplace_back("device_rng", state.device_rng);
   for (const auto &[name, tensor] : state.optimizer) tensors.emplace_back("optimizer." + name, tensor);
-  std::map<std::string, std::string> metadata = {
-      {"step", std::to_string(state.step)},
-      {"world_size", std::to_string(comm_.world_size())},
-      {"rank", std::to_string(comm_.rank())},
-      {"shard_begin", std::to_string(state.shard_begin)},
-      {"shard_end", std::to_string(state.shard_end)},
-      {"layout", state.layout_digest}};
+  CheckpointMetadata written{state.step, uint64_t(comm_.world_size()), state.shard_begin, state.shard_end,
+                             state.layout_digest};
+  std::map<std::string, std::string> metadata = checkpoint_metadata_fields(written, comm_.rank());
   std::vector<TensorPieces> pieces = state.optimizer_pieces;
   for (TensorPieces &p : pieces) p.name = "optimizer." + p.name;
   write_safetensors((temp_dir / rank_file(comm_.rank())).string(), tensors, metadata, pieces);
@@ -184,31 +163,18 @@ void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) con
   ZF_REQUIRE(fs::exists(file), "%s has no file for rank %d (it was written by fewer ranks?)", checkpoint.c_str(),
              comm_.rank());
   SafetensorsFile stored = SafetensorsFile::open(file.string());
-  const auto &meta = stored.metadata();
-  auto field = [&](const char *key) {
-    auto it = meta.find(key);
-    ZF_REQUIRE(it != meta.end(), "%s: metadata has no '%s'", file.c_str(), key);
-    return it->second;
-  };
-  std::string step = field("step");
-  char *end = nullptr;
-  errno = 0;
-  long long parsed = std::strtoll(step.c_str(), &end, 10);
-  ZF_REQUIRE(!step.empty() && *end == '\0' && errno == 0 && parsed >= 0 && double(parsed) <= kMaxSteps,
-             "%s: metadata field 'step' = \"%s\" is not a step number (0 to %lld); the checkpoint is corrupt",
-             file.c_str(), excerpt(step).c_str(), (long long)kMaxSteps);
-  ZF_REQUIRE(field("world_size") == std::to_string(comm_.world_size()),
-             "%s was written by %s ranks; this run has %d. Resume with the same world size (or export the "
+  CheckpointMetadata metadata = read_checkpoint_metadata(stored.metadata(), file.string());
+  ZF_REQUIRE(metadata.world_size == uint64_t(comm_.world_size()),
+             "%s was written by %llu ranks; this run has %d. Resume with the same world size (or export the "
              "model and start a new run from it)",
-             checkpoint.c_str(), excerpt(field("world_size")).c_str(), comm_.world_size());
-  ZF_REQUIRE(field("layout") == state.layout_digest,
+             checkpoint.c_str(), (unsigned long long)metadata.world_size, comm_.world_size());
+  ZF_REQUIRE(metadata.layout == state.layout_digest,
              "%s was written for another model layout; check [model] against the run that wrote it",
              checkpoint.c_str());
-  ZF_REQUIRE(field("shard_begin") == std::to_string(state.shard_begin) &&
-                 field("shard_end") == std::to_string(state.shard_end),
-             "%s holds the shard [%s, %s) for rank %d; this run owns [%llu, %llu) (another stage plugin?)",
-             file.c_str(), excerpt(field("shard_begin")).c_str(), excerpt(field("shard_end")).c_str(), comm_.rank(),
-             (unsigned long long)state.shard_begin, (unsigned long long)state.shard_end);
+  ZF_REQUIRE(metadata.shard_begin == state.shard_begin && metadata.shard_end == state.shard_end,
+             "%s holds the shard [%llu, %llu) for rank %d; this run owns [%llu, %llu) (another stage plugin?)",
+             file.c_str(), (unsigned long long)metadata.shard_begin, (unsigned long long)metadata.shard_end,
+             comm_.rank(), (unsigned long long)state.shard_begin, (unsigned long long)state.shard_end);
   stored.read_into("master", state.master);
   for (auto &[name, tensor] : state.optimizer) {
     ZF_REQUIRE(stored.has("optimizer." + name), "%s has no optimizer state '%s' (another optimizer plugin?)",
@@ -223,7 +189,7 @@ void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) con
   }
   state.rng = stored.load("rng");
   if (stored.has("device_rng")) state.device_rng = stored.load("device_rng");
-  state.step = parsed;
+  state.step = metadata.step;
 }
 
 }  // namespace zf

@@ -18,13 +18,8 @@
 #include <filesystem>
 #include <fstream>
 
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian; so must the host be");
-
 namespace zf {
 namespace {
-
-// The format's own cap on the header (safetensors rejects larger ones too).
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 const std::vector<std::pair<std::string, c10::ScalarType>> &dtype_table() {
   static const std::vector<std::pair<std::string, c10::ScalarType>> table = {
@@ -35,12 +30,6 @@ const std::vector<std::pair<std::string, c10::ScalarType>> &dtype_table() {
   return table;
 }
 
-std::string supported_dtypes() {
-  std::string names;
-  for (const auto &[name, type] : dtype_table()) names += (names.empty() ? "" : ", ") + name;
-  return names;
-}
-
 std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
@@ -48,14 +37,14 @@ std::string errno_text() { return std::strerror(errno); }
 c10::ScalarType safetensors_dtype(const std::string &name) {
   for (const auto &[n, type] : dtype_table())
     if (n == name) return type;
-  throw Error(format("dtype \"%s\" is not supported (supported: %s)", excerpt(name).c_str(), supported_dtypes().c_str()));
+  throw Error(format("dtype \"%s\" is not supported (supported: %s)", excerpt(name).c_str(), safetensors_dtype_names().c_str()));
 }
 
 std::string safetensors_dtype_name(c10::ScalarType dtype) {
   for (const auto &[name, type] : dtype_table())
     if (type == dtype) return name;
   throw Error(format("dtype %s cannot be stored in safetensors (supported: %s)", c10::toString(dtype),
-                     supported_dtypes().c_str()));
+                     safetensors_dtype_names().c_str()));
 }
 
 // ---- reading -------------------------------------------------------------------------------
@@ -65,80 +54,12 @@ struct SafetensorsFile::Mapping {
   const unsigned char *base = nullptr;  // whole file
   size_t size = 0;
   const unsigned char *data = nullptr;  // data section
-  uint64_t data_size = 0;
-  std::map<std::string, TensorInfo> tensors;
-  std::map<std::string, std::string> metadata;
+  SafetensorsHeader header;
 
   ~Mapping() {
     if (base && size) munmap(const_cast<unsigned char *>(base), size);
   }
 };
-
-namespace {
-
-void parse_metadata(const std::string &path, const nlohmann::json &value, std::map<std::string, std::string> &out) {
-  ZF_REQUIRE(value.is_object(), "%s: corrupt safetensors header: \"__metadata__\" must be an object of strings",
-             path.c_str());
-  for (const auto &[key, text] : value.items()) {
-    ZF_REQUIRE(text.is_string(), "%s: corrupt safetensors header: __metadata__[\"%s\"] is not a string",
-               path.c_str(), excerpt(key).c_str());
-    out[key] = text.get<std::string>();
-  }
-}
-
-TensorInfo parse_entry(const std::string &path, const std::string &name, const nlohmann::json &entry,
-                       uint64_t data_size) {
-  std::string shown = excerpt(name);
-  const char *file = path.c_str(), *tensor = shown.c_str();
-  ZF_REQUIRE(entry.is_object() && entry.contains("dtype") && entry.contains("shape") &&
-                 entry.contains("data_offsets"),
-             "%s: corrupt safetensors header: tensor '%s' needs \"dtype\", \"shape\" and \"data_offsets\"", file,
-             tensor);
-  TensorInfo info;
-  info.name = name;
-  ZF_REQUIRE(entry["dtype"].is_string(), "%s: tensor '%s': \"dtype\" is not a string", file, tensor);
-  info.dtype_name = entry["dtype"].get<std::string>();
-  try {
-    info.dtype = safetensors_dtype(info.dtype_name);
-  } catch (const Error &e) {
-    throw Error(format("%s: tensor '%s': %s", file, tensor, e.what()));
-  }
-  const auto &shape = entry["shape"];
-  ZF_REQUIRE(shape.is_array(), "%s: tensor '%s': \"shape\" is not an array", file, tensor);
-  uint64_t numel = 1;
-  for (const auto &dim : shape) {
-    ZF_REQUIRE(dim.is_number_unsigned() || (dim.is_number_integer() && dim.get<int64_t>() >= 0),
-               "%s: tensor '%s': shape %s holds a value that is not a non-negative integer", file, tensor,
-               excerpt(shape.dump()).c_str());
-    uint64_t d = dim.get<uint64_t>();
-    ZF_REQUIRE(d == 0 || numel <= (uint64_t(1) << 62) / d, "%s: tensor '%s': shape %s is too large", file, tensor,
-               excerpt(shape.dump()).c_str());
-    numel *= d;
-    info.shape.push_back(int64_t(d));
-  }
-  const auto &offsets = entry["data_offsets"];
-  ZF_REQUIRE(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
-                 offsets[1].is_number_unsigned(),
-             "%s: tensor '%s': \"data_offsets\" must be two non-negative integers, not %s", file, tensor,
-             excerpt(offsets.dump()).c_str());
-  info.begin = offsets[0].get<uint64_t>();
-  info.end = offsets[1].get<uint64_t>();
-  ZF_REQUIRE(info.begin <= info.end, "%s: tensor '%s': data_offsets [%llu, %llu) end before they begin", file,
-             tensor, (unsigned long long)info.begin, (unsigned long long)info.end);
-  ZF_REQUIRE(info.end <= data_size,
-             "%s: tensor '%s': data_offsets [%llu, %llu) run past the %llu-byte data section (truncated file?)",
-             file, tensor, (unsigned long long)info.begin, (unsigned long long)info.end,
-             (unsigned long long)data_size);
-  uint64_t expected = numel * c10::elementSize(info.dtype);
-  ZF_REQUIRE(info.end - info.begin == expected,
-             "%s: tensor '%s': shape %s of %s needs %llu bytes but data_offsets [%llu, %llu) hold %llu", file,
-             tensor, excerpt(shape.dump()).c_str(), excerpt(info.dtype_name).c_str(), (unsigned long long)expected,
-             (unsigned long long)info.begin, (unsigned long long)info.end,
-             (unsigned long long)(info.end - info.begin));
-  return info;
-}
-
-}  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::string &path) {
   auto mapping = std::make_shared<Mapping>();
@@ -165,39 +86,8 @@ SafetensorsFile SafetensorsFile::open(const std::string &path) {
   }
   ::close(fd);  // the mapping stays valid
 
-  ZF_REQUIRE(mapping->size >= 8,
-             "%s: truncated safetensors file: %zu bytes, but the format starts with an 8-byte header length", file,
-             mapping->size);
-  uint64_t header_bytes = 0;
-  std::memcpy(&header_bytes, mapping->base, 8);
-  ZF_REQUIRE(header_bytes <= kMaxHeaderBytes && header_bytes <= mapping->size - 8,
-             "%s: corrupt safetensors header: the header length %llu runs past the end of the %zu-byte file "
-             "(truncated, or not a safetensors file)",
-             file, (unsigned long long)header_bytes, mapping->size);
-  mapping->data = mapping->base + 8 + header_bytes;
-  mapping->data_size = mapping->size - 8 - header_bytes;
-
-  nlohmann::json header = parse_json(
-      std::string(reinterpret_cast<const char *>(mapping->base) + 8, header_bytes), path + ": corrupt safetensors header");
-  ZF_REQUIRE(header.is_object(), "%s: corrupt safetensors header: expected a JSON object", file);
-  for (const auto &[name, entry] : header.items()) {
-    if (name == "__metadata__")
-      parse_metadata(path, entry, mapping->metadata);
-    else
-      mapping->tensors[name] = parse_entry(path, name, entry, mapping->data_size);
-  }
-
-  // Two tensors may not share bytes: sort by begin and check neighbours (empty tensors excepted).
-  std::vector<const TensorInfo *> order;
-  for (const auto &[name, info] : mapping->tensors)
-    if (info.end > info.begin) order.push_back(&info);
-  std::sort(order.begin(), order.end(), [](auto *a, auto *b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < order.size(); ++i)
-    ZF_REQUIRE(order[i]->begin >= order[i - 1]->end,
-               "%s: corrupt safetensors header: tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap", file,
-               order[i - 1]->name.c_str(), (unsigned long long)order[i - 1]->begin,
-               (unsigned long long)order[i - 1]->end, order[i]->name.c_str(), (unsigned long long)order[i]->begin,
-               (unsigned long long)order[i]->end);
+  mapping->header = parse_safetensors_header(mapping->base, mapping->size, path);
+  mapping->data = mapping->base + mapping->header.data_begin;
 
   SafetensorsFile result;
   result.mapping_ = std::move(mapping);
@@ -208,24 +98,24 @@ const std::string &SafetensorsFile::path() const { return mapping_->path; }
 
 std::vector<std::string> SafetensorsFile::names() const {
   std::vector<std::string> names;
-  for (const auto &[name, info] : mapping_->tensors) names.push_back(name);
+  for (const auto &[name, info] : mapping_->header.tensors) names.push_back(name);
   return names;
 }
 
-bool SafetensorsFile::has(const std::string &name) const { return mapping_->tensors.count(name) != 0; }
+bool SafetensorsFile::has(const std::string &name) const { return mapping_->header.tensors.count(name) != 0; }
 
 const TensorInfo &SafetensorsFile::info(const std::string &name) const {
-  auto it = mapping_->tensors.find(name);
-  ZF_REQUIRE(it != mapping_->tensors.end(), "%s: no tensor '%s' in this file", mapping_->path.c_str(),
+  auto it = mapping_->header.tensors.find(name);
+  ZF_REQUIRE(it != mapping_->header.tensors.end(), "%s: no tensor '%s' in this file", mapping_->path.c_str(),
              name.c_str());
   return it->second;
 }
 
-const std::map<std::string, std::string> &SafetensorsFile::metadata() const { return mapping_->metadata; }
+const std::map<std::string, std::string> &SafetensorsFile::metadata() const { return mapping_->header.metadata; }
 
 at::Tensor SafetensorsFile::load(const std::string &name) const {
   const TensorInfo &i = info(name);
-  at::Tensor out = at::empty(i.shape, at::TensorOptions().dtype(i.dtype));
+  at::Tensor out = at::empty(i.shape, at::TensorOptions().dtype(safetensors_dtype(i.dtype_name)));
   if (i.end > i.begin) std::memcpy(out.data_ptr(), mapping_->data + i.begin, i.end - i.begin);
   return out;
 }
@@ -238,9 +128,9 @@ void SafetensorsFile::read_into(const std::string &name, at::Tensor &destination
   const unsigned char *bytes = mapping_->data + i.begin;
   c10::AutoGradMode no_grad(false);  // destination may be a parameter that requires grad
   // A view straight onto the mapping when the bytes are aligned for the dtype (the usual case).
-  if (reinterpret_cast<uintptr_t>(bytes) % c10::elementSize(i.dtype) == 0 && i.end > i.begin) {
+  if (reinterpret_cast<uintptr_t>(bytes) % safetensors_element_size(i.dtype_name) == 0 && i.end > i.begin) {
     at::Tensor stored = at::from_blob(const_cast<unsigned char *>(bytes), i.shape,
-                                      at::TensorOptions().dtype(i.dtype));
+                                      at::TensorOptions().dtype(safetensors_dtype(i.dtype_name)));
     destination.copy_(stored);
   } else {
     destination.copy_(load(name));
@@ -250,7 +140,7 @@ void SafetensorsFile::read_into(const std::string &name, at::Tensor &destination
 void SafetensorsFile::read_pieces(const TensorPieces &pieces) const {
   const TensorInfo &i = info(pieces.name);
   const uint64_t element = c10::elementSize(pieces.dtype);
-  ZF_REQUIRE(i.dtype == pieces.dtype && i.end - i.begin == pieces.numel * element,
+  ZF_REQUIRE(safetensors_dtype(i.dtype_name) == pieces.dtype && i.end - i.begin == pieces.numel * element,
              "%s: tensor '%s' holds %llu bytes of %s; this run expects %llu elements of %s", mapping_->path.c_str(),
              pieces.name.c_str(), (unsigned long long)(i.end - i.begin), i.dtype_name.c_str(),
              (unsigned long long)pieces.numel, c10::toString(pieces.dtype));
@@ -343,7 +233,7 @@ SafetensorsSet SafetensorsSet::open_directory(const std::string &directory) {
   fs::path index = dir / "model.safetensors.index.json", single = dir / "model.safetensors";
   if (fs::exists(index)) {
     std::string text;
-    std::string why = read_regular_file(index.string(), kMaxHeaderBytes, &text);
+    std::string why = read_regular_file(index.string(), kMaxSafetensorsHeaderBytes, &text);
     ZF_REQUIRE(why.empty(), "%s: cannot read: %s", index.c_str(), why.c_str());
     nlohmann::json json = parse_json(text, index.string());
     ZF_REQUIRE(json.is_object() && json.contains("weight_map") && json["weight_map"].is_object(),

@@ -1,13 +1,13 @@
 // safetensors.hpp: reads and writes the safetensors format (the Hugging Face weight format, also
 // used for zfcore's own checkpoints), single files and sharded sets (model.safetensors.index.json).
 //
-// Layout of a file: 8-byte little-endian header length N, N bytes of JSON header (padded with
-// spaces so the data starts 8-byte aligned), then the data section. The header maps each tensor
-// name to {"dtype", "shape", "data_offsets": [begin, end)} (offsets relative to the data section)
-// and may hold "__metadata__", a string-to-string map.
+// The layout of a file is in safetensors_header.hpp, which parses headers without libtorch; files
+// written here pad the header with spaces so that the data section starts 8-byte aligned.
 //
 // Every error is a zf::Error naming the file and, where one is involved, the tensor.
 #pragma once
+
+#include "checkpoint/safetensors_header.hpp"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
@@ -21,14 +21,6 @@
 #include <vector>
 
 namespace zf {
-
-struct TensorInfo {
-  std::string name;
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  std::string dtype_name;      // as written in the header: "F32", "BF16", ...
-  std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0;  // byte range in the data section
-};
 
 // A 1-D tensor that is not in memory as a whole (optimizer state on disk): saved and loaded piece
 // by piece, `piece_numel` elements at a time (the last piece may be shorter).
@@ -94,7 +86,8 @@ class SafetensorsSet {
   std::map<std::string, size_t> owner_;  // tensor name -> index into files_
 };
 
-// "F32" -> Float etc.; throws for names outside the supported set. dtype_name is the inverse.
+// "F32" -> Float etc.; throws for names outside the supported set (safetensors_header.hpp's).
+// dtype_name is the inverse.
 c10::ScalarType safetensors_dtype(const std::string &name);
 std::string safetensors_dtype_name(c10::ScalarType dtype);
 

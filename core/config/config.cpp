@@ -101,6 +101,11 @@ RunConfig RunConfig::load(const std::string &path, const std::vector<std::string
   std::string text;
   std::string why = read_regular_file(path, kMaxConfigBytes, &text);
   ZF_REQUIRE(why.empty(), "%s:1:1: cannot read the config file: %s", path.c_str(), why.c_str());
+  return from_file_text(text, path, overrides, unsets);
+}
+
+RunConfig RunConfig::from_file_text(const std::string &text, const std::string &path,
+                                    const std::vector<std::string> &overrides, const std::vector<std::string> &unsets) {
   // A DeepSpeed config runs as the TOML `zfcore convert` writes for it; locations name those lines.
   if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
     return parse(deepspeed_to_toml(text, path), path + " (as `zfcore convert " + path + "` writes it)", overrides,

@@ -44,6 +44,10 @@ class RunConfig {
   // Relative run.plugin_path entries of the file are taken from the file's directory.
   static RunConfig load(const std::string &path, const std::vector<std::string> &overrides = {},
                      const std::vector<std::string> &unsets = {});
+  // The same from the file's content: a DeepSpeed JSON config when path ends in .json, else TOML.
+  static RunConfig from_file_text(const std::string &text, const std::string &path,
+                                  const std::vector<std::string> &overrides = {},
+                                  const std::vector<std::string> &unsets = {});
   // The same from TOML text (tests); `name` stands in for the file name in messages.
   static RunConfig parse(const std::string &text, const std::string &name,
                       const std::vector<std::string> &overrides = {}, const std::vector<std::string> &unsets = {});

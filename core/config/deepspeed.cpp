@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -17,18 +19,42 @@ namespace {
 
 using nlohmann::json;
 
-// TOML tables in output order, each a list of "key = value" lines.
+// A name or value from the JSON as messages and comments show it: an excerpt, its control
+// characters as '?' (a newline would end a TOML comment and start a line of TOML).
+std::string shown(const std::string &text) {
+  std::string out = excerpt(text, 80);
+  for (char &c : out)
+    if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+  return out;
+}
+
+// A TOML basic string holding `text`: JSON's escapes are TOML's, but TOML also escapes DEL.
+std::string toml_string(const std::string &text) {
+  std::string out;
+  for (char c : json(text).dump()) out += c == 0x7f ? std::string("\\u007F") : std::string(1, c);
+  return out;
+}
+
+// TOML tables, each a list of (key, value) in the order first set.
 struct Toml {
-  std::map<std::string, std::vector<std::string>> tables;
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> tables;
   std::vector<std::string> notes;  // "ds.key: what happens"
 
+  // A key set twice keeps the last value (TOML allows a key once: offload_param's cpu_full
+  // replaces offload_optimizer's plugin, bf16 and fp16 both set model.dtype, ...).
   void set(const std::string &table, const std::string &key, const std::string &value) {
-    tables[table].push_back(key + " = " + value);
+    auto &entries = tables[table];
+    for (auto &entry : entries)
+      if (entry.first == key) {
+        entry.second = value;
+        return;
+      }
+    entries.emplace_back(key, value);
   }
-  void note(const std::string &key, const std::string &what) { notes.push_back(key + ": " + what); }
+  void note(const std::string &key, const std::string &what) { notes.push_back(shown(key) + ": " + what); }
 
   std::string text(const std::string &source) const {
-    std::string out = "# Converted from " + source + " by zfcore convert.\n";
+    std::string out = "# Converted from " + shown(source) + " by zfcore convert.\n";
     if (!notes.empty()) {
       out += "# DeepSpeed keys without a zfcore key of their own:\n";
       for (const std::string &n : notes) out += "#   " + n + "\n";
@@ -39,7 +65,7 @@ struct Toml {
       auto found = tables.find(table);
       if (found == tables.end()) continue;
       out += std::string("\n[") + table + "]\n";
-      for (const std::string &line : found->second) out += line + "\n";
+      for (const auto &[key, value] : found->second) out += key + " = " + value + "\n";
     }
     return out;
   }
@@ -52,9 +78,10 @@ class Converter {
   Toml convert(const json &config) {
     expect_object(config, "");
     const json *zero = find(config, "zero_optimization");
-    stage_ = zero ? int(integer(*zero, "zero_optimization", "stage", 0)) : 0;
-    ZF_REQUIRE(stage_ >= 0 && stage_ <= 3, "%s: zero_optimization.stage = %d: DeepSpeed's stages are 0 to 3",
-               source_.c_str(), stage_);
+    int64_t stage = zero ? integer(*zero, "zero_optimization", "stage", 0) : 0;
+    ZF_REQUIRE(stage >= 0 && stage <= 3, "%s: zero_optimization.stage = %lld: DeepSpeed's stages are 0 to 3",
+               source_.c_str(), (long long)stage);
+    stage_ = int(stage);
     for (auto &[key, value] : config.items()) top_level(key, value);
     if (zero) zero_optimization(*zero);
     optimizer(find(config, "optimizer"));
@@ -97,7 +124,7 @@ class Converter {
                key == "checkpoint" || key == "data_efficiency" || key == "elasticity" || key == "autotuning") {
       out_.note(key, ignored_reason(key));
     } else {
-      throw Error(format("%s: \"%s\" is not a DeepSpeed config key zfcore knows", source_.c_str(), key.c_str()));
+      throw Error(format("%s: \"%s\" is not a DeepSpeed config key zfcore knows", source_.c_str(), shown(key).c_str()));
     }
   }
 
@@ -115,7 +142,7 @@ class Converter {
     out_.set("stage", "plugin", "\"zero" + std::to_string(stage_) + "\"");
     const std::string offload = offload_optimizer(find(zero, "offload_optimizer"));
     for (auto &[key, value] : zero.items()) {
-      const std::string name = "zero_optimization." + key;
+      const std::string name = "zero_optimization." + shown(key);
       if (key == "stage" || key == "offload_optimizer") continue;
       if (key == "overlap_comm") out_.set("stage", "overlap_comm", boolean(value, name));
       else if (key == "contiguous_gradients" && stage_ > 0) out_.set("stage", key, boolean(value, name));
@@ -147,9 +174,10 @@ class Converter {
     const std::string name = "zero_optimization.offload_optimizer";
     sub_keys(*offload, name, {"device", "nvme_path", "pin_memory", "buffer_count", "fast_init", "pipeline_read",
                               "pipeline_write", "pipeline", "ratio"});
-    const std::string device = offload->value("device", "none");
+    const std::string device = text(*offload, name, "device", "none");
     ZF_REQUIRE(device == "none" || device == "cpu" || device == "nvme",
-               "%s: %s.device = \"%s\": expected none, cpu or nvme", source_.c_str(), name.c_str(), device.c_str());
+               "%s: %s.device = \"%s\": expected none, cpu or nvme", source_.c_str(), name.c_str(),
+               shown(device).c_str());
     if (device == "none") return "";
     const std::string plugin = device == "cpu" ? "cpu_optimizer" : "nvme";
     out_.set("offload", "plugin", "\"" + plugin + "\"");
@@ -157,7 +185,7 @@ class Converter {
     if (device == "nvme") {
       ZF_REQUIRE(offload->contains("nvme_path") && (*offload)["nvme_path"].is_string(),
                  "%s: %s.device = \"nvme\" needs nvme_path (a directory on the SSD)", source_.c_str(), name.c_str());
-      out_.set("offload", "path", json((*offload)["nvme_path"].get<std::string>()).dump());
+      out_.set("offload", "path", toml_string((*offload)["nvme_path"].get<std::string>()));
       if (!aio_queue_depth_.empty()) out_.set("offload", "queue_depth", aio_queue_depth_);
     }
     for (const char *key : {"buffer_count", "fast_init", "pipeline_read", "pipeline_write", "pipeline", "ratio"})
@@ -169,9 +197,10 @@ class Converter {
   void offload_param(const json &value, const std::string &offload) {
     const std::string name = "zero_optimization.offload_param";
     sub_keys(value, name, {"device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu"});
-    const std::string device = value.value("device", "none");
+    const std::string device = text(value, name, "device", "none");
     ZF_REQUIRE(device == "none" || device == "cpu" || device == "nvme",
-               "%s: %s.device = \"%s\": expected none, cpu or nvme", source_.c_str(), name.c_str(), device.c_str());
+               "%s: %s.device = \"%s\": expected none, cpu or nvme", source_.c_str(), name.c_str(),
+               shown(device).c_str());
     if (device == "none") return;
     if (device == "nvme" || offload == "nvme") {
       out_.note(name, "not converted: parameters stay on the GPU (zfcore keeps parameters in host memory, never on "
@@ -194,12 +223,12 @@ class Converter {
                source_.c_str(), name.c_str());
     out_.tables["zenflow"];  // the table turns ZenFlow on, even empty
     for (auto &[key, v] : value.items()) {
-      const std::string full = name + "." + key;
+      const std::string full = name + "." + shown(key);
       if (key == "topk_ratio" || key == "auto_ratio" || key == "pt_reserved_cores_perc")
         out_.set("zenflow", key, number(v, full));
       else if (key == "update_interval" || key == "select_interval")
-        out_.set("zenflow", key, v.is_string() ? v.dump() : number(v, full));
-      else if (key == "select_strategy") out_.set("zenflow", key, v.dump());
+        out_.set("zenflow", key, v.is_string() ? toml_string(v.get<std::string>()) : number(v, full));
+      else if (key == "select_strategy") out_.set("zenflow", key, toml_string(text(value, name, "select_strategy", "")));
       else if (key == "overlap_step") out_.set("zenflow", key, boolean(v, full));
       else if (key == "full_warm_up_rounds") out_.set("zenflow", key, number(v, full));
       else if (key == "offload") out_.set("zenflow", "offload_selected_state", boolean(v, full));
@@ -215,23 +244,24 @@ class Converter {
       return;
     }
     sub_keys(*opt, "optimizer", {"type", "params"});
-    const std::string type = opt->value("type", "AdamW");
+    const std::string type = text(*opt, "optimizer", "type", "AdamW");
     std::string plugin;
     if (type == "Adam" || type == "AdamW" || type == "adam" || type == "adamw" || type == "FusedAdam" ||
         type == "CPUAdam" || type == "DeepSpeedCPUAdam")
       plugin = offloaded ? "cpu_adam" : "gpu_adam";
     else if (type == "Lion" || type == "lion") plugin = "cpu_lion";
     else if (type == "Adagrad" || type == "adagrad") plugin = "cpu_adagrad";
-    else throw Error(format("%s: optimizer.type = \"%s\": zfcore has Adam/AdamW, Lion and Adagrad", source_.c_str(), type.c_str()));
+    else throw Error(format("%s: optimizer.type = \"%s\": zfcore has Adam/AdamW, Lion and Adagrad", source_.c_str(),
+                            shown(type).c_str()));
     ZF_REQUIRE(offloaded || plugin == "gpu_adam",
                "%s: optimizer.type = \"%s\" runs on the CPU in zfcore: add zero_optimization.offload_optimizer "
-               "(device \"cpu\")", source_.c_str(), type.c_str());
+               "(device \"cpu\")", source_.c_str(), shown(type).c_str());
     out_.set("optimizer", "plugin", "\"" + plugin + "\"");
     if (!opt->contains("params")) return;
     const json &params = (*opt)["params"];
     expect_object(params, "optimizer.params");
     for (auto &[key, v] : params.items()) {
-      const std::string full = "optimizer.params." + key;
+      const std::string full = "optimizer.params." + shown(key);
       if (key == "lr" && !warmup_max_lr_.empty()) continue;  // the scheduler's peak wins
       if (key == "lr" || key == "eps" || key == "weight_decay") out_.set("optimizer", key, number(v, full));
       else if (key == "betas") {
@@ -247,17 +277,18 @@ class Converter {
 
   void scheduler(const json &value) {
     sub_keys(value, "scheduler", {"type", "params"});
-    const std::string type = value.value("type", "");
+    const std::string type = text(value, "scheduler", "type", "");
     const json params = value.value("params", json::object());
+    expect_object(params, "scheduler.params");
     std::string schedule;
     if (type == "WarmupLR") schedule = "constant";
     else if (type == "WarmupDecayLR") schedule = "linear";
     else if (type == "WarmupCosineLR") schedule = "cosine";
     else throw Error(format("%s: scheduler.type = \"%s\": zfcore has WarmupLR, WarmupDecayLR and WarmupCosineLR",
-                            source_.c_str(), type.c_str()));
+                            source_.c_str(), shown(type).c_str()));
     out_.set("train", "lr_schedule", "\"" + schedule + "\"");
     for (auto &[key, v] : params.items()) {
-      const std::string full = "scheduler.params." + key;
+      const std::string full = "scheduler.params." + shown(key);
       if (key == "warmup_num_steps") out_.set("train", "warmup_steps", number(v, full));
       else if (key == "total_num_steps") out_.set("train", "steps", number(v, full));
       else if (key == "warmup_max_lr") warmup_max_lr_ = number(v, full);
@@ -270,7 +301,8 @@ class Converter {
       } else if (key == "last_batch_iteration") {
         out_.note(full, "ignored: a resumed run continues the schedule from its checkpoint");
       } else {
-        throw Error(format("%s: \"%s\" is not a %s parameter zfcore knows", source_.c_str(), full.c_str(), type.c_str()));
+        throw Error(format("%s: \"%s\" is not a %s parameter zfcore knows", source_.c_str(), full.c_str(),
+                           type.c_str()));
       }
     }
     if (schedule == "linear") out_.set("train", "min_lr_ratio", "0.0");  // WarmupDecayLR decays to 0
@@ -287,11 +319,21 @@ class Converter {
     expect_object(value, name);
     for (auto &[key, v] : value.items())
       ZF_REQUIRE(allowed.count(key), "%s: \"%s.%s\" is not a DeepSpeed key zfcore knows", source_.c_str(),
-                 name.c_str(), key.c_str());
+                 name.c_str(), shown(key).c_str());
   }
   std::string number(const json &value, const std::string &name) const {
-    ZF_REQUIRE(value.is_number(), "%s: %s = %s must be a number", source_.c_str(), name.c_str(), excerpt(value.dump()).c_str());
+    ZF_REQUIRE(value.is_number(), "%s: %s = %s must be a number", source_.c_str(), name.c_str(),
+               shown(value.dump()).c_str());
+    ZF_REQUIRE((!value.is_number_unsigned() || value.get<uint64_t>() <= uint64_t(INT64_MAX)) &&
+                   (!value.is_number_float() || std::isfinite(value.get<double>())),
+               "%s: %s = %s is out of range", source_.c_str(), name.c_str(), shown(value.dump()).c_str());
     return value.dump();  // the shortest text that reads back the same number; valid TOML
+  }
+  // A string member of `object` (`fallback` when it has none).
+  std::string text(const json &object, const std::string &name, const char *key, const char *fallback) const {
+    if (!object.contains(key)) return fallback;
+    ZF_REQUIRE(object[key].is_string(), "%s: %s.%s must be a string", source_.c_str(), name.c_str(), key);
+    return object[key].get<std::string>();
   }
   std::string boolean(const json &value, const std::string &name) const {
     ZF_REQUIRE(value.is_boolean(), "%s: %s must be true or false", source_.c_str(), name.c_str());
@@ -302,7 +344,7 @@ class Converter {
     ZF_REQUIRE(object[key].is_number_integer(), "%s: %s.%s must be an integer", source_.c_str(), name.c_str(), key);
     return object[key].get<int64_t>();
   }
-  static bool enabled_value(const json &value) { return value.is_object() && value.value("enabled", false) == true; }
+  static bool enabled_value(const json &value) { return value.is_object() && value.value("enabled", json(false)) == true; }
 
   std::string source_;
   Toml out_;

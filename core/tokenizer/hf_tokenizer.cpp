@@ -37,12 +37,17 @@ struct AddedToken {
   bool lstrip = false, rstrip = false, single_word = false;
 };
 
-json read_json(const std::string &path) {
+std::string read_text(const std::string &path) {
   std::string text;
   std::string why = read_regular_file(path, 1ull << 30, &text);
   ZF_REQUIRE(why.empty(), "%s: cannot read the file: %s (set data.tokenizer_path to a tokenizer.json)", path.c_str(),
              why.c_str());
-  return parse_json(text, path);
+  return text;
+}
+
+// tokenizer_config.json beside the tokenizer.json at `path`.
+std::string config_path_beside(const std::string &path) {
+  return path.substr(0, path.find_last_of('/') + 1) + "tokenizer_config.json";
 }
 
 // The pre_tokenizer entries as a flat list (a Sequence lists its members).
@@ -59,14 +64,17 @@ bool word_byte(char c) {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  explicit HfTokenizer(const std::string &path) : path_(path) {
-    json root = read_json(path);
+  // `text` is the content of the tokenizer.json at `path`, `config_text` that of the
+  // tokenizer_config.json beside it, if there is one.
+  HfTokenizer(const std::string &path, const std::string &text, const std::optional<std::string> &config_text)
+      : path_(path) {
+    json root = parse_json(text, path);
     try {
       load(root);
     } catch (const json::exception &e) {
       throw Error(format("%s: unexpected tokenizer.json content: %s", path.c_str(), e.what()));
     }
-    load_special_names();
+    load_special_names(config_text);
   }
 
   std::string name() const override { return "hf:" + path_; }
@@ -243,12 +251,10 @@ class HfTokenizer final : public Tokenizer {
 
   // EOS and PAD come from tokenizer_config.json beside tokenizer.json; without it, EOS is the
   // first of the usual names that is an added token.
-  void load_special_names() {
-    std::string directory = path_.substr(0, path_.find_last_of('/') + 1);
-    std::string config_path = directory + "tokenizer_config.json";
-    std::error_code missing;
-    if (std::filesystem::exists(config_path, missing)) {
-      json config = read_json(config_path);
+  void load_special_names(const std::optional<std::string> &config_text) {
+    if (config_text) {
+      std::string config_path = config_path_beside(path_);
+      json config = parse_json(*config_text, config_path);
       eos_ = special_id(config, "eos_token", config_path);
       pad_ = special_id(config, "pad_token", config_path);
     }
@@ -315,6 +321,17 @@ class HfTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string &path) { return std::make_unique<HfTokenizer>(path); }
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string &path) {
+  std::string text = read_text(path);
+  std::optional<std::string> config_text;
+  std::error_code missing;
+  if (std::filesystem::exists(config_path_beside(path), missing)) config_text = read_text(config_path_beside(path));
+  return std::make_unique<HfTokenizer>(path, text, config_text);
+}
+
+std::unique_ptr<Tokenizer> parse_hf_tokenizer(const std::string &text, const std::optional<std::string> &config_text,
+                                              const std::string &path) {
+  return std::make_unique<HfTokenizer>(path, text, config_text);
+}
 
 }  // namespace zf

@@ -38,6 +38,10 @@ std::unique_ptr<Tokenizer> make_tokenizer(const RunConfig &config);
 std::unique_ptr<Tokenizer> make_byte_tokenizer(bool eos = true);
 // `path` is a tokenizer.json (a tokenizer_config.json beside it, if any, names EOS and PAD).
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string &path);
+// The same from the text of a tokenizer.json and of the tokenizer_config.json beside it (nullopt:
+// none); `path` stands in for the file's path in messages.
+std::unique_ptr<Tokenizer> parse_hf_tokenizer(const std::string &text, const std::optional<std::string> &config_text,
+                                              const std::string &path);
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string &path);
 
 }  // namespace zf

@@ -1,0 +1,57 @@
+#include "checkpoint/checkpoint_metadata.hpp"
+
+#include "config/limits.hpp"
+#include "runtime/error.hpp"
+#include "runtime/input.hpp"
+
+#include <charconv>
+#include <cstdint>
+
+namespace zf {
+namespace {
+
+const std::string &field(const std::map<std::string, std::string> &fields, const char *key, const std::string &file) {
+  auto it = fields.find(key);
+  ZF_REQUIRE(it != fields.end(), "%s: metadata has no '%s'", file.c_str(), key);
+  return it->second;
+}
+
+// A whole-number field from `min` to `max` (`what` says which), written as save() writes it:
+// decimal digits only (no sign or blank), so that what is read is what was written.
+uint64_t number(const std::map<std::string, std::string> &fields, const char *key, const std::string &file,
+                const std::string &what, uint64_t min = 0, uint64_t max = UINT64_MAX) {
+  const std::string &text = field(fields, key, file);
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  ZF_REQUIRE(error == std::errc() && end == text.data() + text.size() &&
+                 value >= min && value <= max,
+             "%s: metadata field '%s' = \"%s\" is not %s; the checkpoint is corrupt", file.c_str(), key,
+             excerpt(text).c_str(), what.c_str());
+  return value;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> checkpoint_metadata_fields(const CheckpointMetadata &metadata, int rank) {
+  return {{"step", std::to_string(metadata.step)},
+          {"world_size", std::to_string(metadata.world_size)},
+          {"rank", std::to_string(rank)},
+          {"shard_begin", std::to_string(metadata.shard_begin)},
+          {"shard_end", std::to_string(metadata.shard_end)},
+          {"layout", metadata.layout}};
+}
+
+CheckpointMetadata read_checkpoint_metadata(const std::map<std::string, std::string> &fields, const std::string &file) {
+  CheckpointMetadata metadata;
+  metadata.step = int64_t(number(fields, "step", file, format("a step number (0 to %lld)", (long long)kMaxSteps), 0,
+                                 uint64_t(kMaxSteps)));
+  metadata.world_size = number(fields, "world_size", file, "a number of ranks (1 or more)", 1);
+  metadata.shard_begin = number(fields, "shard_begin", file, "a number");
+  metadata.shard_end = number(fields, "shard_end", file,
+                              format("a number from shard_begin (%llu) on", (unsigned long long)metadata.shard_begin),
+                              metadata.shard_begin);
+  metadata.layout = field(fields, "layout", file);
+  return metadata;
+}
+
+}  // namespace zf
