@@ -119,11 +119,14 @@ std::string RunStats::summary_json(const RunSummary &s, int64_t timed_steps, con
   }
   for (zf_tier tier : {ZF_TIER_DEVICE, ZF_TIER_PINNED_HOST, ZF_TIER_HOST})  // the memory plan, this rank
     json.key(format("planned_%s_bytes", tier_name(tier))).value(facts.memory_plan->bytes(tier));
-  json.key("memory_bytes").begin_object();  // this rank's ledger at the end, "tier.tag": bytes
-  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
-    for (const auto &[tag, bytes] : ledger.current_by_tag(tier))
-      json.key(std::string(tier_name(tier)) + "." + tag).value(bytes);
-  json.end_object();
+  // This rank's ledger, "tier.tag": bytes at the end of the run, and the most each tag held at once.
+  for (bool peak : {false, true}) {
+    json.key(peak ? "memory_peak_bytes" : "memory_bytes").begin_object();
+    for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
+      for (const auto &[tag, bytes] : peak ? ledger.peak_by_tag(tier) : ledger.current_by_tag(tier))
+        json.key(std::string(tier_name(tier)) + "." + tag).value(bytes);
+    json.end_object();
+  }
   json.key("plugins").begin_object();
   const PluginSet &plugins = *facts.plugins;
   for (const ActivePlugin *p : {&plugins.stage, &plugins.offload, &plugins.optimizer, &plugins.selector}) {

@@ -2,6 +2,7 @@
 
 #include "runtime/error.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace zf {
@@ -73,8 +74,11 @@ void MemoryLedger::add(zf_tier tier, const std::string &tag, int64_t delta) {
   };
   apply(current_[tier]);
   if (current_[tier] > peak_[tier]) peak_[tier] = current_[tier];
-  apply(by_tag_[tier][tag]);
-  if (by_tag_[tier][tag] == 0) by_tag_[tier].erase(tag);
+  uint64_t &bytes = by_tag_[tier][tag];
+  apply(bytes);
+  uint64_t &peak = peak_by_tag_[tier][tag];
+  peak = std::max(peak, bytes);
+  if (bytes == 0) by_tag_[tier].erase(tag);
 }
 
 uint64_t MemoryLedger::current(zf_tier tier) const {
@@ -90,6 +94,11 @@ uint64_t MemoryLedger::peak(zf_tier tier) const {
 std::map<std::string, uint64_t> MemoryLedger::current_by_tag(zf_tier tier) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return by_tag_[tier];
+}
+
+std::map<std::string, uint64_t> MemoryLedger::peak_by_tag(zf_tier tier) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_by_tag_[tier];
 }
 
 std::string format_bytes(uint64_t bytes) {

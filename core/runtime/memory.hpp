@@ -38,6 +38,7 @@ class MemoryLedger {
   uint64_t current(zf_tier tier) const;
   uint64_t peak(zf_tier tier) const;
   std::map<std::string, uint64_t> current_by_tag(zf_tier tier) const;  // tag -> bytes
+  std::map<std::string, uint64_t> peak_by_tag(zf_tier tier) const;     // tag -> the most it held at once
 
  private:
   struct Block {
@@ -53,6 +54,7 @@ class MemoryLedger {
   std::array<uint64_t, ZF_TIER_COUNT> current_{};
   std::array<uint64_t, ZF_TIER_COUNT> peak_{};
   std::array<std::map<std::string, uint64_t>, ZF_TIER_COUNT> by_tag_;
+  std::array<std::map<std::string, uint64_t>, ZF_TIER_COUNT> peak_by_tag_;
 };
 
 std::string format_bytes(uint64_t bytes);  // "12.3 MiB"

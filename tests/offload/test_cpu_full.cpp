@@ -65,10 +65,12 @@ TEST_CASE("cpu_full keeps the parameters in pinned memory and a block on the dev
   CHECK(digest_of(full) == digest_of(none));
   // linear_stack: 4 blocks of 256 x 256 weights + 256 biases, bf16 (2 bytes), 64-element aligned.
   const uint64_t block = (256 * 256 + 256) * 2, model = 4 * block;
-  CHECK(number(full.summary, "pinned.params") == model);   // the working parameters, in host memory
-  CHECK(number(full.summary, "host.params") == 0);          // none whole where the model computes
-  CHECK(number(full.summary, "host.params.gathered") == 0);  // every block released after use
-  CHECK(number(full.summary, "pinned.params.offload") == 0);  // the optimizer writes them in place
+  auto ledger = [&](const std::string &tag) { return test::ledger_bytes(full.summary, "memory_bytes", tag); };
+  CHECK(ledger("pinned.params") == model);   // the working parameters, in host memory
+  CHECK(ledger("host.params") == 0);          // none whole where the model computes
+  CHECK(ledger("host.params.gathered") == 0);  // every block released after use...
+  CHECK(test::ledger_bytes(full.summary, "memory_peak_bytes", "host.params.gathered") == block);  // one at a time
+  CHECK(ledger("pinned.params.offload") == 0);  // the optimizer writes them in place
   CHECK(number(full.summary, "offload_bytes_up") == 0);      // so nothing goes up after the step
   // Where the model computes: the gradients and at most a block or two, not the parameters.
   const uint64_t device_peak = number(full.summary, "host");

@@ -41,6 +41,14 @@ std::string json_field(const std::string &json, const std::string &key) {
   return json.substr(at, end - at);
 }
 
+uint64_t ledger_bytes(const std::string &summary, const std::string &section, const std::string &tag) {
+  const std::string start = "\"" + section + "\":{";
+  auto at = summary.find(start);
+  if (at == std::string::npos) return 0;
+  std::string value = json_field(summary.substr(at, summary.find('}', at) - at + 1), tag);
+  return value.empty() ? 0 : std::stoull(value);
+}
+
 std::string scratch_dir(const std::string &name) {
   std::filesystem::path dir = std::filesystem::path(ZF_TEST_BINARY_DIR) / "test-scratch" / name;
   std::filesystem::remove_all(dir);

@@ -2,6 +2,7 @@
 // (stdout and stderr together), and reads files and JSON fields of the run outputs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace zf::test {
@@ -15,6 +16,9 @@ Outcome run_command(const std::string &command);
 std::string read_text(const std::string &path);
 // The value of "key" in a flat JSON object, as text (quotes removed); "" when absent.
 std::string json_field(const std::string &json, const std::string &key);
+// The bytes of ledger tag "tier.tag" in a summary.json: at the end of the run (section
+// "memory_bytes") or the most it held at once ("memory_peak_bytes"); 0 when it held nothing.
+uint64_t ledger_bytes(const std::string &summary, const std::string &section, const std::string &tag);
 // A fresh empty directory under the build tree's test scratch space.
 std::string scratch_dir(const std::string &name);
 
