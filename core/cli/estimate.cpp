@@ -73,6 +73,7 @@ EstimateInput estimate_input(const RunConfig &config, uint64_t world, std::strin
   input.max_live_parameters = uint64_t(stage_knob(config, "max_live_parameters", 1000000000));
   input.reduce_bucket_size = uint64_t(stage_knob(config, "reduce_bucket_size", 500000000));
   input.allgather_bucket_size = uint64_t(stage_knob(config, "allgather_bucket_size", 500000000));
+  input.grad_accum = uint64_t(config.integer("train", "grad_accum"));
   return input;
 }
 
@@ -120,7 +121,8 @@ int command_estimate(const std::vector<std::string> &args) {
     // gradient shard and (bf16/fp16 runs) of the updated parameters; nvme puts the state on disk
     // (and keeps three tiles of it per state tensor in pinned memory, not counted here); cpu_full
     // moves the working parameters (zero3: the shard) there instead of the updated copy, and the
-    // device holds the blocks in use (two of the largest) plus offload.prefetch_size ahead.
+    // device holds the blocks in use (two of the largest) plus offload.prefetch_size ahead. zero3
+    // keeps a compute-precision shard of its own once the master is in host memory.
     const bool disk = offload == "nvme", params_out = offload == "cpu_full";
     const uint64_t c = input.compute_bytes, largest = *std::max_element(input.blocks.begin(), input.blocks.end());
     std::printf("offload %s: per rank, bytes on each tier%s\n", offload.c_str(),
@@ -130,11 +132,13 @@ int command_estimate(const std::vector<std::string> &args) {
     for (const StageEstimate &e : estimate_memory(input)) {
       uint64_t shard = e.master / 4;
       uint64_t copies = shard * c * (c == 4 || params_out ? 1 : 2);
-      uint64_t device = e.params + e.grads + e.staging + e.transient, pinned = e.master + copies;
-      if (params_out) {
-        const uint64_t host_params = e.stage == "zero3" ? c * shard : e.params;  // zero3's resident blocks stay
-        device = device - host_params + 2 * c * largest;
-        pinned += host_params;
+      const bool zero3 = e.stage == "zero3";
+      uint64_t device = e.grads + e.staging + e.transient, pinned = e.master + copies;
+      if (params_out) {  // the working parameters (zero3: its shard; the resident blocks stay) in host memory
+        device += (zero3 ? e.params : 0) + 2 * c * largest;
+        pinned += zero3 ? c * shard : e.params;
+      } else {
+        device += e.params + (zero3 ? c * shard : 0);
       }
       std::printf("  %-6s %14llu %14llu %14llu%s\n", e.stage.c_str(), (unsigned long long)device,
                   (unsigned long long)(pinned + (disk ? 0 : e.state)), (unsigned long long)(disk ? e.state : 0),
@@ -146,9 +150,11 @@ int command_estimate(const std::vector<std::string> &args) {
       "  zero0: params cP, grads cP, master 4P, state kP                  (paper: 16P)\n"
       "  zero1: params cNS, grads cNS, master 4S, state kS                (paper: 4P + 12P/N)\n"
       "  zero2: params cNS, grads cS, master 4S, state kS                 (paper: 2P + 14P/N)\n"
-      "  zero3: params c(S + resident blocks), grads cS, master 4S, kS    (paper: 16P/N)\n"
+      "  zero3: params c x resident blocks, grads cS, master 4S, kS       (paper: 16P/N)\n"
+      "         (blocks are gathered from the fp32 master; under offload a shard cS of its own)\n"
       "  transient: one block's gradients while its backward runs (zero2, zero3), and its gathered\n"
-      "  parameters while it computes (zero3); staging: the collectives' buffers.\n"
+      "  parameters while it computes (zero3); staging: the collectives' buffers (zero2/zero3 stage\n"
+      "  a reduction only with train.grad_accum > 1). grads (zero2/zero3): from the backward to the update.\n"
       "  CPU float32 runs: c = 4, so the per-parameter bytes are 4 + 4 + 4 + k instead of 2 + 2 + 12.\n",
       (unsigned long long)input.compute_bytes);
   return 0;

@@ -27,10 +27,8 @@
 #include "runtime/parallel.hpp"
 #include "plugin/plugin_entry.hpp"
 
-#include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <filesystem>
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,7 +112,7 @@ class Trainer {
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
     stats_.mark("model");
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
-    check_output_paths();
+    if (comm_.rank() == 0) check_output_paths(config, options_);  // rank 0 writes them
     plan_buffers();
     checkpoints_ = std::make_unique<TrainingCheckpoints>(
         config, options_.output_dir, runtime_, flat_->layout(),
@@ -263,9 +261,14 @@ class Trainer {
     stats_.mark("optimizer");
     residency_ = std::make_unique<Residency>(stage, runtime_, *flat_, *model_, tier(),
                                              [this](int64_t step) { return buffers(step, uint32_t(options_.grad_accum - 1)); });
-    if (stage.file().descriptor->capabilities & ZF_CAP_SHARD_PARAMETERS)
+    if (stage.file().descriptor->capabilities & ZF_CAP_SHARD_PARAMETERS) {
+      // A stage of ABI 1.6 gathers from the fp32 master where it lives beside the model (it
+      // converts as it copies): no compute-precision copy of the shard is kept.
+      const bool from_master = ZF_ABI_MINOR_OF(stage.file().abi_version) >= 6 && !update_->offloaded() &&
+                               param_tier_ == tier() && update_->master.device() == flat_->params.device();
       residency_->shard(shard_begin_, shard_end_, param_tier_, std::move(resident), plan.prefetch_numel,
-                        /*stage_gathers=*/true);
+                        /*stage_gathers=*/true, from_master ? update_->master : torch::Tensor());
+    }
     else if (param_tier_ != tier())  // parameter offload: every block comes from host memory when used
       residency_->shard(0, numel, param_tier_, std::vector<uint8_t>(layout.block_count, 0),
                         update_->param_prefetch(), /*stage_gathers=*/false);
@@ -273,32 +276,6 @@ class Trainer {
     // Without a gather after the update, the next forward can start while the update goes on.
     defer_update_ = !stage.api<zf_stage_api>()->gather_parameters && !residency_->sharded();
     stats_.mark("stage");
-  }
-
-  // Where the run writes, checked before step 1: a run must not train for hours and then find that
-  // it cannot write its reports or its export. Rank 0 writes them.
-  void check_output_paths() const {
-    if (comm_.rank() != 0) return;
-    const std::pair<const char *, const char *> keys[] = {{"run", "output_dir"}, {"checkpoint", "export_hf"}};
-    for (const auto &[table, key] : keys) {
-      std::string dir = std::string(key) == "output_dir" ? options_.output_dir : options_.export_hf;
-      if (dir.empty()) continue;
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      std::filesystem::path probe = std::filesystem::path(dir) / ".zfcore-write-test";
-      std::FILE *file = ec ? nullptr : std::fopen(probe.c_str(), "w");
-      std::string why = ec ? ec.message() : file ? "" : std::strerror(errno);
-      if (file) {
-        std::fclose(file);
-        std::filesystem::remove(probe, ec);
-      }
-      ZF_REQUIRE(why.empty(), "%s: %s.%s = \"%s\": cannot write there (%s); choose a directory this user can write",
-                 config_.where(table, key).str().c_str(), table, key, dir.c_str(), why.c_str());
-    }
-    ZF_REQUIRE(options_.export_hf.empty() || is_transformer_config(config_),
-               "%s: checkpoint.export_hf: model.type = \"%s\" has no Hugging Face format (only gpt2, llama and qwen2 "
-               "do); remove checkpoint.export_hf", config_.where("checkpoint", "export_hf").str().c_str(),
-               config_.string("model", "type").c_str());
   }
 
   // Bytes per tier before anything large is allocated, printed, and refused when they cannot fit.
@@ -368,7 +345,9 @@ class Trainer {
   // its gradient memory and (sharded) parameters go.
   // On a GPU the reduction runs on the communication stream beside the next blocks' backward.
   void finish_block_backward(uint32_t block, const zf_step_buffers &b) {
+    if (grad_shards_) grad_shards_->hold_shard();  // the step's first reduction (zeroed on the compute stream)
     zf_step_buffers comm = on_comm_stream(runtime_, b);
+    if (grad_shards_) comm.grad_shard = view_of(grad_shards_->shard);
     call_hook(plugins_.stage.instance->api<zf_stage_api>()->after_backward, "after_backward", block, comm);
     if (grad_shards_) {
       uint32_t timer = timers_.id("grad_reduce");  // reducing a block into the shards (GPU: comm stream)
@@ -421,7 +400,9 @@ class Trainer {
     b.params = whole.defined() ? view_of(whole) : absent;
     b.param_shard = view_of(params_shard());
     b.grads = grad_shards_ ? absent : view_of(flat_->grads);
-    b.grad_shard = view_of(grads_shard());
+    // Under sharded gradients the shard has memory from the step's first reduction to its update.
+    zf_tensor_view no_shard{nullptr, shard_numel(), abi_dtype(dtype_), ZF_DEVICE_CPU, 0, 0};
+    b.grad_shard = !grad_shards_ || grad_shards_->shard_held() ? view_of(grads_shard()) : no_shard;
     b.stream = runtime_.compute_stream;
     return b;
   }
@@ -485,6 +466,7 @@ class Trainer {
       timers_.stop(t.bwd_inner, stream());
       loss_sum += loss.item<double>();
       if (micro + 1 == options_.grad_accum) {
+        b = buffers(step, uint32_t(micro));  // the gradient shard is held now
         timers_.start(t.bwd_reduce, stream());
         zf_error error{};
         auto &stage = *plugins_.stage.instance;
@@ -500,7 +482,7 @@ class Trainer {
     optimizer_step(step);
     timers_.stop(t.step, stream());
     stats_.note_device_memory("step_end");
-    if (grad_shards_) grad_shards_->shard.zero_();
+    if (grad_shards_) grad_shards_->release_shard();  // attached and zeroed again at the next step's first reduction
     else flat_->grads.zero_();
 
     // The reported loss is the mean over micro-batches and ranks.

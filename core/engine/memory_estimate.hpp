@@ -20,12 +20,14 @@ struct EstimateInput {
   uint64_t max_live_parameters = 1000000000;
   uint64_t reduce_bucket_size = 500000000;     // zero1-3 knobs: they size the staging buffers
   uint64_t allgather_bucket_size = 500000000;
+  uint64_t grad_accum = 1;         // zero2/3 stage a reduction only to add a later micro-step's
 };
 
 struct StageEstimate {
   std::string stage;
-  uint64_t params = 0;     // "params" (zero0-2) or "params.shard" + "params.resident" (zero3)
-  uint64_t grads = 0;      // "grads" (zero0-1) or "grads.shard" (zero2-3)
+  uint64_t params = 0;     // "params" (zero0-2) or "params.resident" (zero3, which gathers from the
+                           // fp32 master; under offload it keeps a "params.shard" too)
+  uint64_t grads = 0;      // "grads" (zero0-1) or "grads.shard" (zero2-3, from the backward to the update)
   uint64_t master = 0;     // "master" (fp32)
   uint64_t state = 0;      // the optimizer's tags (exp_avg + exp_avg_sq for Adam)
   uint64_t staging = 0;    // "<stage>.staging" + "<stage>.reduce_staging": collective buffers

@@ -19,10 +19,10 @@ Residency::Residency(PluginInstance &stage, Runtime &runtime, FlatBuffers &flat,
     : stage_(stage), runtime_(runtime), flat_(flat), model_(model), tier_(tier), buffers_(std::move(buffers)) {}
 
 void Residency::shard(uint64_t store_begin, uint64_t store_end, zf_tier store_tier, std::vector<uint8_t> resident,
-                      uint64_t prefetch_numel, bool stage_gathers) {
+                      uint64_t prefetch_numel, bool stage_gathers, torch::Tensor master) {
   const uint64_t whole = uint64_t(flat_.params.numel());
   sharded_ = std::make_unique<ShardedParameters>(flat_, runtime_.memory, tier_, store_tier, store_begin, store_end,
-                                                 std::move(resident));
+                                                 std::move(resident), std::move(master));
   whole_ = store_begin == 0 && store_end == whole;
   gathered_.assign(sharded_->block_count(), nullptr);
   gathers_.assign(sharded_->block_count(), 0);

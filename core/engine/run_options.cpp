@@ -1,5 +1,13 @@
 #include "engine/run_options.hpp"
 
+#include "model/transformer_shape.hpp"
+#include "runtime/error.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
 namespace zf {
 
 RunOptions RunOptions::read(const RunConfig &config) {
@@ -39,6 +47,29 @@ RunOptions RunOptions::read(const RunConfig &config) {
                                   config.real("optimizer", "beta2"), config.real("optimizer", "eps"),
                                   config.real("optimizer", "weight_decay")};
   return o;
+}
+
+void check_output_paths(const RunConfig &config, const RunOptions &options) {
+  const std::pair<const char *, const char *> keys[] = {{"run", "output_dir"}, {"checkpoint", "export_hf"}};
+  for (const auto &[table, key] : keys) {
+    std::string dir = std::string(key) == "output_dir" ? options.output_dir : options.export_hf;
+    if (dir.empty()) continue;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::filesystem::path probe = std::filesystem::path(dir) / ".zfcore-write-test";
+    std::FILE *file = ec ? nullptr : std::fopen(probe.c_str(), "w");
+    std::string why = ec ? ec.message() : file ? "" : std::strerror(errno);
+    if (file) {
+      std::fclose(file);
+      std::filesystem::remove(probe, ec);
+    }
+    ZF_REQUIRE(why.empty(), "%s: %s.%s = \"%s\": cannot write there (%s); choose a directory this user can write",
+               config.where(table, key).str().c_str(), table, key, dir.c_str(), why.c_str());
+  }
+  ZF_REQUIRE(options.export_hf.empty() || is_transformer_config(config),
+             "%s: checkpoint.export_hf: model.type = \"%s\" has no Hugging Face format (only gpt2, llama and qwen2 "
+             "do); remove checkpoint.export_hf", config.where("checkpoint", "export_hf").str().c_str(),
+             config.string("model", "type").c_str());
 }
 
 }  // namespace zf

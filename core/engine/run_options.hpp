@@ -37,4 +37,9 @@ struct RunOptions {
   static RunOptions read(const RunConfig &config);
 };
 
+// Where the run writes (run.output_dir, checkpoint.export_hf), checked before step 1 on the rank
+// that writes: a run must not train for hours and then find that it cannot write its reports or
+// its export.
+void check_output_paths(const RunConfig &config, const RunOptions &options);
+
 }  // namespace zf

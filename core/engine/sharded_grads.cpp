@@ -5,8 +5,10 @@
 namespace zf {
 
 ShardedGradients::ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_numel)
-    : blocks_(flat.layout(), ledger, tier, flat.grads.scalar_type()) {
+    : ledger_(ledger), tier_(tier), blocks_(flat.layout(), ledger, tier, flat.grads.scalar_type()) {
   shard = ledger_tensor(ledger, tier, shard_numel, flat.grads.scalar_type(), "grads.shard");
+  detach_memory(shard);
+  shard_bytes_ = shard_numel * shard.element_size();
   for (uint32_t b = 0; b < flat.layout().block_count; ++b) {
     flat.bind_block_grads(b, blocks_.add("grads.block"));
     blocks_.detach(b);
@@ -20,6 +22,15 @@ void ShardedGradients::hold(uint32_t block) {
   torch::NoGradGuard no_grad;
   blocks_[block].zero_();
 }
+
+void ShardedGradients::hold_shard() {
+  if (shard_held()) return;
+  attach_memory(shard, ledger_, tier_, shard_bytes_, "grads.shard");
+  torch::NoGradGuard no_grad;
+  shard.zero_();
+}
+
+void ShardedGradients::release_shard() { detach_memory(shard); }
 
 void ShardedGradients::release(uint32_t block, void *reduced, void *compute_stream) {
   if (!held(block)) return;

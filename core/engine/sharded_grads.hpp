@@ -1,7 +1,9 @@
 // sharded_grads.hpp: the gradients under a stage that reduces them block by block (reduce_block,
 // ZeRO-2 and ZeRO-3). This rank keeps only its reduced shard; each block's gradients live in
 // their own storage, attached (zeroed) when the block's backward starts and detached once the
-// stage has reduced them into the owners' shards.
+// stage has reduced them into the owners' shards. The shard itself has memory only from the
+// step's first reduction to its update (as FSDP2 makes its gradient shards in the backward and
+// frees them after the step): it is not held at the peak of the forward and the head's backward.
 #pragma once
 
 #include "engine/sharded_params.hpp"
@@ -19,7 +21,11 @@ class ShardedGradients {
   ShardedGradients(const ShardedGradients &) = delete;
   ShardedGradients &operator=(const ShardedGradients &) = delete;
 
-  torch::Tensor shard;  // this rank's reduced gradients, ledger "grads.shard"
+  // This rank's reduced gradients, ledger "grads.shard"; its storage has memory only while held.
+  torch::Tensor shard;
+  bool shard_held() const { return shard.storage().nbytes() > 0; }
+  void hold_shard();     // attaches zeroed memory; a no-op when held
+  void release_shard();  // after the update: nothing reads the gradients until the next backward
 
   bool held(uint32_t block) const { return blocks_.held(block); }
   void hold(uint32_t block);  // attaches zeroed memory ("grads.block"); a no-op when held
@@ -33,6 +39,9 @@ class ShardedGradients {
 
  private:
   void detach_oldest(void *compute_stream);
+  MemoryLedger &ledger_;
+  zf_tier tier_;
+  uint64_t shard_bytes_ = 0;
   BlockStorage blocks_;
   std::deque<std::pair<uint32_t, void *>> reducing_;  // block, event after its reduction
 };

@@ -10,14 +10,18 @@
 namespace zf {
 
 ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, zf_tier store_tier,
-                                     uint64_t store_begin, uint64_t store_end, std::vector<uint8_t> resident)
+                                     uint64_t store_begin, uint64_t store_end, std::vector<uint8_t> resident,
+                                     torch::Tensor master)
     : store_begin(store_begin), resident_(std::move(resident)),
       blocks_(flat.layout(), ledger, tier, flat.params.scalar_type()) {
   const zf_layout &layout = flat.layout();
   ZF_REQUIRE(resident_.size() == layout.block_count, "internal: one residency flag per block");
   torch::NoGradGuard no_grad;
   const int64_t numel = int64_t(store_end - store_begin);
-  if (store_begin == 0 && numel == flat.params.numel()) {
+  if (master.defined()) {
+    ZF_REQUIRE(master.numel() == numel, "internal: the master is not the stored range");
+    store = std::move(master);
+  } else if (store_begin == 0 && numel == flat.params.numel()) {
     store = flat.params;  // materialize allocated it on store_tier: no second copy
   } else {
     store = ledger_tensor(ledger, store_tier, uint64_t(numel), flat.params.scalar_type(), "params.shard");

@@ -53,14 +53,16 @@ class ShardedParameters {
   // Takes [store_begin, store_end) out of flat.params (already initialized on every rank, on
   // store_tier; flat.params itself when that is the whole buffer), gives each block its
   // own storage on tier (resident blocks keep a copy, the others start released), re-points the
-  // model parameters and frees flat.params.
+  // model parameters and frees flat.params. A defined `master` (the fp32 master of that range,
+  // holding the same values) is the store instead: no compute-precision copy is kept.
   ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, zf_tier store_tier, uint64_t store_begin,
-                    uint64_t store_end, std::vector<uint8_t> resident);
+                    uint64_t store_end, std::vector<uint8_t> resident, torch::Tensor master);
   ShardedParameters(const ShardedParameters &) = delete;
   ShardedParameters &operator=(const ShardedParameters &) = delete;
 
   // Layout elements [store_begin, store_end) of the parameters, ledger "params.shard" (or "params"
-  // when it is the whole buffer); the stage's gather_block reads it as this rank's shard.
+  // when it is the whole buffer, "master" when it is the master); the stage's gather_block reads it
+  // as this rank's shard.
   torch::Tensor store;
   const uint64_t store_begin;
 

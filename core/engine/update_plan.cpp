@@ -561,7 +561,7 @@ void UpdatePlan::complete() {
 void UpdatePlan::restore(const torch::Tensor &params_shard) {
   torch::NoGradGuard no_grad;
   if (zenflow_) return zenflow_->restore(params_shard);
-  params_shard.copy_(master);
+  if (params_shard.data_ptr() != master.data_ptr()) params_shard.copy_(master);  // else zero3 gathers from the master
 }
 
 std::string UpdatePlan::events() const { return zenflow_ ? zenflow_->events() : std::string(); }
@@ -621,7 +621,7 @@ void UpdatePlan::update_on_device(float grad_scale) {
     const PluginEntry running(optimizer, "step");
     optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
   }
-  if (!writes_params) {
+  if (!writes_params && params_shard_.data_ptr() != master.data_ptr()) {  // else zero3 gathers from the master
     torch::NoGradGuard no_grad;
     params_shard_.copy_(master);
   }

@@ -145,6 +145,14 @@ struct HostCallbacks {
 
   static zf_status copy(const zf_host *host, zf_tensor_view dst, zf_tensor_view src, void *stream, zf_error *error) {
     return guarded(error, ZF_ERROR_INVALID_ARGUMENT, [&] {
+      if (dst.dtype != src.dtype && floating(dst.dtype) && floating(src.dtype) && dst.numel == src.numel) {
+        // ABI 1.6: a conversion (e.g. zero3 gathering bf16 parameters from the fp32 master).
+        ZF_REQUIRE(dst.device == src.device, "copy: converting dtype %d to %d needs dst and src on one device",
+                   int(src.dtype), int(dst.dtype));
+        if (dst.device == ZF_DEVICE_CPU) tensor_of(dst).copy_(tensor_of(src));
+        else device_convert(dst, src, on(host, stream));
+        return;
+      }
       same_shape(dst, src, "copy");
       uint64_t bytes = tensor_of(dst).nbytes();
       if (dst.device == ZF_DEVICE_CPU && src.device == ZF_DEVICE_CPU) std::memmove(dst.data, src.data, bytes);
@@ -160,6 +168,7 @@ struct HostCallbacks {
       else device_accumulate(dst, src, on(host, stream));
     });
   }
+  static bool floating(zf_dtype dtype) { return dtype == ZF_DTYPE_F32 || dtype == ZF_DTYPE_BF16 || dtype == ZF_DTYPE_F16; }
   static void same_shape(const zf_tensor_view &dst, const zf_tensor_view &src, const char *what) {
     ZF_REQUIRE(dst.numel == src.numel && dst.dtype == src.dtype,
                "%s: dst has %llu elements of dtype %d, src %llu of dtype %d", what, (unsigned long long)dst.numel,

@@ -215,11 +215,23 @@ void device_copy(void *to, const void *from, uint64_t bytes, void *stream) {
   ZF_CUDA_CHECK(cudaMemcpyAsync(to, from, size_t(bytes), cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
 }
 
-void device_accumulate(const zf_tensor_view &dst, const zf_tensor_view &src, void *stream) {
+namespace {
+// Runs torch work on dst's device, queued on an external stream.
+template <typename Work>
+void on_stream(const zf_tensor_view &dst, void *stream, Work work) {
   if (dst.numel == 0) return;
   auto index = c10::DeviceIndex(dst.device_index);
   c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(stream), index));
-  tensor_of(dst).add_(tensor_of(src));
+  work();
+}
+}  // namespace
+
+void device_accumulate(const zf_tensor_view &dst, const zf_tensor_view &src, void *stream) {
+  on_stream(dst, stream, [&] { tensor_of(dst).add_(tensor_of(src)); });
+}
+
+void device_convert(const zf_tensor_view &dst, const zf_tensor_view &src, void *stream) {
+  on_stream(dst, stream, [&] { tensor_of(dst).copy_(tensor_of(src)); });
 }
 
 void *record_event(void *stream) {
@@ -280,6 +292,7 @@ void reset_device_memory_peak() {}
 void synchronize_stream(void *) {}
 void device_copy(void *, const void *, uint64_t, void *) { no_cuda("device copy"); }
 void device_accumulate(const zf_tensor_view &, const zf_tensor_view &, void *) { no_cuda("device accumulate"); }
+void device_convert(const zf_tensor_view &, const zf_tensor_view &, void *) { no_cuda("device convert"); }
 void *record_event(void *) { return nullptr; }
 void wait_event(void *, void *) {}
 void synchronize_event(void *) {}

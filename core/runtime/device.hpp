@@ -39,6 +39,8 @@ void synchronize_stream(void *stream);  // waits for one stream, never the whole
 void device_copy(void *to, const void *from, uint64_t bytes, void *stream);
 // dst += src on the device in stream order (fp32 arithmetic, rounded once to the dtype).
 void device_accumulate(const zf_tensor_view &dst, const zf_tensor_view &src, void *stream);
+// dst = src converted to dst's dtype, on the device in stream order (rounded to nearest even).
+void device_convert(const zf_tensor_view &dst, const zf_tensor_view &src, void *stream);
 
 // Ordering between streams, none of it waiting on the host. An event marks what a stream has
 // queued so far; wait_event makes another stream wait for it and takes the event back. All are

@@ -175,6 +175,18 @@ TEST_CASE("the host's copy and accumulate (ABI 1.2) move and sum host buffers an
   REQUIRE(host->accumulate(host, vx, vtwo, nullptr, &error) == ZF_OK);  // 1 + 2^-7 is representable
   CHECK(x[0] == 0x3f81);
 
+  // ABI 1.6: copy converts between the floating dtypes, rounding to nearest even (zero3 gathers
+  // bf16 blocks from the fp32 master this way): 1 + 2^-8 is a tie (to 1.0), 1 + 1.5 x 2^-8 rounds up.
+  std::vector<float> wide = {1.0f + 0x1p-8f, 1.0f + 0x1.8p-8f, -2.0f};
+  std::vector<uint16_t> narrow(3);
+  zf_tensor_view vwide{wide.data(), 3, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0};
+  zf_tensor_view vnarrow{narrow.data(), 3, ZF_DTYPE_BF16, ZF_DEVICE_CPU, 0, 0};
+  REQUIRE(host->copy(host, vnarrow, vwide, nullptr, &error) == ZF_OK);
+  CHECK(narrow == std::vector<uint16_t>({0x3f80, 0x3f81, 0xc000}));
+  std::vector<int64_t> integers(3);
+  zf_tensor_view vintegers{integers.data(), 3, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0};
+  CHECK(host->copy(host, vintegers, vwide, nullptr, &error) == ZF_ERROR_INVALID_ARGUMENT);  // not floating
+
   // Mismatched views are an error with the sizes, not a crash.
   zf_tensor_view short_view = va;
   short_view.numel = 2;

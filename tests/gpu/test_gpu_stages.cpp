@@ -59,6 +59,27 @@ TEST_CASE("zero0-zero3 on two GPUs reproduce one GPU's param_digest for the same
   }
 }
 
+// One GPU: every shard is the whole model, so the stages must compute zero0's parameters bit for
+// bit; zero3 gathers its bf16 blocks from the fp32 master (cast as it copies, where gpu_adam
+// writes zero0's bf16 parameters in its own pass), and zero2/zero3 hold the gradient shard only
+// from the backward to the update.
+TEST_CASE("zero2 and zero3 on one GPU reproduce zero0's param_digest and keep no second copy", "[gpu][stage]") {
+  test::require_gpus(1);
+  test::StageRun oracle = test::run_stage_ok("gpu_one_oracle", "zero0", 1, on_gpu(1), tiny_gpt());
+  const std::string digest = test::json_field(oracle.summary, "param_digest");
+  for (const std::string &stage : {"zero2", "zero3"}) {
+    test::StageRun r = test::run_stage_ok("gpu_one_" + stage, stage, 1, on_gpu(1) + buckets(stage), tiny_gpt());
+    INFO(stage << "\n" << r.outcome.output);
+    CHECK(test::json_field(r.summary, "param_digest") == digest);
+    CHECK(test::json_field(r.summary, "final_loss") == test::json_field(oracle.summary, "final_loss"));
+    const uint64_t master = test::ledger_bytes(r.summary, "memory_bytes", "device.master");  // 4 bytes an element
+    REQUIRE(master > 0);
+    CHECK(test::ledger_bytes(r.summary, "memory_peak_bytes", "device.grads.shard") == master / 2);  // bf16
+    CHECK(test::ledger_bytes(r.summary, "memory_bytes", "device.grads.shard") == 0);
+    CHECK(test::ledger_bytes(r.summary, "memory_peak_bytes", "device.params.shard") == 0);
+  }
+}
+
 TEST_CASE("a GPU run resumed from its checkpoint ends where the uninterrupted run ends", "[gpu][checkpoint]") {
   test::require_gpus(1);
   std::vector<std::pair<std::string, int>> cases = {{"zero0", 1}};

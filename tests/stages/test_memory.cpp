@@ -5,12 +5,16 @@
 // alignment), fp32 compute on CPU, S = ceil(L / N) rounded up to 64:
 //   zero0:  params 4L, grads 4L, master 4L, exp_avg 4L, exp_avg_sq 4L
 //   zero1:  params 4NS, grads 4NS (the flat compute buffers, padded to N shards), master 4S,
-//           exp_avg 4S, exp_avg_sq 4S, staging 4S (the all-gather's own part; default buckets)
-//   zero2:  params 4NS, grads.shard 4S, no whole gradient buffer and no block's gradients held
-//           after the backward, master 4S, exp_avg 4S, exp_avg_sq 4S, staging 4S,
-//           reduce_staging 4 x 65792 (the largest part of a block one rank owns, 2 and 3 ranks)
-//   zero3:  params.shard 4S + params.resident 4 x (resident blocks) between uses, nothing else
-//           gathered; grads.shard 4S, master 4S, exp_avg 4S, exp_avg_sq 4S, reduce_staging as zero2
+//           exp_avg 4S, exp_avg_sq 4S, staging 4S during the all-gather (its own part; default
+//           buckets)
+//   zero2:  params 4NS, grads.shard 4S from the backward to the update (none held after the step),
+//           no whole gradient buffer and no block's gradients held after the backward, master 4S,
+//           exp_avg 4S, exp_avg_sq 4S, staging as zero1; reduce_staging only with gradient
+//           accumulation, 4 x 65792 (the largest part of a block one rank owns, 2 and 3 ranks)
+//           during the backward of the micro-steps after the first
+//   zero3:  params.resident 4 x (resident blocks) between uses, nothing else gathered, no
+//           params.shard (blocks are gathered from the fp32 master); grads.shard, master,
+//           exp_avg, exp_avg_sq and reduce_staging as zero2
 // (the optimizer's tags carry its name: adamw_ref.exp_avg).
 #include "stage_runs.hpp"
 
@@ -31,10 +35,12 @@ uint64_t shard(uint64_t world) {
   return (s + 63) / 64 * 64;
 }
 
-// A ledger tag's bytes at the end of the run; 0 when the tag holds nothing.
-uint64_t field(const std::string &summary, const std::string &key) {
-  std::string value = test::json_field(summary, key);
-  return value.empty() ? 0 : std::stoull(value);
+// A ledger tag's bytes at the end of the run, and the most it held at once.
+uint64_t field(const std::string &summary, const std::string &tag) {
+  return test::ledger_bytes(summary, "memory_bytes", tag);
+}
+uint64_t peak(const std::string &summary, const std::string &tag) {
+  return test::ledger_bytes(summary, "memory_peak_bytes", tag);
 }
 
 void check_optimizer_side(const std::string &summary, uint64_t owned) {
@@ -43,12 +49,14 @@ void check_optimizer_side(const std::string &summary, uint64_t owned) {
   CHECK(field(summary, "host.adamw_ref.exp_avg_sq") == 4 * owned);
 }
 
-// zero2 and zero3: only the reduced gradient shard outlives the backward.
+// zero2 and zero3: the reduced gradient shard is held from the backward to the update, nothing
+// after the step; one micro-step per step reduces straight into it, with no staging.
 void check_sharded_gradients(const std::string &summary, const std::string &stage, uint64_t world) {
   CHECK(field(summary, "host.grads") == 0);
-  CHECK(field(summary, "host.grads.shard") == 4 * shard(world));
+  CHECK(field(summary, "host.grads.shard") == 0);
+  CHECK(peak(summary, "host.grads.shard") == 4 * shard(world));
   CHECK(field(summary, "host.grads.block") == 0);
-  CHECK(field(summary, "host." + stage + ".reduce_staging") == 4 * kBlock);
+  CHECK(peak(summary, "host." + stage + ".reduce_staging") == 0);
 }
 
 }  // namespace
@@ -64,9 +72,11 @@ TEST_CASE("the ledger shows each stage's per-rank memory formula", "[stage][mpi]
       uint64_t buffer = sharded ? shard(world) * world : kLayout;
       check_optimizer_side(r.summary, owned);
       CHECK(field(r.summary, "host.params") == 4 * buffer);
-      CHECK(field(r.summary, "host." + stage + ".staging") == (sharded ? 4 * shard(world) : 0));
+      CHECK(peak(r.summary, "host." + stage + ".staging") == (sharded ? 4 * shard(world) : 0));
+      CHECK(field(r.summary, "host." + stage + ".staging") == 0);  // given back after the all-gather
       if (stage == "zero2") check_sharded_gradients(r.summary, stage, world);
       else CHECK(field(r.summary, "host.grads") == 4 * buffer);
+      CHECK(peak(r.summary, "host.master") == 4 * owned);
       // What the run printed before the first step names the same categories.
       CHECK_THAT(r.outcome.output, Catch::Contains("zfcore: memory host:") && Catch::Contains("master"));
     }
@@ -97,12 +107,23 @@ TEST_CASE("zero3 holds its parameter shard and the resident blocks between uses"
       check_optimizer_side(r.summary, shard(world));
       check_sharded_gradients(r.summary, "zero3", world);
       CHECK(field(r.summary, "host.params") == 0);  // the full working buffer is gone
-      CHECK(field(r.summary, "host.params.shard") == 4 * shard(world));
+      CHECK(peak(r.summary, "host.params.shard") == 0);  // gathered from the master
       CHECK(field(r.summary, "host.params.resident") == 4 * kBlock * c.resident_blocks);
       CHECK(field(r.summary, "host.params.gathered") == 0);  // released after use
       CHECK(field(r.summary, "host.zero3.staging") == 0);  // zero3 neither all-gathers nor packs
       CHECK(test::json_field(r.summary, "param_digest") == digest[world]);
     }
+  }
+}
+
+TEST_CASE("zero2 and zero3 stage a reduction only to add a later micro-step, and give it back", "[stage][mpi]") {
+  for (std::string stage : {"zero2", "zero3"}) {
+    test::StageRun r = test::run_stage_ok("mem_accum_" + stage, stage, 2, "--set train.steps=2 --set train.grad_accum=2");
+    INFO(r.outcome.output);
+    CHECK(peak(r.summary, "host." + stage + ".reduce_staging") == 4 * kBlock);
+    CHECK(field(r.summary, "host." + stage + ".reduce_staging") == 0);
+    CHECK(peak(r.summary, "host.grads.shard") == 4 * shard(2));
+    CHECK(field(r.summary, "host.grads.shard") == 0);
   }
 }
 
@@ -123,17 +144,21 @@ TEST_CASE("zfcore estimate predicts the bytes the ledger shows", "[stage]") {
   };
   CHECK_THAT(outcome.output, Catch::Contains(row("zero0", 4 * kLayout, 4 * kLayout, 4 * kLayout, 8 * kLayout, 0, 0)));
   CHECK_THAT(outcome.output, Catch::Contains(row("zero1", 4 * b, 4 * b, 4 * s, 8 * s, 4 * s, 0)));
-  // transient: one block's gradients during its backward.
-  CHECK_THAT(outcome.output, Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 4 * s + 4 * kBlock, 4 * kBlock)));
-  // Default threshold (100000 elements): every 65792-element block stays resident.
-  CHECK_THAT(outcome.output, Catch::Contains(row("zero3", 4 * (s + kLayout), 4 * s, 4 * s, 8 * s, 4 * kBlock, 4 * kBlock)));
+  // transient: one block's gradients during its backward. No reduce staging with one micro-step.
+  CHECK_THAT(outcome.output, Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 4 * s, 4 * kBlock)));
+  // Default threshold (100000 elements): every 65792-element block stays resident; no shard copy.
+  CHECK_THAT(outcome.output, Catch::Contains(row("zero3", 4 * kLayout, 4 * s, 4 * s, 8 * s, 0, 4 * kBlock)));
+  auto accumulating = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+                                        "/examples/linear_stack.toml --world 3 --set train.grad_accum=2");
+  CHECK_THAT(accumulating.output,
+             Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 4 * s + 4 * kBlock, 4 * kBlock)));
   // Released blocks: the shard between uses, plus one block's parameters while it computes.
   auto released = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
                                     "/examples/linear_stack.toml --world 3 --set stage.plugin=zero3"
                                     " --set stage.param_persistence_threshold=1000");
   INFO(released.output);
   CHECK_THAT(released.output,
-             Catch::Contains(row("zero3", 4 * s, 4 * s, 4 * s, 8 * s, 4 * kBlock, 8 * kBlock) + "  "));
+             Catch::Contains(row("zero3", 0, 4 * s, 4 * s, 8 * s, 0, 8 * kBlock) + "  "));
   auto bad = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
                                "/examples/linear_stack.toml --world 0");
   CHECK(bad.exit_code == 2);

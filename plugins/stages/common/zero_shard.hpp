@@ -266,11 +266,14 @@ class BackwardReducer {
 // Sharded gradients (host ABI 1.1, reduce_block): after each block's backward, the block's
 // gradients are summed over ranks straight into the owners' shards. A block's range crosses one
 // or more shards unevenly, so each owner receives its part with one reduce (to that owner), in
-// pieces of reduce_bucket_size elements, and adds it to its shard (accumulating micro-steps).
+// pieces of reduce_bucket_size elements. On the first micro-step the owner's shard holds zeros
+// there (ABI 1.6), so the reduce writes into it; later micro-steps receive into a staging buffer
+// and add it to the shard (accumulating), and release_staging() gives that back after the step.
 class BlockReducer {
  public:
   BlockReducer(const zf_host *host, uint64_t shard, const Knobs &knobs)
-      : host_(host), shard_(shard), knobs_(knobs), staging_(host, "reduce_staging") {}
+      : host_(host), shard_(shard), knobs_(knobs), staging_(host, "reduce_staging"),
+        write_first_(ZF_ABI_MINOR_OF(host->abi_version) >= 6) {}
 
   zf_status reduce_block(uint32_t block, const zf_step_buffers &buffers, zf_error *error) {
     if (buffers.struct_size < offsetof(zf_step_buffers, block_grads) + sizeof(zf_tensor_view))
@@ -285,16 +288,24 @@ class BlockReducer {
       uint64_t lo = std::max(b.offset, owner * shard_), hi = std::min(b.offset + b.numel, (owner + 1) * shard_);
       for (uint64_t at = lo; at < hi; at += piece) {
         zf_tensor_view send = view_at(grads, element_at(grads, at - b.offset), std::min(piece, hi - at));
+        const bool owned = owner == uint64_t(host_->rank);
+        zf_tensor_view mine = owned ? view_at(buffers.grad_shard, element_at(buffers.grad_shard, at - owner * shard_),
+                                              send.numel)
+                                    : send;  // a reduce's recv is ignored off its root
         zf_tensor_view sum = send;  // one rank: its own gradients are the sum
         if (world() > 1) {
-          zf_status status = staging_.reserve(grads, send.numel, error);
+          const bool straight = buffers.micro_step == 0 && write_first_;
+          if (!straight) {
+            zf_status status = staging_.reserve(grads, send.numel, error);
+            if (status != ZF_OK) return status;
+            sum.data = staging_.data();
+          }
+          zf_status status = host_->reduce(host_, send, straight ? mine : sum, ZF_REDUCE_SUM, int32_t(owner),
+                                           buffers.stream, error);
           if (status != ZF_OK) return status;
-          sum.data = staging_.data();
-          status = host_->reduce(host_, send, sum, ZF_REDUCE_SUM, int32_t(owner), buffers.stream, error);
-          if (status != ZF_OK) return status;
+          if (straight) continue;
         }
-        if (owner != uint64_t(host_->rank)) continue;
-        zf_tensor_view mine = view_at(buffers.grad_shard, element_at(buffers.grad_shard, at - owner * shard_), sum.numel);
+        if (!owned) continue;
         zf_status status = host_->accumulate(host_, mine, sum, buffers.stream, error);
         if (status != ZF_OK) return status;
       }
@@ -302,12 +313,16 @@ class BlockReducer {
     return ZF_OK;
   }
 
+  // After the step's last reduce_block (from reduce_gradients, in stream order after them).
+  void release_staging() { staging_.release(); }
+
  private:
   uint64_t world() const { return uint64_t(host_->world_size); }
   const zf_host *host_;
   uint64_t shard_;
   Knobs knobs_;
   Staging staging_;
+  bool write_first_;  // the host zeroes the shard before a step's first reduce (ABI 1.6)
 };
 
 }  // namespace zf::zero

@@ -102,7 +102,9 @@ zf_status reduce_block(zf_object *object, uint32_t block, const zf_step_buffers 
 }
 
 zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
-  return reinterpret_cast<Zero3 *>(object)->reducer->finish(*buffers, error);
+  auto *self = reinterpret_cast<Zero3 *>(object);
+  self->block_reducer->release_staging();  // the backward's reductions are done (the host joined them)
+  return self->reducer->finish(*buffers, error);
 }
 
 const zf_param_decl params[] = {

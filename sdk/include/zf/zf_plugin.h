@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 5
+#define ZF_ABI_MINOR 6
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -228,7 +228,9 @@ struct zf_host {
   /* ABI 1.2. Element-wise work on buffers of the run, in stream order on the device (stream NULL =
    * the compute stream), before return on the host. dst and src have the same numel and dtype.
    * copy: dst = src, host or device buffers in any direction. accumulate: dst += src (same
-   * device), computed in fp32 and rounded once to the dtype. */
+   * device), computed in fp32 and rounded once to the dtype. ABI 1.6: copy also converts between
+   * the floating dtypes (F32, BF16, F16; rounded to nearest even) when dst and src are on one
+   * device (or both on the host). */
   zf_status (*copy)(const zf_host *host, zf_tensor_view dst, zf_tensor_view src, void *stream,
                     zf_error *error);
   zf_status (*accumulate)(const zf_host *host, zf_tensor_view dst, zf_tensor_view src, void *stream,
@@ -354,13 +356,19 @@ typedef struct zf_step_buffers {
                             queued so far, and compute waits for it before it reads the results) */
   /* ABI 1.1. With a stage that shards parameters (ZF_CAP_SHARD_PARAMETERS) the full params view
    * above has data == NULL: no rank holds every parameter. */
-  zf_tensor_view param_shard;  /* this rank's parameters [shard_begin, shard_end), compute dtype */
+  zf_tensor_view param_shard;  /* this rank's parameters [shard_begin, shard_end), compute dtype.
+                                  ABI 1.6: for a stage of ABI 1.6 or later, where the fp32 master
+                                  lives beside the model (no offload), the host keeps no second
+                                  copy: param_shard is the F32 master itself, and gather_block
+                                  copies from it through host->copy, which converts */
   zf_tensor_view block_params; /* in gather_block: storage for that block's layout elements
                                   [block.offset, block.offset + block.numel); else data == NULL */
   /* ABI 1.1, with a stage that wires reduce_block (sharded gradients): no rank holds every
    * gradient, so grads above has data == NULL. */
   zf_tensor_view grad_shard;  /* this rank's reduced gradients [shard_begin, shard_end), summed
-                                 over ranks and micro-steps so far; the optimizer reads it */
+                                 over ranks and micro-steps so far; the optimizer reads it.
+                                 ABI 1.6: it has memory (data != NULL) only from the step's first
+                                 reduce_block, where it holds zeros, to the update */
   zf_tensor_view block_grads; /* in reduce_block: this rank's gradients of that block's layout
                                  elements [block.offset, block.offset + block.numel) */
 } zf_step_buffers;
@@ -428,6 +436,8 @@ typedef struct zf_stage_api {
    * the shard is "grads.shard"). reduce_gradients is still called after the last micro-step.
    * ABI 1.3: on the last micro-step a block's part of grad_shard is final once its reduce_block
    * returned (in stream order): the host may copy it out while earlier blocks run backward.
+   * ABI 1.6: on micro_step 0 grad_shard holds zeros where no block was reduced yet, so a stage
+   * may write the sum there (reduce straight into it) instead of adding it.
    * NULL = the host keeps the whole flat gradient buffer (buffers->grads). */
   zf_status (*reduce_block)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
                             zf_error *error);
