@@ -5,8 +5,10 @@
 # With 2 or more GPUs it also runs the ZeRO stages on 2 GPUs (Qwen2-1.5B, batch 8 x 512 per GPU,
 # under mpirun) beside their torch peers under torchrun (tools/torch_eager_bench.py --parallel):
 # DDP beside zero0 and zero1, FSDP2 (reshard_after_forward=False) beside zero2, FSDP2 with
-# reshard_after_forward=True beside zero3; each peer runs once. Every run inherits this shell's
-# environment (set up the toolchain variables first where the machine needs them).
+# reshard_after_forward=True beside zero3; each peer runs once. ZF_STAGE_GPUS=1 runs the same
+# comparison on one GPU (each stage's shard is then the whole model: the buffers each system keeps
+# beside the activations, and how long it keeps them, show in the peaks). Every run inherits this
+# shell's environment (set up the toolchain variables first where the machine needs them).
 #
 # usage: tools/device-check.sh [--no-tests] [--no-bench] [--no-single] [--stages-only]
 #   --no-tests     build no tests and run none
@@ -16,7 +18,8 @@
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_JOBS (default: all cores),
 #              ZF_BENCH_STEPS (timed steps, default 10),
 #              ZF_STAGES (the stages of the 2-GPU benchmarks, default "zero0 zero1 zero2 zero3"),
-#              ZF_SINGLE (the single-GPU benchmarks, default "qwen2-1.5b gpt2-124m")
+#              ZF_SINGLE (the single-GPU benchmarks, default "qwen2-1.5b gpt2-124m"),
+#              ZF_STAGE_GPUS (GPUs of the ZeRO stage benchmarks, 1 or 2, default 2)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -24,6 +27,8 @@ jobs=${ZF_JOBS:-$(nproc)}
 steps=${ZF_BENCH_STEPS:-10}
 stages=${ZF_STAGES:-zero0 zero1 zero2 zero3}
 singles=${ZF_SINGLE:-qwen2-1.5b gpt2-124m}
+stage_gpus=${ZF_STAGE_GPUS:-2}
+case $stage_gpus in 1|2) ;; *) echo "ZF_STAGE_GPUS: 1 or 2, not '$stage_gpus'" >&2; exit 2 ;; esac
 run_tests=1 run_bench=1 run_single=1
 for arg in "$@"; do
   case $arg in
@@ -53,7 +58,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUD
 stage_targets=$(for stage in $stages; do [ "$stage" = zero0 ] || printf 'zf-stage-%s ' "$stage"; done)
 # shellcheck disable=SC2086  # one target per stage
 cmake --build "$build" -j "$jobs" --target zfcore zf-optimizer-gpu_adam zf-stage-zero0 $stage_targets zf-offload-none \
-  zf-selector-all 2>&1 | grep -E "error|FAILED|warning: unused" | head -40
+  zf-selector-all zf-selector-topk_l1 2>&1 | grep -E "error|FAILED|warning: unused" | head -40
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "build failed" >&2; exit 1; }
 if [ "$run_tests" = 1 ]; then
   cmake --build "$build" -j "$jobs" --target test_gpu 2>&1 | grep -E "error|FAILED" | head -40
@@ -92,6 +97,9 @@ print(json.dumps({"step_ms": round(ms, 2), "tokens_per_s": round(tokens / (ms / 
                   "allocated_at_gib": {k: round(v / 2**30, 2) for k, v in s["gpu_memory_bytes"].get("allocated_at", {}).items()},
                   "device_buffers_gib": {k[len("device."):]: round(v / 2**30, 2) for k, v in s["memory_bytes"].items()
                                          if k.startswith("device.") and v >= 2**26},
+                  "device_buffer_peaks_gib": {k[len("device."):]: round(v / 2**30, 2)
+                                              for k, v in s.get("memory_peak_bytes", {}).items()
+                                              if k.startswith("device.") and v >= 2**26},
                   "loss": round(s["final_loss"], 4), "last_step_timers_ms": {k: round(v, 2) for k, v in last["timers_ms"].items() if not k.endswith("_microstep")}}))
 PY
 )
@@ -127,8 +135,8 @@ PY
   gpus=$(nvidia-smi --list-gpus | wc -l)
   stage_results=()
   declare -A peer_result=()
-  if [ "$gpus" -ge 2 ]; then  # the ZeRO stages on 2 GPUs over NCCL, batch 8 x 512 per GPU
-    echo "== ZeRO stages on 2 GPUs (${stages// /, }) beside torch DDP / FSDP2 on 2 GPUs"
+  if [ "$gpus" -ge "$stage_gpus" ]; then  # the ZeRO stages over NCCL, batch 8 x 512 per GPU
+    echo "== ZeRO stages on $stage_gpus GPU(s) (${stages// /, }) beside torch DDP / FSDP2 on $stage_gpus GPU(s)"
     for stage in $stages; do
       case $stage in
         zero0|zero1) peer=ddp ;;
@@ -136,34 +144,37 @@ PY
         zero3) peer=fsdp2-reshard ;;
       esac
       zf_sets=(--set stage.plugin="$stage")
-      zfcore_bench "qwen2-1.5b-$stage-x2" examples/gpu/qwen2-1.5b-bench.toml 8 512 \
-        mpirun --allow-run-as-root --bind-to none -np 2
+      zfcore_bench "qwen2-1.5b-$stage-x$stage_gpus" examples/gpu/qwen2-1.5b-bench.toml 8 512 \
+        mpirun --allow-run-as-root --bind-to none -np "$stage_gpus"
       zf_sets=()
       if [ -z "${peer_result[$peer]:-}" ]; then
-        torch_bench "qwen2-1.5b-$peer-x2" qwen2-1.5b 8 512 "${torchrun[@]}" --standalone --nproc_per_node 2 \
+        torch_bench "qwen2-1.5b-$peer-x$stage_gpus" qwen2-1.5b 8 512 "${torchrun[@]}" --standalone \
+          --nproc_per_node "$stage_gpus" \
           -- --parallel "$peer"
         peer_result[$peer]=$torch_result
       fi
       stage_results+=("$stage|$zf_result|$peer|${peer_result[$peer]}")
     done
-    # The same global batch (16 x 512) on one GPU (two micro-batches) and on two (one each), with
-    # deterministic kernels: the parameters after 3 steps must be bit-identical.
-    echo "== param_digest, Qwen2-1.5B, 3 steps of 16 x 512, run.deterministic: 1 GPU vs 2 GPUs"
-    digests=()
-    for world in 1 2; do
-      out="$build/digest-x$world"
-      rm -rf "$out"
-      timeout 300 mpirun --allow-run-as-root --bind-to none -np $world "$build/bin/zfcore" run \
-        "$root/examples/gpu/qwen2-1.5b-bench.toml" --set run.output_dir="$out" --set train.steps=3 \
-        --set run.deterministic=true --set train.grad_accum=$((3 - world)) >"$out.log" 2>&1 \
-        || { echo "digest run on $world GPU(s) failed:"; tail -20 "$out.log"; status=1; }
-      digests+=("$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_digest"])' "$out/summary.json" 2>/dev/null)")
-      echo "$world GPU(s): param_digest ${digests[-1]:-missing}"
-    done
-    if [ -n "${digests[0]}" ] && [ "${digests[0]}" = "${digests[1]}" ]; then echo "param_digest equal"
-    else echo "param_digest DIFFERS"; status=1; fi
+    if [ "$stage_gpus" = 2 ]; then
+      # The same global batch (16 x 512) on one GPU (two micro-batches) and on two (one each), with
+      # deterministic kernels: the parameters after 3 steps must be bit-identical.
+      echo "== param_digest, Qwen2-1.5B, 3 steps of 16 x 512, run.deterministic: 1 GPU vs 2 GPUs"
+      digests=()
+      for world in 1 2; do
+        out="$build/digest-x$world"
+        rm -rf "$out"
+        timeout 300 mpirun --allow-run-as-root --bind-to none -np $world "$build/bin/zfcore" run \
+          "$root/examples/gpu/qwen2-1.5b-bench.toml" --set run.output_dir="$out" --set train.steps=3 \
+          --set run.deterministic=true --set train.grad_accum=$((3 - world)) >"$out.log" 2>&1 \
+          || { echo "digest run on $world GPU(s) failed:"; tail -20 "$out.log"; status=1; }
+        digests+=("$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["param_digest"])' "$out/summary.json" 2>/dev/null)")
+        echo "$world GPU(s): param_digest ${digests[-1]:-missing}"
+      done
+      if [ -n "${digests[0]}" ] && [ "${digests[0]}" = "${digests[1]}" ]; then echo "param_digest equal"
+      else echo "param_digest DIFFERS"; status=1; fi
+    fi
   else
-    echo "== ZeRO stages: $gpus GPU here, they need 2: skipped"
+    echo "== ZeRO stages: $gpus GPU here, they need $stage_gpus: skipped"
   fi
   echo "== summary"
   if [ ${#results[@]} -gt 0 ]; then
@@ -181,7 +192,7 @@ for line in sys.stdin:
 '
   fi
   if [ ${#stage_results[@]} -gt 0 ]; then
-    echo "Qwen2-1.5B on 2 GPUs, batch 8 x 512 per GPU; tokens/s over both GPUs; peak GiB per GPU"
+    echo "Qwen2-1.5B on $stage_gpus GPU(s), batch 8 x 512 per GPU; tokens/s over all GPUs; peak GiB per GPU"
     printf '%s\n' "${stage_results[@]}" | python3 -c '
 import json, sys
 row = "%-6s %10s %10s %8s | %-14s %10s %10s %8s | %8s"
