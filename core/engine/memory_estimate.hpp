@@ -20,7 +20,7 @@ struct EstimateInput {
   uint64_t max_live_parameters = 1000000000;
   uint64_t reduce_bucket_size = 500000000;     // zero1-3 knobs: they size the staging buffers
   uint64_t allgather_bucket_size = 500000000;
-  uint64_t grad_accum = 1;         // zero2/3 stage a reduction only to add a later micro-step's
+  uint64_t grad_accum = 1;         // micro-steps: zero2/3 stage a reduction only to add a later one
 };
 
 struct StageEstimate {
