@@ -62,7 +62,7 @@ TEST_CASE("zero0-zero3 on two GPUs reproduce one GPU's param_digest for the same
 // One GPU: every shard is the whole model, so the stages must compute zero0's parameters bit for
 // bit; zero3 gathers its bf16 blocks from the fp32 master (cast as it copies, where gpu_adam
 // writes zero0's bf16 parameters in its own pass), and zero2/zero3 hold the gradient shard only
-// from the backward to the update.
+// from the backward to the update. zero3 gathers the tied embedding once per micro-step.
 TEST_CASE("zero2 and zero3 on one GPU reproduce zero0's param_digest and keep no second copy", "[gpu][stage]") {
   test::require_gpus(1);
   test::StageRun oracle = test::run_stage_ok("gpu_one_oracle", "zero0", 1, on_gpu(1), tiny_gpt());
@@ -77,6 +77,11 @@ TEST_CASE("zero2 and zero3 on one GPU reproduce zero0's param_digest and keep no
     CHECK(test::ledger_bytes(r.summary, "memory_peak_bytes", "device.grads.shard") == master / 2);  // bf16
     CHECK(test::ledger_bytes(r.summary, "memory_bytes", "device.grads.shard") == 0);
     CHECK(test::ledger_bytes(r.summary, "memory_peak_bytes", "device.params.shard") == 0);
+    if (stage == "zero3") {  // with prefetch: the tied embedding once per step, a layer twice
+      const std::string gathers = r.summary.substr(r.summary.find("\"param_gathers\":"));
+      CHECK(test::json_field(gathers, "embeddings") == "12");
+      CHECK(test::json_field(gathers, "transformer.h.1") == "24");
+    }
   }
 }
 
