@@ -6,8 +6,8 @@ namespace zf {
 
 ShardedGradients::ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_numel)
     : ledger_(ledger), tier_(tier), blocks_(flat.layout(), ledger, tier, flat.grads.scalar_type()) {
-  shard = ledger_tensor(ledger, tier, shard_numel, flat.grads.scalar_type(), "grads.shard");
-  detach_memory(shard);
+  shard = ledger_tensor(ledger, tier, shard_numel, flat.grads.scalar_type(), "grads.shard", /*zero=*/false);
+  detach_memory(shard);  // hold_shard attaches (zeroed) memory at the step's first reduction
   shard_bytes_ = shard_numel * shard.element_size();
   for (uint32_t b = 0; b < flat.layout().block_count; ++b) {
     flat.bind_block_grads(b, blocks_.add("grads.block"));

@@ -615,7 +615,7 @@ void UpdatePlan::update_on_device(float grad_scale) {
     const PluginEntry running(optimizer, "step");
     optimizer.check(optimizer.api<zf_optimizer_api>()->step(optimizer.object(), &args, &error), error, "step");
   }
-  if (!writes_params && params_shard_.data_ptr() != master.data_ptr()) {  // else zero3 gathers from the master
+  if (!writes_params && !params_are_master(params_shard_)) {
     torch::NoGradGuard no_grad;
     params_shard_.copy_(master);
   }

@@ -159,6 +159,10 @@ class UpdatePlan {
   void step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t base, uint64_t end);  // update thread
   void check_optimizer_fits();
   void wait_for_uploads();  // the compute stream waits for every upload started so far
+  // The working parameters are the master itself (zero3 gathering from it): nothing to copy.
+  bool params_are_master(const torch::Tensor &params_shard) const {
+    return params_shard.data_ptr() == master.data_ptr();
+  }
   void *transfers_done(int32_t direction);  // an event after the transfers of ZF_TRANSFER_*
 
   Runtime &runtime_;

@@ -13,7 +13,7 @@ namespace zf {
 void UpdatePlan::restore(const torch::Tensor &params_shard) {
   torch::NoGradGuard no_grad;
   if (zenflow_) return zenflow_->restore(params_shard);
-  if (params_shard.data_ptr() != master.data_ptr()) params_shard.copy_(master);  // else zero3 gathers from the master
+  if (!params_are_master(params_shard)) params_shard.copy_(master);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> UpdatePlan::state_tensors() {
