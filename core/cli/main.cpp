@@ -33,7 +33,8 @@ const char *kUsage =
 // The options run, validate and estimate share.
 const char *kConfigOptions =
     "  --set table.key=value   override a key of FILE, or add one (one word; TOML values: 3, 1e-4,\n"
-    "                          true/false in lower case, \"text\" or a bare word)\n"
+    "                          true/false in lower case, \"text\" or a bare word; a plugin list as in\n"
+    "                          the file: --set 'offload.plugin=[\"nvme\", \"cpu_optimizer\"]')\n"
     "  --unset table.key       remove a key FILE sets, before the --set overrides apply (e.g. the\n"
     "                          old plugin's keys when --set switches [selector] plugin)\n";
 
@@ -41,8 +42,15 @@ const char *kConfigOptions =
 std::string command_usage(const std::string &command) {
   if (command == "run")
     return std::string("usage: zfcore run FILE [--set table.key=value]... [--unset table.key]...\n\n"
-                       "Trains as FILE (TOML) says; under mpirun, one process per rank.\n\noptions:\n") +
-           kConfigOptions;
+                       "Trains as FILE (TOML, or a DeepSpeed JSON as zfcore convert reads it) says; under mpirun,\n"
+                       "one process per rank.\n\noptions:\n") +
+           kConfigOptions +
+           "\nexit codes:\n"
+           "  0    trained to train.steps (or the checkpoint resumed from is already there)\n"
+           "  1    an error: the config, a plugin, the data, or a failure while training (the message says which)\n"
+           "  2    a malformed command line (an unknown option, --set without table.key=value)\n"
+           "  129  stopped by SIGHUP, 130 by SIGINT (Ctrl-C), 143 by SIGTERM (128 + the signal): the current step\n"
+           "       finished and a checkpoint was written; the same command resumes from it\n";
   if (command == "eval")
     return std::string("usage: zfcore eval FILE [--json] [--set table.key=value]... [--unset table.key]...\n\n"
                        "Evaluates FILE's model on its held-out data (data.eval_path, or the data.eval_fraction\n"

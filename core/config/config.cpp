@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <sstream>
 
 namespace zf {
 namespace {
@@ -95,6 +96,32 @@ std::string beside(const std::string &file, const std::string &entry) {
 }
 
 }  // namespace
+
+std::vector<std::string> name_list(const std::string &text, const Location &where) {
+  if (text.empty() || text.front() != '[') return {text};
+  std::vector<std::string> names;
+  try {
+    toml::table parsed = toml::parse("v = " + text);
+    if (auto *array = parsed["v"].as_array()) {
+      for (auto &&item : *array) {
+        ZF_REQUIRE(item.is_string(), "%s: expected a list of names like [\"zero3\", \"zero2\"]", where.str().c_str());
+        names.push_back(item.as_string()->get());
+      }
+    }
+  } catch (const toml::parse_error &) {
+    ZF_REQUIRE(text.back() == ']', "%s: a list ends with ']'", where.str().c_str());
+    std::stringstream items(text.substr(1, text.size() - 2));
+    for (std::string item; std::getline(items, item, ',');) {
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      names.push_back(item);
+    }
+  }
+  for (const std::string &name : names)
+    ZF_REQUIRE(!name.empty(), "%s: an empty name in the list", where.str().c_str());
+  ZF_REQUIRE(!names.empty(), "%s: the list names nothing", where.str().c_str());
+  return names;
+}
 
 RunConfig RunConfig::load(const std::string &path, const std::vector<std::string> &overrides,
                     const std::vector<std::string> &unsets) {
@@ -206,9 +233,11 @@ RunConfig RunConfig::parse(const std::string &text, const std::string &name, con
     std::string key = argument.substr(dot + 1, equals - dot - 1);
     std::string text_value = argument.substr(equals + 1);
     Value value = text_value;  // a bare word stays a string
+    bool list = false;
     try {
       toml::table parsed = toml::parse("v = " + text_value);
       if (auto node = parsed.get("v"); node && scalar(*node)) value = *scalar(*node);
+      list = parsed.get("v") && parsed.get("v")->is_array();
     } catch (const toml::parse_error &) {
     }
     auto known = known_tables();
@@ -218,12 +247,13 @@ RunConfig RunConfig::parse(const std::string &text, const std::string &name, con
                          hint.empty() ? "" : "; ", hint.c_str()));
     }
     if (table == "run" && key == "plugin_path") {
-      config.plugin_path_ = {text_value};
+      config.plugin_path_ = name_list(text_value, where);
     } else if (plugin_tables().count(table) && key == "plugin") {
       PluginSection &section = config.plugins_[plugin_tables().at(table)];
-      section.candidates = {text_value};
+      section.candidates = name_list(text_value, where);
       section.where = where;
     } else {
+      ZF_REQUIRE(!list, "%s: %s.%s takes a single value, not a list", where.str().c_str(), table.c_str(), key.c_str());
       config.set(table, key, value, where, where);
     }
     config.tables_.insert(table);

@@ -79,7 +79,13 @@ class RunConfig {
   std::map<zf_kind, PluginSection> plugins_;
   std::vector<std::string> plugin_path_;
   std::set<std::string> tables_;  // written by the file or --set
+  std::vector<std::string> notes_;
 };
+
+// A --set value of a list key (a plugin table's `plugin`, run.plugin_path): a TOML array of names,
+// or one name. The shell strips the quotes of --set stage.plugin=["zero3","zero2"], so bare words
+// in brackets are names too. Errors name `where`.
+std::vector<std::string> name_list(const std::string &text, const Location &where);
 
 // The core's schema: table name -> declared keys (config/schema.cpp), assembled from each
 // table's own declarations (model/schema.cpp, data/schema.cpp, ...).

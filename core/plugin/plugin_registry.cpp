@@ -223,7 +223,15 @@ std::string probe_in_child(const fs::path &path) {
 
 }  // namespace
 
-PluginRegistry::PluginRegistry(std::vector<fs::path> search_path) : search_path_(std::move(search_path)) {}
+// Absolute directories: summary.json and messages name plugin files by paths that still hold
+// when read from another working directory.
+PluginRegistry::PluginRegistry(std::vector<fs::path> search_path) : search_path_(std::move(search_path)) {
+  for (fs::path &dir : search_path_) {
+    std::error_code ec;
+    fs::path absolute = fs::absolute(dir, ec);
+    if (!ec) dir = absolute.lexically_normal();
+  }
+}
 
 fs::path PluginRegistry::builtin_dir() {
   boost::dll::fs::error_code error;
@@ -360,6 +368,24 @@ void PluginRegistry::scan(std::vector<const PluginFile *> &found, std::vector<Re
   }
 }
 
+bool PluginRegistry::loads_in_child(const fs::path &path) {
+  pid_t child = fork();
+  if (child < 0) return true;  // cannot tell: list it
+  if (child == 0) {
+    rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    _exit(load(path, nullptr) ? 0 : 1);
+  }
+  for (int waited_ms = 0; waited_ms < 3000; waited_ms += 10) {  // a plugin loads in milliseconds
+    int status = 0;
+    if (waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    usleep(10000);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return false;
+}
+
 const PluginFile &PluginRegistry::find(zf_kind kind, const std::string &name) {
   std::string file_name = format("zf-%s-%s.so", kind_name(kind), name.c_str());
   for (const fs::path &dir : search_path_) {
@@ -372,28 +398,36 @@ const PluginFile &PluginRegistry::find(zf_kind kind, const std::string &name) {
                                   path.c_str(), reason.c_str()));
     return *file;
   }
-  // The names on offer, from the file names alone: loading every file to list them would run
-  // code the user never asked for.
-  std::vector<std::string> names;
+  // The names on offer: the files of this kind that load, each tried in a child process (loading
+  // them here would run code the user never asked for, in this process). The nearest name is
+  // suggested among all the files: a broken one then says why when asked for.
+  std::vector<std::string> names, files;
+  int broken = 0;
   for (const fs::path &dir : search_path_) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
     for (const auto &entry : fs::directory_iterator(dir, ec)) {
       auto parsed = parse_file_name(entry.path());
-      if (parsed && parsed->kind == kind_name(kind) &&
-          std::find(names.begin(), names.end(), parsed->name) == names.end())
-        names.push_back(parsed->name);
+      if (!parsed || parsed->kind != kind_name(kind) ||
+          std::find(files.begin(), files.end(), parsed->name) != files.end())
+        continue;
+      files.push_back(parsed->name);
+      if (loads_in_child(entry.path())) names.push_back(parsed->name);
+      else ++broken;
     }
   }
   std::sort(names.begin(), names.end());
   std::string dirs;
   for (const fs::path &dir : search_path_) dirs += (dirs.empty() ? "" : ", ") + dir.string();
-  std::string hint = suggest(name, names);
+  std::string hint = suggest(name, files);
   std::string available;
   for (const std::string &n : names) available += (available.empty() ? "" : ", ") + n;
-  throw Error(format("no %s plugin named '%s' (looked for %s in: %s); %s%savailable: %s", kind_name(kind),
+  std::string failed = broken ? format(" (%d more file%s of this kind failed to load: zfcore plugins says why)", broken,
+                                      broken == 1 ? "" : "s")
+                               : "";
+  throw Error(format("no %s plugin named '%s' (looked for %s in: %s); %s%savailable: %s%s", kind_name(kind),
                      name.c_str(), file_name.c_str(), dirs.c_str(), hint.c_str(), hint.empty() ? "" : " ",
-                     available.empty() ? "none" : available.c_str()));
+                     available.empty() ? "none" : available.c_str(), failed.c_str()));
 }
 
 }  // namespace zf

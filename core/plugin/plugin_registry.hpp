@@ -53,6 +53,8 @@ class PluginRegistry {
 
   // Loads and validates one file; nullptr with *reason set when it is rejected.
   const PluginFile *load(const std::filesystem::path &path, std::string *reason);
+  // Whether load(path) succeeds, tried in a child process (a crash or hang there is a no).
+  bool loads_in_child(const std::filesystem::path &path);
 
  private:
   std::vector<std::filesystem::path> search_path_;

@@ -6,10 +6,18 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 using namespace zf;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -142,4 +150,90 @@ TEST_CASE("cli: zfcore validate finds a data file that is not there", "[config][
   auto present = test::run_command(test::zfcore() + " validate " + test::source_dir() + "/examples/quickstart.toml");
   INFO(present.output);
   CHECK(present.exit_code == 0);
+}
+
+TEST_CASE("cli: --set takes a plugin list as a TOML array, as the file does", "[config][cli]") {
+  const std::string text = "[optimizer]\nplugin = \"cpu_adam\"\n";
+  for (const std::string &list : {"optimizer.plugin=[\"cpu_adam\", \"adamw_ref\"]", "optimizer.plugin=[cpu_adam,adamw_ref]",
+                                  "optimizer.plugin=[ cpu_adam , adamw_ref ]"}) {
+    INFO(list);
+    RunConfig config = RunConfig::parse(text, "p.toml", {list});
+    CHECK(config.plugin(ZF_KIND_OPTIMIZER).candidates == std::vector<std::string>{"cpu_adam", "adamw_ref"});
+  }
+  CHECK(RunConfig::parse(text, "p.toml", {"run.plugin_path=[\"a\", \"b\"]"}).plugin_path() ==
+        std::vector<std::string>{"a", "b"});
+  CHECK_THROWS_WITH(RunConfig::parse(text, "p.toml", {"optimizer.plugin=[cpu_adam,,adamw_ref]"}),
+                    Catch::Contains("--set optimizer.plugin=[cpu_adam,,adamw_ref]: an empty name in the list"));
+  CHECK_THROWS_WITH(RunConfig::parse(text, "p.toml", {"train.steps=[1, 2]"}),
+                    Catch::Contains("train.steps takes a single value, not a list"));
+  // From the command line, as a user types it in a shell.
+  auto valid = test::run_command(test::zfcore() + " validate " + linear_stack() +
+                                 " --set 'optimizer.plugin=[\"cpu_adam\", \"adamw_ref\"]'");
+  INFO(valid.output);
+  CHECK(valid.exit_code == 0);
+  CHECK_THAT(valid.output, Catch::Contains("optimizer cpu_adam|adamw_ref"));
+}
+
+TEST_CASE("cli: a missing plugin's 'available:' list leaves out the files that fail to load", "[config][cli]") {
+  // The ABI test's plugins: "good" loads; "garbage" is not a library, "noentry" has no entry point.
+  std::string plugins = test::binary_dir() + "/tests/abi_plugins";
+  REQUIRE(fs::exists(plugins + "/zf-selector-garbage.so"));
+  auto missing = test::run_command(test::zfcore() + " validate " + linear_stack() + " --set run.plugin_path=" + plugins +
+                                   " --set selector.plugin=goodd");
+  INFO(missing.output);
+  CHECK(missing.exit_code == 1);
+  const std::string output = missing.output, available = output.substr(output.find("available: "));
+  CHECK_THAT(available, Catch::Contains("good") && Catch::Contains("topk_l1"));
+  CHECK_THAT(available, !Catch::Contains("garbage") && !Catch::Contains("noentry"));
+  CHECK_THAT(available, Catch::Contains("failed to load: zfcore plugins says why"));
+  CHECK_THAT(output, Catch::Contains("did you mean 'good'?"));
+}
+
+TEST_CASE("cli: the exit codes `zfcore run --help` documents are the ones it returns", "[config][cli]") {
+  auto help = test::run_command(test::zfcore() + " run --help");
+  REQUIRE(help.exit_code == 0);
+  for (const char *line : {"exit codes:", "  0    trained", "  1    an error", "  2    a malformed command line",
+                           "129  stopped by SIGHUP, 130 by SIGINT (Ctrl-C), 143 by SIGTERM"})
+    CHECK_THAT(help.output, Catch::Contains(line));
+  CHECK(test::run_command(test::zfcore() + " run " + linear_stack() + " --frobnicate").exit_code == 2);
+  CHECK(test::run_command(test::zfcore() + " run " + linear_stack() + " --set train.stpes=1").exit_code == 1);
+  // Ctrl-C: the step ends, a checkpoint is written, 128 + SIGINT (SIGTERM and SIGHUP: test_checkpoint).
+  std::string dir = test::scratch_dir("cli_sigint");
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::string log = dir + "/log.txt", output = "run.output_dir=" + dir;
+    freopen(log.c_str(), "w", stdout);
+    freopen(log.c_str(), "a", stderr);
+    execl(test::zfcore().c_str(), "zfcore", "run", linear_stack().c_str(), "--set", "train.steps=1000000", "--set",
+          output.c_str(), "--set", "run.progress=off", nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 600 && test::read_text(dir + "/steps.jsonl").size() < 10; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(child, SIGINT);
+  int status = 0;
+  waitpid(child, &status, 0);
+  INFO(test::read_text(dir + "/log.txt"));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(fs::exists(dir + "/checkpoints"));
+}
+
+TEST_CASE("cli: summary.json names each plugin by an absolute path", "[config][cli]") {
+  // A plugin found through a relative run.plugin_path, from another working directory.
+  std::string dir = test::scratch_dir("cli_absolute_plugin");
+  auto run = test::run_command("cd " + test::binary_dir() + "/tests && " + test::zfcore() + " run " + linear_stack() +
+                               " --set run.plugin_path=abi_plugins --set selector.plugin=good --set train.steps=1 "
+                               "--set run.progress=off --set run.output_dir=" + dir);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  nlohmann::json summary = nlohmann::json::parse(test::read_text(dir + "/summary.json"));
+  for (const char *kind : {"stage", "offload", "optimizer", "selector"}) {
+    std::string path = summary["plugins"][kind]["path"];
+    INFO(kind << ": " << path);
+    CHECK(fs::path(path).is_absolute());
+    CHECK(fs::exists(path));
+  }
+  CHECK(summary["plugins"]["selector"]["path"] == test::binary_dir() + "/tests/abi_plugins/zf-selector-good.so");
 }
