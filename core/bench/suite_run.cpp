@@ -161,6 +161,7 @@ void read_measurements(RowResult &r, int64_t warmup) {
 void estimate_row(RowResult &r, const std::string &base, const std::vector<std::string> &overrides, int ranks) {
   try {
     RunConfig config = RunConfig::load(base, overrides);
+    config.apply_global_batch(ranks);
     std::string what, note;
     std::string stage = config.plugin(ZF_KIND_STAGE).candidates.front();
     for (const StageEstimate &e : estimate_memory(estimate_input(config, uint64_t(ranks), &what, &note)))

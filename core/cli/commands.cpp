@@ -81,6 +81,13 @@ std::string error_message(const std::exception &error) {
   return std::string("internal error: ") + error.what();
 }
 
+void print_config_notes(const RunConfig &config) {
+  if (config.notes().empty()) return;
+  std::printf("zfcore: DeepSpeed keys without a zfcore key of their own:\n");
+  for (const std::string &note : config.notes()) std::printf("  %s\n", note.c_str());
+  std::fflush(stdout);
+}
+
 int command_version() {
   std::printf("zfcore %s (plugin ABI %d.%d)\n", ZF_VERSION, ZF_ABI_MAJOR, ZF_ABI_MINOR);
   return 0;
@@ -99,6 +106,8 @@ int on_every_rank(const RunArgs &run, const std::function<int(const RunConfig &,
   runtime->worker_cores = allowed_cores();
   try {
     RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
+    config.apply_global_batch(runtime->comm->world_size());
+    if (runtime->comm->rank() == 0) print_config_notes(config);
     check_same_config_on_all_ranks(config, *runtime->comm);
     check_run_limits(config, runtime->comm->world_size());
     return body(config, *runtime);
@@ -163,6 +172,8 @@ int command_eval(const std::vector<std::string> &args) {
 int command_validate(const std::vector<std::string> &args) {
   RunArgs run = parse_run_args(args, "validate");
   RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
+  config.apply_global_batch(0);  // the ranks of the launch are not known here
+  print_config_notes(config);
   check_run_limits(config, 1);
   ZenFlowOptions zenflow = ZenFlowOptions::read(config, 1);  // its keys and their combinations
   const std::string data_type = config.string("data", "type");  // the files the run will read exist

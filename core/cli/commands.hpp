@@ -1,6 +1,7 @@
 // commands.hpp: the zfcore subcommands; each returns the process exit code.
 #pragma once
 
+#include "config/config.hpp"
 #include "runtime/error.hpp"
 
 #include <zf/zf_plugin.h>
@@ -34,6 +35,10 @@ int command_bench(const std::vector<std::string> &args);
 int command_estimate(const std::vector<std::string> &args);
 int command_convert(const std::vector<std::string> &args);  // convert.cpp
 int command_config(const std::vector<std::string> &args);
+
+// A DeepSpeed JSON's notes (RunConfig::notes), printed before a command that runs it starts, as
+// `zfcore convert` lists them at the top of its TOML.
+void print_config_notes(const RunConfig &config);
 
 // One declared parameter as a line of `zfcore plugins --params` and `zfcore config --keys`.
 std::string param_text(const zf_param_decl &p);

@@ -95,6 +95,8 @@ int command_estimate(const std::vector<std::string> &args) {
   }
   RunArgs run = parse_run_args(rest, "estimate");
   RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
+  config.apply_global_batch(int(world));
+  print_config_notes(config);
   std::string what, note;
   EstimateInput input = estimate_input(config, world, &what, &note);
   bool bf16 = input.compute_bytes == 2;

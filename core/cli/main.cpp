@@ -71,11 +71,14 @@ std::string command_usage(const std::string &command) {
                        "options:\n  --world N               ranks to spread over (default 1)\n") +
            kConfigOptions;
   if (command == "convert")
-    return "usage: zfcore convert DS_CONFIG.json > train.toml\n\nWrites DeepSpeed's config as zfcore TOML: batch, precision, ZeRO stage and its knobs,\n"
-           "offload_optimizer (cpu, nvme), zenflow, optimizer, scheduler, clipping. Keys without a zfcore\n"
-           "key are listed at the top with what happens to them; a key DeepSpeed does not have is an error.\n"
-           "Add [model] and [data] (or --set them when running). zfcore run and validate take a .json\n"
-           "config directly, through the same conversion.\n";
+    return "usage: zfcore convert DS_CONFIG.json > train.toml\n\nWrites DeepSpeed's config as zfcore TOML: batch (train_batch_size is train.global_batch,\n"
+           "checked against micro-batch x accumulation x ranks when the run starts), precision, ZeRO stage\n"
+           "and its knobs, offload_optimizer (cpu, nvme), aio, zenflow, optimizer, scheduler (with DeepSpeed's\n"
+           "defaults: log warm-up, 1000 warm-up steps), clipping. Keys without a zfcore key are listed at\n"
+           "the top with what happens to them; a key DeepSpeed does not have is an error at its line, with\n"
+           "the nearest key suggested. Add [model] and [data] (or --set them when running). zfcore run,\n"
+           "validate, eval and estimate take a .json config directly, through the same conversion, and\n"
+           "print the same notes.\n";
   if (command == "plugins")
     return "usage: zfcore plugins [--params]\n\nLists the plugins in the search path (built-in directory, then\n"
            "ZFCORE_PLUGIN_PATH) and the files rejected, with the reason.\n\noptions:\n"

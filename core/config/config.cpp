@@ -89,6 +89,21 @@ void unset(toml::table &root, const std::string &argument, const std::string &fi
   found->erase(key);
 }
 
+// A DeepSpeed config names no model and no data; training linear_stack on random tokens instead
+// would look like success. They must come from --set.
+void require_model_and_data(const RunConfig &config, const std::string &path) {
+  const bool model = config.is_set("model", "type") || config.is_set("model", "preset") ||
+                     config.is_set("model", "init_from");
+  const bool data = config.is_set("data", "type") || config.is_set("data", "path");
+  if (model && data) return;
+  const std::string missing = !model && !data ? "no model and no data" : !model ? "no model" : "no data";
+  throw Error(format("%s: a DeepSpeed config names %s: add %s%s%s on the command line, or write it as TOML "
+                     "(zfcore convert %s > train.toml) and add %s there",
+                     path.c_str(), missing.c_str(), model ? "" : "--set model.preset=gpt2 (or model.init_from=DIR)",
+                     model || data ? "" : " and ", data ? "" : "--set data.type=text --set data.path=FILE",
+                     path.c_str(), !model && !data ? "[model] and [data]" : !model ? "[model]" : "[data]"));
+}
+
 // A run.plugin_path entry written in the file: relative to the file's directory.
 std::string beside(const std::string &file, const std::string &entry) {
   std::filesystem::path path(entry), directory = std::filesystem::path(file).parent_path();
@@ -134,9 +149,13 @@ RunConfig RunConfig::load(const std::string &path, const std::vector<std::string
 RunConfig RunConfig::from_file_text(const std::string &text, const std::string &path,
                                     const std::vector<std::string> &overrides, const std::vector<std::string> &unsets) {
   // A DeepSpeed config runs as the TOML `zfcore convert` writes for it; locations name those lines.
-  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    return parse(deepspeed_to_toml(text, path), path + " (as `zfcore convert " + path + "` writes it)", overrides,
-                 unsets);
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
+    DeepSpeedConversion converted = convert_deepspeed(text, path);
+    RunConfig config = parse(converted.toml, path + " (as `zfcore convert " + path + "` writes it)", overrides, unsets);
+    config.notes_ = converted.notes;
+    require_model_and_data(config, path);
+    return config;
+  }
   ZF_REQUIRE(has_settings(text),
              "%s:1:1: the config file is empty (or only comments); examples/quickstart.toml shows the common keys",
              path.c_str());

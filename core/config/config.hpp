@@ -63,6 +63,18 @@ class RunConfig {
 
   // Whether the file or a --set wrote the table (a [zenflow] table turns ZenFlow on).
   bool has_table(const std::string &table) const { return tables_.count(table) != 0; }
+  // Whether the file or a --set wrote the core key table.key (else it has its default).
+  bool is_set(const std::string &table, const std::string &key) const { return locations_.count(table + "." + key) != 0; }
+
+  // train.global_batch (DeepSpeed's train_batch_size) against the ranks of the launch: derives
+  // train.grad_accum (or train.micro_batch) where it is not set, else checks that global_batch =
+  // micro_batch x grad_accum x world_size, naming the three when not. world_size 0: the ranks are
+  // not known yet (validate); only what holds for any number of ranks is checked.
+  void apply_global_batch(int world_size);
+
+  // What the commands that run a DeepSpeed JSON print before they start: its keys without a
+  // zfcore key and what happens to them ("ds.key: ignored: ..."), as `zfcore convert` lists them.
+  const std::vector<std::string> &notes() const { return notes_; }
 
   const PluginSection &plugin(zf_kind kind) const;
   const std::vector<std::string> &plugin_path() const { return plugin_path_; }

@@ -1,15 +1,27 @@
 // deepspeed.hpp: a DeepSpeed config (ds_config.json) as zfcore TOML, for `zfcore convert` and for
-// `zfcore run ds_config.json`. Every key DeepSpeed documents for training either becomes a zfcore
-// key or is listed at the top of the output (a TOML comment) with what happens to it; a key
-// DeepSpeed does not have is an error naming it, as an unknown TOML key is. [model] and [data] are
-// not part of a DeepSpeed config: the output says to add them.
+// `zfcore run | validate | eval | estimate ds_config.json`. Every key DeepSpeed documents for
+// training either becomes a zfcore key or is a note (a TOML comment at the top of the output, and
+// printed by the commands that run the JSON) saying what happens to it. Where DeepSpeed has a
+// default that differs from zfcore's (the scheduler's warm-up type and length, WarmupCosineLR's
+// cos_min_ratio, WarmupLR's peak), the output writes DeepSpeed's. A key DeepSpeed does not have is an
+// error at its line and column with the nearest known key suggested, as an unknown TOML key is.
+// [model] and [data] are not part of a DeepSpeed config: the output says to add them.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace zf {
 
-// The TOML text of `json_text`; `source` (the file) is named in errors and in the output's header.
+struct DeepSpeedConversion {
+  std::string toml;                // the whole TOML text, notes included as comments
+  std::vector<std::string> notes;  // "ds.key: what happens", one per key without a zfcore key
+};
+
+// `json_text` converted; `source` (the file) is named in errors and in the output's header.
+DeepSpeedConversion convert_deepspeed(const std::string &json_text, const std::string &source);
+
+// convert_deepspeed(...).toml, as `zfcore convert` prints it.
 std::string deepspeed_to_toml(const std::string &json_text, const std::string &source);
 
 }  // namespace zf

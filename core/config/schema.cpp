@@ -41,9 +41,16 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
        {decl("steps", ZF_PARAM_INT, "100", "optimizer steps to run", kRange, 1, kMaxSteps),
         decl("micro_batch", ZF_PARAM_INT, "16", "samples per micro-batch per rank", kRange, 1, kMaxBatch),
         decl("grad_accum", ZF_PARAM_INT, "1", "micro-batches accumulated per optimizer step", kRange, 1, kMaxBatch),
+        decl("global_batch", ZF_PARAM_INT, "0",
+             "samples per optimizer step over all ranks (DeepSpeed's train_batch_size; 0 = not set): must equal "
+             "micro_batch x grad_accum x ranks; where grad_accum (or micro_batch) is not set, it is derived from "
+             "the ranks of the launch", kRange, 0, kMaxBatch * kMaxBatch),
         decl("lr_schedule", ZF_PARAM_STRING, "constant", "after warm-up: constant, cosine or linear decay", 0, 0, 0,
              "constant|cosine|linear"),
-        decl("warmup_steps", ZF_PARAM_INT, "0", "linear learning-rate warm-up from 0 over this many steps", kRange, 0, kMaxSteps),
+        decl("warmup_steps", ZF_PARAM_INT, "0", "learning-rate warm-up from 0 over this many steps", kRange, 0, kMaxSteps),
+        decl("warmup_type", ZF_PARAM_STRING, "linear",
+             "shape of the warm-up: linear (step / warmup_steps) or log (log(step + 1) / log(warmup_steps + 1), "
+             "DeepSpeed's default: fast at first)", 0, 0, 0, "linear|log"),
         decl("min_lr_ratio", ZF_PARAM_FLOAT, "0.1", "decay ends at this fraction of optimizer.lr", kUnitClosed, 0, 1),
         decl("clip_grad_norm", ZF_PARAM_FLOAT, "0.0", "clip gradients to this global L2 norm (0 = no clipping)", kMin, 0),
         decl("eval_every", ZF_PARAM_INT, "0", "evaluate the held-out split every N steps (0 = never)", kRange, 0, kMaxSteps),

@@ -29,6 +29,7 @@ RunOptions RunOptions::read(const RunConfig &config) {
   o.clip_grad_norm = config.real("train", "clip_grad_norm");
   o.schedule.kind = config.string("train", "lr_schedule");
   o.schedule.warmup_steps = config.integer("train", "warmup_steps");
+  o.schedule.warmup_type = config.string("train", "warmup_type");
   o.schedule.total_steps = o.steps;
   o.schedule.min_lr_ratio = config.real("train", "min_lr_ratio");
 

@@ -18,7 +18,11 @@ inline void fuzz_config_file(const uint8_t *data, size_t size, const std::string
   std::optional<RunConfig> config;
   bool accepted = accepts(name, [&] {
     try {
-      config = RunConfig::from_file_text(text, name);
+      // A DeepSpeed config runs with a model and data named on the command line.
+      const bool json = name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+      config = RunConfig::from_file_text(text, name, json ? std::vector<std::string>{"model.type=linear_stack",
+                                                                                     "data.type=random"}
+                                                          : std::vector<std::string>{});
     } catch (const Error &e) {
       // The TOML that `zfcore convert` writes for a DeepSpeed config must be TOML: the user
       // wrote JSON, not that text.
