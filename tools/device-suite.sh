@@ -1,7 +1,7 @@
 #!/bin/bash
 # device-suite.sh: on a GPU machine, the benchmark suite (zfcore bench) on the Qwen2-1.5B shape
 # (bf16, 8 x 512 per GPU), each part optional, each suite writing its JSON, CSV, HTML report and
-# recommended.toml under $ZF_OUT/<part>/ and printing its console table:
+# recommended-<suite>.toml under $ZF_OUT/<part>/ and printing its console table:
 #   stages     ZeRO stages 0-3 on all GPUs of the machine (at most 4; 1 without MPI)
 #   offload    none, cpu_optimizer and cpu_full on one GPU (nvme too when ZF_NVME_PATH is set)
 #   zenflow    a 3 x 3 ZenFlow sweep on one GPU: topk 0.05 0.1 0.2 x update interval 2 4 8, overlap

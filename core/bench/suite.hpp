@@ -17,6 +17,7 @@ struct SuiteRow {
   std::vector<std::string> overrides;  // "table.key=value", applied to the base config
   bool bind_at_launch = false;         // each rank started under numactl/taskset on its share of the cores
   std::vector<std::pair<std::string, std::string>> labels;  // extra table columns (zenflow: topk_ratio, ...)
+  int simplicity = 0;  // lower is simpler (zero0 < zero1, none < cpu_optimizer): the last tie-break
 };
 
 struct SuiteOptions {
@@ -73,18 +74,24 @@ struct MachineLimits {
 struct Recommendation {
   int chosen = -1;                   // index into the rows (the chosen configuration's first trial), -1: none fits
   std::vector<std::string> reasons;  // per row: why (not) chosen; the same for every trial of a configuration
+  // per row: chosen | within noise | slower | does not fit | OOM | error
+  std::vector<std::string> verdicts;
   // Whether rows[i] is a trial of the chosen configuration.
   bool picks(const std::vector<RowResult> &rows, size_t i) const {
     return chosen >= 0 && rows[i].row.name == rows[size_t(chosen)].row.name;
   }
 };
 
-// The fastest configuration (median step time over its trials) whose trials all ran ok and whose
-// largest memory fits within 90% of the limits; one reason per row.
+// Among the configurations whose trials all ran ok and whose largest memory fits within 90% of the
+// limits: the fastest (median step time of 3 or more trials, mean of 2), or of those within noise
+// of it (centers closer than their trials' spreads together) the one with the least memory, then
+// the simplest. One reason per row.
 Recommendation recommend(const std::vector<RowResult> &rows, const MachineLimits &limits, int ranks);
+// One line on how the verdict treats noise with this many trials (the table's and the report's).
+std::string noise_note(int trials);
 
 // The whole suite: runs every row, writes OUTPUT_DIR/<suite>_<time>.{json,csv,html} and
-// recommended.toml, prints the table. Exit code 0 when at least one row ran.
+// recommended-<suite>.toml, prints the table. Exit code 0 when at least one row ran.
 int run_suite(const SuiteOptions &options);
 
 // suite_report.cpp
@@ -101,6 +108,8 @@ std::string suite_html(const SuiteOptions &options, const SuiteReport &report, c
                        const Recommendation &recommendation);
 void print_suite_table(const SuiteOptions &options, const std::vector<RowResult> &rows,
                        const Recommendation &recommendation);
+// OUTPUT_DIR/recommended-<suite>.toml: each suite its own, so one does not overwrite another's.
+std::string recommended_path(const SuiteOptions &options);
 // The base config with the chosen overrides written in (TOML, valid for `zfcore run`).
 std::string recommended_toml(const std::string &base_file, const std::vector<std::string> &overrides,
                              const std::string &header);

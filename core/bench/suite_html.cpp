@@ -45,14 +45,16 @@ std::string memory_chart(const SuiteOptions &o, const std::vector<RowResult> &ro
       bars.push_back({row_label(o, r), {}, status_note(r)});
       continue;
     }
-    largest = std::max({largest, r.gpu_peak, r.host_rss, r.pinned_peak, r.estimate});
+    largest = std::max({largest, r.gpu_peak, r.host_ledger_peak, r.pinned_peak, r.host_rss, r.estimate});
     bars.push_back({row_label(o, r),
-                    {double(r.gpu_peak), double(r.host_rss), double(r.pinned_peak), double(r.estimate)}, ""});
+                    {double(r.gpu_peak), double(r.host_ledger_peak), double(r.pinned_peak), double(r.host_rss),
+                     double(r.estimate)},
+                    ""});
   }
   svg::Axis axis = largest >= (uint64_t(1) << 30) ? svg::Axis{"GiB", double(uint64_t(1) << 30)}
                                                   : svg::Axis{"MiB", double(uint64_t(1) << 20)};
-  std::string device = o.device == "cuda" ? "GPU peak" : "device tier peak (host memory on CPU)";
-  return svg::grouped_bars("memory", {device, "host RSS", "pinned peak", "estimate"}, bars, axis);
+  std::string device = o.device == "cuda" ? "GPU peak" : "device tier peak";  // on CPU runs the host tier holds all
+  return svg::grouped_bars("memory", {device, "host tier peak", "pinned tier peak", "host RSS", "estimate"}, bars, axis);
 }
 
 // ZenFlow's boundary steps are those whose update events include a CPU update or a swap.
@@ -84,7 +86,8 @@ std::string rows_table(const std::vector<RowResult> &rows, const Recommendation 
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
     bool ok = r.status == "ok";
-    out += format("<tr class=\"status-%s%s\">", escape(r.status).c_str(), rec.picks(rows, i) ? " chosen" : "");
+    out += format("<tr class=\"status-%s%s\">", escape(r.status).c_str(),
+                  rec.picks(rows, i) ? " chosen" : i < rec.verdicts.size() && rec.verdicts[i] == "within noise" ? " within-noise" : "");
     out += cell(r.row.name) + cell(std::to_string(r.trial)) + cell(r.status) + ms_cell(ok, r.mean_step_ms);
     out += cell(ok ? format("%.0f", r.tokens_per_s) : "-") + ms_cell(ok, r.fwd_ms) + ms_cell(ok, r.bwd_ms) +
            ms_cell(ok, r.step_ms);
@@ -121,7 +124,7 @@ const char *kStyle =
     "h2{font-size:16px;margin-top:28px}table{border-collapse:collapse;font-size:12px}"
     "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
     "td:first-child,th:first-child,td:nth-last-child(-n+2){text-align:left}td:first-child{white-space:nowrap}"
-    "tr.chosen{background:#e6f4e6;font-weight:600}tr.status-OOM,tr.status-error{background:#fbe9e9}"
+    "tr.chosen{background:#e6f4e6;font-weight:600}tr.within-noise{background:#f3f9f3}tr.status-OOM,tr.status-error{background:#fbe9e9}"
     "svg.chart{font:12px system-ui,sans-serif;display:block}svg .grid{stroke:#e3e3e3}svg .tick{fill:#555}"
     "svg .note{fill:#b22}svg .warmup{fill:#f0f0f0}p.note{color:#555;max-width:900px}\n";
 
@@ -158,15 +161,18 @@ std::string suite_html(const SuiteOptions &o, const SuiteReport &report, const s
                 escape(stem).c_str(), escape(stem).c_str(), escape(stem).c_str(), escape(stem).c_str());
   if (rec.chosen >= 0)
     out += "<p id=\"recommended\"><b>Recommended: " + escape(rows[size_t(rec.chosen)].row.name) + "</b> (" +
-           escape(rec.reasons[size_t(rec.chosen)]) + "), written to recommended.toml.</p>\n";
+           escape(rec.reasons[size_t(rec.chosen)]) + "), written to recommended-" + escape(o.suite) + ".toml.</p>\n";
   else
     out += "<p id=\"recommended\"><b>No configuration ran and fit: nothing to recommend.</b></p>\n";
+  out += "<p id=\"noise\" class=\"note\">" + escape(noise_note(o.trials)) + ".</p>\n";
   out += "<h2>Configurations</h2>\n" + rows_table(rows, rec);
   out += "<h2>Where a step's time goes</h2>\n<p class=\"note\">Means over the timed steps of each run's own "
          "timers; the rest of the step is its time outside the forward, the backward and the optimizer step.</p>\n" +
          breakdown_chart(o, rows);
-  out += "<h2>Memory per tier</h2>\n<p class=\"note\">Measured peaks beside <code>zfcore estimate</code>'s bytes per "
-         "rank for the same configuration, before it ran.</p>\n" + memory_chart(o, rows);
+  out += "<h2>Memory per tier</h2>\n<p class=\"note\">Measured peaks of rank 0: the memory ledger's device, host "
+         "and pinned tiers (on GPU runs the device tier is the CUDA allocator's peak; on CPU runs the model "
+         "and its state are in the host tier), the largest process's peak resident set, and <code>zfcore "
+         "estimate</code>'s bytes per rank for the same configuration, before it ran.</p>\n" + memory_chart(o, rows);
   out += "<h2>Step time over steps</h2>\n<p class=\"note\">Every step, the warm-up (grey) included; a dot marks a "
          "step that started or swapped in a CPU update (ZenFlow's boundary steps).</p>\n" + trace_chart(o, rows);
   out += "<h2>Timers</h2>\n<p class=\"note\">Mean ms per timed step; timers nest (waits inside the forward or the "

@@ -32,8 +32,9 @@ const char *kUsage =
     "  --device cpu|cuda     default cuda when a GPU is present, else cpu\n"
     "  --set table.key=V     added to every configuration (repeatable)\n"
     "  --timeout S           seconds one configuration may run (default 1800)\n"
-    "  --trials N            run each configuration N times, a row per trial; the recommendation\n"
-    "                        compares medians (default 1)\n"
+    "  --trials N            run each configuration N times, in turns, a row per trial; the verdict\n"
+    "                        compares medians (means of 2) and calls differences within the trials'\n"
+    "                        spread \"within noise\" (default 1: no noise estimate; 3 gives one)\n"
     "stages:   --stages 0 1 2 3\n"
     "offload:  --strategies none cpu_optimizer cpu_full nvme   --nvme-path DIR (adds nvme)\n"
     "zenflow:  --topk-ratios 0.05 0.1 0.2  --update-intervals 2 4 8  --overlap-steps true\n"
@@ -106,6 +107,14 @@ const std::vector<std::string> &overrides_of(const Table &table, const std::stri
   throw UsageError("no strategy '" + name + "'");
 }
 
+// Where `name` is in the table: its strategies are listed from the simplest.
+template <class Table>
+int index_of(const Table &table, const std::string &name) {
+  for (size_t i = 0; i < table.size(); ++i)
+    if (table[i].first == name) return int(i);
+  return int(table.size());
+}
+
 // The rows of each suite from the swept values.
 struct Sweep {
   std::vector<std::string> stages{"0", "1", "2", "3"};
@@ -120,7 +129,8 @@ std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, c
                                             {"nvme_path", sweep.nvme_path}};
   std::vector<SuiteRow> rows;
   if (suite == "stages") {
-    for (const std::string &stage : sweep.stages) rows.push_back({"zero" + stage, {"stage.plugin=zero" + stage}, false, {}});
+    for (const std::string &stage : sweep.stages)
+      rows.push_back({"zero" + stage, {"stage.plugin=zero" + stage}, false, {}, std::stoi(stage)});
   } else if (suite == "offload") {
     std::vector<std::string> strategies = sweep.strategies;
     if (strategies.empty()) strategies = {"none", "cpu_optimizer", "cpu_full"};
@@ -128,7 +138,7 @@ std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, c
     for (const std::string &name : strategies) {
       if (name == "nvme" && sweep.nvme_path.empty())
         throw UsageError("--strategies nvme needs --nvme-path DIR (a directory on the NVMe drive)");
-      SuiteRow row{name, {}, false, {}};
+      SuiteRow row{name, {}, false, {}, index_of(offload_table(), name)};
       for (const std::string &o : overrides_of(offload_table(), name)) row.overrides.push_back(substitute(o, values));
       rows.push_back(row);
     }
@@ -152,7 +162,8 @@ std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, c
     if (workloads.empty()) workloads = names_of(binding_workloads());
     for (const std::string &workload : workloads)
       for (const std::string &mode : sweep.bindings) {
-        SuiteRow row{workload + "-" + mode, overrides_of(binding_workloads(), workload), mode == "launch", {}};
+        SuiteRow row{workload + "-" + mode, overrides_of(binding_workloads(), workload), mode == "launch", {},
+                     index_of(binding_modes(), mode)};
         for (const std::string &o : overrides_of(binding_modes(), mode)) row.overrides.push_back(o);
         row.labels = {{"workload", workload}, {"binding", mode}};
         rows.push_back(row);

@@ -1,12 +1,16 @@
 // suite_recommend.cpp: the recommendation from a suite's measurements. With --trials N a
-// configuration has N rows; it is judged on its median step time and its largest memory, and only
-// when every trial ran.
+// configuration has N rows; it is judged on the center of its trials' step times (the median from
+// 3 trials, the mean of 2) and its largest memory, and only when every trial ran. Step times move
+// from run to run: configurations whose centers differ by less than their trials' spreads together
+// are within noise of each other, and among those within noise of the fastest the one with the
+// least memory wins, then the simplest. One trial measures no noise, and the verdict says so.
 #include "bench/suite.hpp"
 
 #include "runtime/error.hpp"
 #include "runtime/memory.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace zf {
 namespace {
@@ -15,11 +19,15 @@ namespace {
 struct Configuration {
   std::vector<size_t> rows;
   const RowResult *failed = nullptr;  // its first trial that did not run
-  double median_ms = 0;
-  uint64_t gpu_peak = 0, host_rss = 0;  // the largest over its trials
+  double center_ms = 0, min_ms = 0, max_ms = 0;
+  uint64_t gpu_peak = 0, host_rss = 0, host_peak = 0;  // the largest over its trials
+  std::string reason;                   // why it cannot be chosen ("" if it can)
+  std::string name(const std::vector<RowResult> &all) const { return all[rows.front()].row.name; }
+  double spread() const { return max_ms - min_ms; }
 };
 
-double median(std::vector<double> values) {
+// The median of 3 or more values, the mean of 2.
+double center(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   size_t n = values.size();
   return n == 0 ? 0 : n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
@@ -45,53 +53,117 @@ std::vector<Configuration> configurations(const std::vector<RowResult> &rows) {
       times.push_back(r.mean_step_ms);
       c.gpu_peak = std::max(c.gpu_peak, r.gpu_peak);
       c.host_rss = std::max(c.host_rss, r.host_rss);
+      c.host_peak = std::max(c.host_peak, r.host_ledger_peak);
     }
-    c.median_ms = median(times);
+    c.center_ms = center(times);
+    c.min_ms = *std::min_element(times.begin(), times.end());
+    c.max_ms = *std::max_element(times.begin(), times.end());
   }
   return all;
 }
 
-// "100.0 ms", or "median 100.0 ms" over several trials.
+// "100.0 ms", "mean 100.0 ms (98.0-102.0 over 2 trials)", "median 100.0 ms (97.0-104.0 over 3 trials)".
 std::string step_time(const Configuration &c) {
-  return format(c.rows.size() > 1 ? "median %.1f ms" : "%.1f ms", c.median_ms);
+  size_t n = c.rows.size();
+  if (n == 1) return format("%.1f ms", c.center_ms);
+  return format("%s %.1f ms (%.1f-%.1f over %zu trials)", n == 2 ? "mean" : "median", c.center_ms, c.min_ms, c.max_ms, n);
 }
+
+// Within noise: the centers differ by less than the two spreads together (which holds whenever
+// the trials' ranges overlap). One trial has no spread: nothing is within noise.
+bool within_noise(const Configuration &a, const Configuration &b) {
+  if (a.rows.size() < 2 || b.rows.size() < 2) return false;
+  return std::abs(a.center_ms - b.center_ms) <= a.spread() + b.spread();
+}
+
+// Memory that decides between configurations within noise: the GPU's peak, or on CPU runs (no
+// device memory) the ledger's host tier peak; equal within 5%.
+bool less_memory(const Configuration &a, const Configuration &b) {
+  const bool gpu = a.gpu_peak || b.gpu_peak;
+  return double(gpu ? a.gpu_peak : a.host_peak) < 0.95 * double(gpu ? b.gpu_peak : b.host_peak);
+}
+
+// Lower is simpler: the suite's order of its strategies (zero0 before zero1, none before cpu_optimizer).
+int simplicity(const std::vector<RowResult> &rows, const Configuration &c) { return rows[c.rows.front()].row.simplicity; }
 
 }  // namespace
 
 Recommendation recommend(const std::vector<RowResult> &rows, const MachineLimits &limits, int ranks) {
   Recommendation rec;
   rec.reasons.resize(rows.size());
+  rec.verdicts.resize(rows.size());
   std::vector<Configuration> all = configurations(rows);
-  std::vector<std::string> reason(all.size());
-  const Configuration *best = nullptr;
-  for (size_t k = 0; k < all.size(); ++k) {
-    const Configuration &c = all[k];
+  const Configuration *fastest = nullptr;
+  for (Configuration &c : all) {
     if (const RowResult *r = c.failed) {
       std::string trial = c.rows.size() > 1 ? format(" (trial %d of %zu)", r->trial, c.rows.size()) : "";
-      reason[k] = r->status == "OOM" ? "OOM" + trial + (r->message.empty() ? "" : ": " + r->message)
-                                     : "error" + trial + ": " + r->message;
+      c.reason = r->status == "OOM" ? "OOM" + trial + (r->message.empty() ? "" : ": " + r->message)
+                                    : "error" + trial + ": " + r->message;
     } else if (limits.gpu_bytes && double(c.gpu_peak) > 0.9 * double(limits.gpu_bytes)) {
-      reason[k] = "does not fit: GPU peak " + format_bytes(c.gpu_peak) + " > 90% of " + format_bytes(limits.gpu_bytes);
+      c.reason = "does not fit: GPU peak " + format_bytes(c.gpu_peak) + " > 90% of " + format_bytes(limits.gpu_bytes);
     } else if (limits.host_bytes && double(c.host_rss) * ranks > 0.9 * double(limits.host_bytes)) {
-      reason[k] = format("does not fit: host RSS %s x %d ranks > 90%% of %s available", format_bytes(c.host_rss).c_str(),
-                         ranks, format_bytes(limits.host_bytes).c_str());
-    } else if (!best || c.median_ms < best->median_ms) {
-      best = &c;
+      c.reason = format("does not fit: host RSS %s x %d ranks > 90%% of %s available", format_bytes(c.host_rss).c_str(),
+                        ranks, format_bytes(limits.host_bytes).c_str());
+    } else if (!fastest || c.center_ms < fastest->center_ms) {
+      fastest = &c;
     }
   }
-  for (size_t k = 0; k < all.size(); ++k) {
-    const Configuration &c = all[k];
+  // Among those within noise of the fastest: the least memory, then the simplest, then the fastest.
+  auto better = [&](const Configuration &a, const Configuration &b) {
+    if (less_memory(a, b) || less_memory(b, a)) return less_memory(a, b);
+    if (simplicity(rows, a) != simplicity(rows, b)) return simplicity(rows, a) < simplicity(rows, b);
+    return a.center_ms < b.center_ms;
+  };
+  const Configuration *best = fastest;
+  for (const Configuration &c : all)
+    if (c.reason.empty() && &c != best && within_noise(c, *fastest) && better(c, *best)) best = &c;
+  size_t tied = 0, fitting = 0;  // others within noise of the fastest; others that ran and fit
+  for (const Configuration &c : all) {
+    fitting += c.reason.empty() && &c != best;
+    tied += c.reason.empty() && &c != best && within_noise(c, *fastest);
+  }
+
+  for (const Configuration &c : all) {
+    std::string reason = c.reason, verdict = c.failed ? c.failed->status : "does not fit";
     if (&c == best) {
       rec.chosen = int(c.rows.front());
-      reason[k] = "fastest that fits: " + step_time(c) + " per step" +
-                  (c.rows.size() > 1 ? format(" over %zu trials", c.rows.size()) : "");
-    } else if (reason[k].empty()) {
-      reason[k] = format("slower: %s vs %.1f ms (%s)", step_time(c).c_str(), best->median_ms,
-                         rows[best->rows.front()].row.name.c_str());
+      verdict = "chosen";
+      if (c.rows.size() == 1)
+        reason = "fastest that fits: " + step_time(c) + " per step (one trial: no noise estimate; --trials 3 gives one)";
+      else if (tied == 0)
+        reason = "fastest that fits: " + step_time(c) + " per step" +
+                 (fitting ? ", the others slower beyond their trials' spread" : "");
+      else
+        reason = format("chosen among the %zu within noise of the fastest (by memory, then simplicity): %s per step",
+                        tied + 1, step_time(c).c_str());
+    } else if (reason.empty() && within_noise(c, *fastest)) {
+      verdict = "within noise";
+      const std::string chosen = best->name(rows);
+      const std::string why = less_memory(*best, c)                          ? chosen + " has less memory"
+                              : simplicity(rows, *best) < simplicity(rows, c) ? "as little memory, " + chosen + " is simpler"
+                                                                              : "as little memory, " + chosen + " is faster";
+      reason = format("within noise: %s vs %.1f ms (%s); %s", step_time(c).c_str(), best->center_ms, chosen.c_str(),
+                      why.c_str());
+    } else if (reason.empty()) {
+      verdict = "slower";
+      reason = format("slower: %s vs %.1f ms (%s)%s", step_time(c).c_str(), fastest->center_ms,
+                      fastest->name(rows).c_str(), c.rows.size() > 1 ? ", beyond the trials' spread" : "");
     }
-    for (size_t i : c.rows) rec.reasons[i] = reason[k];
+    for (size_t i : c.rows) {
+      rec.reasons[i] = reason;
+      rec.verdicts[i] = verdict;
+    }
   }
   return rec;
+}
+
+std::string noise_note(int trials) {
+  if (trials == 1)
+    return "one trial per configuration: the verdict has no noise estimate (--trials 3 measures one)";
+  return format("%d trials per configuration, taken in turns: step time is the %s of the trials, and configurations "
+                "whose %ss differ by less than their trials' spreads together are within noise (among those within "
+                "noise of the fastest, the least memory wins, then the simplest)",
+                trials, trials == 2 ? "mean" : "median", trials == 2 ? "mean" : "median");
 }
 
 }  // namespace zf

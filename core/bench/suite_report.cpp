@@ -1,7 +1,8 @@
 // suite_report.cpp: what a suite tells the user: the console table (and the ZenFlow sweep's
-// table), OUTPUT_DIR/<suite>_<time>.json, .csv and .html (suite_html.cpp), OUTPUT_DIR/recommended.toml.
+// table), OUTPUT_DIR/<suite>_<time>.json, .csv and .html (suite_html.cpp), OUTPUT_DIR/recommended-<suite>.toml.
 #include "bench/suite.hpp"
 
+#include "config/config.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 #include "runtime/memory.hpp"
@@ -47,6 +48,7 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
   json.key("common_overrides").begin_array();
   for (const std::string &item : report.common) json.value(item);
   json.end_array();
+  json.key("noise").value(noise_note(o.trials));
   json.key("limits").begin_object().key("gpu_bytes").value(report.limits.gpu_bytes);
   json.key("host_bytes").value(report.limits.host_bytes).end_object();
   json.key("rows").begin_array();
@@ -54,7 +56,8 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     const RowResult &r = rows[i];
     json.begin_object().key("config").value(r.row.name).key("trial").value(r.trial);
     json.key("status").value(r.status).key("message").value(r.message);
-    json.key("reason").value(rec.reasons[i]).key("recommended").value(rec.picks(rows, i));
+    json.key("reason").value(rec.reasons[i]).key("verdict").value(rec.verdicts[i]);
+    json.key("recommended").value(rec.picks(rows, i));
     json.key("overrides").begin_array();
     for (const std::string &item : r.row.overrides) json.value(item);
     json.end_array().key("labels").begin_object();
@@ -91,7 +94,7 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
   std::string text = "suite,config,trial" + labels +
                      ",status,mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,"
                      "gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,wall_s,"
-                     "startup_s,recommended,reason,message\n";
+                     "startup_s,recommended,verdict,reason,message\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
     text += o.suite + "," + csv_field(r.row.name) + "," + std::to_string(r.trial);
@@ -101,9 +104,44 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
                    (unsigned long long)r.gpu_peak, (unsigned long long)r.gpu_allocated_end,
                    (unsigned long long)r.host_rss, (unsigned long long)r.pinned_peak, (unsigned long long)r.estimate,
                    r.wall_s, r.startup_s, rec.picks(rows, i) ? "true" : "false");
-    text += csv_field(rec.reasons[i]) + "," + csv_field(r.message) + "\n";
+    text += csv_field(rec.verdicts[i]) + "," + csv_field(rec.reasons[i]) + "," + csv_field(r.message) + "\n";
   }
   return text;
+}
+
+// A TOML value as a user writes it: numbers in their shortest form (0.1, not toml++'s
+// 0.10000000000000001), strings in double quotes, the rest as toml++ prints it.
+std::string value_text(const toml::node &node) {
+  if (auto *real = node.as_floating_point()) return value_to_string(Value(real->get()));
+  if (auto *text = node.as_string()) {
+    std::string out = "\"";
+    for (unsigned char c : text->get()) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c < 0x20 || c == 0x7f ? format("\\u%04X", c) : std::string(1, char(c));
+    }
+    return out + "\"";
+  }
+  if (auto *array = node.as_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < array->size(); ++i) out += (i ? ", " : "") + value_text(*array->get(i));
+    return out + "]";
+  }
+  std::stringstream out;
+  node.visit([&](const auto &value) { out << value; });
+  return out.str();
+}
+
+// The config's tables, each key on a line of its own.
+std::string toml_text(const toml::table &root) {
+  std::string out;
+  for (auto &&[name, node] : root)
+    if (!node.is_table()) out += std::string(name.str()) + " = " + value_text(node) + "\n";
+  for (auto &&[name, node] : root) {
+    if (!node.is_table()) continue;
+    out += "\n[" + std::string(name.str()) + "]\n";
+    for (auto &&[key, value] : *node.as_table()) out += std::string(key.str()) + " = " + value_text(value) + "\n";
+  }
+  return out;
 }
 
 // Columns padded to their widest cell, separated by two spaces.
@@ -124,6 +162,8 @@ void print_columns(const std::vector<std::vector<std::string>> &table) {
 
 }  // namespace
 
+std::string recommended_path(const SuiteOptions &o) { return o.output_dir + "/recommended-" + o.suite + ".toml"; }
+
 std::string recommended_toml(const std::string &base_file, const std::vector<std::string> &overrides,
                              const std::string &header) {
   toml::table root = toml::parse_file(base_file);
@@ -133,22 +173,31 @@ std::string recommended_toml(const std::string &base_file, const std::vector<std
     std::string text = item.substr(equals + 1);
     if (!root.contains(table)) root.insert(table, toml::table{});
     toml::table &target = *root[table].as_table();
+    if (key == "plugin" || (table == "run" && key == "plugin_path")) {  // a name or a list of names
+      std::vector<std::string> names = name_list(text, Location{"--set", 0, 0, item});
+      if (names.size() == 1) {
+        target.insert_or_assign(key, names[0]);
+      } else {
+        toml::array list;
+        for (const std::string &name : names) list.push_back(name);
+        target.insert_or_assign(key, list);
+      }
+      continue;
+    }
     toml::table parsed;
     try {
       parsed = toml::parse("v = " + text);
     } catch (const toml::parse_error &) {
     }
     const toml::node *node = parsed.get("v");
-    // As `--set` reads them: a TOML scalar, else the text itself; plugin names are always text.
-    if (key == "plugin" || !node || node->is_array() || node->is_table()) target.insert_or_assign(key, text);
+    // As `--set` reads them: a TOML scalar, else the text itself.
+    if (!node || node->is_array() || node->is_table()) target.insert_or_assign(key, text);
     else if (node->is_integer()) target.insert_or_assign(key, node->as_integer()->get());
     else if (node->is_floating_point()) target.insert_or_assign(key, node->as_floating_point()->get());
     else if (node->is_boolean()) target.insert_or_assign(key, node->as_boolean()->get());
     else target.insert_or_assign(key, text);
   }
-  std::stringstream out;
-  out << header << root << "\n";
-  return out.str();
+  return header + toml_text(root);
 }
 
 void write_suite_outputs(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
@@ -164,7 +213,7 @@ void write_suite_outputs(const SuiteOptions &o, const SuiteReport &report, const
       report.base_config.c_str());
   std::vector<std::string> overrides = config_overrides(report, best.row);
   for (const std::string &item : overrides) header += "#   " + item + "\n";
-  write_text(o.output_dir + "/recommended.toml", recommended_toml(report.base_config, overrides, header + "\n"));
+  write_text(recommended_path(o), recommended_toml(report.base_config, overrides, header));
 }
 
 void print_suite_table(const SuiteOptions &o, const std::vector<RowResult> &rows, const Recommendation &rec) {
@@ -184,6 +233,7 @@ void print_suite_table(const SuiteOptions &o, const std::vector<RowResult> &rows
   std::printf("zfcore bench %s: %s, %d rank%s, %lld timed steps after %lld warm-up step%s%s\n", o.suite.c_str(),
               o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps, (long long)o.warmup_steps,
               o.warmup_steps == 1 ? "" : "s", trials ? format(", %d trials each", o.trials).c_str() : "");
+  std::printf("(%s)\n", noise_note(o.trials).c_str());
   print_columns(table);
   if (o.suite == "zenflow") {  // the reference benchmark's table
     std::vector<std::vector<std::string>> sweep{{"trial", "topk_ratio", "update_interval", "overlap_step", "pin_memory",

@@ -269,15 +269,18 @@ int run_suite(const SuiteOptions &o) {
   report.limits = machine_limits(o.device);
 
   bool terminal = isatty(STDERR_FILENO);
-  std::vector<RowResult> rows;
-  size_t total = o.rows.size() * size_t(o.trials), done = 0;
-  for (const SuiteRow &row : o.rows)
-    for (int trial = 1; trial <= o.trials; ++trial) {
+  // Rows by configuration, then trial; the trials are taken in turns (every configuration once,
+  // then again), so that a machine that drifts during the suite moves every configuration alike.
+  std::vector<RowResult> rows(o.rows.size() * size_t(o.trials));
+  size_t total = rows.size(), done = 0;
+  for (int trial = 1; trial <= o.trials; ++trial)
+    for (size_t k = 0; k < o.rows.size(); ++k) {
+      const SuiteRow &row = o.rows[k];
       if (terminal)
         std::fprintf(stderr, "[%zu/%zu] %s%s ...", ++done, total, row.name.c_str(),
                      o.trials > 1 ? format(" (trial %d of %d)", trial, o.trials).c_str() : "");
-      rows.push_back(run_row(o, row, trial, report.base_config, report.common, rows_dir));
-      const RowResult &r = rows.back();
+      RowResult &r = rows[k * size_t(o.trials) + size_t(trial - 1)];
+      r = run_row(o, row, trial, report.base_config, report.common, rows_dir);
       if (terminal)
         std::fprintf(stderr, " %s%s (%.0f s)\n", r.status.c_str(),
                      r.status == "ok" ? format(" %.1f ms/step", r.mean_step_ms).c_str() : (": " + r.message).c_str(),
@@ -294,7 +297,7 @@ int run_suite(const SuiteOptions &o) {
   std::printf("%zu run(s) in %.0f s, of which %.0f s before their first steps\n", rows.size(), wall, startup);
   std::printf("wrote %s.html, %s.json, %s.csv%s (logs and runs in %s/)\n", report.stem.c_str(), report.stem.c_str(),
               report.stem.c_str(),
-              recommendation.chosen >= 0 ? format(", %s/recommended.toml", o.output_dir.c_str()).c_str() : "",
+              recommendation.chosen >= 0 ? (", " + recommended_path(o)).c_str() : "",
               rows_dir.c_str());
   return recommendation.chosen >= 0 || std::any_of(rows.begin(), rows.end(), [](const RowResult &r) {
            return r.status == "ok";

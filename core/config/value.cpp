@@ -3,6 +3,7 @@
 #include "runtime/error.hpp"
 
 #include <cmath>
+#include <cstdlib>
 
 namespace zf {
 
@@ -15,7 +16,12 @@ std::string value_to_string(const Value &value) {
   if (auto *b = std::get_if<bool>(&value)) return *b ? "true" : "false";
   if (auto *i = std::get_if<int64_t>(&value)) return std::to_string(*i);
   if (auto *d = std::get_if<double>(&value)) {
-    std::string text = format("%.17g", *d);
+    // The shortest text that reads back the same double: 0.1, not 0.10000000000000001.
+    std::string text;
+    for (int digits = 1; digits <= 17; ++digits) {
+      text = format("%.*g", digits, *d);
+      if (std::strtod(text.c_str(), nullptr) == *d || std::isnan(*d)) break;
+    }
     if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
     return text;
   }

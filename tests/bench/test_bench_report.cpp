@@ -8,6 +8,7 @@
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,7 @@ RowResult recorded(const std::string &name, int trial, const std::string &status
   r.mean_step_ms = ms;
   r.fwd_ms = ms / 4, r.bwd_ms = ms / 2, r.step_ms = ms / 8;
   r.gpu_peak = 3ull << 30, r.host_rss = 5ull << 30, r.pinned_peak = 1ull << 30, r.estimate = 4ull << 30;
+  r.host_ledger_peak = 2ull << 30;
   r.timers_ms = {{"fwd", r.fwd_ms}, {"update_wait", 0.5}};
   for (int step = 0; step < 6; ++step) {
     r.step_times_ms.push_back(step % 3 == 2 ? 2 * ms : ms);
@@ -126,14 +128,27 @@ TEST_CASE("bench report: a CPU suite's HTML loads in headless Chromium, every ch
   CHECK_THAT(broken, Catch::Contains("data-report=\"broken: script error: "));
   CHECK_THAT(broken, Catch::Contains("step-trace\""));
 
-  // The JSON and CSV carry the trials; the recommendation compares medians.
+  // The memory chart shows the tiers' measured peaks the JSON has, on this CPU run too.
+  nlohmann::json rows = nlohmann::json::parse(test::read_text(only_file(dir, ".json")))["rows"];
+  CHECK(rows[0]["host_ledger_peak_bytes"].get<uint64_t>() > 0);  // on CPU the model and its state are there
+  CHECK_THAT(chart(dom, "memory"), Catch::Contains("<title>none #1: device tier peak "));
+  for (const char *tier : {"none #1: host tier peak ", "none #1: host RSS ", "none #1: estimate "}) {
+    INFO(tier);
+    std::string memory = chart(dom, "memory");
+    size_t at = memory.find(std::string("<title>") + tier);
+    REQUIRE(at != std::string::npos);
+    CHECK(memory.substr(at + 7 + std::strlen(tier), 1) != "-");  // a measured value, not "-"
+  }
+  CHECK(fs::exists(dir + "/recommended-offload.toml"));
+
+  // The JSON and CSV carry the trials; with two trials the verdict compares their means.
   nlohmann::json result = nlohmann::json::parse(test::read_text(only_file(dir, ".json")));
   REQUIRE(result["rows"].size() == 4);
   CHECK(result["trials"] == 2);
   CHECK(result["rows"][1]["config"] == "none");
   CHECK(result["rows"][1]["trial"] == 2);
   CHECK(result["rows"][1]["recommended"] == true);
-  CHECK_THAT(result["rows"][0]["reason"].get<std::string>(), Catch::Contains("over 2 trials"));
+  CHECK_THAT(result["rows"][0]["reason"].get<std::string>(), Catch::Contains("mean ") && Catch::Contains("over 2 trials"));
   CHECK(result["rows"][0]["timers_ms"].contains("fwd"));
   CHECK(result["rows"][0]["step_updates"].size() == 3);
   CHECK(test::read_text(only_file(dir, ".csv")).rfind("suite,config,trial,status,", 0) == 0);
@@ -159,8 +174,11 @@ TEST_CASE("bench report of recorded rows: OOM and error rows with their message,
   CHECK_THAT(html, Catch::Contains("Recommended: topk0.1-u8"));
   CHECK_THAT(html, Catch::Contains("update_wait"));
   CHECK(count(chart(html, "step-trace"), "class=\"mark boundary\"") == 2 * 2);  // steps 3 and 6 of two runs
-  CHECK(count(chart(html, "memory"), "<rect class=\"mark\"") == 2 * 4);
-  CHECK_THAT(chart(html, "memory"), Catch::Contains(">GPU peak<"));
+  // Every measured tier's peak beside the estimate: device (GPU), host, pinned, host RSS.
+  CHECK(count(chart(html, "memory"), "<rect class=\"mark\"") == 2 * 5);
+  for (const char *bar : {"topk0.1-u8: GPU peak 3 GiB", "topk0.1-u8: host tier peak 2 GiB", "topk0.1-u8: pinned tier peak 1 GiB",
+                          "topk0.1-u8: host RSS 5 GiB", "topk0.1-u8: estimate 4 GiB"})
+    CHECK_THAT(chart(html, "memory"), Catch::Contains(std::string("<title>") + bar + "</title>"));
   CHECK(count(chart(html, "step-trace"), "class=\"warmup\"") == 1);
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // nothing fetched
 }

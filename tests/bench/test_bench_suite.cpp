@@ -1,11 +1,15 @@
 // `zfcore bench stages | offload | zenflow` on CPU with a tiny GPT: the files users read (JSON, CSV,
-// HTML, the console table, recommended.toml), a failing configuration as an `error` row while the
-// suite goes on, usage errors, and the recommendation fed recorded rows (with trials: medians).
+// HTML, the console table, recommended-<suite>.toml), a failing configuration as an `error` row
+// while the suite goes on, usage errors, the recommendation fed recorded rows (with trials: medians,
+// and differences within the trials' spread called noise), and two configurations that do the same
+// work (zero0 and zero1 on one rank) measured within noise of each other.
 #include "bench/suite.hpp"
+#include "config/config.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -73,7 +77,8 @@ TEST_CASE("bench stages: every row measured, JSON + CSV + table, a recommended.t
   INFO(outcome.output);
   REQUIRE(outcome.exit_code == 0);
   for (const char *column : {"config", "status", "step ms", "tokens/s", "GPU peak", "GPU end", "host RSS", "pinned",
-                             "estimate", "message", "recommended: "})
+                             "estimate", "message", "recommended: ",
+                             "one trial per configuration: the verdict has no noise estimate"})
     CHECK_THAT(outcome.output, Catch::Contains(column));
 
   nlohmann::json result = nlohmann::json::parse(test::read_text(output_file(dir, "stages", ".json")));
@@ -112,8 +117,9 @@ TEST_CASE("bench stages: every row measured, JSON + CSV + table, a recommended.t
   CHECK(commas(csv[1]) == commas(csv[0]));
   CHECK(commas(csv[2]) == commas(csv[0]));
 
-  // recommended.toml is a config `zfcore validate` accepts, with the fastest stage written in.
-  auto valid = test::run_command(test::zfcore() + " validate " + dir + "/recommended.toml");
+  // recommended-stages.toml is a config `zfcore validate` accepts, with the fastest stage written in.
+  CHECK(!fs::exists(dir + "/recommended.toml"));
+  auto valid = test::run_command(test::zfcore() + " validate " + dir + "/recommended-stages.toml");
   INFO(valid.output);
   CHECK(valid.exit_code == 0);
   CHECK_THAT(valid.output, Catch::Contains("stage " + fastest + ","));
@@ -143,7 +149,7 @@ TEST_CASE("bench offload: a configuration that fails is an error row with its me
   CHECK_THAT(failed["message"].get<std::string>(), Catch::Contains("/proc/zfcore-no-such-dir"));
   CHECK_THAT(failed["reason"].get<std::string>(), Catch::StartsWith("error: "));
   CHECK(result["recommended"] == "none");
-  CHECK(fs::exists(dir + "/recommended.toml"));
+  CHECK(fs::exists(dir + "/recommended-offload.toml"));
 }
 
 TEST_CASE("bench stages on 2 MPI ranks: each configuration runs under mpirun", "[bench][mpi]") {
@@ -163,7 +169,7 @@ TEST_CASE("bench offload on 2 MPI ranks runs under ZeRO-2 as DeepSpeed's ZeRO-Of
   nlohmann::json summary = nlohmann::json::parse(test::read_text(row["run_dir"].get<std::string>() + "/summary.json"));
   CHECK(summary["plugins"]["stage"]["name"] == "zero2");
   CHECK(summary["plugins"]["offload"]["name"] == "cpu_optimizer");
-  CHECK_THAT(test::read_text(run.dir + "/recommended.toml"), Catch::Contains("zero2"));
+  CHECK_THAT(test::read_text(run.dir + "/recommended-offload.toml"), Catch::Contains("zero2"));
 }
 
 TEST_CASE("bench binding on 2 ranks: unbound ranks share every core, bound ones each have their own", "[bench][mpi]") {
@@ -252,7 +258,7 @@ TEST_CASE("the recommendation: the fastest row that ran and fits, a reason for e
   CHECK(rec.chosen == 2);  // zero1 is faster but 79 GiB > 90% of 80; nvme is fastest but its RSS is too big
   CHECK(rec.reasons[0] == "OOM: CUDA out of memory");
   CHECK_THAT(rec.reasons[1], Catch::StartsWith("does not fit: GPU peak 79"));
-  CHECK(rec.reasons[2] == "fastest that fits: 100.0 ms per step");
+  CHECK(rec.reasons[2] == "fastest that fits: 100.0 ms per step (one trial: no noise estimate; --trials 3 gives one)");
   CHECK(rec.reasons[3] == "slower: 120.0 ms vs 100.0 ms (zero2)");
   CHECK(rec.reasons[4] == "error: offload plugin 'x' not found");
   CHECK_THAT(rec.reasons[5], Catch::StartsWith("does not fit: host RSS"));
@@ -265,30 +271,125 @@ TEST_CASE("the recommendation: the fastest row that ran and fits, a reason for e
   CHECK(recommend({rows[0], rows[4]}, limits, 1).chosen == -1);
 }
 
-TEST_CASE("the recommendation over trials: medians, and a configuration with a failed trial is out", "[bench]") {
-  auto row = [](const std::string &name, int trial, double ms, const std::string &status = "ok") {
-    RowResult r;
-    r.row.name = name;
-    r.trial = trial;
-    r.status = status;
-    r.message = status == "ok" ? "" : "CUDA out of memory";
-    r.mean_step_ms = ms;
-    return r;
-  };
-  // a: 100, 300, 110 (mean 170, median 110); b: 120, 105, 125 (mean 117, median 120).
-  std::vector<RowResult> rows{row("a", 1, 100), row("a", 2, 300), row("a", 3, 110),
-                              row("b", 1, 120), row("b", 2, 105), row("b", 3, 125)};
+namespace {
+
+RowResult trial_row(const std::string &name, int trial, double ms, uint64_t gpu = 0, int simplicity = 0,
+                    const std::string &status = "ok") {
+  RowResult r;
+  r.row.name = name;
+  r.row.simplicity = simplicity;
+  r.trial = trial;
+  r.status = status;
+  r.message = status == "ok" ? "" : "CUDA out of memory";
+  r.mean_step_ms = ms;
+  r.gpu_peak = gpu;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the recommendation over trials: medians, spreads, and a configuration with a failed trial is out",
+          "[bench]") {
+  // a: 100, 104, 102 (median 102, spread 4); b: 120, 118, 125 (median 120, spread 7): 18 ms apart,
+  // more than the spreads together (11): b is slower beyond noise.
+  std::vector<RowResult> rows{trial_row("a", 1, 100), trial_row("a", 2, 104), trial_row("a", 3, 102),
+                              trial_row("b", 1, 120), trial_row("b", 2, 118), trial_row("b", 3, 125)};
   Recommendation rec = recommend(rows, MachineLimits{}, 1);
   CHECK(rec.chosen == 0);
   for (size_t i = 0; i < 3; ++i) {
     CHECK(rec.picks(rows, i));
-    CHECK(rec.reasons[i] == "fastest that fits: median 110.0 ms per step over 3 trials");
+    CHECK(rec.verdicts[i] == "chosen");
+    CHECK(rec.reasons[i] == "fastest that fits: median 102.0 ms (100.0-104.0 over 3 trials) per step, the others "
+                            "slower beyond their trials' spread");
     CHECK(!rec.picks(rows, i + 3));
-    CHECK(rec.reasons[i + 3] == "slower: median 120.0 ms vs 110.0 ms (a)");
+    CHECK(rec.verdicts[i + 3] == "slower");
+    CHECK(rec.reasons[i + 3] == "slower: median 120.0 ms (118.0-125.0 over 3 trials) vs 102.0 ms (a), beyond the "
+                                "trials' spread");
   }
-  rows[1] = row("a", 2, 0, "OOM");
+  rows[1] = trial_row("a", 2, 0, 0, 0, "OOM");
   rec = recommend(rows, MachineLimits{}, 1);
   CHECK(rec.chosen == 3);
   CHECK(rec.reasons[0] == "OOM (trial 2 of 3): CUDA out of memory");
-  CHECK(rec.reasons[4] == "fastest that fits: median 120.0 ms per step over 3 trials");
+  CHECK(rec.verdicts[0] == "OOM");
+  CHECK(rec.reasons[4] == "fastest that fits: median 120.0 ms (118.0-125.0 over 3 trials) per step");
+  // Two trials have a mean, not a median.
+  std::vector<RowResult> two{trial_row("a", 1, 100), trial_row("a", 2, 110), trial_row("b", 1, 200),
+                             trial_row("b", 2, 210)};
+  CHECK(recommend(two, MachineLimits{}, 1).reasons[0] ==
+        "fastest that fits: mean 105.0 ms (100.0-110.0 over 2 trials) per step, the others slower beyond their trials' "
+        "spread");
+}
+
+TEST_CASE("the recommendation: identical rows are within noise; then the least memory wins, then the simplest",
+          "[bench]") {
+  const uint64_t GiB = 1ull << 30;
+  // zero0 and zero1 measured alike (the same work on one rank): the faster median is noise.
+  std::vector<RowResult> rows{trial_row("zero0", 1, 2.9, GiB, 0), trial_row("zero0", 2, 2.3, GiB, 0),
+                              trial_row("zero0", 3, 3.1, GiB, 0), trial_row("zero1", 1, 2.3, GiB, 1),
+                              trial_row("zero1", 2, 3.0, GiB, 1), trial_row("zero1", 3, 2.4, GiB, 1)};
+  Recommendation rec = recommend(rows, MachineLimits{}, 1);
+  REQUIRE(rec.chosen == 0);  // zero1's median is lower, but as little memory: the simpler zero0
+  CHECK(rec.verdicts[3] == "within noise");
+  CHECK(rec.reasons[3] ==
+        "within noise: median 2.4 ms (2.3-3.0 over 3 trials) vs 2.9 ms (zero0); as little memory, zero0 is simpler");
+  CHECK(rec.reasons[0] == "chosen among the 2 within noise of the fastest (by memory, then simplicity): median 2.9 ms "
+                          "(2.3-3.1 over 3 trials) per step");
+  // Less memory (beyond 5%) wins over simplicity.
+  for (size_t i = 3; i < 6; ++i) rows[i].gpu_peak = GiB / 2;
+  rec = recommend(rows, MachineLimits{}, 1);
+  CHECK(rec.chosen == 3);
+  CHECK(rec.reasons[0] == "within noise: median 2.9 ms (2.3-3.1 over 3 trials) vs 2.4 ms (zero1); zero1 has less memory");
+  // Within 5% the memory is the same: simplicity decides again.
+  for (size_t i = 3; i < 6; ++i) rows[i].gpu_peak = GiB - GiB / 50;
+  CHECK(recommend(rows, MachineLimits{}, 1).chosen == 0);
+  // One trial: no noise estimate, the faster one is chosen and the verdict says so.
+  std::vector<RowResult> single{trial_row("zero0", 1, 2.9, GiB, 0), trial_row("zero1", 1, 2.3, GiB, 1)};
+  rec = recommend(single, MachineLimits{}, 1);
+  CHECK(rec.chosen == 1);
+  CHECK_THAT(rec.reasons[1], Catch::EndsWith("(one trial: no noise estimate; --trials 3 gives one)"));
+  CHECK(rec.reasons[0] == "slower: 2.9 ms vs 2.3 ms (zero1)");
+}
+
+TEST_CASE("bench stages: zero0 and zero1 on one rank, the same work, are within noise over 3 trials", "[bench]") {
+  SuiteRun run = bench_ok("stages", "--stages 0 1 --trials 3", "bench_noise");
+  INFO(run.outcome.output);
+  const nlohmann::json &rows = run.result["rows"];
+  REQUIRE(rows.size() == 6);
+  int chosen = 0, within = 0;
+  for (const auto &row : rows) {
+    CHECK(row["status"] == "ok");
+    chosen += row["verdict"] == "chosen";
+    within += row["verdict"] == "within noise";
+  }
+  CHECK(chosen == 3);  // every trial of the one chosen configuration
+  CHECK(within == 3);
+  CHECK_THAT(run.outcome.output, Catch::Contains("within noise: median ") &&
+                                     Catch::Contains("3 trials per configuration, taken in turns"));
+  CHECK_THAT(run.result["noise"].get<std::string>(), Catch::StartsWith("3 trials per configuration"));
+  // The trials were taken in turns: zero1's first trial ended before zero0's second.
+  REQUIRE(rows[1]["trial"] == 2);
+  REQUIRE(rows[3]["config"] == "zero1");
+  CHECK(fs::last_write_time(rows[3]["log"].get<std::string>()) < fs::last_write_time(rows[1]["log"].get<std::string>()));
+}
+
+TEST_CASE("recommended-<suite>.toml writes numbers as a user would, and plugin lists as lists", "[bench]") {
+  std::string dir = test::scratch_dir("bench_recommended_toml");
+  std::string base = dir + "/base.toml";
+  { std::ofstream(base) << "[optimizer]\nplugin = \"cpu_adam\"\nlr = 1e-3\n[train]\nsteps = 10\n"; }
+  const std::vector<std::string> overrides{"zenflow.topk_ratio=0.1", "offload.plugin=cpu_optimizer",
+                                           "stage.plugin=[zero2, zero1]", "run.name=bench", "optimizer.lr=3e-4",
+                                           "zenflow.update_interval=4", "train.min_lr_ratio=0.30000000000000004"};
+  std::string text = recommended_toml(base, overrides, "# chosen\n");
+  INFO(text);
+  for (const char *line : {"# chosen\n", "topk_ratio = 0.1\n", "lr = 0.0003\n", "plugin = [\"zero2\", \"zero1\"]\n",
+                           "plugin = \"cpu_optimizer\"\n", "update_interval = 4\n", "name = \"bench\"\n", "steps = 10\n",
+                           "min_lr_ratio = 0.30000000000000004\n"})
+    CHECK_THAT(text, Catch::Contains(line));
+  CHECK_THAT(text, !Catch::Contains("0.10000000000000001"));
+  // It reads back as the same config.
+  RunConfig config = RunConfig::parse(text, "recommended.toml");
+  CHECK(config.real("zenflow", "topk_ratio") == 0.1);
+  CHECK(config.real("optimizer", "lr") == 3e-4);
+  CHECK(config.real("train", "min_lr_ratio") == 0.1 + 0.2);
+  CHECK(config.plugin(ZF_KIND_STAGE).candidates == std::vector<std::string>{"zero2", "zero1"});
 }
