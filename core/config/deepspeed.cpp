@@ -334,6 +334,7 @@ class Converter {
     known_keys(params, "optimizer.params", kOptimizerParams, "an optimizer parameter");
     for (auto &[key, v] : params.items()) {
       const std::string full = "optimizer.params." + key;
+      if (is_auto(v, full)) continue;
       if (key == "lr" && !warmup_max_lr_.empty()) {
         out_.note(full, "replaced by the scheduler's warmup_max_lr " + warmup_max_lr_ + ", as in DeepSpeed");
       } else if (key == "lr" || key == "eps" || key == "weight_decay") {

@@ -342,3 +342,34 @@ TEST_CASE("convert: nvme offload maps to nvme, parameter offload to cpu_full", "
     CHECK(full.output.find(line) != std::string::npos);
   CHECK(full.output.find("queue_depth = 16") == std::string::npos);
 }
+
+TEST_CASE("convert: a Hugging Face Trainer config's \"auto\" values keep zfcore's defaults, each noted",
+          "[config][convert]") {
+  std::string dir = test::scratch_dir("convert_auto");
+  // The shape of the ZeRO-2 config the Hugging Face Trainer's DeepSpeed integration documents.
+  std::string json = write(dir, "ds_config_zero2.json", R"({
+    "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
+             "hysteresis": 2, "min_loss_scale": 1},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true},
+                          "allgather_partitions": true, "allgather_bucket_size": 2e8, "overlap_comm": true,
+                          "reduce_scatter": true, "reduce_bucket_size": 2e8, "contiguous_gradients": true},
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto"
+  })");
+  test::Outcome converted = test::run_command(test::zfcore() + " convert " + json);
+  INFO(converted.output);
+  REQUIRE(converted.exit_code == 0);
+  for (const char *key : {"fp16.enabled", "optimizer.params.lr", "optimizer.params.betas", "gradient_accumulation_steps",
+                          "train_batch_size", "train_micro_batch_size_per_gpu"})
+    CHECK_THAT(converted.output, Catch::Contains(std::string("#   ") + key + ": \"auto\" (the Hugging Face Trainer fills "
+                                                                          "it in): zfcore's default applies"));
+  for (const char *absent : {"micro_batch =", "grad_accum =", "global_batch =", "lr =", "beta1 ="})
+    CHECK_THAT(converted.output, !Catch::Contains(absent));
+  CHECK_THAT(converted.output, Catch::Contains("allgather_bucket_size = 200000000\n"));
+  test::Outcome valid = test::run_command(test::zfcore() + " validate " + json + kModelAndData);
+  INFO(valid.output);
+  CHECK(valid.exit_code == 0);
+}
