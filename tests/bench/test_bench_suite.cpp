@@ -134,7 +134,7 @@ TEST_CASE("bench stages: every row measured, JSON + CSV + table, a recommended.t
   CHECK(test::json_field(test::read_text(row_dir + "/summary.json"), "param_digest") == digest);
 }
 
-TEST_CASE("bench offload: a configuration that fails is an error row with its message; the suite goes on",
+TEST_CASE("bench offload: a configuration that fails is an error row with its message, the suite goes on",
           "[bench]") {
   std::string dir = test::scratch_dir("bench_offload");
   // nvme on a path no one can create: that configuration fails before its first step.
@@ -320,7 +320,7 @@ TEST_CASE("the recommendation over trials: medians, spreads, and a configuration
         "spread");
 }
 
-TEST_CASE("the recommendation: identical rows are within noise; then the least memory wins, then the simplest",
+TEST_CASE("the recommendation: identical rows are within noise, then the least memory wins, then the simplest",
           "[bench]") {
   const uint64_t GiB = 1ull << 30;
   // zero0 and zero1 measured alike (the same work on one rank): the faster median is noise.

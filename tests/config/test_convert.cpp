@@ -139,7 +139,7 @@ TEST_CASE("convert: every DeepSpeed example config converts, validates and runs"
   CHECK(count == 7);
 }
 
-TEST_CASE("convert: ZeRO-3 + NVMe with counts written 1e9 runs as converted; train_batch_size sets grad_accum",
+TEST_CASE("convert: ZeRO-3 + NVMe with counts written 1e9 runs as converted, train_batch_size sets grad_accum",
           "[config][convert]") {
   std::string dir = test::scratch_dir("convert_zero3_nvme");
   test::Outcome converted = test::run_command(test::zfcore() + " convert " + fixture("zero3_nvme.json"));
