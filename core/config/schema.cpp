@@ -73,9 +73,16 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
              "step or epoch (every select_interval steps or epochs)", 0, 0, 0, "auto|step|epoch"),
         decl("select_interval", ZF_PARAM_STRING, "auto",
              "steps (select_strategy = \"step\") or epochs (\"epoch\") between selections; auto = 1 epoch"),
+        decl("schedule", ZF_PARAM_STRING, "staggered",
+             "staggered: the other columns in update_interval groups, one group's CPU update per step, used at the "
+             "next step; deepspeed: the whole interval's CPU update at its end, used one interval later (the "
+             "reference's)", 0, 0, 0, "staggered|deepspeed"),
         decl("overlap_step", ZF_PARAM_BOOL, "true",
-             "run the CPU update while the GPU computes the next update_interval steps (its result is used one "
-             "interval later); false = wait for it at each interval's end"),
+             "run the CPU update while the GPU computes (staggered: the next step; deepspeed: the next interval) and "
+             "use its result then; false = wait for it"),
+        decl("cpu_lr_scale", ZF_PARAM_FLOAT, "1",
+             "the CPU update's learning rate over optimizer.lr (each other column gets one CPU step per "
+             "update_interval steps; a larger scale makes up the distance when fine-tuning)", kMinOpen, 0),
         decl("full_warm_up_rounds", ZF_PARAM_INT, "0",
              "the first N steps update every column on the CPU, synchronously (plain offload)", kRange, 0, kMaxSteps),
         decl("auto_ratio", ZF_PARAM_FLOAT, "0.99",
