@@ -5,11 +5,12 @@
 #   zenflow   zero2: ZenFlow topk 0.1, U 4, overlap, under the staggered and the deepspeed schedule
 #   binding   zfcore bench binding --gpus N: optimizer threads bound inside zfcore, at launch, unbound
 #   stages    tools/device-check.sh --stages-only, twice in a row: zero0-3 beside DDP and FSDP2
-#   tests     the [gpu] tests, the cases that need 2 GPUs included
+#   tests     the [gpu] tests, the cases that need 2 GPUs included (ZF_TESTS: a ctest -R filter)
 # Each suite writes its JSON, CSV, HTML report and recommended.toml under $ZF_OUT/<part>/.
 # usage: tools/device-multi.sh [offload] [zenflow] [binding] [stages] [tests]
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_OUT (default /tmp/zfcore-multi),
-#   ZF_STEPS (timed steps, default 20), ZF_WARMUP (default 5), ZF_GPUS (default all, at most 4)
+#   ZF_STEPS (timed steps, default 20), ZF_WARMUP (default 5), ZF_GPUS (default all, at most 4),
+#   ZF_BINDING_STRATEGIES (default "zero_offload zenflow"), ZF_STAGES (as tools/device-check.sh)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -41,7 +42,7 @@ for part in "${parts[@]}"; do
     zenflow)
       suite zenflow-staggered zenflow "${common[@]}" "${zenflow[@]}"
       suite zenflow-deepspeed zenflow "${common[@]}" "${zenflow[@]}" --set zenflow.schedule=deepspeed ;;
-    binding) suite binding binding "${common[@]}" ;;
+    binding) suite binding binding "${common[@]}" --strategies ${ZF_BINDING_STRATEGIES:-zero_offload zenflow} ;;
     stages)
       for run in 1 2; do
         echo "== stages, run $run"
@@ -49,7 +50,7 @@ for part in "${parts[@]}"; do
       done ;;
     tests)
       echo "== GPU tests"
-      (cd "$build/tests/gpu" && timeout 400 ctest --output-on-failure --timeout 200) || status=1 ;;
+      (cd "$build/tests/gpu" && timeout 400 ctest --output-on-failure --timeout 200 -R "${ZF_TESTS:-.}") || status=1 ;;
     *) echo "unknown part '$part' (offload zenflow binding stages tests)" >&2; exit 2 ;;
   esac
 done
