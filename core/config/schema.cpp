@@ -80,9 +80,11 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("overlap_step", ZF_PARAM_BOOL, "true",
              "run the CPU update while the GPU computes (staggered: the next step; deepspeed: the next interval) and "
              "use its result then; false = wait for it"),
-        decl("cpu_lr_scale", ZF_PARAM_FLOAT, "1",
-             "the CPU update's learning rate over optimizer.lr (each other column gets one CPU step per "
-             "update_interval steps; a larger scale makes up the distance when fine-tuning)", kMinOpen, 0),
+        decl("cpu_lr_scale", ZF_PARAM_STRING, "auto",
+             "the CPU update's learning rate over optimizer.lr, a number > 0 or auto: update_interval when "
+             "fine-tuning (model.init_from set) under the staggered schedule, else 1 (each other column gets one "
+             "CPU step per update_interval steps; the scale makes up the distance, which helps fine-tuning and "
+             "hurts training from scratch)"),
         decl("full_warm_up_rounds", ZF_PARAM_INT, "0",
              "the first N steps update every column on the CPU, synchronously (plain offload)", kRange, 0, kMaxSteps),
         decl("auto_ratio", ZF_PARAM_FLOAT, "0.99",

@@ -31,6 +31,24 @@ int64_t interval(const RunConfig &config, const char *key) {
   return value;
 }
 
+// "auto": the CPU update moves a column as far as the update_interval steps it stands for when
+// fine-tuning (measured: closer to AdamW), and one step's worth from scratch (where the larger step
+// trains worse); else a number > 0.
+double read_cpu_lr_scale(const RunConfig &config, const ZenFlowOptions &o) {
+  std::string text = config.string("zenflow", "cpu_lr_scale");
+  if (text == "auto")
+    return o.staggered && o.update_interval > 0 && !config.string("model", "init_from").empty()
+               ? double(o.update_interval)
+               : 1.0;
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && std::isfinite(value) && value > 0 && value <= 1e6,
+             "%s: zenflow.cpu_lr_scale = \"%s\": expected a number > 0 or \"auto\"",
+             config.where("zenflow", "cpu_lr_scale").str().c_str(), text.c_str());
+  return value;
+}
+
 }  // namespace
 
 ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_epoch) {
@@ -41,11 +59,11 @@ ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_e
   o.update_interval = interval(config, "update_interval");
   o.overlap = config.boolean("zenflow", "overlap_step");
   o.staggered = config.string("zenflow", "schedule") == "staggered";
-  o.cpu_lr_scale = config.real("zenflow", "cpu_lr_scale");
   ZF_REQUIRE(!o.staggered || o.update_interval != 0,
              "%s: zenflow.update_interval = \"auto\" ends an interval when the other columns' gradients outweigh the "
              "selected ones (zen-auto), which needs zenflow.schedule = \"deepspeed\"; the staggered schedule "
              "takes an integer", config.where("zenflow", "update_interval").str().c_str());
+  o.cpu_lr_scale = read_cpu_lr_scale(config, o);
   o.warm_up = config.integer("zenflow", "full_warm_up_rounds");
   o.auto_ratio = config.real("zenflow", "auto_ratio");
   const int64_t select = interval(config, "select_interval"), epoch = std::max<int64_t>(1, steps_per_epoch);
@@ -172,9 +190,10 @@ ZenFlow::ZenFlow(UpdatePlan &plan, const zf_layout &layout, const ZenFlowOptions
              "[zenflow]: optimizer plugin '%s' cannot write %s parameters", optimizer_.instance->name(),
              c10::toString(plan_.dtype_));
   if (options_.staggered) {
-    // U groups of about equal size; on disk, whole tiles (a bucket is a tile).
+    // U groups of about equal size, of whole buckets (on disk a bucket is a tile) when there are
+    // enough of them: the same groups whatever the tier, for the same bucket size.
     const uint64_t numel = plan_.shard_end_ - plan_.shard_begin_, count = uint64_t(options_.update_interval);
-    const uint64_t grid = plan_.disk_ ? plan_.tiers_.bucket_numel : 1;
+    const uint64_t bucket = plan_.tiers_.bucket_numel, grid = bucket > 0 && bucket * count <= numel ? bucket : 1;
     groups_.resize(count);
     for (uint64_t k = 0; k < count; ++k) {
       groups_[k].begin = k == 0 ? 0 : groups_[k - 1].end;
@@ -666,7 +685,8 @@ void ZenFlow::restore(const torch::Tensor &params_shard) {
 }
 
 std::vector<std::pair<std::string, double>> ZenFlow::facts() const {
-  return {{"zenflow_cpu_updates", double(host_updates_)}, {"zenflow_selections", double(selections_)}};
+  return {{"zenflow_cpu_updates", double(host_updates_)}, {"zenflow_selections", double(selections_)},
+          {"zenflow_cpu_lr_scale", options_.cpu_lr_scale}};
 }
 
 double ZenFlow::selected_fraction() const {

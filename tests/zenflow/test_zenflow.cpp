@@ -160,6 +160,7 @@ TEST_CASE("ZenFlow with update_interval = 1 and overlap_step = false is cpu_opti
     CHECK(digest_of(offload) == digest_of(none));
     CHECK(digest_of(zenflow) == digest_of(none));
     CHECK(test::json_field(zenflow.summary, "selected_column_fraction") == "0.25");
+    CHECK(number(zenflow.summary, "zenflow_cpu_lr_scale") == 1);  // "auto" from scratch
     if (world == 1) {  // pin_memory = false means nothing without a GPU: the same run (the bench sweeps it)
       test::StageRun unpinned = run_ok("zf_u1_unpinned", stage, world, extra + kOffload + zen +
                                        "--set offload.pin_memory=false");
@@ -270,6 +271,7 @@ TEST_CASE("ZenFlow fine-tunes like no offload: the quickstart model's loss withi
                               quickstart);
   double reference = number(none.summary, "final_loss"), zenflow = number(zen.summary, "final_loss");
   INFO("no offload " << reference << ", ZenFlow " << zenflow);
+  CHECK(number(zen.summary, "zenflow_cpu_lr_scale") == 4);  // "auto" when fine-tuning: update_interval
   CHECK(zenflow < number(zen.summary, "initial_loss"));
   CHECK(std::abs(zenflow - reference) <= 0.02 * reference);
 }
@@ -307,7 +309,8 @@ TEST_CASE("ZenFlow settings that make no sense are located errors", "[zenflow]")
        "zenflow.select_interval = 2 steps is shorter than update_interval = 4"},
       {kOffload + "--set zenflow.update_interval=auto", "which needs zenflow.schedule = \"deepspeed\""},
       {kOffload + "--set zenflow.schedule=weekly", "zenflow.schedule"},
-      {kOffload + "--set zenflow.cpu_lr_scale=0", "zenflow.cpu_lr_scale = 0"},
+      {kOffload + "--set zenflow.cpu_lr_scale=0", "zenflow.cpu_lr_scale = \"0\": expected a number > 0"},
+      {kOffload + "--set zenflow.cpu_lr_scale=fast", "zenflow.cpu_lr_scale = \"fast\": expected a number > 0"},
       {kOffload + "--set zenflow.select_interval=5", "needs select_strategy = \"step\" or \"epoch\""},
       {kOffload + "--set zenflow.offload_selected_state=true", "zenflow.offload_selected_state = true is not supported"},
       {"--set zenflow.topk_ratio=0.1", "it needs an offload plugin that keeps the master weights in host memory"},
