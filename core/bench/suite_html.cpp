@@ -59,7 +59,7 @@ std::string memory_chart(const SuiteOptions &o, const std::vector<RowResult> &ro
 std::string trace_chart(const SuiteOptions &o, const std::vector<RowResult> &rows) {
   std::vector<svg::Line> series;
   for (const RowResult &r : rows) {
-    svg::Line line{row_label(o, r), {}, {}, {}};
+    svg::Line line{row_label(o, r), {}, {}, {}, {}};
     if (r.status == "ok") line.values = r.step_times_ms;
     else line.label += " (" + r.status + ")";
     for (size_t i = 0; i < r.step_updates.size(); ++i)
@@ -69,7 +69,10 @@ std::string trace_chart(const SuiteOptions &o, const std::vector<RowResult> &row
       }
     series.push_back(line);
   }
-  return svg::lines("step-trace", series, size_t(o.warmup_steps), {"ms", 1});
+  svg::LineAxes axes;
+  axes.y = {"ms", 1};
+  axes.shaded = size_t(o.warmup_steps);
+  return svg::lines("step-trace", series, axes);
 }
 
 std::string cell(const std::string &text) { return "<td>" + escape(text) + "</td>"; }
