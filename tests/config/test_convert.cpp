@@ -93,7 +93,7 @@ TEST_CASE("convert: a converted config, and the JSON run as is, train to the han
   CHECK(test::json_field(test::read_text(dir + "/out_json/summary.json"), "param_digest") == digests[0]);
 }
 
-TEST_CASE("convert: nvme offload maps to nvme, parameter offload to cpu_full; unknown keys are errors that name them",
+TEST_CASE("convert: nvme offload maps to nvme, parameter offload to cpu_full, unknown keys are errors that name them",
           "[config][convert]") {
   std::string dir = test::scratch_dir("convert_errors");
   std::string nvme = write(dir, "nvme.json", R"({"zero_optimization": {"stage": 3,

@@ -131,7 +131,7 @@ TEST_CASE("an nvme run resumes bit for bit, also after kill -9, and its checkpoi
   CHECK(test::json_field(test::read_text(dir + "/summary.json"), "param_digest") == digest_of(long_run));
 }
 
-TEST_CASE("a full disk ends an nvme run with the file, offset and bytes; the last checkpoint resumes",
+TEST_CASE("a full disk ends an nvme run with the file, offset and bytes, the last checkpoint resumes",
           "[offload][nvme]") {
   std::string files = test::scratch_dir("nvme_full_files");
   std::string base = kWorkload + nvme(files) + "--set checkpoint.every=2 ";
