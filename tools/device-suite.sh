@@ -5,12 +5,16 @@
 #   stages     ZeRO stages 0-3 on all GPUs of the machine (at most 4; 1 without MPI)
 #   offload    none, cpu_optimizer and cpu_full on one GPU (nvme too when ZF_NVME_PATH is set)
 #   zenflow    a 3 x 3 ZenFlow sweep on one GPU: topk 0.05 0.1 0.2 x update interval 2 4 8, overlap
+#   multi      on all GPUs under ZeRO stage 2: none and cpu_optimizer, then ZenFlow (topk 0.1, U 4,
+#              overlap) under the staggered and the deepspeed schedule
+#   binding    zfcore bench binding on all GPUs (threads bound inside zfcore, at launch, unbound)
 #   reference  DeepSpeed's ZenFlow benchmark sweep (zf_benchmark.py / run_benchmark.sh) on all GPUs
 #              under ZeRO stage 2 (as its DeepSpeed config):
 #              topk 0.1, update interval 2 and 4, overlap on and off, pin memory on and off, beside
 #              no offload and cpu_optimizer, on Qwen2-1.5B and on its linear_stack workload (hidden
 #              4096, 4 layers)
-# usage: tools/device-suite.sh [stages] [offload] [zenflow] [reference]   (default: the first three)
+# usage: tools/device-suite.sh [stages] [offload] [zenflow] [multi] [binding] [reference]
+#   (default: the first three; tools/device-check.sh --stages-only puts the stages beside torch's)
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_OUT (default /tmp/zfcore-suite),
 #   ZF_STEPS (timed steps, default 20), ZF_WARMUP (default 5), ZF_NVME_PATH, ZF_GPUS (default all)
 set -uo pipefail
@@ -50,6 +54,13 @@ for part in "${parts[@]}"; do
     zenflow)
       suite zenflow zenflow --model "$model" "${common[@]}" --topk-ratios 0.05 0.1 0.2 --update-intervals 2 4 8 \
         --overlap-steps true --pin-memory-opts true ;;
+    multi)
+      several=("${common[@]}" --model "$model" --gpus "$gpus" --set stage.plugin=zero2)
+      zenflow=(--topk-ratios 0.1 --update-intervals 4 --overlap-steps true --pin-memory-opts true)
+      suite multi-offload offload "${several[@]}" --strategies none cpu_optimizer
+      suite multi-zenflow zenflow "${several[@]}" "${zenflow[@]}"
+      suite multi-zenflow-deepspeed zenflow "${several[@]}" "${zenflow[@]}" --set zenflow.schedule=deepspeed ;;
+    binding) suite binding binding --model "$model" "${common[@]}" --gpus "$gpus" --set stage.plugin=zero2 ;;
     reference)  # ZeRO stage 2 under the offload, as the reference's DeepSpeed config has it
       zero2=(--set stage.plugin=zero2)
       suite reference-baselines offload --model "$model" "${common[@]}" --gpus "$gpus" "${zero2[@]}" \
@@ -59,7 +70,7 @@ for part in "${parts[@]}"; do
               "${zero2[@]}" --num-steps "${ZF_STEPS:-20}" --warmup-steps "${ZF_WARMUP:-5}" --gpus "$gpus")
       suite reference-linear-baselines offload "${linear[@]}" --strategies none cpu_optimizer
       suite reference-linear-zenflow zenflow "${linear[@]}" "${sweep[@]}" ;;
-    *) echo "unknown part '$part' (stages offload zenflow reference)" >&2; exit 2 ;;
+    *) echo "unknown part '$part' (stages offload zenflow multi binding reference)" >&2; exit 2 ;;
   esac
 done
 exit $status

@@ -1,8 +1,9 @@
 #!/bin/bash
 # device-zenflow.sh: on a GPU machine, in one go: build the CUDA configuration, then train the
-# Qwen2-1.5B shape (8 x 512, bf16) without offload and with ZenFlow (topk 0.1, U 4, overlap), and
-# print each run's mean step after warm-up, its median and slowest step, the ratio to the
-# no-offload step, and ZenFlow's step lines (update events and timers).
+# Qwen2-1.5B shape (8 x 512, bf16) without offload and with ZenFlow (topk 0.1, U 4, overlap; the
+# staggered schedule, then the deepspeed one), and print each run's mean step after warm-up, its
+# median and slowest step, the ratio to the no-offload step, and ZenFlow's step lines (update
+# events and timers).
 # usage: tools/device-zenflow.sh [--with-3b]     environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,6 +40,8 @@ run_pair() {  # label, preset args
   local label=$1; shift
   bench "$label-none" examples/gpu/qwen2-1.5b-bench.toml 3 --set train.steps=15 "$@" || status=1
   bench "$label-zenflow" examples/gpu/qwen2-1.5b-zenflow.toml 5 --set train.steps=29 "$@" || status=1
+  bench "$label-zenflow-deepspeed" examples/gpu/qwen2-1.5b-zenflow.toml 5 --set train.steps=29 \
+    --set zenflow.schedule=deepspeed "$@" || status=1
   [ -f "$out/$label-none/steps.jsonl" ] || return
   ref=$(mean_of "$out/$label-none/steps.jsonl" 3)
   summarize "$out/$label-none/steps.jsonl" 3 "$label no offload"
@@ -52,6 +55,8 @@ for l in open(sys.argv[1]):
     print(r['step'], r.get('update',''), round(r['step_ms'],1), {k: round(v,1) for k,v in t.items() if k.startswith('selective') or k in ('fwd','bwd','cpu_update','update_wait')})
 " "$out/$label-zenflow/steps.jsonl" | tail -9
   python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print({k:s[k] for k in ('mean_step_ms','zenflow_cpu_updates','offload_bytes_down','gpu_memory_bytes','planned_pinned_bytes') if k in s})" "$out/$label-zenflow/summary.json"
+  [ -f "$out/$label-zenflow-deepspeed/steps.jsonl" ] || return
+  summarize "$out/$label-zenflow-deepspeed/steps.jsonl" 5 "$label ZenFlow, deepspeed schedule" "$ref"
 }
 run_pair qwen2-1.5b
 if [ "${1:-}" = --with-3b ]; then run_pair qwen2.5-3b --set model.preset=qwen2.5-3b; fi

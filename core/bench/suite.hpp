@@ -1,7 +1,8 @@
-// suite.hpp: `zfcore bench stages | offload | zenflow | binding`: one base config, a list of
-// configurations (rows) that each add `--set table.key=value` overrides to it, every row trained
-// in its own process, its own summary.json read back, and a recommendation from the measurements.
-// A new strategy is a new row in suite_options.cpp's tables, not new code.
+// suite.hpp: `zfcore bench stages | offload | zenflow | binding | convergence`: one base config, a
+// list of configurations (rows) that each add `--set table.key=value` overrides to it, every row
+// trained in its own process, its own summary.json and steps.jsonl read back, and a recommendation
+// from the measurements: the fastest step that fits, or (convergence) the first to a held-out loss.
+// A new strategy is a new row in suite_options.cpp's tables (or a --rows spec), not new code.
 #pragma once
 
 #include <cstdint>
@@ -21,11 +22,11 @@ struct SuiteRow {
 };
 
 struct SuiteOptions {
-  std::string suite;                   // stages | offload | zenflow | binding
+  std::string suite;                   // stages | offload | zenflow | binding | convergence
   std::string model;                   // preset name, Hugging Face directory or TOML file ("" = built-in)
   int64_t batch_size = 0;              // 0: the base config's (train.micro_batch)
   int64_t seq_length = 0;              // 0: the base config's (data.seq_len)
-  int64_t num_steps = 20;
+  int64_t num_steps = 20;              // convergence: 0 until resolved from the base config's train.steps
   int64_t warmup_steps = 5;
   int64_t grad_accum = 0;              // 0: the base config's
   std::string output_dir = "results";
@@ -34,11 +35,21 @@ struct SuiteOptions {
   double timeout_s = 1800;             // per configuration
   int trials = 1;                      // --trials: each configuration runs this many times, a row per trial
   std::vector<std::string> extra;      // --set overrides for every row
+  int64_t eval_every = 0;              // convergence: train.eval_every (0: the base config's, else num_steps / 10)
+  double target_loss = -1;             // convergence: -1: the first row's final held-out loss
   std::vector<SuiteRow> rows;
 };
 
 // Parses `zfcore bench SUITE ...` and builds the rows; throws UsageError on a bad flag.
 SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std::string> &args);
+
+// One evaluation of a run: the held-out loss after `step`, and the training time until then (the
+// sum of the steps' step_ms: evaluations and start-up left out).
+struct EvalPoint {
+  int64_t step = 0;
+  double loss = 0;
+  double train_s = 0;
+};
 
 // What one configuration measured.
 struct RowResult {
@@ -63,6 +74,11 @@ struct RowResult {
   double startup_s = 0;               // of which until step 1 (rank 0's summary.json process_seconds)
   uint64_t estimate = 0;              // `zfcore estimate`'s bytes per rank for this stage (0: none)
   std::string estimate_note;          // why there is none
+  std::vector<EvalPoint> evals;       // every evaluation the run logged (train.eval_every)
+  // convergence (convergence_figures): against the first row and the target loss
+  double loss_ratio = 0;              // final held-out loss / the first row's (0: unknown)
+  double target_s = -1;               // training seconds until the held-out loss first reached the target; -1: never
+  int64_t target_step = -1;           // the step of that evaluation; -1: never
 };
 
 // Memory the recommendation compares against (0: unknown, not checked).
@@ -75,6 +91,7 @@ struct Recommendation {
   int chosen = -1;                   // index into the rows (the chosen configuration's first trial), -1: none fits
   std::vector<std::string> reasons;  // per row: why (not) chosen; the same for every trial of a configuration
   // per row: chosen | within noise | slower | does not fit | OOM | error
+  // (convergence: chosen | later | did not reach | no target | OOM | error)
   std::vector<std::string> verdicts;
   // Whether rows[i] is a trial of the chosen configuration.
   bool picks(const std::vector<RowResult> &rows, size_t i) const {
@@ -89,6 +106,15 @@ struct Recommendation {
 Recommendation recommend(const std::vector<RowResult> &rows, const MachineLimits &limits, int ranks);
 // One line on how the verdict treats noise with this many trials (the table's and the report's).
 std::string noise_note(int trials);
+// The convergence suite's: its rows are judged on the center of their times to the target.
+std::string convergence_noise_note(int trials);
+
+// convergence: the target (target_loss when >= 0, else the first row's final held-out loss; -1
+// when there is none), and each row's loss ratio to the first row and time and steps to the target.
+double convergence_figures(std::vector<RowResult> &rows, double target_loss);
+// convergence: the configuration that reaches the target first in training time (median over its
+// trials, every trial must reach it); OOM and error rows are out.
+Recommendation recommend_convergence(const std::vector<RowResult> &rows, double target);
 
 // The whole suite: runs every row, writes OUTPUT_DIR/<suite>_<time>.{json,csv,html} and
 // recommended-<suite>.toml, prints the table. Exit code 0 when at least one row ran.
@@ -100,13 +126,15 @@ struct SuiteReport {
   std::string base_config; // the TOML every row starts from
   std::vector<std::string> common;  // overrides of every row that belong in recommended.toml
   MachineLimits limits;
+  double target_loss = -1;  // convergence: the target the rows were judged on (-1: none)
+  std::string target_from;  // convergence: where it came from
 };
 void write_suite_outputs(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
                          const Recommendation &recommendation);
 // suite_html.cpp: the self-contained HTML report (table, SVG charts), written beside the JSON.
 std::string suite_html(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
                        const Recommendation &recommendation);
-void print_suite_table(const SuiteOptions &options, const std::vector<RowResult> &rows,
+void print_suite_table(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
                        const Recommendation &recommendation);
 // OUTPUT_DIR/recommended-<suite>.toml: each suite its own, so one does not overwrite another's.
 std::string recommended_path(const SuiteOptions &options);

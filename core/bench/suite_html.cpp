@@ -1,8 +1,8 @@
 // suite_html.cpp: OUTPUT_DIR/<suite>_<time>.html, the report people look at: one self-contained
-// file (inline CSS and SVG, no library, nothing fetched) with the rows' table, the step-time
-// breakdown, the memory per tier beside the estimate, the step times over steps, every timer's
-// mean, and a few lines of script that check the charts drew and say so on <body> (the test reads
-// that in a headless browser).
+// file (inline CSS and SVG, no library, nothing fetched) with the rows' table, (convergence) the
+// held-out loss over steps and over training time, the step-time breakdown, the memory per tier
+// beside the estimate, the step times over steps, every timer's mean, and a few lines of script
+// that check the charts drew and say so on <body> (the test reads that in a headless browser).
 #include "bench/suite.hpp"
 #include "bench/svg_chart.hpp"
 
@@ -61,7 +61,7 @@ std::string memory_chart(const SuiteOptions &o, const std::vector<RowResult> &ro
 std::string trace_chart(const SuiteOptions &o, const std::vector<RowResult> &rows) {
   std::vector<svg::Line> series;
   for (const RowResult &r : rows) {
-    svg::Line line{row_label(o, r), {}, {}, {}};
+    svg::Line line{row_label(o, r), {}, {}, {}, {}};
     if (r.status == "ok") line.values = r.step_times_ms;
     else line.label += " (" + r.status + ")";
     for (size_t i = 0; i < r.step_updates.size(); ++i)
@@ -71,7 +71,37 @@ std::string trace_chart(const SuiteOptions &o, const std::vector<RowResult> &row
       }
     series.push_back(line);
   }
-  return svg::lines("step-trace", series, size_t(o.warmup_steps), {"ms", 1});
+  svg::LineAxes axes;
+  axes.y = {"ms", 1};
+  axes.shaded = size_t(o.warmup_steps);
+  return svg::lines("step-trace", series, axes);
+}
+
+// convergence: each row's held-out loss at its evaluations, against the step or the training
+// seconds, the target as a dashed line.
+std::string loss_chart(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
+                       bool over_time) {
+  std::vector<svg::Line> series;
+  for (const RowResult &r : rows) {
+    svg::Line line{row_label(o, r), {}, {}, {}, {}};
+    if (r.status != "ok") line.label += " (" + r.status + ")";
+    for (size_t i = 0; i < r.evals.size(); ++i) {
+      const EvalPoint &p = r.evals[i];
+      line.values.push_back(p.loss);
+      line.x.push_back(over_time ? p.train_s : double(p.step));
+      line.marked.push_back(i);
+      line.marked_notes.push_back(format("step %lld, %.1f s", (long long)p.step, p.train_s));
+    }
+    series.push_back(line);
+  }
+  svg::LineAxes axes;
+  axes.y = {"held-out loss", 1};
+  axes.x_unit = over_time ? "seconds of training" : "step";
+  axes.y_from_zero = false;
+  axes.reference = report.target_loss;
+  axes.reference_label = "target";
+  axes.marker = "point";
+  return svg::lines(over_time ? "loss-time" : "loss-step", series, axes);
 }
 
 std::string cell(const std::string &text) { return "<td>" + escape(text) + "</td>"; }
@@ -93,6 +123,25 @@ std::string rows_table(const std::vector<RowResult> &rows, const Recommendation 
            ms_cell(ok, r.step_ms);
     out += bytes_cell(r.gpu_peak) + bytes_cell(r.gpu_allocated_end) + bytes_cell(r.host_rss) +
            bytes_cell(r.pinned_peak) + bytes_cell(r.estimate) + cell(rec.reasons[i]) + cell(r.message) + "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+std::string convergence_table(const std::vector<RowResult> &rows, const Recommendation &rec) {
+  std::string out = "<table id=\"rows\"><tr><th>config</th><th>trial</th><th>status</th><th>held-out loss</th>"
+                    "<th>/ first</th><th>train s</th><th>time to target</th><th>steps to target</th><th>step ms</th>"
+                    "<th>GPU peak</th><th>host RSS</th><th>recommendation</th><th>message</th></tr>\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult &r = rows[i];
+    bool ok = r.status == "ok", evaluated = !r.evals.empty(), reached = r.target_step >= 0;
+    out += format("<tr class=\"status-%s%s\">", escape(r.status).c_str(), rec.picks(rows, i) ? " chosen" : "");
+    out += cell(r.row.name) + cell(std::to_string(r.trial)) + cell(r.status);
+    out += cell(evaluated ? format("%.4f", r.evals.back().loss) : "-");
+    out += cell(r.loss_ratio > 0 ? format("%.3f", r.loss_ratio) : "-");
+    out += cell(evaluated ? format("%.1f", r.evals.back().train_s) : "-");
+    out += cell(reached ? format("%.1f s", r.target_s) : ok ? "not reached" : "-");
+    out += cell(reached ? std::to_string(r.target_step) : "-") + ms_cell(ok, r.mean_step_ms);
+    out += bytes_cell(r.gpu_peak) + bytes_cell(r.host_rss) + cell(rec.reasons[i]) + cell(r.message) + "</tr>\n";
   }
   return out + "</table>\n";
 }
@@ -154,18 +203,38 @@ std::string suite_html(const SuiteOptions &o, const SuiteReport &report, const s
                     "<script>window.reportErrors = []; window.addEventListener('error', function (e) { "
                     "window.reportErrors.push('script error: ' + e.message); });</script>\n</head>\n<body>\n";
   out += "<h1>" + escape(title) + "</h1>\n";
-  out += format("<p>%s, %d rank%s, %lld timed steps after %lld warm-up step%s, %d trial%s per configuration. "
+  const bool convergence = o.suite == "convergence";
+  if (convergence)
+    out += format("<p>The held-out loss every %lld steps. Target: %s (%s). Time is training time: the sum of the "
+                  "steps' own times up to an evaluation (evaluations and start-up left out).</p>\n",
+                  (long long)o.eval_every,
+                  report.target_loss >= 0 ? format("held-out loss %.4f", report.target_loss).c_str() : "none",
+                  escape(report.target_from).c_str());
+  std::string steps = format(convergence ? "%lld steps (the first %lld left out of the mean step time)"
+                                         : "%lld timed steps after %lld warm-up step%s",
+                             (long long)o.num_steps, (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s");
+  out += format("<p>%s, %d rank%s, %s, %d trial%s per configuration. "
                 "Data: <a href=\"%s.json\">%s.json</a>, <a href=\"%s.csv\">%s.csv</a>.</p>\n",
-                escape(o.device).c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps,
-                (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s", o.trials, o.trials == 1 ? "" : "s",
-                escape(stem).c_str(), escape(stem).c_str(), escape(stem).c_str(), escape(stem).c_str());
+                escape(o.device).c_str(), o.ranks, o.ranks == 1 ? "" : "s", steps.c_str(), o.trials,
+                o.trials == 1 ? "" : "s", escape(stem).c_str(), escape(stem).c_str(), escape(stem).c_str(),
+                escape(stem).c_str());
   if (rec.chosen >= 0)
     out += "<p id=\"recommended\"><b>Recommended: " + escape(rows[size_t(rec.chosen)].row.name) + "</b> (" +
            escape(rec.reasons[size_t(rec.chosen)]) + "), written to recommended-" + escape(o.suite) + ".toml.</p>\n";
   else
-    out += "<p id=\"recommended\"><b>No configuration ran and fit: nothing to recommend.</b></p>\n";
-  out += "<p id=\"noise\" class=\"note\">" + escape(noise_note(o.trials)) + ".</p>\n";
-  out += "<h2>Configurations</h2>\n" + rows_table(rows, rec);
+    out += format("<p id=\"recommended\"><b>No configuration ran and %s: nothing to recommend.</b></p>\n",
+                  convergence ? "reached the target" : "fit");
+  out += "<p id=\"noise\" class=\"note\">" +
+         escape(convergence ? convergence_noise_note(o.trials) : noise_note(o.trials)) + ".</p>\n";
+  if (convergence) {
+    out += "<h2>Configurations</h2>\n" + convergence_table(rows, rec);
+    out += "<h2>Held-out loss over steps</h2>\n<p class=\"note\">Learning per step: the lower, the more each step "
+           "taught the model. A dot per evaluation.</p>\n" + loss_chart(o, report, rows, false);
+    out += "<h2>Held-out loss over training time</h2>\n<p class=\"note\">What a user waits for: the first line to "
+           "cross the dashed target is the recommendation.</p>\n" + loss_chart(o, report, rows, true);
+  } else {
+    out += "<h2>Configurations</h2>\n" + rows_table(rows, rec);
+  }
   out += "<h2>Where a step's time goes</h2>\n<p class=\"note\">Means over the timed steps of each run's own "
          "timers; the rest of the step is its time outside the forward, the backward and the optimizer step.</p>\n" +
          breakdown_chart(o, rows);

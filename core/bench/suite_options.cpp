@@ -1,15 +1,17 @@
-// suite_options.cpp: the flags of `zfcore bench stages | offload | zenflow | binding` and the
-// tables that turn them into rows. A row is a list of `--set` overrides: adding a strategy is
-// adding an entry here.
+// suite_options.cpp: the flags of `zfcore bench stages | offload | zenflow | binding | convergence`
+// and the tables that turn them into rows. A row is a list of `--set` overrides: adding a strategy
+// is adding an entry here, or (convergence) a `--rows NAME:table.key=value,...` spec.
 #include "bench/suite.hpp"
 
 #include "bench/bench_flags.hpp"
 #include "cli/commands.hpp"
 #include "runtime/device.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <sstream>
 
 namespace zf {
 namespace {
@@ -18,7 +20,7 @@ using bench::one_of;
 using bench::parse_int;
 
 const char *kUsage =
-    "usage: zfcore bench stages|offload|zenflow|binding [options]\n"
+    "usage: zfcore bench stages|offload|zenflow|binding|convergence [options]\n"
     "common options:\n"
     "  --model M             preset name (gpt2, qwen2.5-1.5b, ...), Hugging Face directory (config.json)\n"
     "                        or TOML config (default: a tiny GPT on CPU, gpt2 on a GPU)\n"
@@ -27,7 +29,8 @@ const char *kUsage =
     "  --num-steps N         timed steps per configuration (default 20)\n"
     "  --warmup-steps N      steps run first and left out of the figures (default 5)\n"
     "  --grad-accum N        micro-batches per optimizer step (default: the config's)\n"
-    "  --output-dir D        where the JSON, CSV, logs and recommended.toml go (default results)\n"
+    "  --output-dir D        where the JSON, CSV, logs and recommended-<suite>.toml go (default\n"
+    "                        results)\n"
     "  --gpus N              ranks per configuration, under mpirun when N > 1 (default 1)\n"
     "  --device cpu|cuda     default cuda when a GPU is present, else cpu\n"
     "  --set table.key=V     added to every configuration (repeatable)\n"
@@ -39,7 +42,17 @@ const char *kUsage =
     "offload:  --strategies none cpu_optimizer cpu_full nvme   --nvme-path DIR (adds nvme)\n"
     "zenflow:  --topk-ratios 0.05 0.1 0.2  --update-intervals 2 4 8  --overlap-steps true\n"
     "          --pin-memory-opts true\n"
-    "binding:  --strategies zero_offload zenflow  --bindings unbound inside launch\n";
+    "binding:  --strategies zero_offload zenflow  --bindings unbound inside launch\n"
+    "convergence: the held-out loss over training time of each row on the same model, data and\n"
+    "          schedule; the first row is the reference, the first to its final loss is recommended\n"
+    "          --rows none cpu_optimizer zenflow   a named row (none, cpu_optimizer, cpu_full, nvme,\n"
+    "                        zenflow), or NAME:ITEM,ITEM,... where an ITEM is a table.key=value\n"
+    "                        override or a named row: \"zf-u1:zenflow,zenflow.update_interval=1\"\n"
+    "          --num-steps N          training steps per row (default: the config's train.steps)\n"
+    "          --eval-every N         held-out evaluation every N steps (default: the config's\n"
+    "                                 train.eval_every, else num-steps / 10)\n"
+    "          --target-loss X        the held-out loss to reach (default: the first row's final)\n"
+    "          --nvme-path DIR        directory for the nvme row\n";
 
 // The strategies, as overrides. {optimizer} is the device's own optimizer (gpu_adam on cuda,
 // cpu_adam on cpu), {nvme_path} the --nvme-path.
@@ -69,6 +82,16 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> &binding_mod
       {"inside", {"run.bind_cores=true"}},   // the engine binds its own threads (the default)
       {"launch", {"run.bind_cores=false"}},  // every rank started on its share of the cores
   };
+  return table;
+}
+
+// convergence's named rows: the offload strategies and the reference's ZenFlow settings.
+const std::vector<std::pair<std::string, std::vector<std::string>>> &convergence_table() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = [] {
+    auto rows = offload_table();
+    rows.push_back(binding_workloads()[1]);  // zenflow: topk 0.1, update interval 4, overlap
+    return rows;
+  }();
   return table;
 }
 
@@ -115,6 +138,42 @@ int index_of(const Table &table, const std::string &name) {
   return int(table.size());
 }
 
+// A `--rows` spec: a named row, or NAME:ITEM,ITEM,... where an item is a `table.key=value`
+// override or a named row that stands for its overrides.
+SuiteRow convergence_row(const std::string &spec, const std::map<std::string, std::string> &values) {
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                          std::string::npos)
+    throw UsageError("--rows " + spec + ": a row's name is letters, digits, '.', '_' or '-' (it names its run "
+                     "directory), followed by ':' and its overrides");
+  std::vector<std::string> items;
+  if (colon == std::string::npos) items.push_back(name);
+  std::stringstream list(colon == std::string::npos ? "" : spec.substr(colon + 1));
+  for (std::string item; std::getline(list, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  if (items.empty()) throw UsageError("--rows " + spec + ": no overrides after ':' (expected table.key=value,...)");
+  SuiteRow row{name, {}, false, {}};
+  for (const std::string &item : items) {
+    const size_t equals = item.find('=');
+    if (equals != std::string::npos && item.find('.') < equals) {
+      row.overrides.push_back(item);
+      continue;
+    }
+    const std::vector<std::string> names = names_of(convergence_table());
+    if (equals != std::string::npos || std::find(names.begin(), names.end(), item) == names.end()) {
+      std::string known;
+      for (const std::string &n : names) known += (known.empty() ? "" : ", ") + n;
+      throw UsageError(format("--rows %s: '%s' is neither a table.key=value override nor a named row (%s)",
+                              spec.c_str(), item.c_str(), known.c_str()));
+    }
+    if (item == "nvme" && values.at("nvme_path").empty())
+      throw UsageError("--rows " + spec + ": the nvme row needs --nvme-path DIR (a directory on the NVMe drive)");
+    for (const std::string &o : overrides_of(convergence_table(), item)) row.overrides.push_back(substitute(o, values));
+  }
+  return row;
+}
+
 // The rows of each suite from the swept values.
 struct Sweep {
   std::vector<std::string> stages{"0", "1", "2", "3"};
@@ -122,6 +181,7 @@ struct Sweep {
   std::string nvme_path;
   std::vector<std::string> topk{"0.05", "0.1", "0.2"}, intervals{"2", "4", "8"}, overlap{"true"}, pin{"true"};
   std::vector<std::string> bindings{"unbound", "inside", "launch"};
+  std::vector<std::string> convergence_rows{"none", "cpu_optimizer", "zenflow"};
 };
 
 std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, const std::string &device) {
@@ -157,6 +217,13 @@ std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, c
                           {"pin_memory", pin}};
             rows.push_back(row);
           }
+  } else if (suite == "convergence") {
+    for (const std::string &spec : sweep.convergence_rows) {
+      rows.push_back(convergence_row(spec, values));
+      for (size_t i = 0; i + 1 < rows.size(); ++i)
+        if (rows[i].name == rows.back().name)
+          throw UsageError("--rows: two rows named '" + rows.back().name + "' (each names its run directory)");
+    }
   } else {  // binding
     std::vector<std::string> workloads = sweep.strategies;
     if (workloads.empty()) workloads = names_of(binding_workloads());
@@ -178,6 +245,7 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
   SuiteOptions o;
   o.suite = suite;
   Sweep sweep;
+  bool num_steps_given = false;
   // Flags take one value, or (the sweeps) every value up to the next flag.
   auto values_after = [&](size_t &i) {
     std::vector<std::string> values;
@@ -207,6 +275,7 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
       o.seq_length = parse_int(flag, value_after(i), 1);
     } else if (flag == "--num-steps") {
       o.num_steps = parse_int(flag, value_after(i), 1);
+      num_steps_given = true;
     } else if (flag == "--warmup-steps") {
       o.warmup_steps = parse_int(flag, value_after(i), 0);
     } else if (flag == "--grad-accum") {
@@ -236,7 +305,7 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
       auto names = suite == "offload" ? names_of(offload_table()) : names_of(binding_workloads());
       for (const std::string &v : values_after(i)) sweep.strategies.push_back(one_of(flag, v, names));
     } else if (flag == "--nvme-path") {
-      only_for(flag, {"offload"});
+      only_for(flag, {"offload", "convergence"});
       sweep.nvme_path = value_after(i);
     } else if (flag == "--topk-ratios") {
       only_for(flag, {"zenflow"});
@@ -258,11 +327,22 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
       only_for(flag, {"binding"});
       sweep.bindings.clear();
       for (const std::string &v : values_after(i)) sweep.bindings.push_back(one_of(flag, v, names_of(binding_modes())));
+    } else if (flag == "--rows") {
+      only_for(flag, {"convergence"});
+      sweep.convergence_rows = values_after(i);
+    } else if (flag == "--eval-every") {
+      only_for(flag, {"convergence"});
+      o.eval_every = parse_int(flag, value_after(i), 1);
+    } else if (flag == "--target-loss") {
+      only_for(flag, {"convergence"});
+      const std::string text = value_after(i);
+      o.target_loss = bench::parse_number(flag, text, 0, 1e9);
     } else {
       throw UsageError("unknown option '" + flag + "'\n" + kUsage);
     }
   }
   if (o.device.empty()) o.device = cuda_device_count() > 0 ? "cuda" : "cpu";
+  if (suite == "convergence" && !num_steps_given) o.num_steps = 0;  // the base config's train.steps
   o.rows = build_rows(suite, sweep, o.device);
   return o;
 }

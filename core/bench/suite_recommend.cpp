@@ -4,6 +4,8 @@
 // from run to run: configurations whose centers differ by less than their trials' spreads together
 // are within noise of each other, and among those within noise of the fastest the one with the
 // least memory wins, then the simplest. One trial measures no noise, and the verdict says so.
+// The convergence suite judges a configuration on the center of its trials' times to the target
+// loss instead (the first to reach it wins; no within-noise verdict there).
 #include "bench/suite.hpp"
 
 #include "runtime/error.hpp"
@@ -20,8 +22,10 @@ struct Configuration {
   std::vector<size_t> rows;
   const RowResult *failed = nullptr;  // its first trial that did not run
   double center_ms = 0, min_ms = 0, max_ms = 0;
+  double median_target_s = 0;         // convergence: the center of its trials' times to the target
+  const RowResult *missed = nullptr;  // convergence: its first trial that did not reach the target
   uint64_t gpu_peak = 0, host_rss = 0, host_peak = 0;  // the largest over its trials
-  std::string reason;                   // why it cannot be chosen ("" if it can)
+  std::string reason;                                  // why it cannot be chosen ("" if it can)
   std::string name(const std::vector<RowResult> &all) const { return all[rows.front()].row.name; }
   double spread() const { return max_ms - min_ms; }
 };
@@ -46,11 +50,13 @@ std::vector<Configuration> configurations(const std::vector<RowResult> &rows) {
     all[size_t(at - names.begin())].rows.push_back(i);
   }
   for (Configuration &c : all) {
-    std::vector<double> times;
+    std::vector<double> times, target_times;
     for (size_t i : c.rows) {
       const RowResult &r = rows[i];
       if (r.status != "ok" && !c.failed) c.failed = &r;
+      if (r.status == "ok" && r.target_step < 0 && !c.missed) c.missed = &r;
       times.push_back(r.mean_step_ms);
+      target_times.push_back(r.target_s);
       c.gpu_peak = std::max(c.gpu_peak, r.gpu_peak);
       c.host_rss = std::max(c.host_rss, r.host_rss);
       c.host_peak = std::max(c.host_peak, r.host_ledger_peak);
@@ -58,8 +64,17 @@ std::vector<Configuration> configurations(const std::vector<RowResult> &rows) {
     c.center_ms = center(times);
     c.min_ms = *std::min_element(times.begin(), times.end());
     c.max_ms = *std::max_element(times.begin(), times.end());
+    c.median_target_s = center(target_times);
   }
   return all;
+}
+
+// "error: ..." or "OOM (trial 2 of 3): ..." for a configuration with a trial that did not run.
+std::string failure(const Configuration &c) {
+  const RowResult *r = c.failed;
+  std::string trial = c.rows.size() > 1 ? format(" (trial %d of %zu)", r->trial, c.rows.size()) : "";
+  return r->status == "OOM" ? "OOM" + trial + (r->message.empty() ? "" : ": " + r->message)
+                            : "error" + trial + ": " + r->message;
 }
 
 // "100.0 ms", "mean 100.0 ms (98.0-102.0 over 2 trials)", "median 100.0 ms (97.0-104.0 over 3 trials)".
@@ -95,10 +110,8 @@ Recommendation recommend(const std::vector<RowResult> &rows, const MachineLimits
   std::vector<Configuration> all = configurations(rows);
   const Configuration *fastest = nullptr;
   for (Configuration &c : all) {
-    if (const RowResult *r = c.failed) {
-      std::string trial = c.rows.size() > 1 ? format(" (trial %d of %zu)", r->trial, c.rows.size()) : "";
-      c.reason = r->status == "OOM" ? "OOM" + trial + (r->message.empty() ? "" : ": " + r->message)
-                                    : "error" + trial + ": " + r->message;
+    if (c.failed) {
+      c.reason = failure(c);
     } else if (limits.gpu_bytes && double(c.gpu_peak) > 0.9 * double(limits.gpu_bytes)) {
       c.reason = "does not fit: GPU peak " + format_bytes(c.gpu_peak) + " > 90% of " + format_bytes(limits.gpu_bytes);
     } else if (limits.host_bytes && double(c.host_rss) * ranks > 0.9 * double(limits.host_bytes)) {
@@ -164,6 +177,79 @@ std::string noise_note(int trials) {
                 "whose %ss differ by less than their trials' spreads together are within noise (among those within "
                 "noise of the fastest, the least memory wins, then the simplest)",
                 trials, trials == 2 ? "mean" : "median", trials == 2 ? "mean" : "median");
+}
+
+std::string convergence_noise_note(int trials) {
+  if (trials == 1)
+    return "one trial per row: the time to the target has no noise estimate (--trials 3 measures one)";
+  return format("%d trials per row, taken in turns: a row's time to the target is the %s of its trials', and the "
+                "first by it is recommended (no within-noise verdict; compare the trials' times in the table)",
+                trials, trials == 2 ? "mean" : "median");
+}
+
+double convergence_figures(std::vector<RowResult> &rows, double target_loss) {
+  const bool first_ran = !rows.empty() && rows[0].status == "ok" && !rows[0].evals.empty();
+  const double first_final = first_ran ? rows[0].evals.back().loss : 0;
+  const double target = target_loss >= 0 ? target_loss : first_ran ? first_final : -1;
+  for (RowResult &r : rows) {
+    r.loss_ratio = 0, r.target_s = -1, r.target_step = -1;
+    if (r.status != "ok" || r.evals.empty()) continue;
+    if (first_ran) r.loss_ratio = r.evals.back().loss / first_final;
+    for (const EvalPoint &point : r.evals)
+      if (target >= 0 && point.loss <= target) {
+        r.target_s = point.train_s;
+        r.target_step = point.step;
+        break;
+      }
+  }
+  return target;
+}
+
+Recommendation recommend_convergence(const std::vector<RowResult> &rows, double target) {
+  Recommendation rec;
+  rec.reasons.resize(rows.size());
+  rec.verdicts.resize(rows.size());
+  std::vector<Configuration> all = configurations(rows);
+  std::vector<std::string> reason(all.size()), verdict(all.size());
+  const Configuration *best = nullptr;
+  for (size_t k = 0; k < all.size(); ++k) {
+    const Configuration &c = all[k];
+    if (c.failed) {
+      reason[k] = failure(c);
+      verdict[k] = c.failed->status;
+    } else if (target < 0) {
+      reason[k] = "no target loss: the first row did not run (give --target-loss)";
+      verdict[k] = "no target";
+    } else if (const RowResult *r = c.missed) {
+      reason[k] = format("did not reach %.4f%s (final held-out loss %.4f)", target,
+                         c.rows.size() > 1 ? format(" in trial %d", r->trial).c_str() : "",
+                         r->evals.empty() ? 0.0 : r->evals.back().loss);
+      verdict[k] = "did not reach";
+    } else if (!best || c.median_target_s < best->median_target_s) {
+      best = &c;
+    }
+  }
+  auto time_text = [](const Configuration &c) {
+    return format(c.rows.size() > 1 ? "median %.1f s" : "%.1f s", c.median_target_s);
+  };
+  for (size_t k = 0; k < all.size(); ++k) {
+    const Configuration &c = all[k];
+    if (&c == best) {
+      rec.chosen = int(c.rows.front());
+      verdict[k] = "chosen";
+      reason[k] = format("first to held-out loss %.4f: %s of training (step %lld)", target, time_text(c).c_str(),
+                         (long long)rows[c.rows.front()].target_step);
+    } else if (reason[k].empty()) {
+      verdict[k] = "later";
+      reason[k] = format("later to %.4f: %s vs %.1f s (%s)", target, time_text(c).c_str(), best->median_target_s,
+                         rows[best->rows.front()].row.name.c_str());
+    }
+    for (size_t i : c.rows) {
+      rec.reasons[i] = reason[k];
+      rec.verdicts[i] = verdict[k];
+    }
+  }
+  return rec;
 }
 
 }  // namespace zf

@@ -7,6 +7,8 @@
 #include "runtime/json.hpp"
 #include "runtime/memory.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -48,7 +50,13 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
   json.key("common_overrides").begin_array();
   for (const std::string &item : report.common) json.value(item);
   json.end_array();
-  json.key("noise").value(noise_note(o.trials));
+  const bool convergence = o.suite == "convergence";
+  json.key("noise").value(convergence ? convergence_noise_note(o.trials) : noise_note(o.trials));
+  if (convergence) {
+    json.key("eval_every").value(o.eval_every);
+    json.key("target_loss").value(report.target_loss >= 0 ? report.target_loss : std::nan(""));
+    json.key("target_from").value(report.target_from);
+  }
   json.key("limits").begin_object().key("gpu_bytes").value(report.limits.gpu_bytes);
   json.key("host_bytes").value(report.limits.host_bytes).end_object();
   json.key("rows").begin_array();
@@ -78,6 +86,17 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     json.end_array().key("step_updates").begin_array();
     for (const std::string &update : r.step_updates) json.value(update);
     json.end_array();
+    if (convergence) {
+      json.key("eval_curve").begin_array();
+      for (const EvalPoint &p : r.evals)
+        json.begin_object().key("step").value(p.step).key("loss").value(p.loss).key("train_s").value(p.train_s).end_object();
+      json.end_array();
+      json.key("final_eval_loss").value(r.evals.empty() ? std::nan("") : r.evals.back().loss);
+      json.key("loss_ratio").value(r.loss_ratio > 0 ? r.loss_ratio : std::nan(""));
+      json.key("train_s").value(r.evals.empty() ? std::nan("") : r.evals.back().train_s);
+      json.key("time_to_target_s").value(r.target_step >= 0 ? r.target_s : std::nan(""));
+      json.key("steps_to_target").value(r.target_step >= 0 ? double(r.target_step) : std::nan(""));
+    }
     json.key("run_dir").value(r.run_dir).key("log").value(r.run_dir + ".log");
     json.end_object();
   }
@@ -91,15 +110,25 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
   std::string labels;
   if (!rows.empty())
     for (const auto &[name, value] : rows[0].row.labels) labels += "," + name;
-  std::string text = "suite,config,trial" + labels +
-                     ",status,mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,"
+  const bool convergence = o.suite == "convergence";
+  std::string text = "suite,config,trial" + labels + ",status" +
+                     (convergence ? ",final_eval_loss,loss_ratio,train_s,time_to_target_s,steps_to_target" : "") +
+                     ",mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,"
                      "gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,wall_s,"
                      "startup_s,recommended,verdict,reason,message\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
     text += o.suite + "," + csv_field(r.row.name) + "," + std::to_string(r.trial);
     for (const auto &[name, value] : r.row.labels) text += "," + csv_field(value);
-    text += format(",%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%llu,%llu,%llu,%llu,%llu,%.1f,%.1f,%s,", r.status.c_str(),
+    text += "," + r.status;
+    if (convergence) {  // empty fields where a row has no figure
+      bool evaluated = !r.evals.empty(), reached = r.target_step >= 0;
+      text += "," + (evaluated ? format("%.6f", r.evals.back().loss) : "") + "," +
+              (r.loss_ratio > 0 ? format("%.6f", r.loss_ratio) : "") + "," +
+              (evaluated ? format("%.3f", r.evals.back().train_s) : "") + "," + (reached ? format("%.3f", r.target_s) : "") +
+              "," + (reached ? std::to_string(r.target_step) : "");
+    }
+    text += format(",%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%llu,%llu,%llu,%llu,%llu,%.1f,%.1f,%s,",
                    r.mean_step_ms, r.fwd_ms, r.bwd_ms, r.step_ms, r.selective_step_ms, r.tokens_per_s,
                    (unsigned long long)r.gpu_peak, (unsigned long long)r.gpu_allocated_end,
                    (unsigned long long)r.host_rss, (unsigned long long)r.pinned_peak, (unsigned long long)r.estimate,
@@ -160,6 +189,94 @@ void print_columns(const std::vector<std::vector<std::string>> &table) {
   }
 }
 
+std::string loss_text(const RowResult &r) { return r.evals.empty() ? "-" : format("%.4f", r.evals.back().loss); }
+
+// convergence: the rows' final held-out loss, its ratio to the first row's and the time to the
+// target, then the curves: each row's held-out loss (and training seconds) at every evaluation.
+void print_convergence_tables(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
+                              const Recommendation &rec) {
+  std::vector<std::vector<std::string>> table{{"config", "trial", "status", "held-out loss", "/ first", "train s",
+                                               "time to target", "steps to target", "step ms", "GPU peak",
+                                               "host RSS", "message"}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult &r = rows[i];
+    bool ok = r.status == "ok", reached = r.target_step >= 0;
+    table.push_back({(rec.picks(rows, i) ? "* " : "  ") + r.row.name, std::to_string(r.trial), r.status, loss_text(r),
+                     r.loss_ratio > 0 ? format("%.3f", r.loss_ratio) : "-",
+                     r.evals.empty() ? "-" : format("%.1f", r.evals.back().train_s),
+                     reached ? format("%.1f s", r.target_s) : ok ? "not reached" : "-",
+                     reached ? std::to_string(r.target_step) : "-", ok ? format("%.1f", r.mean_step_ms) : "-",
+                     bytes_text(r.gpu_peak), bytes_text(r.host_rss), rec.reasons[i]});
+    if (o.trials == 1) table.back().erase(table.back().begin() + 1);
+  }
+  if (o.trials == 1) table[0].erase(table[0].begin() + 1);
+  std::printf("zfcore bench convergence: %s, %d rank%s, %lld steps, held-out loss every %lld; target %s (%s)\n",
+              o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps, (long long)o.eval_every,
+              report.target_loss >= 0 ? format("%.4f", report.target_loss).c_str() : "none",
+              report.target_from.c_str());
+  std::printf("(%s)\n", convergence_noise_note(o.trials).c_str());
+  print_columns(table);
+
+  std::vector<std::vector<std::string>> curves{{"step"}};
+  std::vector<int64_t> steps;
+  for (const RowResult &r : rows) {
+    if (r.evals.empty()) continue;
+    curves[0].push_back(r.row.name + (o.trials > 1 ? format(" #%d", r.trial) : "") + " (loss @ s)");
+    for (const EvalPoint &p : r.evals)
+      if (std::find(steps.begin(), steps.end(), p.step) == steps.end()) steps.push_back(p.step);
+  }
+  std::sort(steps.begin(), steps.end());
+  for (int64_t step : steps) {
+    std::vector<std::string> line{std::to_string(step)};
+    for (const RowResult &r : rows) {
+      if (r.evals.empty()) continue;
+      auto at = std::find_if(r.evals.begin(), r.evals.end(), [&](const EvalPoint &p) { return p.step == step; });
+      line.push_back(at == r.evals.end() ? "-" : format("%.4f @ %.1f", at->loss, at->train_s));
+    }
+    curves.push_back(line);
+  }
+  if (steps.empty()) return;
+  std::printf("\nheld-out loss @ training seconds (the steps' own time, evaluations left out)\n");
+  print_columns(curves);
+}
+
+// The speed suites' table (and the ZenFlow sweep's, as the reference prints it).
+void print_speed_tables(const SuiteOptions &o, const std::vector<RowResult> &rows, const Recommendation &rec) {
+  bool trials = o.trials > 1;
+  std::vector<std::vector<std::string>> table{{"config", "status", "step ms", "tokens/s", "GPU peak", "GPU end",
+                                               "host RSS", "pinned", "estimate", "message"}};
+  if (trials) table[0].insert(table[0].begin() + 1, "trial");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowResult &r = rows[i];
+    bool ok = r.status == "ok";
+    table.push_back({(rec.picks(rows, i) ? "* " : "  ") + r.row.name, r.status,
+                     ok ? format("%.1f", r.mean_step_ms) : "-", ok ? format("%.0f", r.tokens_per_s) : "-",
+                     bytes_text(r.gpu_peak), bytes_text(r.gpu_allocated_end), bytes_text(r.host_rss),
+                     bytes_text(r.pinned_peak), bytes_text(r.estimate), rec.reasons[i]});
+    if (trials) table.back().insert(table.back().begin() + 1, std::to_string(r.trial));
+  }
+  std::printf("zfcore bench %s: %s, %d rank%s, %lld timed steps after %lld warm-up step%s%s\n", o.suite.c_str(),
+              o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps, (long long)o.warmup_steps,
+              o.warmup_steps == 1 ? "" : "s", trials ? format(", %d trials each", o.trials).c_str() : "");
+  std::printf("(%s)\n", noise_note(o.trials).c_str());
+  print_columns(table);
+  if (o.suite == "zenflow") {  // the reference benchmark's table
+    std::vector<std::vector<std::string>> sweep{{"trial", "topk_ratio", "update_interval", "overlap_step", "pin_memory",
+                                                 "avg_step (ms)", "avg_bwd (ms)", "avg_fwd (ms)",
+                                                 "avg_selective_optimizer_step (ms)"}};
+    for (const RowResult &r : rows) {
+      std::vector<std::string> line{std::to_string(r.trial)};
+      for (const auto &[name, value] : r.row.labels) line.push_back(value);
+      bool ok = r.status == "ok";
+      for (double ms : {r.mean_step_ms, r.bwd_ms, r.fwd_ms, r.selective_step_ms})
+        line.push_back(ok ? format("%.3f", ms) : r.status);
+      sweep.push_back(line);
+    }
+    std::printf("\n");
+    print_columns(sweep);
+  }
+}
+
 }  // namespace
 
 std::string recommended_path(const SuiteOptions &o) { return o.output_dir + "/recommended-" + o.suite + ".toml"; }
@@ -216,44 +333,18 @@ void write_suite_outputs(const SuiteOptions &o, const SuiteReport &report, const
   write_text(recommended_path(o), recommended_toml(report.base_config, overrides, header));
 }
 
-void print_suite_table(const SuiteOptions &o, const std::vector<RowResult> &rows, const Recommendation &rec) {
-  bool trials = o.trials > 1;
-  std::vector<std::vector<std::string>> table{{"config", "status", "step ms", "tokens/s", "GPU peak", "GPU end",
-                                               "host RSS", "pinned", "estimate", "message"}};
-  if (trials) table[0].insert(table[0].begin() + 1, "trial");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const RowResult &r = rows[i];
-    bool ok = r.status == "ok";
-    table.push_back({(rec.picks(rows, i) ? "* " : "  ") + r.row.name, r.status,
-                     ok ? format("%.1f", r.mean_step_ms) : "-", ok ? format("%.0f", r.tokens_per_s) : "-",
-                     bytes_text(r.gpu_peak), bytes_text(r.gpu_allocated_end), bytes_text(r.host_rss),
-                     bytes_text(r.pinned_peak), bytes_text(r.estimate), rec.reasons[i]});
-    if (trials) table.back().insert(table.back().begin() + 1, std::to_string(r.trial));
-  }
-  std::printf("zfcore bench %s: %s, %d rank%s, %lld timed steps after %lld warm-up step%s%s\n", o.suite.c_str(),
-              o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps, (long long)o.warmup_steps,
-              o.warmup_steps == 1 ? "" : "s", trials ? format(", %d trials each", o.trials).c_str() : "");
-  std::printf("(%s)\n", noise_note(o.trials).c_str());
-  print_columns(table);
-  if (o.suite == "zenflow") {  // the reference benchmark's table
-    std::vector<std::vector<std::string>> sweep{{"trial", "topk_ratio", "update_interval", "overlap_step", "pin_memory",
-                                                 "avg_step (ms)", "avg_bwd (ms)", "avg_fwd (ms)",
-                                                 "avg_selective_optimizer_step (ms)"}};
-    for (const RowResult &r : rows) {
-      std::vector<std::string> line{std::to_string(r.trial)};
-      for (const auto &[name, value] : r.row.labels) line.push_back(value);
-      bool ok = r.status == "ok";
-      for (double ms : {r.mean_step_ms, r.bwd_ms, r.fwd_ms, r.selective_step_ms})
-        line.push_back(ok ? format("%.3f", ms) : r.status);
-      sweep.push_back(line);
-    }
-    std::printf("\n");
-    print_columns(sweep);
+void print_suite_table(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
+                       const Recommendation &rec) {
+  if (o.suite == "convergence") {
+    print_convergence_tables(o, report, rows, rec);
+  } else {
+    print_speed_tables(o, rows, rec);
   }
   if (rec.chosen >= 0)
     std::printf("\nrecommended: %s (%s)\n", rows[size_t(rec.chosen)].row.name.c_str(), rec.reasons[size_t(rec.chosen)].c_str());
   else
-    std::printf("\nno configuration ran and fit: nothing to recommend\n");
+    std::printf("\nno configuration ran and %s: nothing to recommend\n",
+                o.suite == "convergence" ? "reached the target" : "fit");
 }
 
 }  // namespace zf

@@ -38,15 +38,22 @@ void write_file(const fs::path &path, const std::string &text) {
   ZF_REQUIRE(out.good(), "cannot write %s", path.c_str());
 }
 
+// The text a generated convergence base trains on: every Debian and Ubuntu system has it.
+const char *kConvergenceText = "/usr/share/common-licenses/GPL-3";
+
 // The base config every row starts from: the user's TOML, or one written for a preset or a
-// Hugging Face directory (synthetic tokens), or a tiny GPT for CPU runs.
+// Hugging Face directory (synthetic tokens; convergence: real text with a held-out part), or a
+// tiny GPT for CPU runs (convergence: the quickstart's).
 std::string prepare_base(const SuiteOptions &o, const std::string &stem) {
   if (!o.model.empty() && fs::is_regular_file(o.model)) return o.model;
+  const bool convergence = o.suite == "convergence";
   std::string model_lines;
   bool tiny = o.model.empty() && o.device == "cpu";
+  const int64_t seq = o.seq_length ? o.seq_length : convergence ? 128 : tiny ? 64 : 512;
   if (tiny) {
-    model_lines = format("type = \"gpt2\"\nhidden = 64\nlayers = 2\nheads = 2\nvocab = 257\nmax_seq = %lld\n",
-                         (long long)std::max<int64_t>(64, o.seq_length));
+    model_lines = format("type = \"gpt2\"\nhidden = %d\nlayers = %d\nheads = %d\nvocab = 257\nmax_seq = %lld\n",
+                         convergence ? 128 : 64, convergence ? 4 : 2, convergence ? 4 : 2,
+                         (long long)std::max<int64_t>(64, seq));
   } else if (!o.model.empty() && fs::is_directory(o.model)) {
     ZF_REQUIRE(fs::exists(fs::path(o.model) / "config.json"),
                "--model %s: a directory must be a Hugging Face checkpoint with config.json", o.model.c_str());
@@ -59,16 +66,26 @@ std::string prepare_base(const SuiteOptions &o, const std::string &stem) {
     model_lines = "preset = \"" + preset + "\"\n";
   }
   if (o.device == "cuda") model_lines += "dtype = \"bfloat16\"\n";
-  std::string text = format(
-      "# The base config of `zfcore bench %s`: every configuration adds its overrides to it.\n"
-      "[run]\nname = \"bench\"\ndevice = \"%s\"\n\n[model]\n%s\n[data]\ntype = \"synthetic\"\nseq_len = %lld\n"
-      "samples = 1024\n",
-      o.suite.c_str(), o.device.c_str(), model_lines.c_str(), (long long)(o.seq_length ? o.seq_length : tiny ? 64 : 512));
-  // Synthetic ids are drawn below the model's vocabulary.
-  RunConfig shape_only = RunConfig::parse(text, "bench base");
-  text += format("vocab = %lld\n", (long long)transformer_options(shape_only).shape.vocab);
-  text += format("\n[train]\nmicro_batch = 4\n\n[optimizer]\nplugin = \"%s\"\nlr = %s\n",
-                 o.device == "cuda" ? "gpu_adam" : "cpu_adam", tiny ? "1e-3" : "1e-4");
+  std::string text = format("# The base config of `zfcore bench %s`: every configuration adds its overrides to it.\n"
+                            "[run]\nname = \"bench\"\ndevice = \"%s\"\n\n[model]\n%s\n",
+                            o.suite.c_str(), o.device.c_str(), model_lines.c_str());
+  if (convergence) {
+    ZF_REQUIRE(fs::exists(kConvergenceText),
+               "zfcore bench convergence trains on real text with a held-out part: without a TOML config it reads %s, "
+               "which this machine does not have; give --model FILE.toml whose [data] has eval_path or eval_fraction",
+               kConvergenceText);
+    text += format("[data]\ntype = \"text\"\npath = \"%s\"\ntokenizer = \"byte\"\nseq_len = %lld\neval_fraction = 0.05\n"
+                   "\n[train]\nsteps = 300\nmicro_batch = %d\nlr_schedule = \"cosine\"\nwarmup_steps = 20\n"
+                   "clip_grad_norm = 1.0\n", kConvergenceText, (long long)seq, tiny ? 16 : 4);
+  } else {
+    text += format("[data]\ntype = \"synthetic\"\nseq_len = %lld\nsamples = 1024\n", (long long)seq);
+    // Synthetic ids are drawn below the model's vocabulary.
+    RunConfig shape_only = RunConfig::parse(text, "bench base");
+    text += format("vocab = %lld\n", (long long)transformer_options(shape_only).shape.vocab);
+    text += "\n[train]\nmicro_batch = 4\n";
+  }
+  text += format("\n[optimizer]\nplugin = \"%s\"\nlr = %s\n", o.device == "cuda" ? "gpu_adam" : "cpu_adam",
+                 tiny ? (convergence ? "3e-3" : "1e-3") : "1e-4");
   std::string path = stem + ".base.toml";
   write_file(path, text);
   return path;
@@ -84,13 +101,16 @@ std::vector<std::string> common_overrides(const SuiteOptions &o) {
   return common;
 }
 
-// Overrides that make a run a measurement: its length, its output directory, nothing else done.
+// Overrides that make a run a measurement: its length, its output directory, nothing else done
+// but (convergence) the held-out evaluations. A convergence row trains num_steps steps in all:
+// its warm-up steps are training too, left out of the mean step time only.
 std::vector<std::string> measurement_overrides(const SuiteOptions &o, const std::string &name, const std::string &dir) {
-  return {format("train.steps=%lld", (long long)(o.warmup_steps + o.num_steps)),
+  const bool convergence = o.suite == "convergence";
+  return {format("train.steps=%lld", (long long)(convergence ? o.num_steps : o.warmup_steps + o.num_steps)),
           format("run.timing_warmup=%lld", (long long)o.warmup_steps),
           "run.name=" + name, "run.output_dir=" + dir, "run.progress=off",
           "checkpoint.every=0", "checkpoint.resume=never", "checkpoint.export_hf=", "sample.tokens=0",
-          "train.eval_every=0"};
+          format("train.eval_every=%lld", (long long)(convergence ? o.eval_every : 0))};
 }
 
 bool mentions_oom(const std::string &log) {
@@ -139,8 +159,12 @@ void read_measurements(RowResult &r, int64_t warmup) {
     if (!line.empty()) steps.push_back(nlohmann::json::parse(line));
   size_t skip = steps.size() > size_t(warmup) ? size_t(warmup) : 0;
   std::map<std::string, double> totals;
+  double train_ms = 0;  // the steps' own time: evaluations and start-up left out
   for (size_t i = 0; i < steps.size(); ++i) {
     r.step_times_ms.push_back(steps[i].value("step_ms", 0.0));
+    train_ms += r.step_times_ms.back();
+    if (steps[i].contains("eval_loss"))
+      r.evals.push_back({steps[i].value("step", int64_t(0)), steps[i]["eval_loss"].get<double>(), train_ms / 1000});
     r.step_updates.push_back(steps[i].value("update", std::string()));
     if (i < skip) continue;
     for (const auto &[name, ms] : steps[i]["timers_ms"].items()) totals[name] += ms.get<double>();
@@ -234,6 +258,17 @@ MachineLimits machine_limits(const std::string &device) {
   return limits;
 }
 
+// convergence: the run length and evaluation interval from the base config where the flags leave
+// them out, and a held-out part to evaluate on.
+void resolve_convergence(SuiteOptions &o, const RunConfig &base, const std::string &base_file) {
+  if (o.num_steps == 0) o.num_steps = base.integer("train", "steps");
+  if (o.eval_every == 0) o.eval_every = base.integer("train", "eval_every");
+  if (o.eval_every == 0) o.eval_every = std::max<int64_t>(1, o.num_steps / 10);
+  ZF_REQUIRE(!base.string("data", "eval_path").empty() || base.real("data", "eval_fraction") > 0,
+             "zfcore bench convergence compares held-out losses, but %s has no held-out data: set data.eval_path "
+             "(a file) or data.eval_fraction there, or add --set data.eval_fraction=0.05", base_file.c_str());
+}
+
 std::string timestamp() {
   std::time_t now = std::time(nullptr);
   std::tm local{};
@@ -245,7 +280,8 @@ std::string timestamp() {
 
 }  // namespace
 
-int run_suite(const SuiteOptions &o) {
+int run_suite(const SuiteOptions &options) {
+  SuiteOptions o = options;
   fs::create_directories(o.output_dir);
   SuiteReport report;
   report.stem = o.output_dir + "/" + o.suite + "_" + timestamp();
@@ -255,6 +291,7 @@ int run_suite(const SuiteOptions &o) {
   // A bad base or --set is the user's error, once.
   const RunConfig base = RunConfig::load(report.base_config, common_overrides(o));
   report.common = common_overrides(o);
+  if (o.suite == "convergence") resolve_convergence(o, base, report.base_config);
   // Offloading on several ranks runs under ZeRO-2, as DeepSpeed's ZeRO-Offload and ZenFlow do
   // (they refuse stage 0): under zero0 every rank would update the whole model on its share of
   // the cores. A --set of the stage, or a base config's zero1-zero3, is kept.
@@ -281,14 +318,24 @@ int run_suite(const SuiteOptions &o) {
                      o.trials > 1 ? format(" (trial %d of %d)", trial, o.trials).c_str() : "");
       RowResult &r = rows[k * size_t(o.trials) + size_t(trial - 1)];
       r = run_row(o, row, trial, report.base_config, report.common, rows_dir);
+      std::string figure = format(" %.1f ms/step", r.mean_step_ms);
+      if (!r.evals.empty()) figure += format(", held-out loss %.4f", r.evals.back().loss);
       if (terminal)
         std::fprintf(stderr, " %s%s (%.0f s)\n", r.status.c_str(),
-                     r.status == "ok" ? format(" %.1f ms/step", r.mean_step_ms).c_str() : (": " + r.message).c_str(),
-                     r.wall_s);
+                     r.status == "ok" ? figure.c_str() : (": " + r.message).c_str(), r.wall_s);
     }
-  Recommendation recommendation = recommend(rows, report.limits, o.ranks);
+  Recommendation recommendation;
+  if (o.suite == "convergence") {
+    report.target_loss = convergence_figures(rows, o.target_loss);
+    report.target_from = o.target_loss >= 0          ? "--target-loss"
+                         : report.target_loss >= 0 ? "the final held-out loss of " + rows[0].row.name
+                                                   : "none: the first row did not run";
+    recommendation = recommend_convergence(rows, report.target_loss);
+  } else {
+    recommendation = recommend(rows, report.limits, o.ranks);
+  }
   write_suite_outputs(o, report, rows, recommendation);
-  print_suite_table(o, rows, recommendation);
+  print_suite_table(o, report, rows, recommendation);
   double wall = 0, startup = 0;
   for (const RowResult &r : rows) {
     wall += r.wall_s;

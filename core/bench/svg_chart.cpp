@@ -163,56 +163,89 @@ std::string grouped_bars(const std::string &id, const std::vector<std::string> &
   });
 }
 
-std::string lines(const std::string &id, const std::vector<Line> &series, size_t shaded, const Axis &axis) {
+std::string lines(const std::string &id, const std::vector<Line> &series, const LineAxes &axes) {
+  const Axis &axis = axes.y;
+  // x: step indices 1..steps, or the lines' own x from 0 to x_max.
   size_t steps = 1;
-  double max = 0, widest = 0;
+  double x_max = 0, lo = 1e300, hi = -1e300, widest = 0;
+  bool with_x = false;
   for (const Line &l : series) {
     steps = std::max(steps, l.values.size());
-    for (double v : l.values) max = std::max(max, v / axis.scale);
+    with_x = with_x || !l.x.empty();
+    for (double x : l.x) x_max = std::max(x_max, x);
+    for (double v : l.values) lo = std::min(lo, v / axis.scale), hi = std::max(hi, v / axis.scale);
     widest = std::max(widest, text_width(l.label) + 26);
   }
-  double step = tick_step(max);
-  max = max > 0 ? std::ceil(max / step * (1 - 1e-9)) * step : 1;
+  if (axes.reference >= 0) lo = std::min(lo, axes.reference), hi = std::max(hi, axes.reference);
+  if (hi < lo) lo = hi = 0;  // nothing to draw
+  if (axes.y_from_zero) lo = 0;
+  double step = tick_step(hi - lo > 0 ? hi - lo : std::max(hi, 1.0));
+  lo = std::floor(lo / step * (1 + 1e-9)) * step;
+  hi = std::max(std::ceil(hi / step * (1 - 1e-9)) * step, lo + step);
+  double x_step = tick_step(x_max);
+  x_max = x_max > 0 ? std::ceil(x_max / x_step * (1 - 1e-9)) * x_step : 1;
+
   size_t per_row = std::max<size_t>(1, size_t(kWidth / std::max(widest, 1.0)));
-  double left = 56, right = kWidth - kRight, top = 12, bottom = 292;
+  double left = 56, right = kWidth - kRight, top = 26, bottom = 306;  // the y unit above the plot
   double legend_top = bottom + kAxis + 8;
   double height = legend_top + 18 * double((series.size() + per_row - 1) / per_row) + 6;
-  auto x_of = [&](size_t i) { return left + (right - left) * (steps > 1 ? double(i) / double(steps - 1) : 0.5); };
-  auto y_of = [&](double v) { return bottom - (bottom - top) * v / axis.scale / max; };
+  auto x_at = [&](const Line &l, size_t i) {
+    if (with_x) return left + (right - left) * (i < l.x.size() ? l.x[i] : 0) / x_max;
+    return left + (right - left) * (steps > 1 ? double(i) / double(steps - 1) : 0.5);
+  };
+  auto y_of = [&](double v) { return bottom - (bottom - top) * (v - lo) / (hi - lo); };
 
   std::string out = open_svg(id, height, id);
-  if (shaded > 0)
+  if (axes.shaded > 0 && !with_x)
     out += format("<rect class=\"warmup\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>warm-up steps, "
-                  "left out of the figures</title></rect>\n", left, top, x_of(std::min(shaded, steps) - 1) - left + 1, bottom - top);
-  for (double v = 0; v <= max * (1 + 1e-9); v += step) {
-    double y = bottom - (bottom - top) * v / max;
-    out += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", left, y, right, y);
-    out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>\n", left - 4, y + 4,
+                  "left out of the figures</title></rect>\n", left, top,
+                  x_at(Line{}, std::min(axes.shaded, steps) - 1) - left + 1, bottom - top);
+  for (double v = lo; v <= hi * (1 + 1e-9) + 1e-12; v += step) {
+    out += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", left, y_of(v), right, y_of(v));
+    out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>\n", left - 4, y_of(v) + 4,
                   number(v).c_str());
   }
-  size_t every = std::max<size_t>(1, steps / 10);
-  for (size_t i = 0; i < steps; i += every)
-    out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%zu</text>\n", x_of(i), bottom + 14, i + 1);
-  out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">step</text>", right, bottom + 27);
-  out += format("<text x=\"4\" y=\"%.1f\" class=\"tick\">%s</text>\n", top + 4, escape(axis.unit).c_str());
+  if (with_x) {
+    for (double v = 0; v <= x_max * (1 + 1e-9); v += x_step)
+      out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%s</text>\n",
+                    left + (right - left) * v / x_max, bottom + 14, number(v).c_str());
+  } else {
+    size_t every = std::max<size_t>(1, steps / 10);
+    for (size_t i = 0; i < steps; i += every)
+      out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%zu</text>\n",
+                    x_at(Line{}, i), bottom + 14, i + 1);
+  }
+  out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>", right, bottom + 27,
+                escape(axes.x_unit).c_str());
+  out += format("<text x=\"4\" y=\"%.1f\" class=\"tick\">%s</text>\n", top - 12, escape(axis.unit).c_str());
+  if (axes.reference >= 0)
+    out += format("<line class=\"reference\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
+                  "stroke-dasharray=\"5 4\"><title>%s %s</title></line><text x=\"%.1f\" y=\"%.1f\" class=\"tick\" "
+                  "text-anchor=\"end\">%s</text>\n", left, y_of(axes.reference), right, y_of(axes.reference),
+                  escape(axes.reference_label).c_str(), number(axes.reference).c_str(), right - 2,
+                  y_of(axes.reference) - 4, escape(axes.reference_label).c_str());
   for (size_t k = 0; k < series.size(); ++k) {
     const Line &l = series[k];
     std::string points;
-    for (size_t i = 0; i < l.values.size(); ++i) points += format("%.1f,%.1f ", x_of(i), y_of(l.values[i]));
+    for (size_t i = 0; i < l.values.size(); ++i) points += format("%.1f,%.1f ", x_at(l, i), y_of(l.values[i] / axis.scale));
     if (!l.values.empty())
       out += format("<polyline class=\"mark\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"%s\"><title>%s"
                   "</title></polyline>\n", color(k).c_str(), points.c_str(), escape(l.label).c_str());
-    for (size_t m = 0; m < l.marked.size() && l.marked[m] < l.values.size(); ++m)
-      out += format("<circle class=\"mark boundary\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s step %zu: "
-                    "%s %s (%s)</title></circle>\n", x_of(l.marked[m]), y_of(l.values[l.marked[m]]), color(k).c_str(),
-                    escape(l.label).c_str(), l.marked[m] + 1, number(l.values[l.marked[m]] / axis.scale).c_str(),
-                    escape(axis.unit).c_str(), escape(m < l.marked_notes.size() ? l.marked_notes[m] : "").c_str());
+    for (size_t m = 0; m < l.marked.size() && l.marked[m] < l.values.size(); ++m) {
+      size_t i = l.marked[m];
+      std::string where = with_x ? number(i < l.x.size() ? l.x[i] : 0) + " " + axes.x_unit : format("step %zu", i + 1);
+      out += format("<circle class=\"mark %s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s: %s %s (%s)"
+                    "</title></circle>\n", escape(axes.marker).c_str(), x_at(l, i), y_of(l.values[i] / axis.scale),
+                    color(k).c_str(), escape(l.label).c_str(), escape(where).c_str(),
+                    number(l.values[i] / axis.scale).c_str(), escape(axis.unit).c_str(),
+                    escape(m < l.marked_notes.size() ? l.marked_notes[m] : "").c_str());
+    }
     double lx = 8 + widest * double(k % per_row), ly = legend_top + 18 * double(k / per_row);
     out += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>", lx, ly + 6,
                   lx + 16, ly + 6, color(k).c_str());
     out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"label\">%s</text>\n", lx + 20, ly + 10, escape(l.label).c_str());
   }
-  if (steps == 1 && std::all_of(series.begin(), series.end(), [](const Line &l) { return l.values.empty(); }))
+  if (std::all_of(series.begin(), series.end(), [](const Line &l) { return l.values.empty(); }))
     out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"mark note\">no configuration ran</text>", left + 6, top + 16);
   return out + "</svg>\n";
 }

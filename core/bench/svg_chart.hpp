@@ -1,5 +1,6 @@
 // svg_chart.hpp: the three kinds of chart the suite's HTML report draws, as inline SVG text (no
-// script, no library): horizontal bars stacked or grouped per configuration, and lines over steps.
+// script, no library): horizontal bars stacked or grouped per configuration, and lines over steps
+// or seconds.
 // Every drawn datum has class "mark" and a <title> (the browser's tooltip); every configuration's
 // name is a <text class="label">. A configuration without data (OOM, error) is a label with its
 // status where its bars would be.
@@ -34,14 +35,25 @@ std::string stacked_bars(const std::string &id, const std::vector<std::string> &
 std::string grouped_bars(const std::string &id, const std::vector<std::string> &series, const std::vector<Bars> &bars,
                          const Axis &axis);
 
-// One line per configuration over steps 1..N; the first `shaded` steps on a grey band (warm-up);
-// steps listed in `marked` get a dot (ZenFlow's boundary steps).
+// One line per configuration: its values over steps 1..N, or over `x` where given (held-out loss
+// at its evaluation steps, or against seconds of training). Points listed in `marked` get a dot
+// with its note as tooltip (ZenFlow's boundary steps; the evaluation points).
 struct Line {
   std::string label;
   std::vector<double> values;
-  std::vector<size_t> marked;  // 0-based step indices
-  std::vector<std::string> marked_notes;  // tooltip text per marked step
+  std::vector<size_t> marked;  // 0-based indices into values
+  std::vector<std::string> marked_notes;  // tooltip text per marked point
+  std::vector<double> x;       // one per value, from 0 up; empty: steps 1..N
 };
-std::string lines(const std::string &id, const std::vector<Line> &series, size_t shaded, const Axis &axis);
+struct LineAxes {
+  Axis y;
+  std::string x_unit = "step";
+  size_t shaded = 0;               // the first steps on a grey band (warm-up); lines without x only
+  bool y_from_zero = true;         // false: the y axis spans the values only (loss curves)
+  double reference = -1;           // >= 0: a dashed horizontal line there (a target), in y's unit
+  std::string reference_label;
+  std::string marker = "boundary"; // class of the dots: "boundary" (steps), "point" (evaluations)
+};
+std::string lines(const std::string &id, const std::vector<Line> &series, const LineAxes &axes);
 
 }  // namespace zf::svg

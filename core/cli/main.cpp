@@ -26,6 +26,7 @@ const char *kUsage =
     "  bench optimizer [options]                 compare CPU optimizers (zfcore bench optimizer --help)\n"
     "  bench disk PATH [options]                 O_DIRECT write/read bandwidth of the filesystem under PATH\n"
     "  bench stages|offload|zenflow|binding      train configurations side by side and recommend one\n"
+    "  bench convergence [options]               held-out loss over training time of configurations\n"
     "  --version                                 print the version and ABI\n"
     "\n"
     "zfcore COMMAND --help describes a command.\n";
@@ -89,10 +90,12 @@ std::string command_usage(const std::string &command) {
            "  --keys                  the listing (plugin tables' own keys: zfcore plugins --params)\n"
            "  --markdown              as the Markdown reference page docs/config.md\n";
   if (command == "bench")
-    return "usage: zfcore bench optimizer|disk|stages|offload|zenflow|binding [options]\n\n"
+    return "usage: zfcore bench optimizer|disk|stages|offload|zenflow|binding|convergence [options]\n\n"
            "  optimizer [options]               CPU optimizer plugins against torch's AdamW\n"
            "  disk PATH [options]               sequential O_DIRECT write and read bandwidth under PATH\n"
-           "  stages|offload|zenflow|binding    train configurations side by side and recommend one\n\n"
+           "  stages|offload|zenflow|binding    train configurations side by side and recommend one\n"
+           "  convergence [options]             the held-out loss of configurations over steps and training\n"
+           "                                    time; recommends the first to reach a target loss\n\n"
            "zfcore bench NAME --help describes each.\n";
   return "";
 }

@@ -292,6 +292,8 @@ class Converter {
     if (offload.empty())
       fail(name, name + " needs zero_optimization.offload_optimizer.device = \"cpu\" or \"nvme\"");
     out_.tables["zenflow"];  // the table turns ZenFlow on, even empty
+    // DeepSpeed's semantics: the whole interval's CPU update at its end, used one interval later.
+    out_.set("zenflow", "schedule", toml_string("deepspeed"));
     for (auto &[key, v] : value.items()) {
       const std::string full = name + "." + key;
       if (key == "topk_ratio" || key == "auto_ratio" || key == "pt_reserved_cores_perc")

@@ -80,9 +80,18 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
              "step or epoch (every select_interval steps or epochs)", 0, 0, 0, "auto|step|epoch"),
         decl("select_interval", ZF_PARAM_STRING, "auto",
              "steps (select_strategy = \"step\") or epochs (\"epoch\") between selections; auto = 1 epoch"),
+        decl("schedule", ZF_PARAM_STRING, "staggered",
+             "staggered: the other columns in update_interval groups, one group's CPU update per step, used at the "
+             "next step; deepspeed: the whole interval's CPU update at its end, used one interval later (the "
+             "reference's)", 0, 0, 0, "staggered|deepspeed"),
         decl("overlap_step", ZF_PARAM_BOOL, "true",
-             "run the CPU update while the GPU computes the next update_interval steps (its result is used one "
-             "interval later); false = wait for it at each interval's end"),
+             "run the CPU update while the GPU computes (staggered: the next step; deepspeed: the next interval) and "
+             "use its result then; false = wait for it"),
+        decl("cpu_lr_scale", ZF_PARAM_STRING, "auto",
+             "the CPU update's learning rate over optimizer.lr, a number > 0 or auto: update_interval when "
+             "fine-tuning (model.init_from set) under the staggered schedule, else 1 (each other column gets one "
+             "CPU step per update_interval steps; the scale makes up the distance, which helps fine-tuning and "
+             "hurts training from scratch)"),
         decl("full_warm_up_rounds", ZF_PARAM_INT, "0",
              "the first N steps update every column on the CPU, synchronously (plain offload)", kRange, 0, kMaxSteps),
         decl("auto_ratio", ZF_PARAM_FLOAT, "0.99",

@@ -154,6 +154,8 @@ class Trainer {
         ++timed_steps;
       }
       StepRecord r = record(step, steps, loss, step_ms);
+      // ZenFlow's CPU updates still owed go in before the final evaluation, checkpoint and digest.
+      if (step == steps) update_->complete();
       if (options_.eval_every > 0 && (step % options_.eval_every == 0 || step == steps)) {
         update_->drain();
         r.eval_loss = evaluate();

@@ -55,9 +55,6 @@ std::vector<StateSpec> host_held_state(PluginInstance &optimizer) {
   return specs;
 }
 
-namespace {
-
-// The part of `ranges` (sorted, disjoint) inside [begin, end).
 std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range> &ranges, uint64_t begin,
                                             uint64_t end) {
   std::vector<zf_optimizer_range> out;
@@ -67,8 +64,6 @@ std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range
     out.push_back(zf_optimizer_range{std::max(r->begin, begin), std::min(r->end, end), r->group, 0});
   return out;
 }
-
-}  // namespace
 
 // The CPU side of an offloaded update: buckets queue up as their gradients are copied down and
 // one thread updates them in order, then starts their upload. The first failure is kept and
@@ -382,8 +377,9 @@ void UpdatePlan::begin(int64_t step, double lr, const torch::Tensor &params_shar
   if (thread_) thread_->start_step(scale_known);
 }
 
-// The training thread only queues the buckets: the update thread issues their copies down (after
-// host_job_.grads_ready) before it updates the first, so that the step goes on at once.
+// The training thread only queues the buckets of [job.begin, job.end): the update thread issues
+// their copies down (after host_job_.grads_ready) before it updates the first, so that the step
+// goes on at once.
 void UpdatePlan::start_host_job(HostJob job) {
   drain();  // at most one job in flight
   host_job_ = std::move(job);
@@ -392,9 +388,8 @@ void UpdatePlan::start_host_job(HostJob job) {
   buckets_.clear();
   thread_->start_step(/*scale_known=*/true);
   thread_->expect_copies();
-  const uint64_t numel = shard_end_ - shard_begin_;
-  for (uint64_t lo = 0, hi; lo < numel; lo = hi) {
-    hi = bucket_end(lo, numel);
+  for (uint64_t lo = host_job_.begin, hi; lo < host_job_.end; lo = hi) {
+    hi = bucket_end(lo, host_job_.end);
     buckets_.push_back(Bucket{lo, hi, nullptr, uint64_t(buckets_.size())});
   }
   for (const Bucket &b : buckets_) thread_->push(b);

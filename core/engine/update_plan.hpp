@@ -46,6 +46,9 @@ struct UpdateJob {
 std::vector<zf_optimizer_range> optimizer_ranges(const zf_layout &layout, uint64_t begin, uint64_t end);
 // Appends [lo, hi) to sorted ranges, merged into the last one when adjacent and of the same group.
 void append_range(std::vector<zf_optimizer_range> &ranges, uint64_t lo, uint64_t hi, uint32_t group);
+// The part of `ranges` (sorted, disjoint) inside [begin, end).
+std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range> &ranges, uint64_t begin,
+                                            uint64_t end);
 
 bool on_host(zf_tier tier);  // host memory, pinned or not
 
@@ -79,6 +82,7 @@ struct HostJob {
   void *upload_after = nullptr;            // event the first upload waits for (NULL: none)
   bool copies_on_update_thread = false;    // ZenFlow: the update thread issues the copies down...
   void *grads_ready = nullptr;             // ... after this event (NULL on CPU runs)
+  uint64_t begin = 0, end = 0;             // ZenFlow: the shard elements copied down and up
 };
 
 class UpdatePlan {

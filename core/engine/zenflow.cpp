@@ -31,6 +31,24 @@ int64_t interval(const RunConfig &config, const char *key) {
   return value;
 }
 
+// "auto": the CPU update moves a column as far as the update_interval steps it stands for when
+// fine-tuning (measured: closer to AdamW), and one step's worth from scratch (where the larger step
+// trains worse); else a number > 0.
+double read_cpu_lr_scale(const RunConfig &config, const ZenFlowOptions &o) {
+  std::string text = config.string("zenflow", "cpu_lr_scale");
+  if (text == "auto")
+    return o.staggered && o.update_interval > 0 && !config.string("model", "init_from").empty()
+               ? double(o.update_interval)
+               : 1.0;
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && std::isfinite(value) && value > 0 && value <= 1e6,
+             "%s: zenflow.cpu_lr_scale = \"%s\": expected a number > 0 or \"auto\"",
+             config.where("zenflow", "cpu_lr_scale").str().c_str(), text.c_str());
+  return value;
+}
+
 }  // namespace
 
 ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_epoch) {
@@ -40,6 +58,12 @@ ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_e
   o.topk_ratio = config.real("zenflow", "topk_ratio");
   o.update_interval = interval(config, "update_interval");
   o.overlap = config.boolean("zenflow", "overlap_step");
+  o.staggered = config.string("zenflow", "schedule") == "staggered";
+  ZF_REQUIRE(!o.staggered || o.update_interval != 0,
+             "%s: zenflow.update_interval = \"auto\" ends an interval when the other columns' gradients outweigh the "
+             "selected ones (zen-auto), which needs zenflow.schedule = \"deepspeed\"; the staggered schedule "
+             "takes an integer", config.where("zenflow", "update_interval").str().c_str());
+  o.cpu_lr_scale = read_cpu_lr_scale(config, o);
   o.warm_up = config.integer("zenflow", "full_warm_up_rounds");
   o.auto_ratio = config.real("zenflow", "auto_ratio");
   const int64_t select = interval(config, "select_interval"), epoch = std::max<int64_t>(1, steps_per_epoch);
@@ -47,7 +71,7 @@ ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_e
   ZF_REQUIRE(strategy != "auto" || select == 0,
              "%s: zenflow.select_interval = %lld needs select_strategy = \"step\" or \"epoch\" (\"auto\" chooses the "
              "columns again every epoch)", config.where("zenflow", "select_interval").str().c_str(), (long long)select);
-  ZF_REQUIRE(strategy != "step" || select == 0 || o.update_interval == 0 || select >= o.update_interval,
+  ZF_REQUIRE(o.staggered || strategy != "step" || select == 0 || o.update_interval == 0 || select >= o.update_interval,
              "%s: zenflow.select_interval = %lld steps is shorter than update_interval = %lld: columns are chosen "
              "again only at the start of an interval; use select_interval >= update_interval",
              config.where("zenflow", "select_interval").str().c_str(), (long long)select,
@@ -165,6 +189,18 @@ ZenFlow::ZenFlow(UpdatePlan &plan, const zf_layout &layout, const ZenFlowOptions
                  (optimizer_.file().descriptor->capabilities & ZF_CAP_LOW_PRECISION_OUT),
              "[zenflow]: optimizer plugin '%s' cannot write %s parameters", optimizer_.instance->name(),
              c10::toString(plan_.dtype_));
+  if (options_.staggered) {
+    // U groups of about equal size, of whole buckets (on disk a bucket is a tile) when there are
+    // enough of them: the same groups whatever the tier, for the same bucket size.
+    const uint64_t numel = plan_.shard_end_ - plan_.shard_begin_, count = uint64_t(options_.update_interval);
+    const uint64_t bucket = plan_.tiers_.bucket_numel, grid = bucket > 0 && bucket * count <= numel ? bucket : 1;
+    groups_.resize(count);
+    for (uint64_t k = 0; k < count; ++k) {
+      groups_[k].begin = k == 0 ? 0 : groups_[k - 1].end;
+      groups_[k].end = k + 1 == count ? numel : std::max(groups_[k].begin, numel * (k + 1) / count / grid * grid);
+    }
+    group_counters_ = torch::zeros({int64_t(2 * count + 2)}, torch::kLong);
+  }
 }
 
 ZenFlow::~ZenFlow() = default;
@@ -206,11 +242,119 @@ void ZenFlow::step(int64_t step, float mean_scale, float clip) {
   uint32_t update = timers.id("selective_optimizer_update");
   timers.start(update, stream);
   mean_scale_ = mean_scale;
+  if (options_.staggered) staggered_step(step, clip);
+  else deepspeed_step(step, clip);
+  timers.stop(update, stream);
+}
+
+void ZenFlow::deepspeed_step(int64_t step, float clip) {
   if (!selected_ || (summed_steps_ == 0 && step - last_selection_ >= options_.select_interval)) select(step);
-  update_selected(step, mean_scale * clip);
+  update_selected(step, mean_scale_ * clip);
   accumulate(clip);
   if (boundary()) start_host_update();
-  timers.stop(update, stream);
+}
+
+// One group's CPU update per step: the one handed over at the last step is swapped in first
+// (overlap), the next one goes to the update thread after this step's gradients are summed.
+void ZenFlow::staggered_step(int64_t step, float clip) {
+  if (swap_group_ >= 0) swap_in_group();
+  if (!selected_ || step - last_selection_ >= options_.select_interval) {
+    flush_groups();
+    select(step);
+  }
+  update_selected(step, mean_scale_ * clip);
+  accumulate_groups(clip);
+  hand_over_group(size_t(next_group_));
+  next_group_ = (next_group_ + 1) % int64_t(groups_.size());
+  if (!options_.overlap && swap_group_ >= 0) swap_in_group();
+}
+
+// The step's gradients join each group's sum (scaled by the step's clipping factor); a group
+// handed over since its last step starts a new sum, once its copy down has been issued.
+void ZenFlow::accumulate_groups(float clip) {
+  Timers &timers = plan_.runtime_.timers;
+  void *stream = plan_.runtime_.compute_stream;
+  uint32_t process = timers.id("selective_optimizer_process");
+  timers.start(process, stream);
+  if (sum_copied_pending_) wait_event(stream, plan_.job_copies_done());
+  sum_copied_pending_ = false;
+  torch::NoGradGuard no_grad;
+  for (Group &g : groups_) {
+    const int64_t begin = int64_t(g.begin), length = int64_t(g.end - g.begin);
+    torch::Tensor sum = sum_.narrow(0, begin, length), grads = plan_.grads_shard_.narrow(0, begin, length);
+    if (g.summed > 0) sum.add_(grads, clip);
+    else if (clip == 1.0f) sum.copy_(grads);
+    else sum.copy_(grads.mul(clip));
+    ++g.summed;
+  }
+  timers.stop(process, stream);
+}
+
+// The group's sum goes down; the CPU optimizer updates its other columns from their mean on the
+// update thread and uploads the group into the staging buffer.
+void ZenFlow::hand_over_group(size_t index) {
+  Group &g = groups_[index];
+  HostJob job;
+  job.ranges = clip_ranges(selection_.host, g.begin, g.end);
+  const int64_t summed = g.summed;
+  g.summed = 0;
+  if (job.ranges.empty() || summed == 0) return;  // every column of the group is the device's
+  job.begin = g.begin;
+  job.end = g.end;
+  job.groups = host_groups();
+  job.step = options_.warm_up + ++g.updates;  // the warm-up's CPU steps updated every column
+  ++host_updates_;
+  job.scale = float(double(mean_scale_) / double(summed));
+  job.grads = sum_;
+  job.upload_to = staging_;
+  job.upload_after = record_event(plan_.runtime_.compute_stream);  // staging_ read by the last swap
+  job.grads_ready = record_event(plan_.runtime_.compute_stream);   // the group's sum is complete
+  Timers &timers = plan_.runtime_.timers;
+  uint32_t start = timers.id("cpu_update_start");
+  timers.start(start);
+  plan_.start_host_job(std::move(job));
+  timers.stop(start);
+  sum_copied_pending_ = true;
+  swap_group_ = int64_t(index);
+  note("cpu");
+}
+
+// The group's CPU update replaces its working parameters, but for the device's columns.
+void ZenFlow::swap_in_group() {
+  const Group &g = groups_[size_t(swap_group_)];
+  Timers &timers = plan_.runtime_.timers;
+  uint32_t sync = timers.id("selective_optimizer_sync");
+  timers.start(sync);
+  plan_.drain();
+  synchronize_event(plan_.transfers_done(ZF_TRANSFER_PARAMETERS_IN));  // before the next job writes their source
+  torch::NoGradGuard no_grad;
+  const int64_t begin = int64_t(g.begin), length = int64_t(g.end - g.begin);
+  plan_.params_shard_.narrow(0, begin, length).copy_(staging_.narrow(0, begin, length));
+  if (g.compact_end > g.compact_begin) {
+    const torch::Tensor &device_values = params_out_.defined() ? params_out_ : master_;
+    const int64_t count = g.compact_end - g.compact_begin;
+    plan_.params_shard_.index_copy_(0, index_.narrow(0, g.compact_begin, count),
+                                    device_values.narrow(0, g.compact_begin, count));
+  }
+  timers.stop(sync);
+  swap_group_ = -1;
+  note("swap");
+}
+
+// Every group's pending gradients to the CPU now, each swapped in at once, so that the host
+// master holds every gradient (before a selection, and at the end of the run).
+void ZenFlow::flush_groups() {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    hand_over_group(i);
+    if (swap_group_ >= 0) swap_in_group();
+  }
+}
+
+// The run's parameter groups, at the CPU update's learning rate.
+std::vector<zf_optimizer_group> ZenFlow::host_groups() const {
+  std::vector<zf_optimizer_group> groups = plan_.groups_;
+  for (zf_optimizer_group &group : groups) group.lr = float(double(group.lr) * options_.cpu_lr_scale);
+  return groups;
 }
 
 // The selected columns and 1-D parameters: one optimizer step over their compact copy, the result
@@ -229,7 +373,7 @@ void ZenFlow::update_selected(int64_t step, float scale) {
   auto &instance = *optimizer_.instance;
   zf_optimizer_step_args args =
       optimizer_step_args(compact_ranges_.data(), compact_ranges_.size(), plan_.groups_.data(), plan_.groups_.size(),
-                          step - options_.warm_up, scale, view_of(master_), view_of(grads));
+                          step, scale, view_of(master_), view_of(grads));
   args.stream = stream;
   if (params_out_.defined()) args.params_out = view_of(params_out_);
   {
@@ -274,7 +418,9 @@ void ZenFlow::start_host_update() {
   if (swap_due_) swap_in();
   HostJob job;
   job.ranges = selection_.host;
-  job.groups = plan_.groups_;
+  job.begin = 0;
+  job.end = plan_.shard_end_ - plan_.shard_begin_;
+  job.groups = host_groups();
   job.step = next_host_step();
   job.scale = float(double(mean_scale_) / double(summed_steps_));
   job.grads = sum_;
@@ -379,6 +525,19 @@ void ZenFlow::use_selection(Selection selection) {
     append_range(compact_ranges_, position, position + (r.end - r.begin), r.group);
     position += r.end - r.begin;
   }
+  // Each group's selected columns are a slice of the compact tensors (both are in shard order).
+  auto compact_position = [&](uint64_t element) {
+    uint64_t at = 0;
+    for (const zf_optimizer_range &r : selection_.device) {
+      if (r.begin >= element) break;
+      at += std::min(r.end, element) - r.begin;
+    }
+    return int64_t(at);
+  };
+  for (Group &g : groups_) {
+    g.compact_begin = compact_position(g.begin);
+    g.compact_end = compact_position(g.end);
+  }
   if (count == 0) return;
   torch::NoGradGuard no_grad;
   torch::Device device = sum_.device();
@@ -457,6 +616,10 @@ void ZenFlow::store_device_columns() {
 }
 
 void ZenFlow::complete() {
+  if (options_.staggered && selected_) {
+    if (swap_group_ >= 0) swap_in_group();
+    flush_groups();  // the last, partial sums
+  }
   if (summed_steps_ > 0 && selected_) start_host_update();  // the last, partial interval
   if (swap_due_) swap_in();
   if (selected_) store_device_columns();
@@ -476,8 +639,23 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
   saved_params_ = plan_.params_shard_.defined() ? plan_.params_shard_
                                                 : torch::empty({int64_t(plan_.shard_end_ - plan_.shard_begin_)},
                                                                sum_.options());
-  return {{"zenflow.params", saved_params_}, {"zenflow.gradient_sum", sum_}, {"zenflow.staging", staging_},
-          {"zenflow.mask", mask_}, {"zenflow.counters", counters_}};
+  std::vector<std::pair<std::string, torch::Tensor>> out = {{"zenflow.params", saved_params_},
+                                                            {"zenflow.gradient_sum", sum_},
+                                                            {"zenflow.staging", staging_},
+                                                            {"zenflow.mask", mask_},
+                                                            {"zenflow.counters", counters_}};
+  if (options_.staggered) {
+    int64_t *g = group_counters_.data_ptr<int64_t>();
+    const size_t count = groups_.size();
+    for (size_t i = 0; i < count; ++i) {
+      g[i] = groups_[i].summed;
+      g[count + i] = groups_[i].updates;
+    }
+    g[2 * count] = next_group_;
+    g[2 * count + 1] = swap_group_;
+    out.emplace_back("zenflow.groups", group_counters_);
+  }
+  return out;
 }
 
 void ZenFlow::restore(const torch::Tensor &params_shard) {
@@ -487,6 +665,16 @@ void ZenFlow::restore(const torch::Tensor &params_shard) {
   selections_ = c[2];
   last_selection_ = c[3];
   swap_due_ = c[4] != 0;
+  if (options_.staggered) {
+    const int64_t *g = group_counters_.data_ptr<int64_t>();
+    const size_t count = groups_.size();
+    for (size_t i = 0; i < count; ++i) {
+      groups_[i].summed = g[i];
+      groups_[i].updates = g[count + i];
+    }
+    next_group_ = g[2 * count];
+    swap_group_ = g[2 * count + 1];
+  }
   if (c[5]) {
     std::vector<uint8_t> mask(mask_.data_ptr<uint8_t>(), mask_.data_ptr<uint8_t>() + columns_);
     use_selection(make_selection(layout_, plan_.shard_begin_, plan_.shard_end_, mask));
@@ -497,7 +685,8 @@ void ZenFlow::restore(const torch::Tensor &params_shard) {
 }
 
 std::vector<std::pair<std::string, double>> ZenFlow::facts() const {
-  return {{"zenflow_cpu_updates", double(host_updates_)}, {"zenflow_selections", double(selections_)}};
+  return {{"zenflow_cpu_updates", double(host_updates_)}, {"zenflow_selections", double(selections_)},
+          {"zenflow_cpu_lr_scale", options_.cpu_lr_scale}};
 }
 
 double ZenFlow::selected_fraction() const {

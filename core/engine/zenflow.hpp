@@ -3,18 +3,23 @@
 // Every step the selected gradient columns (the selector's top k of each weight) and every 1-D
 // parameter are updated where the model computes, by a second optimizer (gpu_adam on a GPU run)
 // over a compact copy of their master and moments. The gradients of all columns are summed on the
-// device; every update_interval steps (a boundary) the sum goes down once, and the plan's CPU
-// optimizer updates the other columns of the host master on the update thread while the device
-// computes the next steps. Its compute-precision result is uploaded into a staging buffer and
-// swapped into the working parameters at the next boundary (overlap_step; the selected columns keep
-// the device's values), or at once (overlap_step = false). At most one CPU update is in flight.
+// device, and the plan's CPU optimizer updates the other columns of the host master on the update
+// thread from their mean, one step per update_interval (U) steps. Two schedules:
+// - staggered (the default): the shard is cut into U groups; each step one group's sum goes down
+//   and its CPU update runs while the device computes the next step, whose end swaps it in. Each
+//   column waits 1 to U steps for its update, and the CPU load is the same every step.
+// - deepspeed (the reference's): every U steps (a boundary) the whole sum goes down, and its CPU
+//   update is swapped in at the next boundary: U to 2U - 1 steps late.
+// overlap_step = false swaps each CPU update in at once (the step waits for it). At most one CPU
+// update is in flight; its compute-precision result is uploaded into a staging buffer, and the
+// swap keeps the device's values of the selected columns.
 //
-// Selection (the first ZenFlow step, then every select_interval steps, at the first step of an
-// interval): the CPU update in flight is applied, the device's master and moments of the selected
-// columns go back into the host's, the selector scores the step's reduced gradients (score vectors
-// summed over ranks) and picks the new columns, whose master and moments come from the host's: a
-// column keeps one master and one moment chain wherever it is updated (DeepSpeed resets the
-// moments of newly selected columns instead).
+// Selection (the first ZenFlow step, then every select_interval steps): the CPU updates still
+// owed are applied, the device's master and moments of the selected columns go back into the
+// host's, the selector scores the step's reduced gradients (score vectors summed over ranks) and
+// picks the new columns, whose master and moments come from the host's: a column keeps one master
+// and one moment chain wherever it is updated (DeepSpeed resets the moments of newly selected
+// columns instead).
 #pragma once
 
 #include "config/config.hpp"
@@ -32,6 +37,8 @@ struct ZenFlowOptions {
   int64_t update_interval = 4;  // 0 = "auto"
   int64_t select_interval = 1;  // steps between selections
   bool overlap = true;
+  bool staggered = true;   // schedule = "staggered"; false: "deepspeed"
+  double cpu_lr_scale = 1;  // the CPU update's lr over optimizer.lr
   int64_t warm_up = 0;
   double auto_ratio = 0.99;
   // steps_per_epoch: optimizer steps in one pass over the training data (select_interval "auto",
@@ -70,7 +77,8 @@ class ZenFlow {
 
   // Steps up to full_warm_up_rounds are plain (synchronous) offload steps.
   bool active(int64_t step) const { return step > options_.warm_up; }
-  // The CPU optimizer's step count for the next CPU update.
+  // The CPU optimizer's step count for the next CPU update (a warm-up step's, or the deepspeed
+  // schedule's).
   int64_t next_host_step() { return ++host_updates_; }
   void add_planned(std::vector<PlannedBuffer> &planned) const;
   void allocate();
@@ -78,8 +86,8 @@ class ZenFlow {
   void note(const char *event);
   // After the backward of an active step: params/grads are the plan's params_shard_/grads_shard_.
   void step(int64_t step, float mean_scale, float clip);
-  // After the last step: the pending CPU update swapped in, the partial interval applied, the
-  // device's columns written into the host master.
+  // After the last step: the pending CPU update swapped in, the partial intervals applied, the
+  // device's columns written into the host master. Nothing is left to do when called again.
   void complete();
   // Checkpoints: the device's columns written into the host master and state, then ZenFlow's own
   // tensors (working parameters, gradient sum, mask, counters).
@@ -91,6 +99,21 @@ class ZenFlow {
   double selected_fraction() const;
 
  private:
+  // A group of the staggered schedule: shard elements [begin, end), the steps summed since its
+  // last CPU update, its CPU updates (bias correction), and its selected columns' positions
+  // [compact_begin, compact_end) in the compact tensors.
+  struct Group {
+    uint64_t begin = 0, end = 0;
+    int64_t summed = 0, updates = 0;
+    int64_t compact_begin = 0, compact_end = 0;
+  };
+  void deepspeed_step(int64_t step, float clip);
+  void staggered_step(int64_t step, float clip);
+  void accumulate_groups(float clip);
+  void hand_over_group(size_t group);
+  void swap_in_group();
+  void flush_groups();
+  std::vector<zf_optimizer_group> host_groups() const;
   bool boundary();
   void select(int64_t step);
   void use_selection(Selection selection);
@@ -126,7 +149,10 @@ class ZenFlow {
   bool sum_copied_pending_ = false;  // sum_ is being copied down: wait before writing it
   int64_t summed_steps_ = 0, host_updates_ = 0, selections_ = 0, last_selection_ = 0;
   float mean_scale_ = 1;  // the last step's 1 / (ranks * micro-steps)
-  bool swap_due_ = false;  // a CPU update's result waits in staging_
+  bool swap_due_ = false;  // a CPU update's result waits in staging_ (deepspeed schedule)
+  std::vector<Group> groups_;  // staggered schedule
+  int64_t next_group_ = 0, swap_group_ = -1;  // the group handed over next; the one whose result waits
+  torch::Tensor group_counters_;  // checkpoint view of groups_, next_group_ and swap_group_ (int64)
   torch::Tensor counters_, mask_;  // checkpoint views of the counters above (int64) and the mask
   torch::Tensor saved_params_;  // the working parameters a checkpoint holds
   std::string events_;

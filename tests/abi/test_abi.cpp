@@ -64,7 +64,7 @@ TEST_CASE("broken plugins are rejected with their reason", "[abi]") {
   CHECK_THAT(rejection("garbage"), Catch::Contains("cannot be loaded"));
 }
 
-TEST_CASE("create that declines is not a failure; create that fails stops with the plugin's message", "[abi]") {
+TEST_CASE("create that declines is not a failure, create that fails stops with the plugin's message", "[abi]") {
   PluginRegistry registry({ZF_ABI_PLUGIN_DIR});
   auto runtime = Runtime::single_cpu();
   const PluginFile &declines = registry.find(ZF_KIND_SELECTOR, "declines");

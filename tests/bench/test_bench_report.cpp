@@ -3,7 +3,7 @@
 // check says every chart drew and no script failed, and the dumped DOM has the three charts with
 // every configuration's label. A copy with one chart emptied and a failing script must be judged
 // broken, so the check can fail. Also: the report of recorded rows (OOM and error rows, ZenFlow's
-// boundary steps).
+// boundary steps), and a convergence report of recorded rows in the browser: both loss charts.
 #include "bench/suite.hpp"
 #include "support/process.hpp"
 
@@ -40,9 +40,10 @@ std::string chromium() {
   return "";
 }
 
-// The DOM after the page loaded and its scripts ran.
+// The DOM after the page loaded and its scripts ran. A profile directory of each page's own: ctest
+// runs the test cases as processes side by side, and one must not empty another's profile.
 std::string dump_dom(const std::string &browser, const std::string &html_file) {
-  std::string profile = test::scratch_dir("bench_report_profile");
+  std::string profile = test::scratch_dir("bench_report_profile_" + fs::path(html_file).stem().string());
   auto outcome = test::run_command("timeout 60 " + browser + " --headless --no-sandbox --disable-gpu " +
                                    "--user-data-dir=" + profile + " --dump-dom file://" +
                                    fs::absolute(html_file).string() + " 2>/dev/null");
@@ -181,4 +182,50 @@ TEST_CASE("bench report of recorded rows: OOM and error rows with their message,
     CHECK_THAT(chart(html, "memory"), Catch::Contains(std::string("<title>") + bar + "</title>"));
   CHECK(count(chart(html, "step-trace"), "class=\"warmup\"") == 1);
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // nothing fetched
+}
+
+TEST_CASE("bench report of a convergence suite: both loss charts draw in headless Chromium, one line per row",
+          "[bench][browser]") {
+  std::string browser = chromium();
+  if (browser.empty()) FAIL("chromium is not installed (tools/setup.sh installs it: apt-get install chromium)");
+  SuiteOptions o;
+  o.suite = "convergence";
+  o.device = "cpu";
+  o.num_steps = 6;
+  o.eval_every = 2;
+  std::vector<RowResult> rows{recorded("none", 1, "ok", 100), recorded("zenflow", 1, "ok", 60),
+                              recorded("zf-typo", 1, "error", 0)};
+  // Held-out loss at steps 2, 4, 6, the training seconds from the recorded step times.
+  for (size_t k = 0; k < 2; ++k) {
+    RowResult &r = rows[k];
+    double ms = 0;
+    for (size_t step = 1; step <= r.step_times_ms.size(); ++step) {
+      ms += r.step_times_ms[step - 1];
+      double rate = k == 0 ? 0.3 : 0.24;
+      if (step % 2 == 0) r.evals.push_back({int64_t(step), 3.0 - rate * double(step), ms / 1000});
+    }
+  }
+  SuiteReport report{"results/convergence_20250101-000000", "base.toml", {}, {}};
+  report.target_loss = convergence_figures(rows, -1);
+  report.target_from = "the final held-out loss of none";
+  REQUIRE(report.target_loss == Approx(1.2));
+  Recommendation rec = recommend_convergence(rows, report.target_loss);
+  REQUIRE(rec.chosen == 0);  // zenflow's steps are faster but it ends at 1.56
+  std::string html_file = test::scratch_dir("bench_report_convergence") + "/convergence.html";
+  { std::ofstream(html_file) << suite_html(o, report, rows, rec); }
+
+  std::string dom = dump_dom(browser, html_file);
+  INFO(dom.substr(0, 4000));
+  CHECK(count(dom, "data-report=\"ok\"") == 1);
+  CHECK(count(dom, "data-charts=\"5\"") == 1);  // the two loss charts and the three speed charts
+  for (const char *id : {"loss-step", "loss-time"}) {
+    INFO(id);
+    std::string svg = chart(dom, id);
+    CHECK(count(svg, "<polyline class=\"mark\"") == 2);
+    CHECK(count(svg, "class=\"mark point\"") == 2 * 3);
+    for (const char *label : {">none</text>", ">zenflow</text>", ">zf-typo (error)</text>"})
+      CHECK_THAT(svg, Catch::Contains(label));
+  }
+  CHECK_THAT(dom, Catch::Contains("Recommended: none"));
+  CHECK_THAT(dom, Catch::Contains("<td>not reached</td>"));
 }

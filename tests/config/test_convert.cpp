@@ -61,7 +61,7 @@ TEST_CASE("convert: DeepSpeed's ZenFlow example config becomes TOML that validat
   std::string toml = test::read_text(dir + "/train.toml");
   INFO(toml);
   for (const char *line : {"plugin = \"zero2\"", "plugin = \"cpu_optimizer\"", "pin_memory = true", "[zenflow]",
-                           "topk_ratio = 0.1", "update_interval = 4", "overlap_step = true", "dtype = \"bfloat16\"",
+                           "topk_ratio = 0.1", "update_interval = 4", "overlap_step = true", "schedule = \"deepspeed\"", "dtype = \"bfloat16\"",
                            "plugin = \"cpu_adam\"", "lr = 2e-05", "beta2 = 0.999", "clip_grad_norm = 1.0",
                            "global_batch = 8", "#   zero_allow_untested_optimizer: ignored"})
     CHECK(toml.find(line) != std::string::npos);

@@ -73,7 +73,7 @@ TEST_CASE("alpaca: long examples are cut to seq_len, prompts that leave no room 
   CHECK_THROWS_WITH(alpaca_source(json, 20), Catch::Contains("leaves no room for any response"));
 }
 
-TEST_CASE("alpaca: an input selects the template with input; JSON Lines are read too", "[data]") {
+TEST_CASE("alpaca: an input selects the template with input, JSON Lines are read too", "[data]") {
   auto source = alpaca_source("{\"instruction\": \"Add.\", \"input\": \"1 2\", \"output\": \"3\"}\n\n"
                               "{\"instruction\": \"Hi\", \"input\": null, \"output\": \"Yo\"}\n", 400, "data.jsonl");
   REQUIRE(source->size() == 2);

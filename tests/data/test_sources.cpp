@@ -57,7 +57,7 @@ TEST_CASE("order: permutations are deterministic, complete and seed-dependent", 
   CHECK(split_indices(10, 0.01).eval.size() == 1);  // a positive fraction holds out at least one
 }
 
-TEST_CASE("same seed, same batches; another seed, another order", "[data]") {
+TEST_CASE("same seed, same batches, another seed, another order", "[data]") {
   auto a = counting_source(24, 1), b = counting_source(24, 1), c = counting_source(24, 2);
   bool differs = false;
   for (int64_t chunk = 0; chunk < 12; ++chunk) {

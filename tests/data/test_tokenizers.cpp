@@ -152,7 +152,7 @@ TEST_CASE("hf tokenizer: unsupported files are refused with a reason", "[data]")
   CHECK_THROWS_WITH(load_hf_tokenizer(path), Catch::Contains("merge 0"));
 }
 
-TEST_CASE("make_tokenizer: byte by default; a missing tokenizer_path is a located error", "[data]") {
+TEST_CASE("make_tokenizer: byte by default, a missing tokenizer_path is a located error", "[data]") {
   CHECK(make_tokenizer(test::data_config(""))->name() == "byte");
   CHECK_THROWS_WITH(make_tokenizer(test::data_config("tokenizer = \"hf\"")),
                     Catch::Contains("test.toml:4:13") && Catch::Contains("needs data.tokenizer_path"));

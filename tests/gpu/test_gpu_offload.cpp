@@ -131,6 +131,8 @@ TEST_CASE("nvme on a GPU equals cpu_optimizer bit for bit (io_uring, threads, Ze
   test::ResumedRun r = test::run_resumed("gpu_nvme_resume", "zero0", 1, base + nvme, 4, 6, tiny_gpt());
   test::require_resumed(r);
   CHECK(test::json_field(r.resumed.summary, "param_digest") == cpu);
-  const std::string zen = base + "--set zenflow.topk_ratio=0.2 --set zenflow.update_interval=2 ";
+  // ZenFlow's staggered groups are whole buckets: the disk's tiles (20480 elements) in both runs.
+  const std::string zen =
+      base + "--set zenflow.topk_ratio=0.2 --set zenflow.update_interval=2 --set offload.bucket_size=20480 ";
   CHECK(run_ok("gpu_nvme_zf", zen + nvme) == run_ok("gpu_nvme_zf_cpu", zen));
 }

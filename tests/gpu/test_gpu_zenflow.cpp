@@ -45,13 +45,17 @@ TEST_CASE("ZenFlow on a GPU: topk_ratio = 1 is gpu_adam, runs repeat, and the CP
   CHECK(std::stod(test::json_field(a.summary, "final_loss")) < std::stod(test::json_field(a.summary, "initial_loss")));
 }
 
-TEST_CASE("ZenFlow on a GPU resumed mid-interval repeats the uninterrupted run", "[gpu][zenflow]") {
+TEST_CASE("ZenFlow on a GPU resumed mid-interval repeats the uninterrupted run, under both schedules", "[gpu][zenflow]") {
   test::require_gpus(1);
   // A constant learning rate: tiny_gpt's cosine schedule depends on train.steps.
-  const std::string base = kZenFlow + "--set zenflow.topk_ratio=0.2 --set checkpoint.every=2 "
-                                      "--set train.lr_schedule=constant ";
-  test::StageRun whole = run_ok("gpu_zf_whole", base + "--set train.steps=8");
-  test::ResumedRun r = test::run_resumed("gpu_zf_resume", "zero0", 1, base, 4, 8, tiny_gpt());
-  test::require_resumed(r);
-  CHECK(test::json_field(r.resumed.summary, "param_digest") == test::json_field(whole.summary, "param_digest"));
+  for (const std::string schedule : {"staggered", "deepspeed"}) {
+    const std::string base = kZenFlow + "--set zenflow.topk_ratio=0.2 --set checkpoint.every=4 "
+                                        "--set train.lr_schedule=constant --set zenflow.schedule=" + schedule + " ";
+    test::StageRun whole = run_ok("gpu_zf_whole_" + schedule, base + "--set train.steps=8");
+    test::ResumedRun r = test::run_resumed("gpu_zf_resume_" + schedule, "zero0", 1, base, 5, 8, tiny_gpt(),
+                                           /*resume_step=*/4);
+    INFO(schedule);
+    test::require_resumed(r);
+    CHECK(test::json_field(r.resumed.summary, "param_digest") == test::json_field(whole.summary, "param_digest"));
+  }
 }

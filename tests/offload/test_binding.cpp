@@ -30,7 +30,7 @@ TEST_CASE("ranks of a host get disjoint core shares that cover the host", "[offl
   }
 }
 
-TEST_CASE("a CPU run shares its cores between training and workers; too few cores are shared", "[offload][binding]") {
+TEST_CASE("a CPU run shares its cores between training and workers, too few cores are shared", "[offload][binding]") {
   CoreBinding cpu = split_cores({0, 1, 2, 3}, 1, 2, /*gpu_run=*/false);
   CHECK(cpu.trainer == std::vector<int>{2, 3});
   CHECK(cpu.workers == std::vector<int>{2, 3});

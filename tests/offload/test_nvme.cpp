@@ -131,7 +131,7 @@ TEST_CASE("an nvme run resumes bit for bit, also after kill -9, and its checkpoi
   CHECK(test::json_field(test::read_text(dir + "/summary.json"), "param_digest") == digest_of(long_run));
 }
 
-TEST_CASE("a full disk ends an nvme run with the file, offset and bytes; the last checkpoint resumes",
+TEST_CASE("a full disk ends an nvme run with the file, offset and bytes, the last checkpoint resumes",
           "[offload][nvme]") {
   std::string files = test::scratch_dir("nvme_full_files");
   std::string base = kWorkload + nvme(files) + "--set checkpoint.every=2 ";
@@ -166,18 +166,20 @@ TEST_CASE("nvme without a usable path is refused before the first step, naming t
 }
 
 TEST_CASE("ZenFlow with its state on disk gives ZenFlow in RAM's bits, and resumes mid-interval", "[offload][nvme][zenflow]") {
-  // Selections at steps 1 and 7 (the first interval end 4 steps after the last one) move columns'
-  // master and moments between the disk and the device; the CPU job streams the other columns'
-  // tiles every 3 steps.
+  // Selections at steps 1, 5 and 9 move columns' master and moments between the disk and the
+  // device; the CPU jobs stream the other columns' tiles, a third of them each step. The staggered
+  // schedule's groups are whole buckets: the disk's tiles (8192 elements) in both runs.
   std::string zen = kWorkload + "--set zenflow.update_interval=3 --set zenflow.topk_ratio=0.3 "
                     "--set zenflow.select_strategy=step --set zenflow.select_interval=4 --set checkpoint.every=2 ";
-  test::StageRun ram = run_stage_ok("nvme_zf_ram", "zero0", 1, zen + kCpuOffload + "--set train.steps=10");
+  const std::string tiles = "--set offload.bucket_size=8192 ";
+  test::StageRun ram = run_stage_ok("nvme_zf_ram", "zero0", 1, zen + kCpuOffload + tiles + "--set train.steps=10");
   std::string files = test::scratch_dir("nvme_zf_files");
-  test::StageRun disk = run_stage_ok("nvme_zf_disk", "zero0", 1, zen + nvme(files) + "--set train.steps=10");
-  CHECK(test::json_field(disk.summary, "zenflow_selections") == "2");
+  test::StageRun disk = run_stage_ok("nvme_zf_disk", "zero0", 1, zen + nvme(files) + tiles + "--set train.steps=10");
+  CHECK(test::json_field(disk.summary, "zenflow_selections") == "3");
   CHECK_THAT(disk.outcome.output, Catch::Contains("| update select,gpu"));  // the step line says what ran
   CHECK(digest_of(disk) == digest_of(ram));
-  test::ResumedRun r = test::run_resumed("nvme_zf_resume", "zero0", 1, zen + nvme(files), 4, 10);
+  test::ResumedRun r = test::run_resumed("nvme_zf_resume", "zero0", 1, zen + nvme(files) + tiles, 5, 10,
+                                         test::default_stage_config(), /*resume_step=*/4);
   test::require_resumed(r);
   CHECK(digest_of(r.resumed) == digest_of(ram));
   CHECK(empty_directory(files));

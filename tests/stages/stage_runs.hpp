@@ -2,6 +2,8 @@
 // stage and world size, and reads back its summary.
 #pragma once
 
+#include <cstdio>
+
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -50,14 +52,20 @@ struct ResumedRun {
   Outcome first;
   StageRun resumed;
 };
+// resume_step > 0: the second run resumes from the first's checkpoint of that step (one inside the
+// run, where ZenFlow has CPU updates in flight; the one at its end holds a finished run).
 inline ResumedRun run_resumed(const std::string &name, const std::string &stage, int world, const std::string &extra,
-                              int64_t first_steps, int64_t steps, const std::string &config = default_stage_config()) {
+                              int64_t first_steps, int64_t steps, const std::string &config = default_stage_config(),
+                              int64_t resume_step = 0) {
   ResumedRun r;
   r.resumed.dir = scratch_dir(name);
   std::string command = stage_command(r.resumed.dir, stage, world, extra, config);
   r.first = run_command(command + " --set train.steps=" + std::to_string(first_steps));
   if (r.first.exit_code != 0) return r;
-  r.resumed.outcome = run_command(command + " --set train.steps=" + std::to_string(steps));
+  char from[64];
+  std::snprintf(from, sizeof from, "/checkpoints/step-%08lld", (long long)resume_step);
+  r.resumed.outcome = run_command(command + " --set train.steps=" + std::to_string(steps) +
+                                  (resume_step > 0 ? " --set checkpoint.resume=" + r.resumed.dir + from : ""));
   r.resumed.summary = read_text(r.resumed.dir + "/summary.json");
   return r;
 }
