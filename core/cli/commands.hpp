@@ -34,6 +34,7 @@ int command_bench(const std::vector<std::string> &args);
 int command_estimate(const std::vector<std::string> &args);
 int command_convert(const std::vector<std::string> &args);  // convert.cpp
 int command_config(const std::vector<std::string> &args);
+int command_checkpoint(const std::vector<std::string> &args);  // checkpoint_command.cpp
 
 // One declared parameter as a line of `zfcore plugins --params` and `zfcore config --keys`.
 std::string param_text(const zf_param_decl &p);
