@@ -109,8 +109,8 @@ std::vector<std::string> measurement_overrides(const SuiteOptions &o, const std:
   return {format("train.steps=%lld", (long long)(convergence ? o.num_steps : o.warmup_steps + o.num_steps)),
           format("run.timing_warmup=%lld", (long long)o.warmup_steps),
           "run.name=" + name, "run.output_dir=" + dir, "run.progress=off",
-          "checkpoint.every=0", "checkpoint.resume=never", "checkpoint.export_hf=", "sample.tokens=0",
-          format("train.eval_every=%lld", (long long)(convergence ? o.eval_every : 0))};
+          "checkpoint.every=0", "checkpoint.final=false", "checkpoint.resume=never", "checkpoint.export_hf=",
+          "sample.tokens=0", format("train.eval_every=%lld", (long long)(convergence ? o.eval_every : 0))};
 }
 
 bool mentions_oom(const std::string &log) {

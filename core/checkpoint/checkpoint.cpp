@@ -3,11 +3,13 @@
 #include "checkpoint/checkpoint_metadata.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "runtime/error.hpp"
+#include "runtime/log.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 namespace zf {
@@ -25,19 +27,12 @@ void fsync_path(const fs::path &path) {
   ::close(fd);
 }
 
-// Checkpoint directories in the store, oldest first (complete ones only: no .tmp suffix).
-std::vector<fs::path> complete_checkpoints(const fs::path &directory) {
-  std::vector<fs::path> found;
-  std::error_code ec;
-  if (!fs::is_directory(directory, ec)) return found;
-  for (const auto &entry : fs::directory_iterator(directory, ec)) {
-    std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos &&
-        fs::exists(entry.path() / "checkpoint.json"))
-      found.push_back(entry.path());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
+// The step of a checkpoint directory's name step-N (any number of digits), or -1.
+int64_t step_of(const fs::path &checkpoint) {
+  const std::string name = checkpoint.filename().string();
+  if (name.size() <= 5 || name.rfind("step-", 0) != 0 || name.size() > 5 + 18) return -1;
+  if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
+  return std::stoll(name.substr(5));
 }
 
 bool ends_with(const std::string &text, const std::string &suffix) {
@@ -71,6 +66,40 @@ void remove_leftovers(const fs::path &directory) {
 }
 
 }  // namespace
+
+std::vector<fs::path> checkpoints_in(const fs::path &directory) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  if (!fs::is_directory(directory, ec)) return found;
+  for (const auto &entry : fs::directory_iterator(directory, ec))
+    if (entry.is_directory() && step_of(entry.path()) >= 0 && fs::exists(entry.path() / "checkpoint.json"))
+      found.push_back(entry.path());
+  // By the step number: step-100000000 is newer than step-99999999, though it sorts before it as text.
+  std::sort(found.begin(), found.end(), [](const fs::path &a, const fs::path &b) { return step_of(a) < step_of(b); });
+  return found;
+}
+
+std::string checkpoint_damage(const fs::path &checkpoint, int first_file, int stride) {
+  try {
+    ZF_REQUIRE(fs::exists(checkpoint / "checkpoint.json"), "%s is not a complete checkpoint (no checkpoint.json)",
+               checkpoint.c_str());
+    const fs::path first = checkpoint / rank_file(0);
+    const uint64_t world = read_checkpoint_metadata(SafetensorsFile::open(first).metadata(), first).world_size;
+    for (uint64_t rank = uint64_t(first_file); rank < world; rank += uint64_t(stride)) {
+      const fs::path file = checkpoint / rank_file(int(rank));
+      SafetensorsFile stored = SafetensorsFile::open(file.string());  // the header's structure
+      read_checkpoint_metadata(stored.metadata(), file.string());
+      std::vector<std::string> damaged = stored.damaged_tensors();
+      if (damaged.empty()) continue;
+      std::string text = file.string() + ": " + damaged[0];
+      if (damaged.size() > 1) text += format(" (and %zu more tensors)", damaged.size() - 1);
+      return text;
+    }
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
 
 int64_t read_checkpoint_master(const fs::path &checkpoint, const std::string &layout_digest,
                                const std::function<void(uint64_t begin, const at::Tensor &values)> &take) {
@@ -142,18 +171,39 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
     fs::rename(temp_dir, final_dir, ec);
     ZF_REQUIRE(!ec, "cannot move %s into place: %s", temp_dir.c_str(), ec.message().c_str());
     fsync_path(directory_);
-    std::vector<fs::path> all = complete_checkpoints(directory_);
-    for (size_t i = 0; i + size_t(keep_) < all.size(); ++i) remove_checkpoint(all[i]);
+    // The oldest go; never the one just written (a run resumed from an earlier step may find newer ones).
+    std::vector<fs::path> all = checkpoints_in(directory_);
+    for (size_t i = 0; i + size_t(keep_) < all.size(); ++i)
+      if (step_of(all[i]) < state.step) remove_checkpoint(all[i]);
     remove_leftovers(directory_);
   }
   comm_.barrier();
   return final_dir;
 }
 
-std::optional<fs::path> CheckpointStore::latest() const {
-  std::vector<fs::path> all = complete_checkpoints(directory_);
-  if (all.empty()) return std::nullopt;
-  return all.back();
+std::string CheckpointStore::damage(const fs::path &checkpoint) const {
+  return first_finding(comm_, checkpoint_damage(checkpoint, comm_.rank(), comm_.world_size()));
+}
+
+std::optional<fs::path> CheckpointStore::newest_whole(bool move_damaged_aside) const {
+  std::vector<fs::path> all = checkpoints_in(directory_);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const std::string found = damage(*it);
+    if (found.empty()) return *it;
+    if (comm_.rank() != 0) continue;
+    std::string aside;
+    if (move_damaged_aside) {
+      fs::path damaged = *it;
+      damaged += ".damaged";
+      std::error_code ec;
+      fs::remove_all(damaged, ec);
+      fs::rename(*it, damaged, ec);
+      if (!ec) aside = format(", moved to %s", damaged.c_str());
+    }
+    log_warn(format("checkpoint %s is damaged (%s)%s; trying the one before it", it->c_str(), found.c_str(),
+                    aside.c_str()));
+  }
+  return std::nullopt;
 }
 
 void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) const {

@@ -2,7 +2,9 @@
 // safetensors file per rank (its fp32 master shard, its optimizer state, the RNG state) and
 // checkpoint.json (step, world size, layout). It appears atomically: every rank writes into
 // step-NNNNNNNN.tmp/, files are fsynced, then rank 0 renames the directory into place, so a crash
-// mid-save leaves the previous checkpoint intact. Only the newest `keep` are kept.
+// mid-save leaves the previous checkpoint intact. Only the newest `keep` are kept (by step number).
+// Every tensor carries a checksum (safetensors.hpp): a checkpoint whose bytes changed on disk is
+// found before it is used, named by file and tensor.
 #pragma once
 
 #include "checkpoint/safetensors.hpp"
@@ -39,6 +41,14 @@ struct TrainingState {
 int64_t read_checkpoint_master(const std::filesystem::path &checkpoint, const std::string &layout_digest,
                                const std::function<void(uint64_t begin, const at::Tensor &values)> &take);
 
+// The complete checkpoints (step-N with a checkpoint.json) in `directory`, oldest first by step.
+std::vector<std::filesystem::path> checkpoints_in(const std::filesystem::path &directory);
+
+// What is wrong with `checkpoint` ("" when it is whole): its checkpoint.json, and the headers,
+// metadata and tensor checksums of its rank files first_file, first_file + stride, ... (all of them
+// by default), each problem naming the file and the tensor.
+std::string checkpoint_damage(const std::filesystem::path &checkpoint, int first_file = 0, int stride = 1);
+
 class CheckpointStore {
  public:
   CheckpointStore(std::filesystem::path directory, int64_t keep, Communicator &comm);
@@ -46,8 +56,12 @@ class CheckpointStore {
   const std::filesystem::path &directory() const { return directory_; }
   // Collective: every rank calls it at the same step. Returns the new checkpoint's directory.
   std::filesystem::path save(const TrainingState &state, const std::string &info_json);
-  // The newest complete checkpoint in the directory, if any.
-  std::optional<std::filesystem::path> latest() const;
+  // Collective: the newest whole checkpoint in the directory, if any (the ranks check its files
+  // between them). A damaged newer one is reported, and with `move_damaged_aside` renamed to
+  // step-N.damaged (kept for a look, never resumed from nor counted by `keep`).
+  std::optional<std::filesystem::path> newest_whole(bool move_damaged_aside) const;
+  // Collective: checkpoint_damage(checkpoint), its files shared among the ranks; the same on every rank.
+  std::string damage(const std::filesystem::path &checkpoint) const;
   // Fills `state` from `checkpoint` (this rank's file); checks world size, shard and layout.
   void load(const std::filesystem::path &checkpoint, TrainingState &state) const;
 

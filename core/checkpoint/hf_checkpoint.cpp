@@ -138,7 +138,8 @@ HfExportOptions hf_export_options(const RunConfig &config, const torch::Tensor &
   return options;
 }
 
-void save_hf_checkpoint(Model &model, const std::string &directory, const HfExportOptions &options) {
+namespace {
+void write_hf_files(Model &model, const std::string &directory, const HfExportOptions &options) {
   TransformerModel &t = transformer(model);
   torch::Dtype stored = export_dtype(t, options);
   // fp32 weights of a model that computes in bf16 come from the optimizer's fp32 master.
@@ -166,6 +167,18 @@ void save_hf_checkpoint(Model &model, const std::string &directory, const HfExpo
   write_generation_config(config, options.init_from, directory);
   if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, directory);
 }
+}  // namespace
+
+void save_hf_checkpoint(Model &model, const std::string &directory, const HfExportOptions &options) {
+  try {
+    write_hf_files(model, directory, options);
+  } catch (...) {  // a full disk: no half-written file.tmp stays behind
+    std::error_code ec;
+    for (const auto &entry : std::filesystem::directory_iterator(directory, ec))
+      if (entry.path().extension() == ".tmp") std::filesystem::remove(entry.path(), ec);
+    throw;
+  }
+}
 
 void load_hf_checkpoint(Model &model, const std::string &directory) {
   TransformerModel &t = transformer(model);
@@ -183,8 +196,21 @@ void load_hf_checkpoint(Model &model, const std::string &directory) {
       name = name.substr(prefix.size());
     ZF_REQUIRE(weights.has(name), "%s: the checkpoint has no tensor '%s', which a %s model with this shape needs",
                directory.c_str(), p.name.c_str(), t.name().c_str());
+    const std::string file = weights.file_of(name).path();
+    const std::string dtype = weights.info(name).dtype_name;
+    ZF_REQUIRE(at::isFloatingType(safetensors_dtype(dtype)),
+               "%s: tensor '%s' holds %s values; weights must be floating point (F32, BF16, F16 or F64): is this a "
+               "quantized or damaged checkpoint?", file.c_str(), name.c_str(), dtype.c_str());
     torch::Tensor destination = p.transposed ? p.tensor.t() : p.tensor;
     weights.read_into(name, destination);
+    // A NaN or infinite weight would only show as a NaN loss at step 1: name it here.
+    if (!destination.isfinite().all().item<bool>()) {
+      const torch::Tensor flat = destination.reshape({-1});
+      const int64_t at = flat.isfinite().logical_not().nonzero()[0][0].item<int64_t>();
+      throw Error(format("%s: tensor '%s' holds a value that is not finite (%g at element %lld): the checkpoint is "
+                         "damaged or its training diverged", file.c_str(), name.c_str(), flat[at].item<double>(),
+                         (long long)at));
+    }
     used.insert(name);
   }
   std::vector<std::string> unused;

@@ -1,7 +1,10 @@
 #include "checkpoint/safetensors.hpp"
 
+#include "checkpoint/checksum.hpp"
+
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
+#include "runtime/parallel.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -31,6 +34,9 @@ const std::vector<std::pair<std::string, c10::ScalarType>> &dtype_table() {
 }
 
 std::string errno_text() { return std::strerror(errno); }
+
+// The metadata key of a tensor's checksum.
+std::string checksum_key(const std::string &tensor) { return "checksum." + tensor; }
 
 }  // namespace
 
@@ -150,13 +156,44 @@ void SafetensorsFile::read_pieces(const TensorPieces &pieces) const {
   }
 }
 
+bool SafetensorsFile::has_checksums() const {
+  for (const auto &[key, value] : mapping_->header.metadata)
+    if (key.rfind(checksum_key(""), 0) == 0) return true;
+  return false;
+}
+
+std::vector<std::string> SafetensorsFile::damaged_tensors() const {
+  if (!has_checksums()) return {};
+  const auto &metadata = mapping_->header.metadata;
+  std::vector<std::pair<std::string, const TensorInfo *>> tensors;
+  for (const auto &[name, info] : mapping_->header.tensors) tensors.emplace_back(name, &info);
+  std::vector<std::string> found(tensors.size());  // per tensor: what is wrong, or ""
+  parallel_chunks(int64_t(tensors.size()), [&](int64_t t) {
+    const auto &[name, i] = tensors[size_t(t)];
+    auto recorded = metadata.find(checksum_key(name));
+    if (recorded == metadata.end()) {
+      found[size_t(t)] = format("tensor '%s' has no checksum", name.c_str());
+      return;
+    }
+    std::string actual = checksum_hex(mapping_->data + i->begin, i->end - i->begin);
+    if (actual != recorded->second)
+      found[size_t(t)] = format("tensor '%s' does not match its checksum (written %s, read %s)", name.c_str(),
+                                excerpt(recorded->second).c_str(), actual.c_str());
+  });
+  std::vector<std::string> damaged;
+  for (std::string &text : found)
+    if (!text.empty()) damaged.push_back(std::move(text));
+  return damaged;
+}
+
 // ---- writing -------------------------------------------------------------------------------
 
 void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
                        const std::map<std::string, std::string> &metadata, const std::vector<TensorPieces> &pieces) {
   const char *file = path.c_str();
   nlohmann::json header = nlohmann::json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::map<std::string, std::string> fields = metadata;  // + the checksums, known once the data is written
+  std::vector<Checksum> checksums(tensors.size() + pieces.size());
   uint64_t offset = 0;
   auto describe = [&](const std::string &name, c10::ScalarType type, const std::vector<int64_t> &shape,
                       uint64_t bytes) {
@@ -169,6 +206,7 @@ void write_safetensors(const std::string &path, const std::vector<std::pair<std:
       throw Error(format("%s: tensor '%s': %s", file, name.c_str(), e.what()));
     }
     header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+    fields[checksum_key(name)] = Checksum().hex();  // a placeholder of the same width
     offset += bytes;
   };
   for (const auto &[name, tensor] : tensors) {
@@ -177,8 +215,13 @@ void write_safetensors(const std::string &path, const std::vector<std::pair<std:
   }
   for (const TensorPieces &p : pieces)
     describe(p.name, p.dtype, {int64_t(p.numel)}, p.numel * c10::elementSize(p.dtype));
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+  auto header_text = [&] {
+    header["__metadata__"] = fields;
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+    return text;
+  };
+  std::string text = header_text();
   uint64_t header_bytes = text.size();
 
   int fd = ::open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -201,19 +244,33 @@ void write_safetensors(const std::string &path, const std::vector<std::pair<std:
   write_all(text.data(), text.size());
   // One contiguous CPU copy at a time (only where needed), so saving a large model does not
   // double its memory.
-  for (const auto &[name, tensor] : tensors) {
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const at::Tensor &tensor = tensors[t].second;
     if (tensor.numel() == 0) continue;
     at::Tensor data = tensor.detach().to(at::kCPU).contiguous();
+    checksums[t].update(data.data_ptr(), size_t(data.numel()) * data.element_size());
     write_all(data.data_ptr(), size_t(data.numel()) * data.element_size());
   }
-  for (const TensorPieces &p : pieces) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const TensorPieces &p = pieces[i];
     const uint64_t element = c10::elementSize(p.dtype);
     std::vector<char> buffer(std::min(p.numel, p.piece_numel) * element);
     for (uint64_t first = 0; first < p.numel; first += p.piece_numel) {
       const uint64_t count = std::min(p.piece_numel, p.numel - first);
       p.read(first, count, buffer.data());
+      checksums[tensors.size() + i].update(buffer.data(), count * element);
       write_all(buffer.data(), count * element);
     }
+  }
+  // The header again, with the checksums in place of the placeholders (the same length).
+  for (size_t t = 0; t < tensors.size(); ++t) fields[checksum_key(tensors[t].first)] = checksums[t].hex();
+  for (size_t i = 0; i < pieces.size(); ++i) fields[checksum_key(pieces[i].name)] = checksums[tensors.size() + i].hex();
+  text = header_text();
+  ZF_REQUIRE(text.size() == header_bytes, "%s: internal: the header changed size with its checksums", file);
+  if (::pwrite(fd, text.data(), text.size(), 8) != ssize_t(text.size())) {
+    std::string why = errno_text();
+    ::close(fd);
+    throw Error(format("%s: write failed: %s (disk full?)", file, why.c_str()));
   }
   if (::fsync(fd) != 0) {
     std::string why = errno_text();

@@ -51,6 +51,10 @@ class SafetensorsFile {
   // Hands the stored values of `pieces.name` to pieces.write, piece by piece (dtype and numel must
   // match).
   void read_pieces(const TensorPieces &pieces) const;
+  // Whether the writer recorded a checksum of every tensor (write_safetensors does), and the tensors
+  // whose bytes no longer match it, each as "tensor 'NAME' ..." (empty: the file is whole).
+  bool has_checksums() const;
+  std::vector<std::string> damaged_tensors() const;
 
  private:
   struct Mapping;
@@ -59,7 +63,8 @@ class SafetensorsFile {
 
 // Writes `tensors` (any device, dtype in the supported set, any strides) in the given order, then
 // `pieces` (through their read), to `path` and fsyncs it. The caller renames into place for
-// atomicity. Names must be unique.
+// atomicity. Names must be unique. The metadata gains "checksum.NAME" for every tensor (its bytes'
+// Checksum, checksum.hpp), which SafetensorsFile::damaged_tensors checks.
 void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
                        const std::map<std::string, std::string> &metadata = {},
                        const std::vector<TensorPieces> &pieces = {});

@@ -11,6 +11,7 @@
 #include "runtime/log.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/affinity.hpp"
+#include "runtime/input.hpp"
 #include "runtime/json.hpp"
 
 #if __has_include("bench/bench.hpp")
@@ -75,10 +76,10 @@ RunArgs parse_run_args(const std::vector<std::string> &args, const char *command
 }
 
 std::string error_message(const std::exception &error) {
-  if (dynamic_cast<const Error *>(&error)) return error.what();
+  if (dynamic_cast<const Error *>(&error)) return with_long_words_cut(error.what());
   if (auto *torch_error = dynamic_cast<const c10::Error *>(&error))
-    return std::string("libtorch: ") + torch_error->what_without_backtrace();
-  return std::string("internal error: ") + error.what();
+    return with_long_words_cut(std::string("libtorch: ") + torch_error->what_without_backtrace());
+  return with_long_words_cut(std::string("internal error: ") + error.what());
 }
 
 void print_config_notes(const RunConfig &config) {
@@ -110,6 +111,7 @@ int on_every_rank(const RunArgs &run, const std::function<int(const RunConfig &,
     if (runtime->comm->rank() == 0) print_config_notes(config);
     check_same_config_on_all_ranks(config, *runtime->comm);
     check_run_limits(config, runtime->comm->world_size());
+    if (config.real("run", "comm_timeout_s") > 0) runtime->comm->set_timeout_s(config.real("run", "comm_timeout_s"));
     return body(config, *runtime);
   } catch (const std::exception &error) {
     if (runtime->comm->world_size() > 1) {
@@ -127,8 +129,7 @@ int command_run(const std::vector<std::string> &args) {
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
     RunSummary summary = train(config, runtime, registry);
     if (runtime.comm->rank() == 0 && summary.steps < summary.first_step) {
-      std::printf("zfcore: nothing to train: the checkpoint is at step %lld >= train.steps; param_digest %s\n",
-                  (long long)summary.steps, summary.param_digest.c_str());
+      std::printf("zfcore: step %lld, param_digest %s\n", (long long)summary.steps, summary.param_digest.c_str());
     } else if (runtime.comm->rank() == 0) {
       std::printf("zfcore: %lld steps, loss %.4f -> %.4f, mean step %.1f ms, param_digest %s\n",
                   (long long)summary.steps, summary.initial_loss, summary.final_loss, summary.mean_step_ms,

@@ -19,6 +19,7 @@ const char *kUsage =
     "  run FILE [--set table.key=value]...       train as FILE (TOML) says\n"
     "  eval FILE [--json] [--set ...]            loss and perplexity of FILE's model on its held-out data\n"
     "  validate FILE [--set table.key=value]...  check FILE and the plugins it names, run nothing\n"
+    "  checkpoint verify DIR                     check checkpoints against their checksums, train nothing\n"
     "  plugins [--params]                        list the plugins found (and their parameters)\n"
     "  config --keys                             list the core tables' keys, types, defaults\n"
     "  estimate FILE [--world N] [--set ...]     per-rank memory of FILE's model for each ZeRO stage\n"
@@ -80,6 +81,11 @@ std::string command_usage(const std::string &command) {
            "the nearest key suggested. Add [model] and [data] (or --set them when running). zfcore run,\n"
            "validate, eval and estimate take a .json config directly, through the same conversion, and\n"
            "print the same notes.\n";
+  if (command == "checkpoint")
+    return "usage: zfcore checkpoint verify DIR\n\nChecks the checkpoints in DIR (one checkpoint step-N, a checkpoint directory, or a\n"
+           "run's output directory) as a resume does: every rank file, its header and metadata, and every\n"
+           "tensor against the checksum written with it. Prints one line per checkpoint; exits 1 if one\n"
+           "is damaged.\n";
   if (command == "plugins")
     return "usage: zfcore plugins [--params]\n\nLists the plugins in the search path (built-in directory, then\n"
            "ZFCORE_PLUGIN_PATH) and the files rejected, with the reason.\n\noptions:\n"
@@ -134,6 +140,7 @@ int main(int argc, char **argv) {
     if (command == "estimate") return zf::command_estimate(rest);
     if (command == "config") return zf::command_config(rest);
     if (command == "convert") return zf::command_convert(rest);
+    if (command == "checkpoint") return zf::command_checkpoint(rest);
     std::fprintf(stderr, "zfcore: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const zf::UsageError &error) {

@@ -71,6 +71,8 @@ class CollectiveWatchdog {
     thread_.join();
   }
 
+  void set_timeout_s(double seconds) { timeout_s_.store(seconds); }
+
   // Marks one collective in flight on the calling (MPI) thread for its lifetime.
   class Scope {
    public:
@@ -96,12 +98,13 @@ class CollectiveWatchdog {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) {
       const int64_t started = started_ns_.load();
-      if (started == 0 || double(now_ns() - started) < timeout_s_ * 1e9) continue;
+      const double timeout_s = timeout_s_.load();
+      if (started == 0 || double(now_ns() - started) < timeout_s * 1e9) continue;
       std::fprintf(stderr,
-                   "zfcore: MPI %s on rank %d did not finish within %.0f s (ZF_COMM_TIMEOUT_S): a peer rank is dead "
-                   "or stuck, or its host is unreachable; this rank ends. Raise ZF_COMM_TIMEOUT_S if a collective "
-                   "can legitimately take that long here.\n",
-                   op_.load(), rank_, timeout_s_);
+                   "zfcore: MPI %s on rank %d did not finish within %.0f s (run.comm_timeout_s): a peer rank is "
+                   "dead or stuck, or its host is unreachable; this rank ends. Raise run.comm_timeout_s if a "
+                   "collective can legitimately take that long here.\n",
+                   op_.load(), rank_, timeout_s);
       std::fflush(stderr);
       std::fflush(stdout);
       std::_Exit(1);  // MPI_Abort would wait on the peers that are gone
@@ -109,7 +112,7 @@ class CollectiveWatchdog {
   }
 
   const int rank_;
-  const double timeout_s_;
+  std::atomic<double> timeout_s_;
   std::atomic<int64_t> started_ns_{0};  // 0: no collective in flight
   std::atomic<const char *> op_{""};
   std::mutex mutex_;
@@ -154,6 +157,7 @@ class MpiCommunicator final : public Communicator {
     if (owns_mpi_) MPI_Finalize();
   }
 
+  void set_timeout_s(double seconds) override { watchdog_->set_timeout_s(seconds); }
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   int local_rank() const override { return local_rank_; }

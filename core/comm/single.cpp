@@ -6,8 +6,10 @@
 
 #include <zf/zf_plugin.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace zf {
 namespace {
@@ -45,6 +47,16 @@ class SingleCommunicator final : public Communicator {
 
 void Communicator::reduce(zf_tensor_view, zf_tensor_view, zf_reduce_op, int, void *) {
   throw Error(format("the %s communicator has no reduce (plugin ABI 1.1)", name().c_str()));
+}
+
+std::string first_finding(Communicator &comm, const std::string &mine) {
+  int64_t first[1] = {mine.empty() ? comm.world_size() : comm.rank()};
+  comm.all_reduce(zf_tensor_view{first, 1, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MIN, nullptr);
+  if (first[0] >= comm.world_size()) return "";
+  std::vector<char> text(1024, '\0');
+  if (comm.rank() == first[0]) std::memcpy(text.data(), mine.data(), std::min(mine.size(), text.size() - 1));
+  comm.broadcast(zf_tensor_view{text.data(), text.size(), ZF_DTYPE_U8, ZF_DEVICE_CPU, 0, 0}, int(first[0]), nullptr);
+  return text.data();
 }
 
 bool launched_under_mpi() {

@@ -4,6 +4,9 @@
 
 #include "runtime/error.hpp"
 
+#include <cfloat>
+#include <cmath>
+
 namespace zf {
 
 void check_run_limits(const RunConfig &config, int world_size) {
@@ -19,6 +22,19 @@ void check_run_limits(const RunConfig &config, int world_size) {
              config.where("train", "steps").str().c_str(), (long long)config.integer("train", "steps"),
              (long long)config.integer("train", "grad_accum"), (long long)config.integer("train", "micro_batch"),
              (long long)config.integer("data", "seq_len"), world_size);
+
+  // The optimizers compute in fp32: a value that rounds to 0 or 1 there fails at step 1 quoting the
+  // rounded value, or silently changes the math.
+  const double eps = config.real("optimizer", "eps");
+  ZF_REQUIRE(float(eps) >= FLT_MIN, "%s: optimizer.eps = %.15g is below what fp32 holds as a normal number (the "
+             "optimizers compute in fp32; it would be %g there): use %g or more",
+             config.where("optimizer", "eps").str().c_str(), eps, double(float(eps)), double(FLT_MIN));
+  for (const char *key : {"beta1", "beta2"}) {
+    const double beta = config.real("optimizer", key);
+    ZF_REQUIRE(float(beta) < 1.0f, "%s: optimizer.%s = %.15g rounds to 1 in fp32, where the optimizers compute "
+               "(the moment would never change): use at most %.9g", config.where("optimizer", key).str().c_str(), key,
+               beta, double(std::nextafter(1.0f, 0.0f)));
+  }
 }
 
 }  // namespace zf

@@ -36,7 +36,11 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("host_memory_limit_gb", ZF_PARAM_FLOAT, "0",
              "host memory (pinned + pageable) this host lets the run use, in GiB, shared by its ranks (0 = the "
              "cgroup limit, else available memory)", kRange, 0, 1 << 24),
-        decl("progress", ZF_PARAM_STRING, "auto", "progress bar: auto (on a terminal), on, off", 0, 0, 0, "auto|on|off")}},
+        decl("progress", ZF_PARAM_STRING, "auto", "progress bar: auto (on a terminal), on, off", 0, 0, 0, "auto|on|off"),
+        decl("comm_timeout_s", ZF_PARAM_FLOAT, "0",
+             "seconds an MPI collective may wait for its peers before the rank ends, naming it (a stopped, dead or "
+             "unreachable rank); 0 = automatic: ZF_COMM_TIMEOUT_S or 600 s, and during the steps 20 x the slowest "
+             "step, at least 60 s", kMin, 0)}},
       {"train",
        {decl("steps", ZF_PARAM_INT, "100", "optimizer steps to run", kRange, 1, kMaxSteps),
         decl("micro_batch", ZF_PARAM_INT, "16", "samples per micro-batch per rank", kRange, 1, kMaxBatch),
@@ -62,7 +66,11 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("top_k", ZF_PARAM_INT, "0", "sample among the k likeliest tokens (0 = all)", kRange, 0, kMaxVocab)}},
       {"checkpoint",
        {decl("dir", ZF_PARAM_STRING, "", "checkpoint directory (default OUTPUT_DIR/checkpoints)"),
-        decl("every", ZF_PARAM_INT, "0", "save every N steps (0 = only on SIGTERM/SIGINT)", kRange, 0, kMaxSteps),
+        decl("every", ZF_PARAM_INT, "0", "save every N steps (0 = only at the end and on SIGTERM/SIGINT)", kRange, 0,
+             kMaxSteps),
+        decl("final", ZF_PARAM_BOOL, "true",
+             "save a checkpoint after the last step: zfcore eval reads the trained model, a failed export loses "
+             "nothing, and running the finished run again trains nothing"),
         decl("keep", ZF_PARAM_INT, "2", "keep the newest N checkpoints", kRange, 1, kMaxBatch),
         decl("resume", ZF_PARAM_STRING, "auto", "auto: from the newest checkpoint in dir if any; never; or a path"),
         decl("export_hf", ZF_PARAM_STRING, "", "at the end, export the model in Hugging Face format to this directory"),

@@ -1,6 +1,7 @@
 #include "config/value.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 
 #include <cmath>
 #include <cstdlib>
@@ -8,7 +9,7 @@
 namespace zf {
 
 std::string Location::str() const {
-  if (file == "--set") return "--set " + text;
+  if (file == "--set") return "--set " + excerpt(text);  // a huge value is not echoed whole
   return format("%s:%d:%d", file.c_str(), line, column);
 }
 

@@ -11,6 +11,7 @@
 #include "engine/schedule.hpp"
 #include "engine/sharded_grads.hpp"
 #include "engine/residency.hpp"
+#include "engine/run_lock.hpp"
 #include "engine/run_options.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/training_checkpoint.hpp"
@@ -112,7 +113,10 @@ class Trainer {
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
     stats_.mark("model");
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
-    if (comm_.rank() == 0) check_output_paths(config, options_);  // rank 0 writes them
+    if (comm_.rank() == 0) {  // rank 0 writes them
+      check_output_paths(config, options_);
+      lock_directories();
+    }
     plan_buffers();
     checkpoints_ = std::make_unique<TrainingCheckpoints>(
         config, options_.output_dir, runtime_, flat_->layout(),
@@ -123,6 +127,7 @@ class Trainer {
   }
 
   RunSummary run() {
+    if (start_step_ >= options_.steps) return complete_run();
     const int64_t steps = options_.steps, warmup = options_.timing_warmup, checkpoint_every = options_.checkpoint_every;
     const std::string &output_dir = options_.output_dir, &progress = options_.progress;
     // Under mpirun a rank's stdout is a pseudo-terminal whatever the user's is: no bar by default.
@@ -145,8 +150,12 @@ class Trainer {
       double loss = train_step(step);
       if (step == steps) update_->finish_step();  // the last step's time includes the end of its update
       double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-      if (!std::isfinite(loss))
-        throw Error(format("step %lld: the loss is %f; lower optimizer.lr or check the data", (long long)step, loss));
+      ZF_REQUIRE(std::isfinite(loss), "step %lld: the loss is %f; %s. Lower optimizer.lr (%g), set "
+                 "train.clip_grad_norm, or check the data", (long long)step, loss, checkpoints_->newest().c_str(),
+                 options_.optimizer.lr);
+      slowest_step_ms_ = std::max(slowest_step_ms_, step_ms);
+      ++steps_timed_;
+      set_comm_timeout(true);
       if (step == first_step) summary.initial_loss = loss;
       summary.final_loss = loss;
       if (step >= first_step + warmup || steps - first_step < warmup) {
@@ -158,15 +167,19 @@ class Trainer {
       if (step == steps) update_->complete();
       if (options_.eval_every > 0 && (step % options_.eval_every == 0 || step == steps)) {
         update_->drain();
+        set_comm_timeout(false);
         r.eval_loss = evaluate();
         summary.eval_loss = r.eval_loss;
+        set_comm_timeout(true);
       }
       report.step(r);
       summary.stop_signal = agreed_stop_signal();
       if (summary.stop_signal || (checkpoint_every > 0 && step % checkpoint_every == 0) ||
-          (step == steps && checkpoint_every > 0)) {
+          (step == steps && options_.checkpoint_final)) {
         update_->drain();
+        set_comm_timeout(false);
         checkpoints_->save(step, *update_);
+        set_comm_timeout(true);
       }
       if (summary.stop_signal) {
         if (comm_.rank() == 0)
@@ -175,6 +188,7 @@ class Trainer {
         break;
       }
     }
+    set_comm_timeout(false);
     update_->complete();
     stats_.mark("steps");
     summary.first_step = first_step;
@@ -184,13 +198,29 @@ class Trainer {
     stats_.mark("digest");
     summary.output_dir = output_dir;
     const std::string lost = report.finish(summary_json(summary, timed_steps));
-    if (!summary.stop_signal) finish();
+    if (!summary.stop_signal) finish(step);
     ZF_REQUIRE(lost.empty(), "%s; the model is in the checkpoints and the export, as configured", lost.c_str());
     return summary;
   }
 
-  // After the last step: export the model and print a sample, as the config asks.
-  void finish() {
+  // The checkpoint it resumed from is at train.steps already: nothing is trained, and the reports
+  // of the run that trained it stay as they are; the export and the sample are made as configured.
+  RunSummary complete_run() {
+    if (comm_.rank() == 0)
+      std::printf("zfcore: the run is complete: %s is at step %lld, train.steps = %lld; nothing to train (raise "
+                  "train.steps to train further, or give a new run its own run.output_dir)\n",
+                  checkpoints_->saved_path().c_str(), (long long)start_step_, (long long)options_.steps);
+    RunSummary summary;
+    summary.first_step = start_step_ + 1;
+    summary.steps = start_step_;
+    summary.output_dir = options_.output_dir;
+    summary.param_digest = param_digest(comm_, flat_->layout(), update_->master, shard_begin_, shard_end_, padded_numel_);
+    finish(start_step_);
+    return summary;
+  }
+
+  // After the last step (`step`): export the model and print a sample, as the config asks.
+  void finish(int64_t step) {
     const std::string &export_dir = options_.export_hf;
     const SampleOptions &sample = options_.sample;
     if (!export_dir.empty() || sample.tokens > 0) residency_->gather_whole_model();
@@ -204,9 +234,22 @@ class Trainer {
                             });
       export_options.master = whole;
     }
+    std::string export_failed;
     if (!export_dir.empty() && comm_.rank() == 0) {
-      save_hf_checkpoint(*model_, export_dir, export_options);
-      std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
+      try {
+        save_hf_checkpoint(*model_, export_dir, export_options);
+        std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
+      } catch (const std::exception &error) {
+        export_failed = error.what();
+      }
+    }
+    // A failed export must not lose the trained model: it goes into a checkpoint (if not there yet).
+    if (!export_dir.empty()) export_failed = first_finding(comm_, export_failed);
+    if (!export_failed.empty()) {
+      if (checkpoints_->saved_step() != step) checkpoints_->save(step, *update_);
+      throw Error(format("the export to %s failed: %s. The trained model is in the checkpoint %s: export it "
+                         "again with checkpoint.export_hf = DIR (nothing is trained again)",
+                         export_dir.c_str(), export_failed.c_str(), checkpoints_->saved_path().c_str()));
     }
     if (sample.tokens > 0 && comm_.rank() == 0) {
       auto tokenizer = make_tokenizer(config_);
@@ -374,6 +417,31 @@ class Trainer {
     return flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
   }
 
+  // run.comm_timeout_s = 0: collectives outside the steps (checkpoints, evaluations, the export)
+  // wait the default (ZF_COMM_TIMEOUT_S, 600 s); those of the steps, once three steps are timed, 20 x
+  // the slowest step (at least 60 s), so that a stopped or lost rank is found in about a minute.
+  void set_comm_timeout(bool in_steps) {
+    if (options_.comm_timeout_s > 0 || steps_timed_ < 3) return;  // fixed by the config, or too few steps timed
+    double seconds = comm_timeout_s();
+    if (in_steps) seconds = std::min(seconds, std::max(60.0, 20 * slowest_step_ms_ / 1e3));
+    if (in_steps && !step_timeout_said_ && comm_.rank() == 0 && comm_.world_size() > 1) {
+      std::printf("zfcore: during the steps a collective waits at most %.0f s for its peers (20 x the slowest "
+                  "step, at least 60 s; run.comm_timeout_s sets it)\n", seconds);
+      step_timeout_said_ = true;
+    }
+    comm_.set_timeout_s(seconds);
+  }
+
+  // One run per directory: rank 0 locks the output directory, and checkpoint.dir where it is another.
+  void lock_directories() {
+    locks_.push_back(std::make_unique<RunLock>(options_.output_dir,
+                                               format("run.output_dir = \"%s\"", options_.output_dir.c_str())));
+    const std::string checkpoints = config_.string("checkpoint", "dir");
+    std::error_code ec;
+    if (!checkpoints.empty() && !std::filesystem::equivalent(checkpoints, options_.output_dir, ec))
+      locks_.push_back(std::make_unique<RunLock>(checkpoints, format("checkpoint.dir = \"%s\"", checkpoints.c_str())));
+  }
+
   // Continues from the checkpoint that checkpoint.resume names, if any.
   void resume() {
     start_step_ = checkpoints_->resume(*update_);
@@ -507,6 +575,9 @@ class Trainer {
     double clip = 1.0;
     if (options_.clip_grad_norm > 0) {
       grad_norm_ = global_grad_norm(grads_shard()) * mean_scale();
+      ZF_REQUIRE(std::isfinite(grad_norm_), "step %lld: the gradients are not finite (global norm %g); the update is "
+                 "not applied and the run stops; %s. Lower optimizer.lr (%g) or check the data", (long long)step,
+                 grad_norm_, checkpoints_->newest().c_str(), options_.optimizer.lr);
       clip = std::min(1.0, options_.clip_grad_norm / (grad_norm_ + 1e-6));
     }
     update_->finish(float(mean_scale()), float(clip), defer_update_);
@@ -578,6 +649,10 @@ class Trainer {
   uint64_t shard_begin_ = 0, shard_end_ = 0;
   RunStats stats_;
   double lr_ = 0, grad_norm_ = 0;  // this step's
+  double slowest_step_ms_ = 0;     // of this run's steps so far (set_comm_timeout)
+  int64_t steps_timed_ = 0;
+  bool step_timeout_said_ = false;
+  std::vector<std::unique_ptr<RunLock>> locks_;  // rank 0: held until the run ends
   std::unique_ptr<TrainingCheckpoints> checkpoints_;
   int64_t start_step_ = 0;
 };

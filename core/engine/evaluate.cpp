@@ -75,7 +75,7 @@ EvalReport evaluate_config(const RunConfig &config, Runtime &runtime) {
 
   EvalReport report;
   report.available_sequences = data->size();
-  if (auto checkpoint = checkpoint_to_resume(config, options.output_dir, *runtime.comm)) {
+  if (auto checkpoint = checkpoint_to_resume(config, options.output_dir, *runtime.comm, false)) {
     // The fp32 master, rounded to the compute dtype as a run's working parameters are.
     report.step = read_checkpoint_master(*checkpoint, layout_digest(flat.layout()),
                                          [&](uint64_t begin, const at::Tensor &values) {
@@ -84,6 +84,9 @@ EvalReport evaluate_config(const RunConfig &config, Runtime &runtime) {
                                            flat.params.narrow(0, int64_t(begin), n).copy_(values.narrow(0, 0, n));
                                          });
     report.weights = format("checkpoint %s (step %lld)", checkpoint->c_str(), (long long)report.step);
+    const std::string bad = non_finite_parameter(flat.params, 0, flat.layout(), *runtime.comm);
+    ZF_REQUIRE(bad.empty(), "%s: the saved weight %s is not finite; evaluate an earlier checkpoint "
+               "(--set checkpoint.resume=DIR)", checkpoint->c_str(), bad.c_str());
   } else {
     const std::string init_from = config.string("model", "init_from");
     report.weights = init_from.empty() ? "the seeded initialization (no checkpoint, no model.init_from)"

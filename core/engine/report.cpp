@@ -5,11 +5,14 @@
 #include "runtime/log.hpp"
 #include "runtime/memory.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
 namespace zf {
 
@@ -28,9 +31,16 @@ std::FILE *open_output(const std::filesystem::path &path, bool append) {
 }
 
 // Keeps the header (a line that does not start with a step number) and the rows of steps up to
-// `last_step` ("N,..." in CSV, {"step":N,...} in JSON lines).
+// `last_step` ("N,..." in CSV, {"step":N,...} in JSON lines). A last line without its newline (a
+// write an older zfcore cut short) goes too.
 void drop_rows_after(const std::filesystem::path &path, int64_t last_step) {
-  std::ifstream in(path);
+  std::string text;
+  {
+    std::ifstream in(path, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  text.erase(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  std::istringstream in(text);
   std::string line, kept;
   while (std::getline(in, line)) {
     size_t digits = line.find_first_of("0123456789");
@@ -38,7 +48,6 @@ void drop_rows_after(const std::filesystem::path &path, int64_t last_step) {
     if (row && std::strtoll(line.c_str() + digits, nullptr, 10) > last_step) continue;
     kept += line + "\n";
   }
-  in.close();
   std::ofstream out(path, std::ios::trunc);
   out << kept;
   ZF_REQUIRE(out.good(), "cannot rewrite %s: %s", path.c_str(), std::strerror(errno));
@@ -66,11 +75,11 @@ RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, bool 
   jsonl_ = open_output(output_dir_ / "steps.jsonl", continuing);
   csv_ = open_output(output_dir_ / "steps.csv", continuing);
   if (continuing) return;
-  std::fprintf(csv_, "step,loss,step_ms,samples_per_s,tokens_per_s,lr");
+  std::string header = "step,loss,step_ms,samples_per_s,tokens_per_s,lr";
   // Timer columns carry a prefix: the step timer (the optimizer step) must not read as step_ms.
-  for (const std::string &name : standard_timers()) std::fprintf(csv_, ",timer_%s_ms", name.c_str());
-  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) std::fprintf(csv_, ",mem_%s_bytes", tier_name(tier));
-  std::fprintf(csv_, "\n");
+  for (const std::string &name : standard_timers()) header += ",timer_" + name + "_ms";
+  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) header += format(",mem_%s_bytes", tier_name(tier));
+  append_line(csv_, header + "\n", "steps.csv");
 }
 
 RunReport::~RunReport() {
@@ -97,21 +106,13 @@ void RunReport::step(const StepRecord &r) {
     json.key("reserved").value(r.device_reserved_peak).end_object();
   }
   json.end_object();
-  if (jsonl_) {
-    std::fprintf(jsonl_, "%s\n", json.str().c_str());
-    std::fflush(jsonl_);
-  }
+  append_line(jsonl_, json.str() + "\n", "steps.jsonl");
 
-  if (csv_) {
-    std::fprintf(csv_, "%lld,%.6f,%.3f,%.2f,%.2f,%.6g", (long long)r.step, r.loss, r.step_ms, r.samples_per_s,
-                 r.tokens_per_s, r.lr);
-    for (const std::string &name : standard_timers()) std::fprintf(csv_, ",%.3f", timer_value(r, name));
-    for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) std::fprintf(csv_, ",%llu", (unsigned long long)r.memory[tier]);
-    std::fprintf(csv_, "\n");
-    std::fflush(csv_);
-  }
-  stop_writing_if_failed(jsonl_, "steps.jsonl");
-  stop_writing_if_failed(csv_, "steps.csv");
+  std::string row = format("%lld,%.6f,%.3f,%.2f,%.2f,%.6g", (long long)r.step, r.loss, r.step_ms, r.samples_per_s,
+                           r.tokens_per_s, r.lr);
+  for (const std::string &name : standard_timers()) row += format(",%.3f", timer_value(r, name));
+  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) row += format(",%llu", (unsigned long long)r.memory[tier]);
+  append_line(csv_, row + "\n", "steps.csv");
 
   if (progress_) std::printf("\r\033[K");
   if (r.step == 1 || r.step == r.steps || r.step % log_every_ == 0 || r.eval_loss >= 0) {
@@ -143,11 +144,19 @@ void RunReport::draw_progress(const StepRecord &r) {
   std::printf("[%s] %lld/%lld loss %.4f", bar.c_str(), (long long)r.step, (long long)r.steps, r.loss);
 }
 
-// A step log that cannot be written (a full disk) is not worth the model: say so once, stop
-// writing it, and let training, checkpoints and the export go on.
-void RunReport::stop_writing_if_failed(std::FILE *&file, const char *name) {
-  if (!file || !std::ferror(file)) return;
+// One whole line or nothing: a write cut short (a full disk) is cut off the file again, so that it
+// ends at the step before. A step log that cannot be written is not worth the model: say so once,
+// stop writing it, and let training, checkpoints and the export go on.
+void RunReport::append_line(std::FILE *&file, const std::string &line, const char *name) {
+  if (!file) return;
+  struct stat before {};
+  const bool sized = ::fstat(fileno(file), &before) == 0;  // every line is flushed: nothing is buffered
+  std::fwrite(line.data(), 1, line.size(), file);
+  std::fflush(file);
+  if (!std::ferror(file)) return;
   const std::string why = errno ? std::strerror(errno) : "write error";
+  if (sized && ::ftruncate(fileno(file), before.st_size) != 0)
+    log_warn(format("cannot cut %s back to whole lines: %s", (output_dir_ / name).c_str(), std::strerror(errno)));
   std::fclose(file);
   file = nullptr;
   log_warn(format("cannot write %s (%s; disk full?): it ends at the step before; training goes on",
@@ -158,11 +167,20 @@ std::string RunReport::finish(const std::string &summary_json) {
   if (!writer_) return "";
   if (progress_) std::printf("\r\033[K");
   std::fflush(stdout);
-  std::ofstream out(output_dir_ / "summary.json");
-  out << summary_json << "\n";
-  out.flush();
-  if (out.good()) return "";
-  std::string failure = format("cannot write %s (disk full?)", (output_dir_ / "summary.json").c_str());
+  // Through a temporary file and a rename: a full disk leaves the summary of an earlier run, not a cut one.
+  const std::filesystem::path path = output_dir_ / "summary.json", temporary = output_dir_ / "summary.json.tmp";
+  bool written = false;
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << summary_json << "\n";
+    out.flush();
+    written = out.good();
+  }
+  std::error_code ec;
+  if (written) std::filesystem::rename(temporary, path, ec);
+  if (written && !ec) return "";
+  std::filesystem::remove(temporary, ec);
+  std::string failure = format("cannot write %s (disk full?)", path.c_str());
   log_warn(failure + ": the export and the sample still follow");
   return failure;
 }

@@ -46,7 +46,7 @@ class RunReport {
 
  private:
   void draw_progress(const StepRecord &record);
-  void stop_writing_if_failed(std::FILE *&file, const char *name);
+  void append_line(std::FILE *&file, const std::string &line, const char *name);
   std::filesystem::path output_dir_;
   bool writer_, progress_;
   int64_t log_every_;

@@ -2,11 +2,13 @@
 
 #include "model/transformer_shape.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
 namespace zf {
 
@@ -20,6 +22,7 @@ RunOptions RunOptions::read(const RunConfig &config) {
   o.wall_clock_breakdown = config.boolean("run", "wall_clock_breakdown");
   o.timing_warmup = config.integer("run", "timing_warmup");
   o.host_memory_limit_gb = config.real("run", "host_memory_limit_gb");
+  o.comm_timeout_s = config.real("run", "comm_timeout_s");
 
   o.steps = config.integer("train", "steps");
   o.micro_batch = config.integer("train", "micro_batch");
@@ -34,6 +37,7 @@ RunOptions RunOptions::read(const RunConfig &config) {
   o.schedule.min_lr_ratio = config.real("train", "min_lr_ratio");
 
   o.checkpoint_every = config.integer("checkpoint", "every");
+  o.checkpoint_final = config.boolean("checkpoint", "final");
   o.export_hf = config.string("checkpoint", "export_hf");
 
   o.sample.prompt = config.string("sample", "prompt");
@@ -51,9 +55,12 @@ RunOptions RunOptions::read(const RunConfig &config) {
 }
 
 void check_output_paths(const RunConfig &config, const RunOptions &options) {
-  const std::pair<const char *, const char *> keys[] = {{"run", "output_dir"}, {"checkpoint", "export_hf"}};
-  for (const auto &[table, key] : keys) {
-    std::string dir = std::string(key) == "output_dir" ? options.output_dir : options.export_hf;
+  // checkpoint.dir is written on any run (a stop signal saves one), its default inside output_dir.
+  const std::string checkpoints = config.string("checkpoint", "dir");
+  const std::tuple<const char *, const char *, std::string> keys[] = {
+      {"run", "output_dir", options.output_dir}, {"checkpoint", "dir", checkpoints},
+      {"checkpoint", "export_hf", options.export_hf}};
+  for (const auto &[table, key, dir] : keys) {
     if (dir.empty()) continue;
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -64,8 +71,11 @@ void check_output_paths(const RunConfig &config, const RunOptions &options) {
       std::fclose(file);
       std::filesystem::remove(probe, ec);
     }
-    ZF_REQUIRE(why.empty(), "%s: %s.%s = \"%s\": cannot write there (%s); choose a directory this user can write",
-               config.where(table, key).str().c_str(), table, key, dir.c_str(), why.c_str());
+    // The default output directory, runs/NAME, comes from run.name: the error points there.
+    const bool from_name = std::string(key) == "output_dir" && config.string("run", "output_dir").empty();
+    ZF_REQUIRE(why.empty(), "%s: %s.%s = \"%s\"%s: cannot write there (%s); choose a directory this user can write",
+               (from_name ? config.where("run", "name") : config.where(table, key)).str().c_str(), table, key,
+               excerpt(dir).c_str(), from_name ? " (from run.name)" : "", why.c_str());
   }
   ZF_REQUIRE(options.export_hf.empty() || is_transformer_config(config),
              "%s: checkpoint.export_hf: model.type = \"%s\" has no Hugging Face format (only gpt2, llama and qwen2 "

@@ -20,12 +20,14 @@ struct RunOptions {
   int64_t log_every = 1, timing_warmup = 0;
   bool wall_clock_breakdown = false;  // a line of timers under each step line
   double host_memory_limit_gb = 0;
+  double comm_timeout_s = 0;  // 0: automatic (Trainer::set_comm_timeout)
   // [train]
   int64_t steps = 1, micro_batch = 1, grad_accum = 1, eval_every = 0, eval_batches = 0;
   double clip_grad_norm = 0;
   LrSchedule schedule;
   // [checkpoint]
   int64_t checkpoint_every = 0;
+  bool checkpoint_final = true;  // a checkpoint after the last step
   std::string export_hf;
   // [sample]: tokens > 0 samples from the model at the end
   SampleOptions sample;
@@ -37,9 +39,9 @@ struct RunOptions {
   static RunOptions read(const RunConfig &config);
 };
 
-// Where the run writes (run.output_dir, checkpoint.export_hf), checked before step 1 on the rank
-// that writes: a run must not train for hours and then find that it cannot write its reports or
-// its export.
+// Where the run writes (run.output_dir, checkpoint.dir, checkpoint.export_hf), checked before step 1
+// on the rank that writes: a run must not train for hours and then find that it cannot write its
+// reports, its checkpoints or its export.
 void check_output_paths(const RunConfig &config, const RunOptions &options);
 
 }  // namespace zf

@@ -2,12 +2,16 @@
 
 #include "engine/engine.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "runtime/json.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 
 #include <cstring>
+#include <functional>
 
 namespace zf {
 
@@ -22,20 +26,65 @@ std::string layout_digest(const zf_layout &layout) {
   return format("%016llx", (unsigned long long)state);
 }
 
-namespace {
 std::string checkpoint_dir(const RunConfig &config, const std::string &output_dir) {
   std::string dir = config.string("checkpoint", "dir");
   return dir.empty() ? output_dir + "/checkpoints" : dir;
 }
 
+namespace {
 at::Generator device_generator(const Runtime &runtime) {
   return at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, c10::DeviceIndex(runtime.device_index)));
 }
+
+// The parameter that element `index` of the flat buffers belongs to.
+std::string parameter_at(const zf_layout &layout, uint64_t index) {
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &segment = layout.segments[i];
+    if (index >= segment.offset && index < segment.offset + segment.numel)
+      return format("'%s' element %llu", segment.name, (unsigned long long)(index - segment.offset));
+  }
+  return format("element %llu (padding)", (unsigned long long)index);
+}
+
+// The index of the first value of `values` that is not finite, or -1. A slice at a time, so that the
+// check's temporaries stay small beside a large shard.
+int64_t first_non_finite(const at::Tensor &values) {
+  constexpr int64_t kSlice = int64_t(1) << 26;
+  const at::Tensor flat = values.reshape({-1});
+  for (int64_t lo = 0; lo < flat.numel(); lo += kSlice) {
+    at::Tensor slice = flat.narrow(0, lo, std::min(kSlice, flat.numel() - lo));
+    if (slice.isfinite().all().item<bool>()) continue;
+    return lo + slice.isfinite().logical_not().nonzero()[0][0].item<int64_t>();
+  }
+  return -1;
+}
+
+// "" or this rank's first value of `values` that is not finite, named by `where(index)`.
+std::string local_non_finite(const at::Tensor &values, const std::function<std::string(int64_t)> &where) {
+  const int64_t index = first_non_finite(values);
+  if (index < 0) return "";
+  return format("%s = %g", where(index).c_str(), values.reshape({-1})[index].item<double>());
+}
+
+// Optimizer plugins whose state is the same AdamW moments (exp_avg, exp_avg_sq): a checkpoint of one
+// resumes under another (e.g. gpu_adam <-> cpu_adam when offload is switched on or off).
+bool same_optimizer_state(const std::string &a, const std::string &b) {
+  auto adamw = [](const std::string &name) { return name == "cpu_adam" || name == "gpu_adam" || name == "adamw_ref"; };
+  return a == b || (adamw(a) && adamw(b));
+}
 }  // namespace
+
+std::string non_finite_parameter(const at::Tensor &values, uint64_t begin, const zf_layout &layout,
+                                 Communicator &comm) {
+  std::string mine = local_non_finite(values, [&](int64_t i) { return parameter_at(layout, begin + uint64_t(i)); });
+  if (!mine.empty()) mine += format(" (rank %d)", comm.rank());
+  return first_finding(comm, mine);
+}
 
 TrainingCheckpoints::TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime,
                                          const zf_layout &layout, RunIdentity identity)
-    : config_(config), runtime_(runtime), output_dir_(output_dir), layout_digest_(layout_digest(layout)), identity_(std::move(identity)) {
+    : config_(config), runtime_(runtime), layout_(layout), output_dir_(output_dir), layout_digest_(layout_digest(layout)),
+      identity_(std::move(identity)) {
   store_ = std::make_unique<CheckpointStore>(checkpoint_dir(config, output_dir), config.integer("checkpoint", "keep"),
                                              *runtime.comm);
 }
@@ -64,25 +113,89 @@ std::string TrainingCheckpoints::info(int64_t step) const {
 }
 
 void TrainingCheckpoints::save(int64_t step, UpdatePlan &update) {
-  auto path = store_->save(state(step, update), info(step));
-  if (runtime_.comm->rank() == 0) std::printf("zfcore: checkpoint %s\n", path.c_str());
+  TrainingState saved = state(step, update);
+  // A diverged update must not replace the good checkpoints: the weights and the optimizer state
+  // in memory are checked (state on disk, nvme, is not read back for it).
+  const uint64_t begin = identity_.shard_begin;
+  std::string mine = local_non_finite(saved.master, [&](int64_t i) { return "weight " + parameter_at(layout_, begin + uint64_t(i)); });
+  for (const auto &[name, tensor] : saved.optimizer) {
+    if (!mine.empty()) break;
+    const bool per_element = tensor.numel() == saved.master.numel();
+    mine = local_non_finite(tensor, [&](int64_t i) {
+      return format("optimizer state '%s' of ", name.c_str()) +
+             (per_element ? parameter_at(layout_, begin + uint64_t(i)) : format("element %lld", (long long)i));
+    });
+  }
+  if (!mine.empty()) mine += format(" (rank %d)", runtime_.comm->rank());
+  const std::string bad = first_finding(*runtime_.comm, mine);
+  ZF_REQUIRE(bad.empty(),
+             "step %lld: the training diverged: %s is not finite after the update. The checkpoint of step %lld is "
+             "not written; %s. Lower optimizer.lr (%g), set train.clip_grad_norm, or check the data",
+             (long long)step, bad.c_str(), (long long)step, newest().c_str(), config_.real("optimizer", "lr"));
+  saved_path_ = store_->save(saved, info(step));
+  saved_step_ = step;
+  if (runtime_.comm->rank() == 0) std::printf("zfcore: checkpoint %s\n", saved_path_.c_str());
+}
+
+std::string TrainingCheckpoints::newest() const {
+  if (saved_step_ == 0) return "no checkpoint was written";
+  return format("the newest checkpoint is %s (step %lld)", saved_path_.c_str(), (long long)saved_step_);
 }
 
 std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
-                                                          Communicator &comm) {
+                                                          Communicator &comm, bool move_damaged_aside) {
   std::string resume = config.string("checkpoint", "resume");
   if (resume == "never") return std::nullopt;
-  if (resume == "auto") return CheckpointStore(checkpoint_dir(config, output_dir), 1, comm).latest();
-  ZF_REQUIRE(std::filesystem::exists(resume), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
-             config.where("checkpoint", "resume").str().c_str(), resume.c_str());
+  const std::string dir = checkpoint_dir(config, output_dir);
+  CheckpointStore store(dir, 1, comm);
+  if (resume == "auto") {
+    const bool any = !checkpoints_in(dir).empty();
+    std::optional<std::filesystem::path> newest = store.newest_whole(move_damaged_aside);
+    ZF_REQUIRE(newest || !any,
+               "every checkpoint in %s is damaged (the warnings above name them); resume one by hand "
+               "(checkpoint.resume = DIR) or start afresh (checkpoint.resume = \"never\")",
+               dir.c_str());
+    return newest;
+  }
+  const std::string where = config.where("checkpoint", "resume").str();
+  std::error_code ec;
+  ZF_REQUIRE(std::filesystem::is_directory(resume, ec), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
+             where.c_str(), excerpt(resume).c_str());
+  const std::string damage = store.damage(resume);
+  ZF_REQUIRE(damage.empty(), "%s: checkpoint.resume = \"%s\" is damaged: %s; choose another checkpoint",
+             where.c_str(), excerpt(resume).c_str(), damage.c_str());
   return std::filesystem::path(resume);
 }
 
+void TrainingCheckpoints::check_same_optimizer(const std::filesystem::path &checkpoint) const {
+  std::string text;
+  const std::string path = (checkpoint / "checkpoint.json").string();
+  if (!read_regular_file(path, 1 << 20, &text).empty()) return;  // the rank files' checks say what is wrong
+  nlohmann::json info = parse_json(text, path);
+  if (!info.is_object()) return;
+  auto recorded = [&](const char *key) {
+    return info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string();
+  };
+  const std::string optimizer = recorded("optimizer"), stage = recorded("stage");
+  ZF_REQUIRE(optimizer.empty() || same_optimizer_state(optimizer, identity_.optimizer),
+             "%s was written with optimizer.plugin = \"%s\"; this run uses \"%s\", whose state is not the same: "
+             "resume with optimizer.plugin = \"%s\", or start a new run from the model (export it with "
+             "checkpoint.export_hf, then model.init_from)",
+             checkpoint.c_str(), excerpt(optimizer).c_str(), identity_.optimizer.c_str(), excerpt(optimizer).c_str());
+  if (runtime_.comm->rank() == 0 && !stage.empty() && stage != identity_.stage)
+    std::printf("zfcore: %s was written under stage.plugin = \"%s\"; this run continues it under \"%s\" (each "
+                "rank's shard is the same)\n", checkpoint.c_str(), excerpt(stage).c_str(), identity_.stage.c_str());
+}
+
 int64_t TrainingCheckpoints::resume(UpdatePlan &update) {
-  std::optional<std::filesystem::path> from = checkpoint_to_resume(config_, output_dir_, *runtime_.comm);
+  std::optional<std::filesystem::path> from = checkpoint_to_resume(config_, output_dir_, *runtime_.comm, true);
   if (!from) return 0;
+  check_same_optimizer(*from);
   TrainingState loaded = state(0, update);
   store_->load(*from, loaded);
+  const std::string bad = non_finite_parameter(loaded.master, identity_.shard_begin, layout_, *runtime_.comm);
+  ZF_REQUIRE(bad.empty(), "%s: the saved weight %s is not finite; resume from an earlier checkpoint "
+             "(checkpoint.resume = DIR)", from->c_str(), bad.c_str());
   try {
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     generator.set_state(loaded.rng);
@@ -95,6 +208,8 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update) {
   }
   if (runtime_.comm->rank() == 0)
     std::printf("zfcore: resumed from %s (step %lld)\n", from->c_str(), (long long)loaded.step);
+  saved_step_ = loaded.step;
+  saved_path_ = *from;
   return loaded.step;
 }
 

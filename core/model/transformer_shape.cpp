@@ -6,8 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <type_traits>
 
 namespace zf {
 namespace {
@@ -70,6 +72,13 @@ const std::map<std::string, TransformerShape> &presets() {
 template <class T>
 T field(const json &config, const char *key, const std::string &source) {
   ZF_REQUIRE(config.contains(key) && !config[key].is_null(), "%s: config.json has no \"%s\"", source.c_str(), key);
+  // A count must be written as one: json's conversion would cut 32.5 to 32 without a word.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const double value = config[key].is_number_float() ? config[key].get<double>() : 0.0;
+    ZF_REQUIRE(value == std::floor(value) && std::fabs(value) < 9e15,
+               "%s: config.json field \"%s\" = %s must be a whole number", source.c_str(), key,
+               excerpt(config[key].dump()).c_str());
+  }
   try {
     return config[key].get<T>();
   } catch (const json::exception &) {

@@ -117,4 +117,18 @@ std::string excerpt(const std::string &text, size_t max_chars) {
   return text.substr(0, max_chars) + "...";
 }
 
+std::string with_long_words_cut(const std::string &message, size_t max_chars) {
+  std::string out;
+  size_t begin = 0;
+  while (begin < message.size()) {
+    size_t end = message.find_first_of(" \n", begin);
+    if (end == std::string::npos) end = message.size();
+    const std::string word = message.substr(begin, end - begin);
+    out += word.size() <= max_chars ? word : format("%s...(%zu characters)", word.substr(0, 100).c_str(), word.size());
+    if (end < message.size()) out += message[end];
+    begin = end + 1;
+  }
+  return out;
+}
+
 }  // namespace zf

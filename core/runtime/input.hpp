@@ -30,4 +30,8 @@ nlohmann::json parse_json(const std::string &text, const std::string &source);
 // text cut to at most max_chars characters ("..." marks the cut), for error messages.
 std::string excerpt(const std::string &text, size_t max_chars = 100);
 
+// `message` with every run of more than max_chars characters without a blank (a huge value a user
+// passed, echoed by a check) cut to an excerpt: what an error prints stays readable.
+std::string with_long_words_cut(const std::string &message, size_t max_chars = 300);
+
 }  // namespace zf

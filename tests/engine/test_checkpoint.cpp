@@ -2,6 +2,7 @@
 // and stops; an unfinished save (a .tmp directory), an interrupted prune and a damaged file are
 // handled; the schedule is a pure function of the step.
 #include "checkpoint/safetensors.hpp"
+#include "engine/checkpoint_files.hpp"
 #include "engine/schedule.hpp"
 #include "support/process.hpp"
 
@@ -133,20 +134,10 @@ TEST_CASE("what an interrupted save or prune left is removed, and a damaged RNG 
   for (const auto &entry : fs::directory_iterator(dir + "/checkpoints")) left.push_back(entry.path().filename());
   CHECK(left == std::vector<std::string>{"step-00000004"});  // keep = 1: step 2 pruned too
 
-  // The saved CPU generator state zeroed: torch refuses it; the message names the checkpoint.
+  // The saved CPU generator state zeroed (the file rewritten, its checksums matching): torch refuses
+  // it; the message names the checkpoint.
   std::string file = dir + "/checkpoints/step-00000004/rank-00000.safetensors";
-  const TensorInfo rng = SafetensorsFile::open(file).info("rng");
-  uint64_t header = 0;
-  {
-    std::ifstream in(file, std::ios::binary);
-    in.read(reinterpret_cast<char *>(&header), 8);
-  }
-  {
-    std::fstream out(file, std::ios::binary | std::ios::in | std::ios::out);
-    out.seekp(std::streamoff(8 + header + rng.begin));
-    std::string zeros(rng.end - rng.begin, '\0');
-    out.write(zeros.data(), std::streamsize(zeros.size()));
-  }
+  test::rewrite_tensor(file, "rng", [](at::Tensor &rng) { rng.zero_(); });
   auto damaged = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining +
                                    "--set train.steps=6 --set run.output_dir=" + dir);
   INFO(damaged.output);
@@ -237,9 +228,10 @@ TEST_CASE("an output file that cannot be written is a warning: training, checkpo
   CHECK(test::json_field(test::read_text(dir + "/summary.json"), "steps") == "4");
 
   // summary.json on a full disk: the Hugging Face export (elsewhere) is still written, then the run
-  // fails with what it could not write.
+  // fails with what it could not write; the summary of the run before is not cut.
   std::string out = test::scratch_dir("ckpt_full_summary"), exported = test::scratch_dir("ckpt_full_export");
-  fs::create_symlink("/dev/full", out + "/summary.json");
+  std::ofstream(out + "/summary.json") << "{\"steps\":2}\n";
+  fs::create_symlink("/dev/full", out + "/summary.json.tmp");
   auto end = test::run_command(test::zfcore() + " run " + test::source_dir() + "/examples/quickstart.toml" +
                                " --set train.steps=3 --set sample.tokens=0 --set run.progress=off --set run.output_dir=" +
                                out + " --set checkpoint.export_hf=" + exported + "/hf");
@@ -247,6 +239,7 @@ TEST_CASE("an output file that cannot be written is a warning: training, checkpo
   CHECK(end.exit_code == 1);
   CHECK_THAT(end.output, Catch::Contains("cannot write " + out + "/summary.json"));
   CHECK(fs::exists(exported + "/hf/model.safetensors"));
+  CHECK(test::read_text(out + "/summary.json") == "{\"steps\":2}\n");
 }
 
 TEST_CASE("learning-rate schedules: warm-up, then constant, cosine or linear decay", "[checkpoint]") {

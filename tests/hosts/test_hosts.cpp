@@ -172,7 +172,7 @@ TEST_CASE("a host that drops off the network ends every rank within 60 s, with a
     CHECK(seconds < 60);
     // The first of host A's ranks to give up says why; mpirun then ends the rest (it may do so
     // before the second one's own timeout fires).
-    CHECK(count_of(output, "did not finish within 10 s (ZF_COMM_TIMEOUT_S)") >= 1);
+    CHECK(count_of(output, "did not finish within 10 s (run.comm_timeout_s)") >= 1);
   }
   SECTION("with the launch flags the README gives for several hosts, mpirun ends the job") {
     TwoHosts hosts;

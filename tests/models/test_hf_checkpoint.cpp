@@ -4,6 +4,7 @@
 #include "checkpoint/hf_checkpoint.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "engine/flat_buffers.hpp"
+#include "model/transformer_shape.hpp"
 #include "model/zoo.hpp"
 #include "models/model_fixture.hpp"
 #include "support/process.hpp"
@@ -11,7 +12,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 using namespace zf;
@@ -160,6 +163,35 @@ TEST_CASE("model: init_from loads a checkpoint and refuses shapes that contradic
   auto target = tiny_model("qwen2", true, 6);
   CHECK_THROWS_WITH(load_hf_checkpoint(*target, broken), Catch::Contains("model.layers.1.mlp.up_proj.weight"));
   CHECK_THROWS_WITH(load_hf_checkpoint(*tiny_model("llama", true), dir), Catch::Contains("type = llama here, qwen2 in the checkpoint"));
+
+  // Integer weights (they would convert to whole numbers, mostly zeros) and a NaN are named with
+  // their file; a fractional count in config.json is not cut to a whole one.
+  auto rewritten = [&](const std::string &name, const std::function<at::Tensor(const at::Tensor &)> &change) {
+    std::string changed = test::scratch_dir("hf_init_from_" + name);
+    std::filesystem::copy_file(dir + "/config.json", changed + "/config.json");
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (const std::string &tensor : full.names())
+      tensors.emplace_back(tensor, tensor == "model.layers.0.mlp.up_proj.weight" ? change(full.load(tensor))
+                                                                                 : full.load(tensor));
+    write_safetensors(changed + "/model.safetensors", tensors);
+    return changed;
+  };
+  std::string integers = rewritten("int32", [](const at::Tensor &t) { return t.to(at::kInt); });
+  CHECK_THROWS_WITH(load_hf_checkpoint(*target, integers),
+                    Catch::Contains(integers + "/model.safetensors: tensor 'model.layers.0.mlp.up_proj.weight' holds "
+                                    "I32 values; weights must be floating point"));
+  std::string nan = rewritten("nan", [](const at::Tensor &t) {
+    at::Tensor out = t.clone();
+    out[3].fill_(NAN);  // row 3: elements 96 to 127
+    return out;
+  });
+  CHECK_THROWS_WITH(load_hf_checkpoint(*target, nan),
+                    Catch::Contains(nan + "/model.safetensors: tensor 'model.layers.0.mlp.up_proj.weight' holds a "
+                                    "value that is not finite (nan at element 96)"));
+  nlohmann::json config = read_json(dir + "/config.json");
+  config["hidden_size"] = 32.5;
+  std::ofstream(integers + "/config.json") << config.dump();
+  CHECK_THROWS_WITH(read_hf_config(integers), Catch::Contains("\"hidden_size\" = 32.5 must be a whole number"));
 }
 
 // Fixtures made by transformers (tests/fixtures/hf/NAME): config.json, model.safetensors and

@@ -1,6 +1,7 @@
 // Safetensors I/O: what is written reads back bit for bit in every supported dtype; the bytes
 // follow the format (little-endian header length, space-padded header, 8-byte aligned data); and
 // a damaged file is refused with a message that names the file and the tensor.
+#include "checkpoint/checksum.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "runtime/error.hpp"
 #include "support/process.hpp"
@@ -8,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -69,7 +71,11 @@ TEST_CASE("model: safetensors round trip keeps every dtype, shape and the metada
   write_safetensors(path, tensors, metadata);
 
   SafetensorsFile file = SafetensorsFile::open(path);
-  CHECK(file.metadata() == metadata);
+  std::map<std::string, std::string> read_back = file.metadata();
+  for (const auto &[name, tensor] : tensors) CHECK(read_back.erase("checksum." + name) == 1);  // one per tensor
+  CHECK(read_back == metadata);
+  CHECK(file.has_checksums());
+  CHECK(file.damaged_tensors().empty());
   CHECK(file.names().size() == tensors.size());
   for (const auto &[name, tensor] : tensors) {
     INFO(name);
@@ -83,6 +89,28 @@ TEST_CASE("model: safetensors round trip keeps every dtype, shape and the metada
   CHECK(file.info("bool").dtype_name == "BOOL");
   CHECK_FALSE(file.has("missing"));
   CHECK_THROWS_WITH(file.load("missing"), Catch::Contains("missing") && Catch::Contains("all.safetensors"));
+}
+
+TEST_CASE("model: a tensor's checksum does not depend on how its bytes were written, and a flipped bit shows",
+          "[model][safetensors]") {
+  std::string dir = test::scratch_dir("safetensors_checksums");
+  at::Tensor values = at::arange(1000, at::kFloat);
+  // The same bytes whole, and through pieces of 37 elements (not a multiple of the checksum's stripe).
+  TensorPieces pieces{"pieces", at::kFloat, 1000, 37,
+                      [&](uint64_t first, uint64_t count, void *out) {
+                        std::memcpy(out, values.data_ptr<float>() + first, count * 4);
+                      },
+                      nullptr};
+  write_safetensors(dir + "/a.safetensors", {{"whole", values}}, {}, {pieces});
+  SafetensorsFile file = SafetensorsFile::open(dir + "/a.safetensors");
+  CHECK(file.metadata().at("checksum.whole") == file.metadata().at("checksum.pieces"));
+  CHECK(file.metadata().at("checksum.whole") == checksum_hex(values.data_ptr(), 4000));
+  Checksum split;
+  for (size_t at = 0; at < 4000; at += 13) split.update(static_cast<char *>(values.data_ptr()) + at, std::min<size_t>(13, 4000 - at));
+  CHECK(split.hex() == checksum_hex(values.data_ptr(), 4000));
+  at::Tensor flipped = values.clone();
+  reinterpret_cast<uint8_t *>(flipped.data_ptr())[2001] ^= 1;
+  CHECK(checksum_hex(flipped.data_ptr(), 4000) != checksum_hex(values.data_ptr(), 4000));
 }
 
 TEST_CASE("model: safetensors bytes follow the format: LE length, space-padded header, aligned data", "[model][safetensors]") {

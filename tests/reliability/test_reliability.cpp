@@ -199,3 +199,37 @@ TEST_CASE("plugin files that crash when loaded are rejected with their file and 
     CHECK_THAT(outcome.output, Catch::Contains("zero0"));
   }
 }
+
+TEST_CASE("a huge --set value is excerpted, and its error located at the --set", "[reliability]") {
+  std::string dir = test::scratch_dir("reliability-long-set");
+  const std::string huge(120000, 'x');
+  for (const std::string &key : {"run.name", "model.type", "optimizer.plugin", "checkpoint.resume", "data.tokenizer"}) {
+    auto outcome = test::run_command("cd " + dir + " && timeout 60 " + test::zfcore() + " run " + test::source_dir() +
+                                     "/examples/linear_stack.toml --set run.progress=off --set " + key + "=" + huge);
+    INFO(key << "\n" << outcome.output.substr(0, 2000));
+    require_clean_failure(outcome);
+    CHECK_THAT(outcome.output, Catch::Contains("error: --set " + key + "=xxxx"));
+    CHECK(outcome.output.size() < 4000);
+  }
+}
+
+TEST_CASE("a stopped rank is found within run.comm_timeout_s, naming the collective", "[reliability][mpi]") {
+  std::string dir = test::scratch_dir("reliability-stopped-rank");
+  std::string script = dir + "/per_rank.sh";
+  // Rank 1 stops itself (SIGSTOP) mid-run, and goes on 30 s later, to find its peer gone.
+  std::ofstream(script) << "#!/bin/sh\n"
+                        << "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then (sleep 3; kill -STOP $$; sleep 30; kill -CONT $$) & fi\n"
+                        << "exec " << test::zfcore() << " run " << test::source_dir()
+                        << "/examples/linear_stack.toml --set run.progress=off --set model.hidden=64"
+                        << " --set train.micro_batch=16 --set train.steps=100000000 --set run.comm_timeout_s=5"
+                        << " --set run.output_dir=" << dir << "/out\n";
+  fs::permissions(script, fs::perms::owner_all);
+  auto start = std::chrono::steady_clock::now();
+  auto outcome = test::run_command("timeout 120 " + test::mpirun(2) + script);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(outcome.output.substr(outcome.output.size() > 3000 ? outcome.output.size() - 3000 : 0));
+  CHECK(outcome.exit_code != 0);
+  CHECK(outcome.exit_code != 124);
+  CHECK_THAT(outcome.output, Catch::Contains("on rank 0 did not finish within 5 s (run.comm_timeout_s)"));
+  CHECK(seconds < 60);
+}

@@ -1,0 +1,47 @@
+#include "engine/run_lock.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace zf {
+
+RunLock::RunLock(const std::filesystem::path &directory, const std::string &what) {
+  std::error_code ec;
+  std::filesystem::create_directories(directory, ec);
+  const std::filesystem::path path = directory / ".zfcore.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ZF_REQUIRE(fd_ >= 0, "%s: cannot create %s: %s", what.c_str(), path.c_str(), std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char holder[256] = {};
+    ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, size_t(n)) : "another process";
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (error == EWOULDBLOCK)
+      throw Error(format("%s is in use by %s (another zfcore run): wait for it to end or stop it, or give this run "
+                         "a directory of its own", what.c_str(), who.c_str()));
+    log_warn(format("%s: cannot lock %s (%s): nothing keeps a second run out of it", what.c_str(), path.c_str(),
+                    std::strerror(error)));
+    return;
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string holder = format("pid %d on %s\n", int(::getpid()), host);
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, holder.data(), holder.size(), 0) != ssize_t(holder.size()))
+    log_warn(format("%s: cannot write %s (%s)", what.c_str(), path.c_str(), std::strerror(errno)));
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace zf

@@ -1,0 +1,26 @@
+// run_lock.hpp: one run per directory. A run holds a lock on its output directory (and on
+// checkpoint.dir when that is elsewhere) from start-up to exit, so that a second run given the same
+// directory stops at once, naming the process that holds it, instead of resuming from the first
+// run's checkpoints and interleaving its files. The lock is the kernel's (flock): it goes with the
+// process, however the process ends.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace zf {
+
+class RunLock {
+ public:
+  // Creates `directory` if needed and locks it; throws zf::Error naming `what` (e.g. "run.output_dir =
+  // \"runs/x\"") and the pid and host of the run that holds it.
+  RunLock(const std::filesystem::path &directory, const std::string &what);
+  ~RunLock();
+  RunLock(const RunLock &) = delete;
+  RunLock &operator=(const RunLock &) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace zf

@@ -1,0 +1,49 @@
+// checkpoint_files.hpp: the checkpoint tests' ways of spoiling a saved rank file: bytes flipped
+// under its checksums (a failing disk), or a tensor rewritten with checksums of what was written (a
+// faulty writer).
+#pragma once
+
+#include "checkpoint/safetensors.hpp"
+
+#include <ATen/ATen.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zf::test {
+
+// Flips 64 bytes in the middle of tensor `name` of a safetensors file.
+inline void flip_tensor_bytes(const std::string &file, const std::string &name) {
+  const TensorInfo info = SafetensorsFile::open(file).info(name);
+  uint64_t header = 0;
+  std::fstream io(file, std::ios::binary | std::ios::in | std::ios::out);
+  io.read(reinterpret_cast<char *>(&header), 8);
+  const std::streamoff at = std::streamoff(8 + header + (info.begin + info.end) / 2 - 32);
+  char bytes[64];
+  io.seekg(at);
+  io.read(bytes, sizeof bytes);
+  for (char &byte : bytes) byte = char(~byte);
+  io.seekp(at);
+  io.write(bytes, sizeof bytes);
+}
+
+// Writes the file again with tensor `name` changed by `change`, and the same metadata.
+inline void rewrite_tensor(const std::string &file, const std::string &name,
+                           const std::function<void(at::Tensor &)> &change) {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+  {
+    SafetensorsFile stored = SafetensorsFile::open(file);
+    metadata = stored.metadata();
+    for (const std::string &tensor : stored.names()) tensors.emplace_back(tensor, stored.load(tensor));
+  }
+  for (auto &[tensor_name, tensor] : tensors)
+    if (tensor_name == name) change(tensor);
+  write_safetensors(file, tensors, metadata);
+}
+
+}  // namespace zf::test
