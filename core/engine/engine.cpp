@@ -10,6 +10,7 @@
 #include "engine/run_stats.hpp"
 #include "engine/schedule.hpp"
 #include "engine/sharded_grads.hpp"
+#include "engine/stop_signal.hpp"
 #include "engine/residency.hpp"
 #include "engine/run_lock.hpp"
 #include "engine/run_options.hpp"
@@ -53,33 +54,6 @@ namespace {
 // SIGTERM, SIGINT and SIGHUP (a closed terminal, a scheduler's notice) ask for a checkpoint and a
 // clean stop at the end of the current step. The first one is answered at once (rank 0), so that
 // nobody presses Ctrl-C again: mpirun ends the ranks on a second one, before they can save.
-std::atomic<int> g_stop_signal{0};
-std::atomic<bool> g_stop_notice{false};  // this rank says what a stop signal does
-extern "C" void request_stop(int signal) {
-  if (g_stop_signal.exchange(signal) != 0 || !g_stop_notice) return;
-  static const char kNotice[] =
-      "zfcore: stop requested: a checkpoint is written at the end of this step, then the run stops; under mpirun "
-      "a second Ctrl-C ends the ranks before they save\n";
-  ssize_t ignored = ::write(STDERR_FILENO, kNotice, sizeof kNotice - 1);
-  (void)ignored;
-}
-
-struct SignalGuard {
-  static constexpr int kSignals[3] = {SIGTERM, SIGINT, SIGHUP};
-  struct sigaction previous[3] {};
-  explicit SignalGuard(bool notice) {
-    g_stop_signal = 0;
-    g_stop_notice = notice;
-    struct sigaction action {};
-    action.sa_handler = request_stop;
-    sigemptyset(&action.sa_mask);
-    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &action, &previous[i]);
-  }
-  ~SignalGuard() {
-    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &previous[i], nullptr);
-  }
-};
-
 // The step's standard timers: fwd, bwd (the whole backward of a step's micro-batches), bwd_inner
 // (autograd's backward, with the per-block hooks the stage runs in it), bwd_reduce (the stage's
 // reduce_gradients after the last micro-batch: an all-reduce under zero0/1, the end of the
@@ -658,41 +632,6 @@ class Trainer {
 };
 
 }  // namespace
-
-// Each rank of a host takes its own physical cores; a GPU run pins its training thread to one or two
-// of them and leaves the rest to the optimizer workers (plugins read them through worker_cores).
-// Returns the number of cores the training thread has (0 = not bound).
-size_t bind_cores(const RunConfig &config, Runtime &runtime) {
-  set_bulk_cores({});
-  if (!config.boolean("run", "bind_cores")) return 0;
-  bool gpu = runtime.device == ZF_DEVICE_CUDA;
-  int local_rank = runtime.comm->local_rank(), local_size = runtime.comm->local_size();
-  double trainer_fraction = config.has_table("zenflow") ? config.real("zenflow", "pt_reserved_cores_perc") : 0.0;
-  CoreBinding binding = split_cores(physical_cores(allowed_cores()), local_rank, local_size, gpu, trainer_fraction);
-  if (binding.workers.empty()) return 0;
-  runtime.worker_cores = binding.workers;
-  std::vector<int> share = binding.trainer;  // the rank's cores (a CPU run: trainer and workers are the same)
-  for (int core : binding.workers)
-    if (std::find(share.begin(), share.end(), core) == share.end()) share.push_back(core);
-  set_bulk_cores(share);
-  bool pinned = gpu && pin_this_thread(binding.trainer);
-  log_info(format("cores: local rank %d of %d: training thread %s %s, optimizer workers on %s%s", local_rank,
-                  local_size, pinned ? "pinned to" : "on", core_list(binding.trainer).c_str(),
-                  core_list(binding.workers).c_str(),
-                  binding.shared ? " (fewer physical cores than ranks on this host: ranks share cores)" : ""));
-  return binding.trainer.size();
-}
-
-void prepare_runtime(const RunConfig &config, Runtime &runtime) {
-  if (config.string("run", "device") == "cuda" && runtime.device != ZF_DEVICE_CUDA) use_cuda_device(runtime);
-  if (config.boolean("run", "deterministic")) use_deterministic_kernels();
-  size_t trainer_cores = bind_cores(config, runtime);
-  int64_t threads = config.integer("run", "threads");
-  if (threads == 0) threads = int64_t(trainer_cores);
-  if (threads == 0)
-    threads = std::max<int64_t>(1, int64_t(runtime.worker_cores.size()) / std::max(1, runtime.comm->local_size()));
-  torch::set_num_threads(int(std::max<int64_t>(1, threads)));
-}
 
 RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry) {
   const double launched = process_seconds();

@@ -113,7 +113,7 @@ class ZenFlow {
   void hand_over_group(size_t group);
   void swap_in_group();
   void flush_groups();
-  std::vector<zf_optimizer_group> host_groups() const;
+  void hand_over(HostJob job, int64_t summed);  // both schedules
   bool boundary();
   void select(int64_t step);
   void use_selection(Selection selection);
