@@ -7,9 +7,11 @@
 #include "config/config.hpp"
 #include "support/process.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -350,21 +352,45 @@ TEST_CASE("the recommendation: identical rows are within noise, then the least m
   CHECK(rec.reasons[0] == "slower: 2.9 ms vs 2.3 ms (zero1)");
 }
 
-TEST_CASE("bench stages: zero0 and zero1 on one rank, the same work, are within noise over 3 trials", "[bench]") {
+// A real run on a shared machine: whether zero0 and zero1 (the same work on one rank) come out
+// within noise depends on that run's noise. The oracle is the rule applied to the rows' own times:
+// within noise exactly when the medians differ by no more than the two trials' spreads together.
+TEST_CASE("bench stages over 3 trials: each row's verdict follows from the trials' own step times", "[bench]") {
   SuiteRun run = bench_ok("stages", "--stages 0 1 --trials 3", "bench_noise");
   INFO(run.outcome.output);
   const nlohmann::json &rows = run.result["rows"];
   REQUIRE(rows.size() == 6);
-  int chosen = 0, within = 0;
+  std::map<std::string, std::vector<double>> times;
   for (const auto &row : rows) {
     CHECK(row["status"] == "ok");
-    chosen += row["verdict"] == "chosen";
-    within += row["verdict"] == "within noise";
+    times[row["config"].get<std::string>()].push_back(row["mean_step_ms"].get<double>());
   }
-  CHECK(chosen == 3);  // every trial of the one chosen configuration
-  CHECK(within == 3);
-  CHECK_THAT(run.outcome.output, Catch::Contains("within noise: median ") &&
-                                     Catch::Contains("3 trials per configuration, taken in turns"));
+  REQUIRE(times.size() == 2);
+  auto median = [](std::vector<double> t) { return std::sort(t.begin(), t.end()), t[1]; };
+  auto spread = [](const std::vector<double> &t) {
+    return *std::max_element(t.begin(), t.end()) - *std::min_element(t.begin(), t.end());
+  };
+  const std::vector<double> &t0 = times["zero0"], &t1 = times["zero1"];
+  const double gap = std::abs(median(t0) - median(t1)), noise = spread(t0) + spread(t1);
+  INFO("medians " << median(t0) << " and " << median(t1) << " ms, spreads together " << noise << " ms");
+  const bool within = gap <= noise;
+  // Away from the boundary only: the JSON carries 9 significant digits.
+  if (std::abs(gap - noise) > 1e-6 * (gap + noise)) {
+    const std::string faster = median(t0) <= median(t1) ? "zero0" : "zero1";
+    for (const auto &row : rows) {
+      const std::string config = row["config"];
+      // Within noise of each other the simpler zero0 wins unless zero1 has 5% less memory.
+      if (!within) CHECK(row["verdict"] == (config == faster ? "chosen" : "slower"));
+      if (within) CHECK((row["verdict"] == "chosen" || row["verdict"] == "within noise"));
+    }
+    CHECK_THAT(run.outcome.output,
+               Catch::Contains(within ? "within noise: median " : "slower: median ") &&
+                   Catch::Contains(within ? "chosen among the 2 within noise" : ", beyond the trials' spread"));
+  }
+  int chosen = 0;
+  for (const auto &row : rows) chosen += row["verdict"] == "chosen";
+  CHECK(chosen == 3);  // every trial of the one chosen configuration, and no other
+  CHECK_THAT(run.outcome.output, Catch::Contains("3 trials per configuration, taken in turns"));
   CHECK_THAT(run.result["noise"].get<std::string>(), Catch::StartsWith("3 trials per configuration"));
   // The trials were taken in turns: zero1's first trial ended before zero0's second.
   REQUIRE(rows[1]["trial"] == 2);
