@@ -1,7 +1,7 @@
 // bench_flags.cpp: see bench_flags.hpp.
 #include "bench/bench_flags.hpp"
 
-#include "cli/commands.hpp"
+#include "runtime/error.hpp"
 
 #include <cerrno>
 #include <cstdlib>

@@ -16,7 +16,7 @@
 #include "bench/memory_bandwidth.hpp"
 #include "bench/torch_peers.hpp"
 #include "config/plugin_config.hpp"
-#include "plugin/plugin_instance.hpp"
+#include "plugin/plugin_kinds.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
@@ -151,8 +151,7 @@ struct Contender {
 
 // One optimizer plugin, loaded through the registry with its declared parameters set.
 struct PluginContender {
-  std::unique_ptr<PluginConfig> config;
-  std::unique_ptr<PluginInstance> instance;
+  std::unique_ptr<OptimizerPlugin> plugin;
   zf_optimizer_step_args args{};
   zf_optimizer_range range{};
   zf_optimizer_group group{};
@@ -164,18 +163,20 @@ std::unique_ptr<PluginContender> load_plugin(PluginRegistry &registry, Runtime &
                                              unsigned threads) {
   const PluginFile &file = registry.find(ZF_KIND_OPTIMIZER, name);
   auto contender = std::make_unique<PluginContender>();
-  contender->config = std::make_unique<PluginConfig>(*file.descriptor, "optimizer");
-  for (const zf_param_decl &decl : contender->config->declarations()) {
+  LivePlugin live;
+  live.config = std::make_unique<PluginConfig>(*file.descriptor, "optimizer");
+  for (const zf_param_decl &decl : live.config->declarations()) {
     const std::string key = decl.key;
     const Location where{"--set", 0, 0, "optimizer." + key};
-    if (key == "threads") contender->config->set(key, Value(int64_t(threads)), where);
-    if (key == "simd" && !o.simd.empty()) contender->config->set(key, Value(o.simd), where);
+    if (key == "threads") live.config->set(key, Value(int64_t(threads)), where);
+    if (key == "simd" && !o.simd.empty()) live.config->set(key, Value(o.simd), where);
     if (key == "moment_dtype") {
-      contender->config->set(key, Value(o.moment_dtype), where);
+      live.config->set(key, Value(o.moment_dtype), where);
       contender->low_moments = o.moment_dtype == "bf16";
     }
   }
-  contender->instance = std::make_unique<PluginInstance>(file, runtime, *contender->config);
+  live.instance = std::make_unique<PluginInstance>(file, runtime, *live.config);
+  contender->plugin = std::make_unique<OptimizerPlugin>(std::move(live));
   return contender;
 }
 
@@ -306,9 +307,7 @@ int bench_optimizer(const std::vector<std::string> &args) {
       std::printf("skipping %s: %s\n", name.c_str(), declined.what());
       continue;
     }
-    const zf_optimizer_api *api = p->instance->api<zf_optimizer_api>();
-    zf_error error{};
-    p->instance->check(api->init_state(p->instance->object(), n, &error), error, "init_state");
+    p->plugin->init_state(n);
     p->range = zf_optimizer_range{0, n, 0, 0};
     p->group = zf_optimizer_group{float(lr),  float(beta1),        float(beta2),
                                   float(eps), float(weight_decay), {}};
@@ -320,10 +319,9 @@ int bench_optimizer(const std::vector<std::string> &args) {
     contenders.push_back(Contender{
         name,
         bytes_per_element(o, p->low_moments),
-        [raw, api](int64_t step) {
+        [raw](int64_t step) {
           raw->args.step = step;
-          zf_error e{};
-          raw->instance->check(api->step(raw->instance->object(), &raw->args, &e), e, "step");
+          raw->plugin->step(raw->args);
         },
         {}});
     plugins.push_back(std::move(p));

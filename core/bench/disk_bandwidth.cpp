@@ -6,7 +6,7 @@
 #include "bench/bench.hpp"
 #include "bench/bench_flags.hpp"
 #include "bench/disk_io.hpp"
-#include "cli/commands.hpp"
+#include "runtime/error.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 

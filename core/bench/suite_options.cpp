@@ -4,7 +4,7 @@
 #include "bench/suite.hpp"
 
 #include "bench/bench_flags.hpp"
-#include "cli/commands.hpp"
+#include "runtime/error.hpp"
 #include "runtime/device.hpp"
 
 #include <algorithm>

@@ -5,10 +5,10 @@
 #include "bench/bench.hpp"
 #include "bench/suite_launch.hpp"
 
-#include "cli/commands.hpp"
 #include "cli/estimate.hpp"
 #include "config/config.hpp"
 #include "model/transformer_shape.hpp"
+#include "runtime/error.hpp"
 
 #include <unistd.h>
 

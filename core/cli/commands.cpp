@@ -4,8 +4,8 @@
 #include "data/sequences.hpp"
 #include "engine/engine.hpp"
 #include "engine/evaluate.hpp"
-#include "engine/plugin_set.hpp"
-#include "engine/zenflow.hpp"
+#include "plugin/plugin_set.hpp"
+#include "update/zenflow_options.hpp"
 #include "plugin/plugin_entry.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/log.hpp"
@@ -19,7 +19,6 @@
 #define ZF_HAVE_BENCH 1
 #endif
 
-#include <c10/util/Exception.h>
 
 #include <cmath>
 #include <cstdio>
@@ -73,13 +72,6 @@ RunArgs parse_run_args(const std::vector<std::string> &args, const char *command
   if (out.file.empty())
     throw UsageError(format("missing the config file, e.g. zfcore %s examples/quickstart.toml", command));
   return out;
-}
-
-std::string error_message(const std::exception &error) {
-  if (dynamic_cast<const Error *>(&error)) return with_long_words_cut(error.what());
-  if (auto *torch_error = dynamic_cast<const c10::Error *>(&error))
-    return with_long_words_cut(std::string("libtorch: ") + torch_error->what_without_backtrace());
-  return with_long_words_cut(std::string("internal error: ") + error.what());
 }
 
 void print_config_notes(const RunConfig &config) {

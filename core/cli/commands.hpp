@@ -12,11 +12,6 @@
 
 namespace zf {
 
-// A malformed command line (exit code 2).
-struct UsageError : Error {
-  using Error::Error;
-};
-
 // FILE [--set table.key=value]... [--unset table.key]...: the arguments of run, validate and estimate.
 struct RunArgs {
   std::string file;
@@ -43,8 +38,5 @@ void print_config_notes(const RunConfig &config);
 
 // One declared parameter as a line of `zfcore plugins --params` and `zfcore config --keys`.
 std::string param_text(const zf_param_decl &p);
-
-// The user-facing text of an exception (zf::Error as is, libtorch's without its backtrace).
-std::string error_message(const std::exception &error);
 
 }  // namespace zf

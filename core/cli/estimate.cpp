@@ -6,7 +6,7 @@
 #include "cli/estimate.hpp"
 
 #include "config/config.hpp"
-#include "engine/memory_estimate.hpp"
+#include "memory/memory_estimate.hpp"
 #include "model/transformer_shape.hpp"
 #include "runtime/memory.hpp"
 

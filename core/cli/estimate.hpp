@@ -3,7 +3,7 @@
 #pragma once
 
 #include "config/config.hpp"
-#include "engine/memory_estimate.hpp"
+#include "memory/memory_estimate.hpp"
 
 #include <string>
 

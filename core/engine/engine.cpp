@@ -2,22 +2,22 @@
 
 #include "data/data_source.hpp"
 #include "checkpoint/hf_checkpoint.hpp"
-#include "engine/flat_buffers.hpp"
+#include "params/flat_buffers.hpp"
 #include "engine/evaluate.hpp"
 #include "engine/generate.hpp"
-#include "engine/plugin_set.hpp"
-#include "engine/report.hpp"
-#include "engine/run_stats.hpp"
+#include "plugin/plugin_set.hpp"
+#include "report/report.hpp"
+#include "report/run_stats.hpp"
 #include "engine/schedule.hpp"
-#include "engine/sharded_grads.hpp"
+#include "params/sharded_grads.hpp"
 #include "engine/stop_signal.hpp"
-#include "engine/residency.hpp"
+#include "params/residency.hpp"
 #include "engine/run_lock.hpp"
+#include "engine/run_setup.hpp"
 #include "engine/run_options.hpp"
-#include "engine/memory_plan.hpp"
+#include "memory/memory_plan.hpp"
 #include "engine/training_checkpoint.hpp"
-#include "engine/update_plan.hpp"
-#include "engine/zenflow.hpp"
+#include "engine/placement.hpp"
 #include "model/transformer_shape.hpp"
 #include "model/zoo.hpp"
 #include "runtime/affinity.hpp"
@@ -27,7 +27,6 @@
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
 #include "runtime/parallel.hpp"
-#include "plugin/plugin_entry.hpp"
 
 #include <csignal>
 #include <cstring>
@@ -39,15 +38,6 @@
 #include <cmath>
 
 namespace zf {
-
-uint64_t digest_bytes(const void *data, size_t bytes, uint64_t state) {
-  const auto *p = static_cast<const unsigned char *>(data);
-  for (size_t i = 0; i < bytes; ++i) {
-    state ^= p[i];
-    state *= 1099511628211ull;
-  }
-  return state;
-}
 
 namespace {
 
@@ -66,7 +56,6 @@ struct StandardTimers {
         step(t.id("step")) {}
 };
 
-using StageHook = zf_status (*)(zf_object *, uint32_t, const zf_step_buffers *, zf_error *);
 
 class Trainer {
  public:
@@ -91,11 +80,13 @@ class Trainer {
       check_output_paths(config, options_);
       lock_directories();
     }
-    plan_buffers();
+    const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
+    const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
+    place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, steps_per_epoch, stats_);
     checkpoints_ = std::make_unique<TrainingCheckpoints>(
         config, options_.output_dir, runtime_, flat_->layout(),
-        TrainingCheckpoints::RunIdentity{config.file(), plugins_.stage.instance->name(),
-                                         plugins_.optimizer.instance->name(), shard_begin_, shard_end_});
+        TrainingCheckpoints::RunIdentity{config.file(), plugins_.stage.name(),
+                                         plugins_.optimizer.name(), place_->shard_begin, place_->shard_end});
     resume();
     stats_.mark("resume");
   }
@@ -108,7 +99,7 @@ class Trainer {
     bool show_progress = progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO) && !launched_under_mpi());
     RunReport report(output_dir, comm_.rank() == 0, show_progress, options_.log_every, options_.wall_clock_breakdown,
                      start_step_);
-    print_run_start(runtime_, model_->name(), flat_->layout(), dtype_, plugins_);
+    print_run_start(runtime_, model_->name(), flat_->layout(), place_->dtype, plugins_);
     if (comm_.rank() == 0) std::printf("zfcore: ready to train after %s\n", stats_.phases().c_str());
 
     RunSummary summary;
@@ -122,7 +113,7 @@ class Trainer {
       timers_.reset();
       auto started = std::chrono::steady_clock::now();
       double loss = train_step(step);
-      if (step == steps) update_->finish_step();  // the last step's time includes the end of its update
+      if (step == steps) update().finish_step();  // the last step's time includes the end of its update
       double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
       ZF_REQUIRE(std::isfinite(loss), "step %lld: the loss is %f; %s. Lower optimizer.lr (%g), set "
                  "train.clip_grad_norm, or check the data", (long long)step, loss, checkpoints_->newest().c_str(),
@@ -138,9 +129,9 @@ class Trainer {
       }
       StepRecord r = record(step, steps, loss, step_ms);
       // ZenFlow's CPU updates still owed go in before the final evaluation, checkpoint and digest.
-      if (step == steps) update_->complete();
+      if (step == steps) update().complete();
       if (options_.eval_every > 0 && (step % options_.eval_every == 0 || step == steps)) {
-        update_->drain();
+        update().drain();
         set_comm_timeout(false);
         r.eval_loss = evaluate();
         summary.eval_loss = r.eval_loss;
@@ -150,9 +141,9 @@ class Trainer {
       summary.stop_signal = agreed_stop_signal();
       if (summary.stop_signal || (checkpoint_every > 0 && step % checkpoint_every == 0) ||
           (step == steps && options_.checkpoint_final)) {
-        update_->drain();
+        update().drain();
         set_comm_timeout(false);
-        checkpoints_->save(step, *update_);
+        checkpoints_->save(step, update());
         set_comm_timeout(true);
       }
       if (summary.stop_signal) {
@@ -163,12 +154,12 @@ class Trainer {
       }
     }
     set_comm_timeout(false);
-    update_->complete();
+    update().complete();
     stats_.mark("steps");
     summary.first_step = first_step;
     summary.steps = step;
     summary.mean_step_ms = timed_steps ? timed_ms / double(timed_steps) : 0;
-    summary.param_digest = param_digest(comm_, flat_->layout(), update_->master, shard_begin_, shard_end_, padded_numel_);
+    summary.param_digest = digest();
     stats_.mark("digest");
     summary.output_dir = output_dir;
     const std::string lost = report.finish(summary_json(summary, timed_steps));
@@ -188,7 +179,7 @@ class Trainer {
     summary.first_step = start_step_ + 1;
     summary.steps = start_step_;
     summary.output_dir = options_.output_dir;
-    summary.param_digest = param_digest(comm_, flat_->layout(), update_->master, shard_begin_, shard_end_, padded_numel_);
+    summary.param_digest = digest();
     finish(start_step_);
     return summary;
   }
@@ -197,13 +188,13 @@ class Trainer {
   void finish(int64_t step) {
     const std::string &export_dir = options_.export_hf;
     const SampleOptions &sample = options_.sample;
-    if (!export_dir.empty() || sample.tokens > 0) residency_->gather_whole_model();
-    HfExportOptions export_options = hf_export_options(config_, update_->master, &flat_->layout());
+    if (!export_dir.empty() || sample.tokens > 0) residency().gather_whole_model();
+    HfExportOptions export_options = hf_export_options(config_, update().master(), &flat_->layout());
     // An fp32 export of a sharded master: rank 0 gathers the whole master (every rank takes part).
-    if (!export_dir.empty() && export_options.dtype == "float32" && shard_numel() < padded_numel_) {
-      torch::Tensor whole = comm_.rank() == 0 ? torch::empty({int64_t(padded_numel_)}, torch::kFloat32) : torch::Tensor();
-      for_each_master_slice(comm_, update_->master, shard_begin_, shard_end_, padded_numel_, uint64_t(1) << 24,
-                            [&](uint64_t lo, uint64_t hi, const float *values) {
+    if (!export_dir.empty() && export_options.dtype == "float32" && place_->shard_numel() < place_->padded_numel) {
+      torch::Tensor whole = comm_.rank() == 0 ? torch::empty({int64_t(place_->padded_numel)}, torch::kFloat32) : torch::Tensor();
+      for_each_master_slice(comm_, update().master(), place_->shard_begin, place_->shard_end, place_->padded_numel,
+                            uint64_t(1) << 24, [&](uint64_t lo, uint64_t hi, const float *values) {
                               if (whole.defined()) std::memcpy(whole.data_ptr<float>() + lo, values, (hi - lo) * 4);
                             });
       export_options.master = whole;
@@ -220,7 +211,7 @@ class Trainer {
     // A failed export must not lose the trained model: it goes into a checkpoint (if not there yet).
     if (!export_dir.empty()) export_failed = first_finding(comm_, export_failed);
     if (!export_failed.empty()) {
-      if (checkpoints_->saved_step() != step) checkpoints_->save(step, *update_);
+      if (checkpoints_->saved_step() != step) checkpoints_->save(step, update());
       throw Error(format("the export to %s failed: %s. The trained model is in the checkpoint %s: export it "
                          "again with checkpoint.export_hf = DIR (nothing is trained again)",
                          export_dir.c_str(), export_failed.c_str(), checkpoints_->saved_path().c_str()));
@@ -239,156 +230,58 @@ class Trainer {
   // Mean loss per counted token over the held-out data (or its first eval_batches micro-batches),
   // across ranks: the computation of zfcore eval (evaluate.hpp), with the stage's block gathers.
   double evaluate() {
-    BlockAccess access{[this](uint32_t block) { residency_->enter(block, 0); },
-                       [this](uint32_t block) { residency_->leave(block, Residency::Pass::inference); }};
+    BlockAccess access{[this](uint32_t block) { residency().enter(block, 0); },
+                       [this](uint32_t block) { residency().leave(block, Residency::Pass::inference); }};
     return evaluate_loss(*model_, *eval_data_, runtime_, options_.micro_batch, options_.eval_batches, access).loss;
   }
 
  private:
-  void plan_buffers() {
-    const zf_layout &layout = flat_->layout();
-    auto &stage = *plugins_.stage.instance;
-    zf_stage_plan plan{};
-    plan.struct_size = sizeof plan;
-    std::vector<uint8_t> resident(layout.block_count, 1);
-    plan.block_resident = resident.data();
-    {
-      zf_error error{};
-      const PluginEntry running(stage, "plan");
-      stage.check(stage.api<zf_stage_api>()->plan(stage.object(), &layout, &plan, &error), error, "plan");
-    }
-    uint64_t numel = std::max(layout.numel, plan.padded_numel);
-    ZF_REQUIRE(plan.shard_begin <= plan.shard_end && plan.shard_end <= numel,
-               "stage plugin '%s' planned the shard [%llu, %llu) outside the %llu-element buffers", stage.name(),
-               (unsigned long long)plan.shard_begin, (unsigned long long)plan.shard_end, (unsigned long long)numel);
-    shard_begin_ = plan.shard_begin;
-    shard_end_ = plan.shard_end;
-    dtype_ = compute_dtype(config_);
-    padded_numel_ = numel;
-    const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
-    const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
-    update_ = std::make_unique<UpdatePlan>(runtime_, plugins_, layout, shard_begin_, shard_end_, dtype_, tier(),
-                                           options_.optimizer, ZenFlowOptions::read(config_, steps_per_epoch));
-    param_tier_ = update_->param_tier();
-    check_memory(numel);
-    flat_->materialize(numel, dtype_, runtime_.memory, tier(), /*with_grads=*/true, param_tier_);
-
-    // Every rank starts from rank 0's parameters.
-    comm_.broadcast(view_of(flat_->params), 0, runtime_.compute_stream);
-    stats_.mark("buffers");
-    update_->allocate(flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel())));
-    stats_.mark("optimizer");
-    residency_ = std::make_unique<Residency>(stage, runtime_, *flat_, *model_, tier(),
-                                             [this](int64_t step) { return buffers(step, uint32_t(options_.grad_accum - 1)); });
-    if (stage.file().descriptor->capabilities & ZF_CAP_SHARD_PARAMETERS) {
-      // A stage of ABI 1.6 gathers from the fp32 master where it lives beside the model (it
-      // converts as it copies): no compute-precision copy of the shard is kept.
-      const bool from_master = ZF_ABI_MINOR_OF(stage.file().abi_version) >= 6 && !update_->offloaded() &&
-                               param_tier_ == tier() && update_->master.device() == flat_->params.device();
-      residency_->shard(shard_begin_, shard_end_, param_tier_, std::move(resident), plan.prefetch_numel,
-                        /*stage_gathers=*/true, from_master ? update_->master : torch::Tensor());
-    }
-    else if (param_tier_ != tier())  // parameter offload: every block comes from host memory when used
-      residency_->shard(0, numel, param_tier_, std::vector<uint8_t>(layout.block_count, 0),
-                        update_->param_prefetch(), /*stage_gathers=*/false);
-    if (stage_reduce_block()) grad_shards_ = std::make_unique<ShardedGradients>(*flat_, runtime_.memory, tier(), shard_numel());
-    // Without a gather after the update, the next forward can start while the update goes on.
-    defer_update_ = !stage.api<zf_stage_api>()->gather_parameters && !residency_->sharded();
-    stats_.mark("stage");
-  }
-
-  // Bytes per tier before anything large is allocated, printed, and refused when they cannot fit.
-  void check_memory(uint64_t numel) {
-    MemoryPlan &plan = memory_plan_;
-    uint64_t model_bytes = numel * c10::elementSize(dtype_);
-    plan.buffers = {{param_tier_, "params", model_bytes}, {tier(), "grads", model_bytes}};
-    if (param_tier_ != tier()) {  // parameter offload: a block and its tied one in use, (GPU) more copied ahead
-      const zf_layout &layout = flat_->layout();
-      uint64_t largest = 0;
-      for (uint32_t b = 0; b < layout.block_count; ++b) largest = std::max(largest, layout.blocks[b].numel);
-      const uint64_t prefetch = update_->param_prefetch();
-      const uint64_t ahead = on_gpu() && prefetch > 0 ? std::min(prefetch + largest, numel) : 0;
-      plan.buffers.push_back({tier(), "params.gathered (at most)", (2 * largest + ahead) * c10::elementSize(dtype_)});
-    }
-    for (const PlannedBuffer &b : update_->planned()) plan.buffers.push_back(b);
-    HostMemoryLimit host = host_memory_limit(options_.host_memory_limit_gb);
-    if (comm_.rank() == 0) {
-      std::string tiers;
-      for (zf_tier t : {ZF_TIER_DEVICE, ZF_TIER_PINNED_HOST, ZF_TIER_HOST, ZF_TIER_NVME})
-        if (plan.bytes(t)) tiers += format("%s%s %s", tiers.empty() ? "" : "; ", tier_name(t), plan.describe(t).c_str());
-      std::printf("zfcore: memory plan per rank: %s; this host allows %s of host memory (%s) for %d rank(s)\n",
-                  tiers.c_str(), format_bytes(host.bytes).c_str(), host.source.c_str(), comm_.local_size());
-      std::fflush(stdout);
-    }
-    check_memory_plan(plan, host, comm_.local_size(), on_gpu() ? device_free_bytes() : 0,
-                      "What would fit: optimizer.moment_dtype = \"bf16\" (halves the optimizer state), a ZeRO stage "
-                      ">= 1 over more ranks (stage.plugin = \"zero1\", \"zero2\" or \"zero3\" divide the master and "
-                      "optimizer state by the number of ranks), a smaller model, or on a GPU run offload.plugin = "
-                      "\"cpu_optimizer\" (master and state in host memory)");
-  }
-
-  uint64_t shard_numel() const { return shard_end_ - shard_begin_; }
-  bool on_gpu() const { return runtime_.device == ZF_DEVICE_CUDA; }
-  zf_tier tier() const { return on_gpu() ? ZF_TIER_DEVICE : ZF_TIER_HOST; }  // of the model's buffers
   void *stream() const { return runtime_.compute_stream; }
+  UpdatePlan &update() const { return *place_->update; }
+  Residency &residency() const { return *place_->residency; }
+  std::string digest() const {
+    return param_digest(comm_, flat_->layout(), update().master(), place_->shard_begin, place_->shard_end,
+                        place_->padded_numel);
+  }
 
   void join_comm() const { stream_wait(stream(), runtime_.comm_stream); }
 
   // ---- Sharded gradients (a stage that wires reduce_block, ZeRO-2 and ZeRO-3) ----
-  // The stage's reduce_block entry (ABI 1.1), or NULL.
-  StageHook stage_reduce_block() const {
-    const auto *api = plugins_.stage.instance->api<zf_stage_api>();
-    if (api->struct_size < offsetof(zf_stage_api, reduce_block) + sizeof(void *)) return nullptr;
-    return api->reduce_block;
-  }
-
-  // This rank's shard of the (reduced) gradients, wherever they live.
-  torch::Tensor grads_shard() const {
-    if (grad_shards_) return grad_shards_->shard;
-    return flat_->grads.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
-  }
-
   // A block's backward starts: its gradients (and those of blocks whose tied weights it reads)
   // need memory, and its parameters must be there.
   void start_block_backward(uint32_t block, int64_t step, const zf_step_buffers &b) {
-    if (grad_shards_) {
-      grad_shards_->hold(block);
-      for (size_t tied : model_->tied_blocks(block)) grad_shards_->hold(uint32_t(tied));
+    if (place_->grad_shards) {
+      place_->grad_shards->hold(block);
+      for (size_t tied : model_->tied_blocks(block)) place_->grad_shards->hold(uint32_t(tied));
     }
-    residency_->enter(block, step);
-    residency_->prefetch_after(block, -1, step);
-    call_hook(plugins_.stage.instance->api<zf_stage_api>()->before_backward, "before_backward", block, b);
+    residency().enter(block, step);
+    residency().prefetch_after(block, -1, step);
+    plugins_.stage.hook(StagePlugin::kBeforeBackward, block, b);
   }
 
   // A block's backward is done: the stage reduces its gradients into the owners' shards, then
   // its gradient memory and (sharded) parameters go.
   // On a GPU the reduction runs on the communication stream beside the next blocks' backward.
   void finish_block_backward(uint32_t block, const zf_step_buffers &b) {
-    if (grad_shards_) grad_shards_->hold_shard();  // the step's first reduction (zeroed on the compute stream)
+    if (place_->grad_shards) place_->grad_shards->hold_shard();  // the step's first reduction (zeroed on the compute stream)
     zf_step_buffers comm = on_comm_stream(runtime_, b);
-    if (grad_shards_) comm.grad_shard = view_of(grad_shards_->shard);
-    call_hook(plugins_.stage.instance->api<zf_stage_api>()->after_backward, "after_backward", block, comm);
-    if (grad_shards_) {
+    if (place_->grad_shards) comm.grad_shard = view_of(place_->grad_shards->shard);
+    plugins_.stage.hook(StagePlugin::kAfterBackward, block, comm);
+    if (place_->grad_shards) {
       uint32_t timer = timers_.id("grad_reduce");  // reducing a block into the shards (GPU: comm stream)
       timers_.start(timer, comm.stream);
-      comm.block_grads = grad_shards_->block_view(block);
-      call_hook(stage_reduce_block(), "reduce_block", block, comm);
+      comm.block_grads = place_->grad_shards->block_view(block);
+      plugins_.stage.reduce_block(block, comm);
       timers_.stop(timer, comm.stream);
-      grad_shards_->release(block, record_event(runtime_.comm_stream), stream());
+      place_->grad_shards->release(block, record_event(runtime_.comm_stream), stream());
     }
     // On the last micro-step a block's part of the shard is final once reduced (or right away with
     // one rank): an offloaded update starts copying it while earlier blocks still run backward.
-    if (b.micro_step + 1 == b.micro_steps && (grad_shards_ || comm_.world_size() == 1)) {
+    if (b.micro_step + 1 == b.micro_steps && (place_->grad_shards || comm_.world_size() == 1)) {
       const zf_block &range = flat_->layout().blocks[block];
-      update_->gradients_final(range.offset, range.offset + range.numel, comm.stream ? comm.stream : stream());
+      update().gradients_final(range.offset, range.offset + range.numel, comm.stream ? comm.stream : stream());
     }
-    residency_->leave(block, Residency::Pass::backward);
-  }
-
-  // This rank's shard of the working parameters, wherever they live.
-  torch::Tensor params_shard() const {
-    if (residency_->sharded()) return residency_->stored(shard_begin_, shard_end_);
-    return flat_->params.narrow(0, int64_t(shard_begin_), int64_t(shard_numel()));
+    residency().leave(block, Residency::Pass::backward);
   }
 
   // run.comm_timeout_s = 0: collectives outside the steps (checkpoints, evaluations, the export)
@@ -418,9 +311,9 @@ class Trainer {
 
   // Continues from the checkpoint that checkpoint.resume names, if any.
   void resume() {
-    start_step_ = checkpoints_->resume(*update_);
+    start_step_ = checkpoints_->resume(update());
     if (start_step_ == 0) return;
-    update_->restore(params_shard());
+    update().restore(place_->params_shard());
     gather_parameters(start_step_);
   }
 
@@ -431,40 +324,12 @@ class Trainer {
     return int(signal[0]);
   }
 
-  zf_step_buffers buffers(int64_t step, uint32_t micro) const {
-    zf_step_buffers b{};
-    b.struct_size = sizeof b;
-    b.micro_step = micro;
-    b.micro_steps = uint32_t(options_.grad_accum);
-    b.step = step;
-    b.layout = &flat_->layout();
-    // Whole-buffer views have data == NULL where no rank holds the whole buffer.
-    zf_tensor_view absent{nullptr, padded_numel_, abi_dtype(dtype_), ZF_DEVICE_CPU, 0, 0};
-    torch::Tensor whole = residency_->sharded() ? residency_->whole() : flat_->params;
-    b.params = whole.defined() ? view_of(whole) : absent;
-    b.param_shard = view_of(params_shard());
-    b.grads = grad_shards_ ? absent : view_of(flat_->grads);
-    // Under sharded gradients the shard has memory from the step's first reduction to its update.
-    zf_tensor_view no_shard{nullptr, shard_numel(), abi_dtype(dtype_), ZF_DEVICE_CPU, 0, 0};
-    b.grad_shard = !grad_shards_ || grad_shards_->shard_held() ? view_of(grads_shard()) : no_shard;
-    b.stream = runtime_.compute_stream;
-    return b;
-  }
-
-  void call_hook(StageHook hook, const char *name, uint32_t block, const zf_step_buffers &b) {
-    if (!hook) return;
-    zf_error error{};
-    auto &stage = *plugins_.stage.instance;
-    const PluginEntry running(stage, name);
-    stage.check(hook(stage.object(), block, &b, &error), error, name);
-  }
-
   double train_step(int64_t step) {
     StandardTimers t(timers_);
-    const auto *stage_api = plugins_.stage.instance->api<zf_stage_api>();
+    const StagePlugin &stage = plugins_.stage;
     double loss_sum = 0;
     for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
-      zf_step_buffers b = buffers(step, uint32_t(micro));
+      zf_step_buffers b = place_->buffers(step, uint32_t(micro));
       int64_t chunk = ((step - 1) * options_.grad_accum + micro) * comm_.world_size() + comm_.rank();
       Batch batch = on_device(data_->batch(chunk, options_.micro_batch), runtime_);
       stats_.count_batch(batch.samples, batch.tokens);
@@ -476,19 +341,19 @@ class Trainer {
       // about to start. The hooks live in the autograd graph, so no output is held here: a
       // layer's output that autograd does not save, and the logits once the loss has them, are
       // freed as in a plain torch forward.
-      const bool block_hooks = residency_->sharded() || grad_shards_ || stage_api->before_backward ||
-                               stage_api->after_backward || update_->job().overlapped;
+      const bool block_hooks = residency().sharded() || place_->grad_shards || stage.has_hook(StagePlugin::kBeforeBackward) ||
+                               stage.has_hook(StagePlugin::kAfterBackward) || update().job().overlapped;
       torch::Tensor hidden = batch.inputs;
       size_t blocks = flat_->layout().block_count;
       for (size_t block = 0; block < blocks; ++block) {
         const zf_block &range = flat_->layout().blocks[block];
-        update_->ready_for(range.offset, range.offset + range.numel);  // the last step's update of the block
-        residency_->enter(uint32_t(block), step);
-        residency_->prefetch_after(uint32_t(block), +1, step);
-        call_hook(stage_api->before_forward, "before_forward", uint32_t(block), b);
+        update().ready_for(range.offset, range.offset + range.numel);  // the last step's update of the block
+        residency().enter(uint32_t(block), step);
+        residency().prefetch_after(uint32_t(block), +1, step);
+        stage.hook(StagePlugin::kBeforeForward, uint32_t(block), b);
         hidden = model_->forward_block(block, hidden, batch);
-        call_hook(stage_api->after_forward, "after_forward", uint32_t(block), b);
-        residency_->leave(uint32_t(block), Residency::Pass::forward);
+        stage.hook(StagePlugin::kAfterForward, uint32_t(block), b);
+        residency().leave(uint32_t(block), Residency::Pass::forward);
         if (block_hooks)
           hidden.register_hook([this, block, blocks, b, step](const torch::Tensor &) {
             if (block + 1 < blocks) finish_block_backward(uint32_t(block + 1), b);
@@ -505,17 +370,14 @@ class Trainer {
       timers_.start(t.bwd_inner, stream());
       loss.backward();
       finish_block_backward(0, b);
-      if (grad_shards_) grad_shards_->release_all(stream());
+      if (place_->grad_shards) place_->grad_shards->release_all(stream());
       join_comm();
       timers_.stop(t.bwd_inner, stream());
       loss_sum += loss.item<double>();
       if (micro + 1 == options_.grad_accum) {
-        b = buffers(step, uint32_t(micro));  // the gradient shard is held now
+        b = place_->buffers(step, uint32_t(micro));  // the gradient shard is held now
         timers_.start(t.bwd_reduce, stream());
-        zf_error error{};
-        auto &stage = *plugins_.stage.instance;
-        const PluginEntry running(stage, "reduce_gradients");
-        stage.check(stage_api->reduce_gradients(stage.object(), &b, &error), error, "reduce_gradients");
+        stage.reduce_gradients(b);
         timers_.stop(t.bwd_reduce, stream());
       }
       timers_.stop(t.bwd, stream());
@@ -526,7 +388,8 @@ class Trainer {
     optimizer_step(step);
     timers_.stop(t.step, stream());
     stats_.note_device_memory("step_end");
-    if (grad_shards_) grad_shards_->release_shard();  // attached and zeroed again at the next step's first reduction
+    // Attached and zeroed again at the next step's first reduction.
+    if (place_->grad_shards) place_->grad_shards->release_shard();
     else flat_->grads.zero_();
 
     // The reported loss is the mean over micro-batches and ranks.
@@ -542,64 +405,46 @@ class Trainer {
 
   void begin_update(int64_t step) {
     lr_ = options_.optimizer.lr * options_.schedule.factor(step);
-    update_->begin(step, lr_, params_shard(), grads_shard(), options_.clip_grad_norm <= 0, float(mean_scale()));
+    update().begin(step, lr_, place_->params_shard(), place_->grads_shard(), options_.clip_grad_norm <= 0,
+                   float(mean_scale()));
   }
 
   void optimizer_step(int64_t step) {
     double clip = 1.0;
     if (options_.clip_grad_norm > 0) {
-      grad_norm_ = global_grad_norm(grads_shard()) * mean_scale();
+      grad_norm_ = place_->global_grad_norm() * mean_scale();
       ZF_REQUIRE(std::isfinite(grad_norm_), "step %lld: the gradients are not finite (global norm %g); the update is "
                  "not applied and the run stops; %s. Lower optimizer.lr (%g) or check the data", (long long)step,
                  grad_norm_, checkpoints_->newest().c_str(), options_.optimizer.lr);
       clip = std::min(1.0, options_.clip_grad_norm / (grad_norm_ + 1e-6));
     }
-    update_->finish(float(mean_scale()), float(clip), defer_update_);
+    update().finish(float(mean_scale()), float(clip), place_->defer_update);
     gather_parameters(step);
   }
 
   void gather_parameters(int64_t step) {
-    auto &stage = *plugins_.stage.instance;
-    if (auto gather = stage.api<zf_stage_api>()->gather_parameters) {
-      zf_error error{};
-      zf_step_buffers b = buffers(step, uint32_t(options_.grad_accum - 1));
-      const PluginEntry running(stage, "gather_parameters");
-      stage.check(gather(stage.object(), &b, &error), error, "gather_parameters");
-    }
-    residency_->gather_resident(step);
-  }
-
-  // L2 norm of the summed gradients over all ranks. Each element is counted once even when
-  // several ranks own it (zero0: all of them), by dividing by how many ranks own each element.
-  double global_grad_norm(const torch::Tensor &shard_grads) {
-    // In fp64, a slice at a time: a whole 7B shard in fp64 would need 56 GB of temporaries.
-    constexpr int64_t kSlice = int64_t(1) << 26;
-    torch::Tensor total = torch::zeros({}, shard_grads.options().dtype(torch::kFloat64));
-    for (int64_t lo = 0; lo < shard_grads.numel(); lo += kSlice)
-      total += shard_grads.narrow(0, lo, std::min(kSlice, shard_grads.numel() - lo)).to(torch::kFloat64).pow(2).sum();
-    double sums[2] = {total.item<double>(), double(shard_numel())};
-    comm_.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
-    double owners = sums[1] / double(padded_numel_);
-    return std::sqrt(sums[0] / std::max(1.0, owners));
+    if (plugins_.stage.gathers_parameters())
+      plugins_.stage.gather_parameters(place_->buffers(step, uint32_t(options_.grad_accum - 1)));
+    residency().gather_resident(step);
   }
 
   StepRecord record(int64_t step, int64_t steps, double loss, double step_ms) {
     StepRecord r = stats_.record(step, steps, loss, step_ms, options_.grad_accum);
     r.lr = lr_;
     r.grad_norm = options_.clip_grad_norm > 0 ? grad_norm_ : -1.0;
-    r.update = update_->events();
+    r.update = update().events();
     return r;
   }
 
   std::string summary_json(const RunSummary &s, int64_t timed_steps) {
-    stats_.selected_fraction = update_->selected_fraction();
-    stats_.update_facts = update_->facts();
+    stats_.selected_fraction = update().selected_fraction();
+    stats_.update_facts = update().facts();
     stats_.param_gathers.clear();
-    const std::vector<int64_t> &gathers = residency_->gather_counts();
+    const std::vector<int64_t> &gathers = residency().gather_counts();
     const std::vector<std::string> names = model_->block_names();
     for (size_t b = 0; b < gathers.size(); ++b) stats_.param_gathers.emplace_back(names[b], gathers[b]);
     RunStats::Facts facts{config_.file(), model_->name(), options_.micro_batch * options_.grad_accum * comm_.world_size(),
-                          options_.eval_every > 0, &plugins_, &memory_plan_};
+                          options_.eval_every > 0, &plugins_, &place_->memory_plan};
     return stats_.summary_json(s, timed_steps, facts);
   }
 
@@ -612,15 +457,7 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<DataSource> data_, eval_data_;
   std::unique_ptr<FlatBuffers> flat_;
-  std::unique_ptr<Residency> residency_;  // parameters of blocks gathered around their use (ZeRO-3, cpu_full)
-  zf_tier param_tier_ = ZF_TIER_DEVICE;   // where the working parameters live (the offload plan's param_tier)
-  std::unique_ptr<ShardedGradients> grad_shards_;  // only under a stage that reduces per block
-  uint64_t padded_numel_ = 0;  // elements of the flat buffers (>= layout numel)
-  torch::Dtype dtype_ = torch::kFloat32;
-  std::unique_ptr<UpdatePlan> update_;
-  bool defer_update_ = false;  // the next forward overlaps the end of the update (UpdatePlan::finish)
-  MemoryPlan memory_plan_;
-  uint64_t shard_begin_ = 0, shard_end_ = 0;
+  std::unique_ptr<Placement> place_;  // after flat_, which it places
   RunStats stats_;
   double lr_ = 0, grad_norm_ = 0;  // this step's
   double slowest_step_ms_ = 0;     // of this run's steps so far (set_comm_timeout)

@@ -1,8 +1,8 @@
 #include "engine/evaluate.hpp"
 
 #include "checkpoint/checkpoint.hpp"
-#include "engine/engine.hpp"
-#include "engine/flat_buffers.hpp"
+#include "engine/run_setup.hpp"
+#include "params/flat_buffers.hpp"
 #include "engine/run_options.hpp"
 #include "engine/training_checkpoint.hpp"
 #include "model/zoo.hpp"

@@ -6,7 +6,7 @@
 #include "config/config.hpp"
 #include "engine/generate.hpp"
 #include "engine/schedule.hpp"
-#include "engine/update_plan.hpp"
+#include "update/update_plan.hpp"
 
 #include <string>
 

@@ -1,6 +1,5 @@
-// run_setup.cpp: what a process sets up before it builds a run (prepare_runtime, engine.hpp): the
-// GPU, deterministic kernels, this rank's cores and torch's threads.
-#include "engine/engine.hpp"
+// run_setup.cpp: the GPU, deterministic kernels, this rank's cores and torch's threads.
+#include "engine/run_setup.hpp"
 
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"

@@ -1,6 +1,6 @@
 #include "engine/training_checkpoint.hpp"
 
-#include "engine/engine.hpp"
+#include "runtime/digest.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
 #include "runtime/json.hpp"
@@ -95,7 +95,7 @@ TrainingState TrainingCheckpoints::state(int64_t step, UpdatePlan &update) const
   state.shard_begin = identity_.shard_begin;
   state.shard_end = identity_.shard_end;
   state.layout_digest = layout_digest_;
-  state.master = update.master;
+  state.master = update.master();
   state.optimizer = update.state_tensors();
   state.optimizer_pieces = update.state_pieces();
   state.rng = at::detail::getDefaultCPUGenerator().get_state();

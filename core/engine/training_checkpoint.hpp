@@ -6,7 +6,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "config/config.hpp"
-#include "engine/update_plan.hpp"
+#include "update/update_plan.hpp"
 
 #include <memory>
 #include <string>

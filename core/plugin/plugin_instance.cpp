@@ -4,7 +4,7 @@
 
 #include "plugin/plugin_entry.hpp"
 
-#include "engine/flat_buffers.hpp"
+#include "runtime/tensors.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"

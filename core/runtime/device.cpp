@@ -1,7 +1,7 @@
 // The CUDA device layer (runtime/device.hpp). CPU builds compile the fallbacks at the end.
 #include "runtime/device.hpp"
 
-#include "engine/flat_buffers.hpp"
+#include "runtime/tensors.hpp"
 
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"

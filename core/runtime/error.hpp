@@ -12,6 +12,15 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A malformed command line (exit code 2).
+struct UsageError : Error {
+  using Error::Error;
+};
+
+// The user-facing text of an exception (zf::Error as is, libtorch's without its backtrace);
+// runtime/error_message.cpp, with libtorch.
+std::string error_message(const std::exception &error);
+
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Throws zf::Error with the formatted message when cond is false.

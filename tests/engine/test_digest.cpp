@@ -2,7 +2,7 @@
 // size gives the hash of the segments' values in layout order (padding between segments
 // excluded), computed here directly.
 #include "engine/engine.hpp"
-#include "engine/run_stats.hpp"
+#include "report/run_stats.hpp"
 #include "runtime/error.hpp"
 #include "runtime/runtime.hpp"
 

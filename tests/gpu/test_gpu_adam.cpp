@@ -4,7 +4,7 @@
 #include "gpu_skip.hpp"
 
 #include "config/plugin_config.hpp"
-#include "engine/flat_buffers.hpp"
+#include "params/flat_buffers.hpp"
 #include "plugin/plugin_instance.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/device.hpp"

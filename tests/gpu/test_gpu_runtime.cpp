@@ -3,7 +3,7 @@
 // computes (one rank in process; two ranks under mpirun where two GPUs exist).
 #include "gpu_skip.hpp"
 
-#include "engine/flat_buffers.hpp"
+#include "params/flat_buffers.hpp"
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
 #include "support/process.hpp"

@@ -3,7 +3,7 @@
 // match transformers' on the fixtures in tests/fixtures/hf/ (generated with transformers).
 #include "checkpoint/hf_checkpoint.hpp"
 #include "checkpoint/safetensors.hpp"
-#include "engine/flat_buffers.hpp"
+#include "params/flat_buffers.hpp"
 #include "model/transformer_shape.hpp"
 #include "model/zoo.hpp"
 #include "models/model_fixture.hpp"

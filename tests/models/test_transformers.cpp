@@ -1,7 +1,7 @@
 // The zoo transformers (GPT-2, Llama, Qwen2) as the engine drives them: block structure and
 // parameter flags, causal attention, the loss, training through the engine's column-major flat
 // buffers (with and without activation checkpointing) and the parameter counts of the presets.
-#include "engine/flat_buffers.hpp"
+#include "params/flat_buffers.hpp"
 #include "model/zoo.hpp"
 #include "models/model_fixture.hpp"
 #include "runtime/memory.hpp"

@@ -1,6 +1,6 @@
 // The pieces of ZenFlow that are pure functions: which shard elements a column mask sends to the
 // device and to the CPU, and when zen-auto calls the CPU update.
-#include "engine/zenflow.hpp"
+#include "update/column_selection.hpp"
 
 #include <catch2/catch.hpp>
 

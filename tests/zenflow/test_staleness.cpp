@@ -6,9 +6,9 @@
 // loss at the parameters the next forward would read, so a CPU update that lands a step early or
 // late changes every later gradient.
 #include "config/config.hpp"
-#include "engine/plugin_set.hpp"
-#include "engine/update_plan.hpp"
-#include "engine/zenflow.hpp"
+#include "plugin/plugin_set.hpp"
+#include "update/update_plan.hpp"
+#include "update/zenflow.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "support/process.hpp"
 
@@ -160,7 +160,7 @@ void check_schedule(const Schedule &s, int64_t steps) {
   ref.complete(steps);
   for (uint64_t i = 0; i < kNumel; ++i) {
     INFO("after the run, element " << i);
-    CHECK(plan.master[int64_t(i)].item<float>() == Approx(ref.master[i]).margin(2e-5));
+    CHECK(plan.master()[int64_t(i)].item<float>() == Approx(ref.master[i]).margin(2e-5));
     CHECK(params[int64_t(i)].item<float>() == Approx(ref.visible[i]).margin(2e-5));
   }
 }

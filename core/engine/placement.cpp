@@ -1,0 +1,139 @@
+#include "engine/placement.hpp"
+
+#include "update/zenflow_options.hpp"
+#include "model/zoo.hpp"
+#include "runtime/device.hpp"
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zf {
+
+Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime &runtime, PluginSet &plugins,
+                     FlatBuffers &flat, const Model &model, int64_t steps_per_epoch, RunStats &stats)
+    : options_(options), runtime_(runtime), flat_(flat) {
+  Communicator &comm = *runtime.comm;
+  const zf_layout &layout = flat_.layout();
+  const StagePlugin &stage = plugins.stage;
+  std::vector<uint8_t> resident;
+  const zf_stage_plan plan = stage.plan(layout, resident);
+  uint64_t numel = std::max(layout.numel, plan.padded_numel);
+  ZF_REQUIRE(plan.shard_begin <= plan.shard_end && plan.shard_end <= numel,
+             "stage plugin '%s' planned the shard [%llu, %llu) outside the %llu-element buffers", stage.name(),
+             (unsigned long long)plan.shard_begin, (unsigned long long)plan.shard_end, (unsigned long long)numel);
+  shard_begin = plan.shard_begin;
+  shard_end = plan.shard_end;
+  dtype = compute_dtype(config);
+  padded_numel = numel;
+  update = std::make_unique<UpdatePlan>(runtime_, plugins, layout, shard_begin, shard_end, dtype, model_tier(),
+                                        options_.optimizer, ZenFlowOptions::read(config, steps_per_epoch));
+  param_tier = update->param_tier();
+  check_memory(numel);
+  flat_.materialize(numel, dtype, runtime_.memory, model_tier(), /*with_grads=*/true, param_tier);
+
+  // Every rank starts from rank 0's parameters.
+  comm.broadcast(view_of(flat_.params), 0, runtime_.compute_stream);
+  stats.mark("buffers");
+  update->allocate(flat_.params.narrow(0, int64_t(shard_begin), int64_t(shard_numel())));
+  stats.mark("optimizer");
+  residency = std::make_unique<Residency>(stage, runtime_, flat_, model, model_tier(),
+                                          [this](int64_t step) { return buffers(step, uint32_t(options_.grad_accum - 1)); });
+  if (stage.shards_parameters()) {
+    // A stage that gathers from the fp32 master where it lives beside the model (it converts as
+    // it copies) needs no compute-precision copy of the shard.
+    const bool from_master = stage.gathers_from_master() && !update->offloaded() &&
+                             param_tier == model_tier() && update->master().device() == flat_.params.device();
+    residency->shard(shard_begin, shard_end, param_tier, std::move(resident), plan.prefetch_numel,
+                     /*stage_gathers=*/true, from_master ? update->master() : torch::Tensor());
+  } else if (param_tier != model_tier())  // parameter offload: every block comes from host memory when used
+    residency->shard(0, numel, param_tier, std::vector<uint8_t>(layout.block_count, 0),
+                     update->param_prefetch(), /*stage_gathers=*/false);
+  if (stage.reduces_blocks())
+    grad_shards = std::make_unique<ShardedGradients>(flat_, runtime_.memory, model_tier(), shard_numel());
+  // Without a gather after the update, the next forward can start while the update goes on.
+  defer_update = !stage.gathers_parameters() && !residency->sharded();
+  stats.mark("stage");
+}
+
+// Bytes per tier before anything large is allocated, printed, and refused when they cannot fit.
+void Placement::check_memory(uint64_t numel) {
+  const Communicator &comm = *runtime_.comm;
+  const bool on_gpu = runtime_.device == ZF_DEVICE_CUDA;
+  MemoryPlan &plan = memory_plan;
+  uint64_t model_bytes = numel * c10::elementSize(dtype);
+  plan.buffers = {{param_tier, "params", model_bytes}, {model_tier(), "grads", model_bytes}};
+  if (param_tier != model_tier()) {  // parameter offload: a block and its tied one in use, (GPU) more copied ahead
+    const zf_layout &layout = flat_.layout();
+    uint64_t largest = 0;
+    for (uint32_t b = 0; b < layout.block_count; ++b) largest = std::max(largest, layout.blocks[b].numel);
+    const uint64_t prefetch = update->param_prefetch();
+    const uint64_t ahead = on_gpu && prefetch > 0 ? std::min(prefetch + largest, numel) : 0;
+    plan.buffers.push_back({model_tier(), "params.gathered (at most)", (2 * largest + ahead) * c10::elementSize(dtype)});
+  }
+  for (const PlannedBuffer &b : update->planned()) plan.buffers.push_back(b);
+  HostMemoryLimit host = host_memory_limit(options_.host_memory_limit_gb);
+  if (comm.rank() == 0) {
+    std::string tiers;
+    for (zf_tier t : {ZF_TIER_DEVICE, ZF_TIER_PINNED_HOST, ZF_TIER_HOST, ZF_TIER_NVME})
+      if (plan.bytes(t)) tiers += format("%s%s %s", tiers.empty() ? "" : "; ", tier_name(t), plan.describe(t).c_str());
+    std::printf("zfcore: memory plan per rank: %s; this host allows %s of host memory (%s) for %d rank(s)\n",
+                tiers.c_str(), format_bytes(host.bytes).c_str(), host.source.c_str(), comm.local_size());
+    std::fflush(stdout);
+  }
+  check_memory_plan(plan, host, comm.local_size(), on_gpu ? device_free_bytes() : 0,
+                    "What would fit: optimizer.moment_dtype = \"bf16\" (halves the optimizer state), a ZeRO stage "
+                    ">= 1 over more ranks (stage.plugin = \"zero1\", \"zero2\" or \"zero3\" divide the master and "
+                    "optimizer state by the number of ranks), a smaller model, or on a GPU run offload.plugin = "
+                    "\"cpu_optimizer\" (master and state in host memory)");
+}
+
+zf_step_buffers Placement::buffers(int64_t step, uint32_t micro) const {
+  zf_step_buffers b{};
+  b.struct_size = sizeof b;
+  b.micro_step = micro;
+  b.micro_steps = uint32_t(options_.grad_accum);
+  b.step = step;
+  b.layout = &flat_.layout();
+  // Whole-buffer views have data == NULL where no rank holds the whole buffer.
+  zf_tensor_view absent{nullptr, padded_numel, abi_dtype(dtype), ZF_DEVICE_CPU, 0, 0};
+  torch::Tensor whole = residency->sharded() ? residency->whole() : flat_.params;
+  b.params = whole.defined() ? view_of(whole) : absent;
+  b.param_shard = view_of(params_shard());
+  b.grads = grad_shards ? absent : view_of(flat_.grads);
+  // Under sharded gradients the shard has memory from the step's first reduction to its update.
+  zf_tensor_view no_shard{nullptr, shard_numel(), abi_dtype(dtype), ZF_DEVICE_CPU, 0, 0};
+  b.grad_shard = !grad_shards || grad_shards->shard_held() ? view_of(grads_shard()) : no_shard;
+  b.stream = runtime_.compute_stream;
+  return b;
+}
+
+// L2 norm of the summed gradients over all ranks. Each element is counted once even when
+// several ranks own it (zero0: all of them), by dividing by how many ranks own each element.
+double Placement::global_grad_norm() const {
+  const torch::Tensor shard_grads = grads_shard();
+  // In fp64, a slice at a time: a whole 7B shard in fp64 would need 56 GB of temporaries.
+  constexpr int64_t kSlice = int64_t(1) << 26;
+  torch::Tensor total = torch::zeros({}, shard_grads.options().dtype(torch::kFloat64));
+  for (int64_t lo = 0; lo < shard_grads.numel(); lo += kSlice)
+    total += shard_grads.narrow(0, lo, std::min(kSlice, shard_grads.numel() - lo)).to(torch::kFloat64).pow(2).sum();
+  double sums[2] = {total.item<double>(), double(shard_numel())};
+  runtime_.comm->all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
+  double owners = sums[1] / double(padded_numel);
+  return std::sqrt(sums[0] / std::max(1.0, owners));
+}
+
+zf_tier Placement::model_tier() const { return runtime_.device == ZF_DEVICE_CUDA ? ZF_TIER_DEVICE : ZF_TIER_HOST; }
+
+torch::Tensor Placement::params_shard() const {
+  if (residency->sharded()) return residency->stored(shard_begin, shard_end);
+  return flat_.params.narrow(0, int64_t(shard_begin), int64_t(shard_numel()));
+}
+
+torch::Tensor Placement::grads_shard() const {
+  if (grad_shards) return grad_shards->shard;
+  return flat_.grads.narrow(0, int64_t(shard_begin), int64_t(shard_numel()));
+}
+
+}  // namespace zf

@@ -1,0 +1,98 @@
+#include "params/flat_buffers.hpp"
+
+#include "runtime/error.hpp"
+
+namespace zf {
+
+FlatBuffers::FlatBuffers(std::vector<ModelParameter> parameters, const std::vector<std::string> &block_names,
+                         bool column_major)
+    : parameters_(std::move(parameters)), block_names_(block_names) {
+  names_.reserve(parameters_.size());
+  uint64_t offset = 0;
+  for (const ModelParameter &p : parameters_) {
+    ZF_REQUIRE(p.block < block_names_.size(), "internal: parameter %s names block %u of %zu", p.name.c_str(),
+               p.block, block_names_.size());
+    ZF_REQUIRE(segments_.empty() || p.block >= segments_.back().block,
+               "internal: parameters must come in block order (%s)", p.name.c_str());
+    names_.push_back(p.name);
+    zf_segment s{};
+    s.offset = offset;
+    s.numel = uint64_t(p.tensor.numel());
+    bool two_d = p.tensor.dim() == 2;
+    s.rows = two_d ? uint64_t(p.tensor.size(0)) : s.numel;
+    s.cols = two_d ? uint64_t(p.tensor.size(1)) : 1;
+    s.block = p.block;
+    s.flags = (p.no_decay ? ZF_SEGMENT_NO_DECAY : 0u) | (p.matrix && two_d ? ZF_SEGMENT_MATRIX : 0u) |
+              (p.matrix && two_d && column_major ? ZF_SEGMENT_COLUMN_CONTIGUOUS : 0u);
+    segments_.push_back(s);
+    offset += (s.numel + kAlignment - 1) / kAlignment * kAlignment;
+  }
+  for (size_t i = 0; i < segments_.size(); ++i) segments_[i].name = names_[i].c_str();
+
+  for (uint32_t b = 0; b < block_names_.size(); ++b) {
+    zf_block block{};
+    block.name = block_names_[b].c_str();
+    block.first_segment = uint32_t(segments_.size());
+    for (uint32_t i = 0; i < segments_.size(); ++i) {
+      if (segments_[i].block != b) continue;
+      if (block.segment_count == 0) block.first_segment = i;
+      ++block.segment_count;
+    }
+    block.offset = block.segment_count ? segments_[block.first_segment].offset : offset;
+    blocks_.push_back(block);
+  }
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    uint64_t end = offset;
+    for (size_t next = b + 1; next < blocks_.size(); ++next)
+      if (blocks_[next].segment_count) {
+        end = blocks_[next].offset;
+        break;
+      }
+    blocks_[b].numel = blocks_[b].segment_count ? end - blocks_[b].offset : 0;
+  }
+
+  layout_.struct_size = sizeof(zf_layout);
+  layout_.segment_count = uint32_t(segments_.size());
+  layout_.segments = segments_.data();
+  layout_.block_count = uint32_t(blocks_.size());
+  layout_.blocks = blocks_.data();
+  layout_.numel = offset;
+  layout_.alignment = kAlignment;
+}
+
+torch::Tensor FlatBuffers::view_of(const torch::Tensor &flat, size_t index, uint64_t base_offset) const {
+  const zf_segment &s = segments_[index];
+  torch::Tensor run = flat.narrow(0, int64_t(s.offset - base_offset), int64_t(s.numel));
+  if (s.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) return run.view({int64_t(s.cols), int64_t(s.rows)}).t();
+  return run.view(parameters_[index].tensor.sizes());
+}
+
+void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier,
+                              bool with_grads, zf_tier param_tier) {
+  ZF_REQUIRE(numel >= layout_.numel, "internal: flat buffers smaller than the layout");
+  params = ledger_tensor(ledger, param_tier == ZF_TIER_COUNT ? tier : param_tier, numel, dtype, "params");
+  if (with_grads) grads = ledger_tensor(ledger, tier, numel, dtype, "grads");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    torch::Tensor &tensor = parameters_[i].tensor;
+    torch::Tensor value = view_of(params, i);
+    value.copy_(tensor);
+    tensor.set_data(value);
+    if (with_grads) tensor.mutable_grad() = view_of(grads, i);
+  }
+}
+
+void FlatBuffers::bind_block(uint32_t block, const torch::Tensor &storage) {
+  const zf_block &b = blocks_[block];
+  torch::NoGradGuard no_grad;
+  for (uint32_t i = b.first_segment; i < b.first_segment + b.segment_count; ++i)
+    parameters_[i].tensor.set_data(view_of(storage, i, b.offset));
+}
+
+void FlatBuffers::bind_block_grads(uint32_t block, const torch::Tensor &storage) {
+  const zf_block &b = blocks_[block];
+  for (uint32_t i = b.first_segment; i < b.first_segment + b.segment_count; ++i)
+    parameters_[i].tensor.mutable_grad() = view_of(storage, i, b.offset);
+}
+
+}  // namespace zf

@@ -1,0 +1,29 @@
+// plugin_set.hpp: the four plugins a run uses (stage, offload, optimizer, selector), chosen by
+// the config. A table may list several candidates: the first that does not decline is used, and
+// each decline is logged with its reason.
+#pragma once
+
+#include "config/config.hpp"
+#include "plugin/plugin_kinds.hpp"
+
+#include <memory>
+
+namespace zf {
+
+class PluginSet {
+ public:
+  PluginSet(const RunConfig &config, Runtime &runtime, PluginRegistry &registry);
+  StagePlugin stage;
+  OffloadPlugin offload;
+  OptimizerPlugin optimizer;
+  SelectorPlugin selector;
+  // ZenFlow runs (a [zenflow] table): the optimizer of the selected columns, where the model
+  // computes: gpu_adam on a GPU run, a second instance of the run's optimizer on a CPU run.
+  std::unique_ptr<OptimizerPlugin> selective_optimizer;
+};
+
+// Resolves and validates a plugin table without creating the plugin (`zfcore validate`).
+const PluginFile &resolve_plugin(const PluginSection &section, const std::string &name, PluginRegistry &registry,
+                                 std::unique_ptr<PluginConfig> *config_out);
+
+}  // namespace zf

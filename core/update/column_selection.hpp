@@ -1,0 +1,33 @@
+// column_selection.hpp: ZenFlow's split of the shard by gradient columns: which elements the
+// device updates every step and which the CPU updates, and zen-auto's test for a due CPU update.
+#pragma once
+
+#include "update/update_buffers.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace zf {
+
+// The columns of a layout's MATRIX segments (the selector's score and mask entries).
+uint32_t column_count(const zf_layout &layout);
+
+// Which elements of the shard the device updates every step and which the CPU updates at the
+// boundaries, from a column mask. 1-D parameters always go to the device; a segment's padding to
+// the CPU. Both range lists are sorted, disjoint, in shard elements, and together cover the shard.
+struct Selection {
+  std::vector<uint8_t> mask;                 // per column
+  std::vector<zf_optimizer_range> device;    // selected columns and 1-D parameters
+  std::vector<zf_optimizer_range> host;      // the other columns
+  uint64_t device_numel = 0;
+};
+Selection make_selection(const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end, std::vector<uint8_t> mask);
+
+// Zen-auto: the CPU update is due when at least auto_ratio of the weights (that have selected and
+// other columns) hold more gradient mass in their other columns, accumulated since the last CPU
+// update, than in their selected columns in this step. Masses are the selector's scores summed
+// over ranks.
+bool auto_update_due(const zf_layout &layout, const std::vector<uint8_t> &mask, const std::vector<float> &step_scores,
+                     const std::vector<float> &accumulated_scores, double auto_ratio);
+
+}  // namespace zf

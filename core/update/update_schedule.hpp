@@ -1,0 +1,75 @@
+// update_schedule.hpp: when which elements of the shard are updated. The update plan's step
+// protocol (update_plan.hpp) calls its schedule: EveryStep updates the whole shard every step,
+// where the model computes or on the host (HostUpdate); ZenFlow (zenflow.hpp) updates the selected
+// columns every step and the others on the host across steps.
+#pragma once
+
+#include "update/host_update.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zf {
+
+// One step's tensors: this rank's working parameters and reduced gradients (compute dtype, on
+// the model's tier), and the gradient scale when it is known before the backward.
+struct StepTensors {
+  int64_t step = 0;
+  torch::Tensor params, grads;
+  bool scale_known = true;
+  float grad_scale = 1;
+};
+
+class UpdateSchedule {
+ public:
+  virtual ~UpdateSchedule() = default;
+  virtual void add_planned(std::vector<PlannedBuffer> &) const {}
+  virtual void allocate() {}
+  virtual void begin(const StepTensors &step) = 0;  // before the backward
+  // Layout elements [begin, end) of gradients are final; `stream` has the work that made them so.
+  virtual void gradients_final(uint64_t begin, uint64_t end, void *stream) = 0;
+  // mean_scale: 1 / (ranks * micro-steps); clip: the clipping factor; defer: the update may go
+  // on while the next forward runs (ready_for orders each block after its parameters).
+  virtual void finish(float mean_scale, float clip, bool defer) = 0;
+  virtual void ready_for(uint64_t begin, uint64_t end) = 0;
+  virtual void finish_step() = 0;  // the step's own update is complete
+  virtual void complete() = 0;     // after the last step: every gradient applied
+  // Checkpoints: what the schedule adds to the optimizer's state, and setting it back.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> state() { return {}; }
+  virtual void restore(const torch::Tensor &params_shard) = 0;
+  virtual std::string events() const { return {}; }  // what the update did in the step just finished
+  virtual std::vector<std::pair<std::string, double>> facts() const { return {}; }
+  virtual double selected_fraction() const { return 0; }
+};
+
+// The whole shard every step: the optimizer on the model's device, or (host != NULL) on the host,
+// bucket by bucket as gradients become final when the offload plugin overlaps.
+class EveryStep : public UpdateSchedule {
+ public:
+  // host_steps: a counter that numbers the optimizer's steps instead of the training step
+  // (ZenFlow's warm-up steps share the CPU optimizer's count with its later CPU updates).
+  EveryStep(UpdateBuffers &buffers, HostUpdate *host, int64_t *host_steps = nullptr)
+      : buffers_(buffers), host_(host), host_steps_(host_steps) {}
+  void begin(const StepTensors &step) override;
+  void gradients_final(uint64_t begin, uint64_t end, void *stream) override;
+  void finish(float mean_scale, float clip, bool defer) override;
+  void ready_for(uint64_t begin, uint64_t end) override;
+  void finish_step() override;
+  void complete() override;
+  void restore(const torch::Tensor &params_shard) override;
+
+ private:
+  void update_on_device(float grad_scale);
+  // The working parameters are the master itself (zero3 gathering from it): nothing to copy.
+  bool params_are_master(const torch::Tensor &params) const {
+    return params.data_ptr() == buffers_.master.data_ptr();
+  }
+
+  UpdateBuffers &buffers_;
+  HostUpdate *host_;
+  int64_t *host_steps_;
+  StepTensors step_;
+};
+
+}  // namespace zf

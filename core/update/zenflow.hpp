@@ -1,0 +1,127 @@
+// zenflow.hpp: ZenFlow on top of the update plan (a [zenflow] table in the config).
+//
+// Every step the selected gradient columns (the selector's top k of each weight) and every 1-D
+// parameter are updated where the model computes, by a second optimizer (gpu_adam on a GPU run)
+// over a compact copy of their master and moments. The gradients of all columns are summed on the
+// device, and the plan's CPU optimizer updates the other columns of the host master on the update
+// thread from their mean, one step per update_interval (U) steps. Two schedules:
+// - staggered (the default): the shard is cut into U groups; each step one group's sum goes down
+//   and its CPU update runs while the device computes the next step, whose end swaps it in. Each
+//   column waits 1 to U steps for its update, and the CPU load is the same every step.
+// - deepspeed (the reference's): every U steps (a boundary) the whole sum goes down, and its CPU
+//   update is swapped in at the next boundary: U to 2U - 1 steps late.
+// overlap_step = false swaps each CPU update in at once (the step waits for it). At most one CPU
+// update is in flight; its compute-precision result is uploaded into a staging buffer, and the
+// swap keeps the device's values of the selected columns.
+//
+// Selection (the first ZenFlow step, then every select_interval steps): the CPU updates still
+// owed are applied, the device's master and moments of the selected columns go back into the
+// host's, the selector scores the step's reduced gradients (score vectors summed over ranks) and
+// picks the new columns, whose master and moments come from the host's: a column keeps one master
+// and one moment chain wherever it is updated (DeepSpeed resets the moments of newly selected
+// columns instead).
+#pragma once
+
+#include "update/column_selection.hpp"
+#include "update/update_schedule.hpp"
+#include "update/zenflow_options.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zf {
+
+class ZenFlow : public UpdateSchedule {
+ public:
+  // host: the offloaded update's host side (ZenFlow needs the master in host memory).
+  ZenFlow(UpdateBuffers &buffers, HostUpdate *host, const zf_layout &layout, const ZenFlowOptions &options);
+  ~ZenFlow() override;
+
+  void add_planned(std::vector<PlannedBuffer> &planned) const override;
+  void allocate() override;
+  // Steps up to full_warm_up_rounds are plain (synchronous) offload steps (warm_up_).
+  void begin(const StepTensors &step) override;
+  void gradients_final(uint64_t begin, uint64_t end, void *stream) override;
+  void finish(float mean_scale, float clip, bool defer) override;
+  void ready_for(uint64_t begin, uint64_t end) override { host_.ready_for(begin, end); }
+  void finish_step() override { host_.finish_step(); }
+  // After the last step: the pending CPU update swapped in, the partial intervals applied, the
+  // device's columns written into the host master. Nothing is left to do when called again.
+  void complete() override;
+  // Checkpoints: the device's columns written into the host master and state, then ZenFlow's own
+  // tensors (working parameters, gradient sum, mask, counters).
+  std::vector<std::pair<std::string, torch::Tensor>> state() override;
+  void restore(const torch::Tensor &params_shard) override;
+
+  std::string events() const override { return events_; }
+  std::vector<std::pair<std::string, double>> facts() const override;
+  double selected_fraction() const override;
+
+ private:
+  // A group of the staggered schedule: shard elements [begin, end), the steps summed since its
+  // last CPU update, its CPU updates (bias correction), and its selected columns' positions
+  // [compact_begin, compact_end) in the compact tensors.
+  struct Group {
+    uint64_t begin = 0, end = 0;
+    int64_t summed = 0, updates = 0;
+    int64_t compact_begin = 0, compact_end = 0;
+  };
+  bool active(int64_t step) const { return step > options_.warm_up; }
+  void note(const char *event);
+  void step(int64_t step, float mean_scale, float clip);  // after the backward of an active step
+  void deepspeed_step(int64_t step, float clip);
+  void staggered_step(int64_t step, float clip);
+  void accumulate_groups(float clip);
+  void hand_over_group(size_t group);
+  void swap_in_group();
+  void flush_groups();
+  void hand_over(HostJob job, int64_t summed);  // both schedules
+  bool boundary();
+  void select(int64_t step);
+  void use_selection(Selection selection);
+  zf_select_args select_args(const torch::Tensor &grads) const;
+  std::vector<float> scores(const torch::Tensor &grads);
+  void store_device_columns();
+  void update_selected(int64_t step, float scale);
+  void accumulate(float clip);
+  void start_host_update();
+  void swap_in();
+  torch::Tensor host_gather(const torch::Tensor &source) const;
+  void host_scatter(const torch::Tensor &compact, torch::Tensor &destination) const;
+  torch::Tensor gather_state(size_t i) const;  // the host's state tensor i, in memory or on disk
+  void scatter_state(size_t i);
+
+  UpdateBuffers &buffers_;
+  HostUpdate &host_;
+  const zf_layout &layout_;
+  ZenFlowOptions options_;
+  uint32_t columns_ = 0;
+  const OptimizerPlugin &optimizer_;  // the device-side optimizer (plugins.selective_optimizer)
+
+  Selection selection_;
+  bool selected_ = false;
+  torch::Tensor index_;                             // device ranges' shard elements, on the model's tier
+  std::vector<zf_optimizer_range> compact_ranges_;  // the device ranges in compact elements
+  torch::Tensor master_, params_out_;               // compact fp32 master, compute-precision result
+  std::vector<torch::Tensor> state_;                // compact optimizer state (the device optimizer's)
+  std::vector<StateSpec> state_specs_;               // the device optimizer's
+  std::vector<int> host_state_of_;                  // index into the plan's state for each of state_
+
+  torch::Tensor sum_;      // gradients summed since the last CPU update (shard, model tier)
+  torch::Tensor staging_;  // the CPU update's result, swapped in at the next boundary
+  bool sum_copied_pending_ = false;  // sum_ is being copied down: wait before writing it
+  int64_t summed_steps_ = 0, host_updates_ = 0, selections_ = 0, last_selection_ = 0;
+  float mean_scale_ = 1;  // the last step's 1 / (ranks * micro-steps)
+  bool swap_due_ = false;  // a CPU update's result waits in staging_ (deepspeed schedule)
+  std::vector<Group> groups_;  // staggered schedule
+  int64_t next_group_ = 0, swap_group_ = -1;  // the group handed over next; the one whose result waits
+  torch::Tensor group_counters_;  // checkpoint view of groups_, next_group_ and swap_group_ (int64)
+  torch::Tensor counters_, mask_;  // checkpoint views of the counters above (int64) and the mask
+  torch::Tensor saved_params_;  // the working parameters a checkpoint holds
+  std::string events_;
+  StepTensors step_;
+  EveryStep warm_up_;  // after host_updates_: it counts the warm-up's CPU steps there
+};
+
+}  // namespace zf

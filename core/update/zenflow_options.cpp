@@ -1,0 +1,84 @@
+#include "update/zenflow_options.hpp"
+
+#include "config/limits.hpp"
+#include "runtime/error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace zf {
+
+namespace {
+
+// "auto" -> 0, else an integer >= 1.
+int64_t interval(const RunConfig &config, const char *key) {
+  std::string text = config.string("zenflow", key);
+  if (text == "auto") return 0;
+  char *end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && value >= 1 && value <= kMaxSteps,
+             "%s: zenflow.%s = \"%s\": expected an integer >= 1 or \"auto\"",
+             config.where("zenflow", key).str().c_str(), key, text.c_str());
+  return value;
+}
+
+// "auto": the CPU update moves a column as far as the update_interval steps it stands for when
+// fine-tuning (measured: closer to AdamW), and one step's worth from scratch (where the larger step
+// trains worse); else a number > 0.
+double read_cpu_lr_scale(const RunConfig &config, const ZenFlowOptions &o) {
+  std::string text = config.string("zenflow", "cpu_lr_scale");
+  if (text == "auto")
+    return o.staggered && o.update_interval > 0 && !config.string("model", "init_from").empty()
+               ? double(o.update_interval)
+               : 1.0;
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && std::isfinite(value) && value > 0 && value <= 1e6,
+             "%s: zenflow.cpu_lr_scale = \"%s\": expected a number > 0 or \"auto\"",
+             config.where("zenflow", "cpu_lr_scale").str().c_str(), text.c_str());
+  return value;
+}
+
+}  // namespace
+
+ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_epoch) {
+  ZenFlowOptions o;
+  o.enabled = config.has_table("zenflow");
+  if (!o.enabled) return o;
+  o.topk_ratio = config.real("zenflow", "topk_ratio");
+  o.update_interval = interval(config, "update_interval");
+  o.overlap = config.boolean("zenflow", "overlap_step");
+  o.staggered = config.string("zenflow", "schedule") == "staggered";
+  ZF_REQUIRE(!o.staggered || o.update_interval != 0,
+             "%s: zenflow.update_interval = \"auto\" ends an interval when the other columns' gradients outweigh the "
+             "selected ones (zen-auto), which needs zenflow.schedule = \"deepspeed\"; the staggered schedule "
+             "takes an integer", config.where("zenflow", "update_interval").str().c_str());
+  o.cpu_lr_scale = read_cpu_lr_scale(config, o);
+  o.warm_up = config.integer("zenflow", "full_warm_up_rounds");
+  o.auto_ratio = config.real("zenflow", "auto_ratio");
+  const int64_t select = interval(config, "select_interval"), epoch = std::max<int64_t>(1, steps_per_epoch);
+  const std::string strategy = config.string("zenflow", "select_strategy");
+  ZF_REQUIRE(strategy != "auto" || select == 0,
+             "%s: zenflow.select_interval = %lld needs select_strategy = \"step\" or \"epoch\" (\"auto\" chooses the "
+             "columns again every epoch)", config.where("zenflow", "select_interval").str().c_str(), (long long)select);
+  ZF_REQUIRE(o.staggered || strategy != "step" || select == 0 || o.update_interval == 0 || select >= o.update_interval,
+             "%s: zenflow.select_interval = %lld steps is shorter than update_interval = %lld: columns are chosen "
+             "again only at the start of an interval; use select_interval >= update_interval",
+             config.where("zenflow", "select_interval").str().c_str(), (long long)select,
+             (long long)o.update_interval);
+  o.select_interval = strategy == "step" && select ? select : (select ? select : 1) * epoch;
+  ZF_REQUIRE(!config.boolean("zenflow", "offload_selected_state"),
+             "%s: zenflow.offload_selected_state = true is not supported yet: the selected columns' master and "
+             "moments stay on the GPU (about topk_ratio x 12 bytes per parameter); remove the key",
+             config.where("zenflow", "offload_selected_state").str().c_str());
+  ZF_REQUIRE(config.boolean("model", "column_major"),
+             "%s: model.column_major = false, but ZenFlow updates whole gradient columns, which must be contiguous: "
+             "remove model.column_major", config.where("model", "column_major").str().c_str());
+  return o;
+}
+
+}  // namespace zf

@@ -1,0 +1,28 @@
+// zenflow_options.hpp: the [zenflow] table, read and checked (docs/zenflow.md has every key).
+#pragma once
+
+#include "config/config.hpp"
+
+#include <cstdint>
+
+namespace zf {
+
+struct ZenFlowOptions {
+  bool enabled = false;  // the config has a [zenflow] table
+  double topk_ratio = 0.1;
+  int64_t update_interval = 4;  // 0 = "auto"
+  int64_t select_interval = 1;  // steps between selections
+  bool overlap = true;
+  bool staggered = true;   // schedule = "staggered"; false: "deepspeed"
+  double cpu_lr_scale = 1;  // the CPU update's lr over optimizer.lr
+  int64_t warm_up = 0;
+  double auto_ratio = 0.99;
+  // steps_per_epoch: optimizer steps in one pass over the training data (select_interval "auto",
+  // select_strategy "epoch").
+  static ZenFlowOptions read(const RunConfig &config, int64_t steps_per_epoch);
+};
+
+// With update_interval = "auto", a CPU update is due at the latest after this many steps.
+constexpr int64_t kMaxAutoInterval = 32;
+
+}  // namespace zf

@@ -1,0 +1,113 @@
+// zenflow_staggered.cpp: ZenFlow's staggered schedule (zenflow.hpp): the shard in update_interval
+// groups, one group's CPU update handed over per step and swapped in at the next; and the hand-over
+// of a CPU update that both schedules share.
+#include "update/zenflow.hpp"
+
+#include "runtime/device.hpp"
+
+namespace zf {
+
+// One group's CPU update per step: the one handed over at the last step is swapped in first
+// (overlap), the next one goes to the update thread after this step's gradients are summed.
+void ZenFlow::staggered_step(int64_t step, float clip) {
+  if (swap_group_ >= 0) swap_in_group();
+  if (!selected_ || step - last_selection_ >= options_.select_interval) {
+    flush_groups();
+    select(step);
+  }
+  update_selected(step, mean_scale_ * clip);
+  accumulate_groups(clip);
+  hand_over_group(size_t(next_group_));
+  next_group_ = (next_group_ + 1) % int64_t(groups_.size());
+  if (!options_.overlap && swap_group_ >= 0) swap_in_group();
+}
+
+// The step's gradients join each group's sum (scaled by the step's clipping factor); a group
+// handed over since its last step starts a new sum, once its copy down has been issued.
+void ZenFlow::accumulate_groups(float clip) {
+  Timers &timers = buffers_.runtime.timers;
+  void *stream = buffers_.runtime.compute_stream;
+  uint32_t process = timers.id("selective_optimizer_process");
+  timers.start(process, stream);
+  if (sum_copied_pending_) wait_event(stream, host_.job_copies_done());
+  sum_copied_pending_ = false;
+  torch::NoGradGuard no_grad;
+  for (Group &g : groups_) {
+    const int64_t begin = int64_t(g.begin), length = int64_t(g.end - g.begin);
+    torch::Tensor sum = sum_.narrow(0, begin, length), grads = step_.grads.narrow(0, begin, length);
+    if (g.summed > 0) sum.add_(grads, clip);
+    else if (clip == 1.0f) sum.copy_(grads);
+    else sum.copy_(grads.mul(clip));
+    ++g.summed;
+  }
+  timers.stop(process, stream);
+}
+
+// The group's sum goes down; the CPU optimizer updates its other columns from their mean on the
+// update thread and uploads the group into the staging buffer.
+void ZenFlow::hand_over_group(size_t index) {
+  Group &g = groups_[index];
+  HostJob job;
+  job.ranges = clip_ranges(selection_.host, g.begin, g.end);
+  const int64_t summed = g.summed;
+  g.summed = 0;
+  if (job.ranges.empty() || summed == 0) return;  // every column of the group is the device's
+  job.begin = g.begin;
+  job.end = g.end;
+  job.step = options_.warm_up + ++g.updates;  // the warm-up's CPU steps updated every column
+  ++host_updates_;
+  hand_over(std::move(job), summed);
+  swap_group_ = int64_t(index);
+}
+
+// The group's CPU update replaces its working parameters, but for the device's columns.
+void ZenFlow::swap_in_group() {
+  const Group &g = groups_[size_t(swap_group_)];
+  Timers &timers = buffers_.runtime.timers;
+  uint32_t sync = timers.id("selective_optimizer_sync");
+  timers.start(sync);
+  host_.drain();
+  synchronize_event(host_.transfers_done(ZF_TRANSFER_PARAMETERS_IN));  // before the next job writes their source
+  torch::NoGradGuard no_grad;
+  const int64_t begin = int64_t(g.begin), length = int64_t(g.end - g.begin);
+  step_.params.narrow(0, begin, length).copy_(staging_.narrow(0, begin, length));
+  if (g.compact_end > g.compact_begin) {
+    const torch::Tensor &device_values = params_out_.defined() ? params_out_ : master_;
+    const int64_t count = g.compact_end - g.compact_begin;
+    step_.params.index_copy_(0, index_.narrow(0, g.compact_begin, count),
+                                    device_values.narrow(0, g.compact_begin, count));
+  }
+  timers.stop(sync);
+  swap_group_ = -1;
+  note("swap");
+}
+
+// Every group's pending gradients to the CPU now, each swapped in at once, so that the host
+// master holds every gradient (before a selection, and at the end of the run).
+void ZenFlow::flush_groups() {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    hand_over_group(i);
+    if (swap_group_ >= 0) swap_in_group();
+  }
+}
+
+// A CPU update over job.ranges from the mean of `summed` steps' gradients in sum_, at the CPU
+// update's learning rate, uploaded into staging_: the update thread issues the copies down.
+void ZenFlow::hand_over(HostJob job, int64_t summed) {
+  job.groups = buffers_.groups;
+  for (zf_optimizer_group &group : job.groups) group.lr = float(double(group.lr) * options_.cpu_lr_scale);
+  job.scale = float(double(mean_scale_) / double(summed));
+  job.grads = sum_;
+  job.upload_to = staging_;
+  job.upload_after = record_event(buffers_.runtime.compute_stream);  // staging_ read by the last swap
+  job.grads_ready = record_event(buffers_.runtime.compute_stream);   // the sum is complete
+  Timers &timers = buffers_.runtime.timers;
+  uint32_t start = timers.id("cpu_update_start");  // the training thread hands the job over (host time)
+  timers.start(start);
+  host_.start_job(std::move(job));
+  timers.stop(start);
+  sum_copied_pending_ = true;
+  note("cpu");
+}
+
+}  // namespace zf

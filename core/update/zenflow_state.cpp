@@ -1,0 +1,131 @@
+// zenflow_state.cpp: the selected columns' master and state between the host's tensors (in
+// memory or on disk) and the device's compact copies, and ZenFlow's checkpoints.
+#include "update/zenflow.hpp"
+
+#include "update/disk_state.hpp"
+#include "runtime/tensors.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace zf {
+
+// The device's columns of host state tensor i (in memory or on disk), compacted, on the host.
+torch::Tensor ZenFlow::gather_state(size_t i) const {
+  const size_t host = size_t(host_state_of_[i]);
+  if (!buffers_.disk) return host_gather(buffers_.state[host]);
+  torch::Tensor compact = torch::empty({int64_t(selection_.device_numel)}, buffers_.state[host].options());
+  buffers_.disk->copy_ranges(host, selection_.device, compact.data_ptr(), /*to_disk=*/false);
+  return compact;
+}
+
+// The inverse: the device's compact state tensor i into the host's (in memory or on disk).
+void ZenFlow::scatter_state(size_t i) {
+  const size_t host = size_t(host_state_of_[i]);
+  if (!buffers_.disk) return host_scatter(state_[i], buffers_.state[host]);
+  torch::Tensor values = state_[i].to(torch::kCPU).to(buffers_.state[host].scalar_type()).contiguous();
+  buffers_.disk->copy_ranges(host, selection_.device, values.data_ptr(), /*to_disk=*/true);
+}
+
+// The device's columns of `source` (a host tensor of the shard), compacted, on the host.
+torch::Tensor ZenFlow::host_gather(const torch::Tensor &source) const {
+  torch::Tensor compact = torch::empty({int64_t(selection_.device_numel)}, source.options());
+  const size_t element = source.element_size();
+  const char *from = static_cast<const char *>(source.data_ptr());
+  char *to = static_cast<char *>(compact.data_ptr());
+  for (const zf_optimizer_range &r : selection_.device) {
+    std::memcpy(to, from + r.begin * element, (r.end - r.begin) * element);
+    to += (r.end - r.begin) * element;
+  }
+  return compact;
+}
+
+// The inverse: the compact values (any device and dtype) into the device's columns of `destination`.
+void ZenFlow::host_scatter(const torch::Tensor &compact, torch::Tensor &destination) const {
+  torch::Tensor values = compact.to(torch::kCPU).to(destination.scalar_type());
+  const size_t element = destination.element_size();
+  const char *from = static_cast<const char *>(values.data_ptr());
+  char *to = static_cast<char *>(destination.data_ptr());
+  for (const zf_optimizer_range &r : selection_.device) {
+    std::memcpy(to + r.begin * element, from, (r.end - r.begin) * element);
+    from += (r.end - r.begin) * element;
+  }
+}
+
+// The device's master and moments of the selected columns into the host's.
+void ZenFlow::store_device_columns() {
+  if (selection_.device_numel == 0) return;
+  host_scatter(master_, buffers_.master);
+  for (size_t i = 0; i < state_.size(); ++i) scatter_state(i);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
+  if (selected_) store_device_columns();
+  int64_t *c = counters_.data_ptr<int64_t>();
+  c[0] = summed_steps_;
+  c[1] = host_updates_;
+  c[2] = selections_;
+  c[3] = last_selection_;
+  c[4] = swap_due_ ? 1 : 0;
+  c[5] = selected_ ? 1 : 0;
+  if (!mask_.defined()) mask_ = torch::zeros({int64_t(columns_)}, torch::kUInt8);
+  if (selected_) std::memcpy(mask_.data_ptr(), selection_.mask.data(), columns_);
+  saved_params_ = step_.params.defined() ? step_.params
+                                                : torch::empty({int64_t(buffers_.shard_end - buffers_.shard_begin)},
+                                                               sum_.options());
+  std::vector<std::pair<std::string, torch::Tensor>> out = {{"zenflow.params", saved_params_},
+                                                            {"zenflow.gradient_sum", sum_},
+                                                            {"zenflow.staging", staging_},
+                                                            {"zenflow.mask", mask_},
+                                                            {"zenflow.counters", counters_}};
+  if (options_.staggered) {
+    int64_t *g = group_counters_.data_ptr<int64_t>();
+    const size_t count = groups_.size();
+    for (size_t i = 0; i < count; ++i) {
+      g[i] = groups_[i].summed;
+      g[count + i] = groups_[i].updates;
+    }
+    g[2 * count] = next_group_;
+    g[2 * count + 1] = swap_group_;
+    out.emplace_back("zenflow.groups", group_counters_);
+  }
+  return out;
+}
+
+void ZenFlow::restore(const torch::Tensor &params_shard) {
+  const int64_t *c = counters_.data_ptr<int64_t>();
+  summed_steps_ = c[0];
+  host_updates_ = c[1];
+  selections_ = c[2];
+  last_selection_ = c[3];
+  swap_due_ = c[4] != 0;
+  if (options_.staggered) {
+    const int64_t *g = group_counters_.data_ptr<int64_t>();
+    const size_t count = groups_.size();
+    for (size_t i = 0; i < count; ++i) {
+      groups_[i].summed = g[i];
+      groups_[i].updates = g[count + i];
+    }
+    next_group_ = g[2 * count];
+    swap_group_ = g[2 * count + 1];
+  }
+  if (c[5]) {
+    std::vector<uint8_t> mask(mask_.data_ptr<uint8_t>(), mask_.data_ptr<uint8_t>() + columns_);
+    use_selection(make_selection(layout_, buffers_.shard_begin, buffers_.shard_end, mask));
+  }
+  torch::NoGradGuard no_grad;
+  params_shard.copy_(saved_params_);
+  saved_params_ = torch::Tensor();
+}
+
+std::vector<std::pair<std::string, double>> ZenFlow::facts() const {
+  return {{"zenflow_cpu_updates", double(host_updates_)}, {"zenflow_selections", double(selections_)},
+          {"zenflow_cpu_lr_scale", options_.cpu_lr_scale}};
+}
+
+double ZenFlow::selected_fraction() const {
+  if (!selected_ || columns_ == 0) return 0;
+  return double(std::count(selection_.mask.begin(), selection_.mask.end(), uint8_t(1))) / double(columns_);
+}
+
+}  // namespace zf
