@@ -1,0 +1,78 @@
+#include "plugin/memory_entry.hpp"
+
+#include "runtime/error.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+namespace zf {
+
+namespace {
+
+// zf_memory_shape's config getters over a PluginConfig (an absent key yields its declared default).
+template <class T>
+zf_status config_value(const zf_config *config, const char *key, T *out) {
+  const auto *table = reinterpret_cast<const PluginConfig *>(config);
+  const Value *value = table && key && out ? table->get(key) : nullptr;
+  if (!value) return ZF_ERROR_INVALID_ARGUMENT;
+  if constexpr (std::is_same_v<T, int32_t>) {
+    if (!std::holds_alternative<bool>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
+    *out = std::get<bool>(*value) ? 1 : 0;
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    if (!std::holds_alternative<int64_t>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
+    *out = std::get<int64_t>(*value);
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!std::holds_alternative<double>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
+    *out = std::get<double>(*value);
+  } else {
+    if (!std::holds_alternative<std::string>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
+    *out = std::get<std::string>(*value).c_str();
+  }
+  return ZF_OK;
+}
+
+}  // namespace
+
+zf_estimate_memory_fn memory_entry(const PluginFile &file) {
+  const zf_descriptor &d = *file.descriptor;
+  if (ZF_ABI_MINOR_OF(file.abi_version) < 7) return nullptr;
+  if (d.kind == ZF_KIND_STAGE) {
+    const auto *api = static_cast<const zf_stage_api *>(d.api);
+    return ZF_HAS(zf_stage_api, api, estimate_memory) ? api->estimate_memory : nullptr;
+  }
+  if (d.kind == ZF_KIND_OFFLOAD) {
+    const auto *api = static_cast<const zf_offload_api *>(d.api);
+    return ZF_HAS(zf_offload_api, api, estimate_memory) ? api->estimate_memory : nullptr;
+  }
+  return nullptr;
+}
+
+PluginMemory ask_plugin_memory(const PluginFile &file, const PluginConfig &config, zf_memory_shape shape) {
+  PluginMemory out;
+  zf_estimate_memory_fn entry = memory_entry(file);
+  if (!entry) {
+    out.why = format("no estimate: %s plugin '%s' (ABI %u.%u) has no memory entry (ABI 1.7)",
+                     kind_name(file.descriptor->kind), file.descriptor->name, ZF_ABI_MAJOR_OF(file.abi_version),
+                     ZF_ABI_MINOR_OF(file.abi_version));
+    return out;
+  }
+  shape.struct_size = sizeof shape;
+  shape.config = reinterpret_cast<const zf_config *>(&config);
+  shape.config_bool = config_value<int32_t>;
+  shape.config_int = config_value<int64_t>;
+  shape.config_float = config_value<double>;
+  shape.config_string = config_value<const char *>;
+  std::memset(&out.bytes, 0, sizeof out.bytes);
+  out.bytes.struct_size = sizeof out.bytes;
+  zf_error error{};
+  zf_status status = entry(&shape, &out.bytes, &error);
+  error.message[ZF_MESSAGE_CAPACITY - 1] = '\0';
+  out.bytes.note[ZF_MESSAGE_CAPACITY - 1] = out.bytes.advice[ZF_MESSAGE_CAPACITY - 1] = '\0';
+  out.estimated = status == ZF_OK;
+  if (!out.estimated)
+    out.why = format("no estimate: %s plugin '%s': %s%s", kind_name(file.descriptor->kind), file.descriptor->name,
+                     status == ZF_DECLINED ? "" : "estimate_memory failed: ", error.message);
+  return out;
+}
+
+}  // namespace zf
