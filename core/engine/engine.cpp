@@ -322,22 +322,10 @@ class Trainer {
       std::fflush(stdout);
     }
     check_memory_plan(plan, host, comm_.local_size(), on_gpu() ? device_free_bytes() : 0,
-                      [this] { return memory_advice(plugins_, run_shape()); });
-  }
-
-  // The run's shape as the plugins' memory entry reads it (for their advice).
-  EstimateInput run_shape() const {
-    const zf_layout &layout = flat_->layout();
-    EstimateInput input;
-    for (uint32_t b = 0; b < layout.block_count; ++b) input.blocks.push_back(layout.blocks[b].numel);
-    input.world = uint64_t(comm_.world_size());
-    input.compute_bytes = c10::elementSize(dtype_);
-    input.alignment = layout.alignment;
-    input.grad_accum = uint64_t(options_.grad_accum);
-    uint64_t state = 0;
-    for (const StateSpec &spec : host_held_state(*plugins_.optimizer.instance)) state += c10::elementSize(spec.dtype);
-    if (state) input.state_bytes = state;
-    return input;
+                      [this] {
+                        return memory_advice(plugins_, flat_->layout(), uint64_t(comm_.world_size()),
+                                             c10::elementSize(dtype_), uint64_t(options_.grad_accum));
+                      });
   }
 
   uint64_t shard_numel() const { return shard_end_ - shard_begin_; }

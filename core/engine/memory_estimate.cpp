@@ -1,6 +1,7 @@
 #include "engine/memory_estimate.hpp"
 
 #include "engine/plugin_set.hpp"
+#include "engine/update_plan.hpp"
 
 namespace zf {
 
@@ -60,7 +61,17 @@ PluginEstimate estimate_offload(const PluginFile &offload, const PluginConfig &c
   return read(offload, ask_plugin_memory(offload, config, shape));
 }
 
-std::string memory_advice(const PluginSet &plugins, const EstimateInput &input) {
+std::string memory_advice(const PluginSet &plugins, const zf_layout &layout, uint64_t world, uint64_t compute_bytes,
+                          uint64_t grad_accum) {
+  EstimateInput input;
+  for (uint32_t b = 0; b < layout.block_count; ++b) input.blocks.push_back(layout.blocks[b].numel);
+  input.world = world;
+  input.compute_bytes = compute_bytes;
+  input.alignment = layout.alignment;
+  input.grad_accum = grad_accum;
+  uint64_t state = 0;  // the optimizer's state tensors, when the host holds them (else Adam's 8)
+  for (const StateSpec &spec : host_held_state(*plugins.optimizer.instance)) state += c10::elementSize(spec.dtype);
+  if (state) input.state_bytes = state;
   const ActivePlugin &stage = plugins.stage, &offload = plugins.offload;
   PluginEstimate s = estimate_stage(stage.file(), *stage.config, input);
   PluginEstimate o = estimate_offload(offload.file(), *offload.config, input, s, stage.file().descriptor->capabilities);

@@ -42,7 +42,9 @@ PluginEstimate estimate_offload(const PluginFile &offload, const PluginConfig &c
                                 const PluginEstimate &stage, uint64_t stage_caps);
 
 // The ways out of a memory plan that does not fit: the advice of the run's stage and offload
-// plugins for the run's shape, then what holds for any run.
-std::string memory_advice(const PluginSet &plugins, const EstimateInput &input);
+// plugins for the run's shape (its layout, ranks, compute bytes, micro-steps and the optimizer's
+// state), then what holds for any run.
+std::string memory_advice(const PluginSet &plugins, const zf_layout &layout, uint64_t world, uint64_t compute_bytes,
+                          uint64_t grad_accum);
 
 }  // namespace zf
