@@ -5,7 +5,7 @@
 #include "bench/bench.hpp"
 #include "bench/suite_launch.hpp"
 
-#include "cli/estimate.hpp"
+#include "memory/config_estimate.hpp"
 #include "config/config.hpp"
 #include "model/transformer_shape.hpp"
 #include "runtime/error.hpp"
@@ -186,11 +186,12 @@ void estimate_row(RowResult &r, const std::string &base, const std::vector<std::
   try {
     RunConfig config = RunConfig::load(base, overrides);
     config.apply_global_batch(ranks);
-    std::string what, note;
-    std::string stage = config.plugin(ZF_KIND_STAGE).candidates.front();
-    for (const StageEstimate &e : estimate_memory(estimate_input(config, uint64_t(ranks), &what, &note)))
-      if (e.stage == stage) r.estimate = e.total();
-    if (!r.estimate) r.estimate_note = "no estimate for stage '" + stage + "'";
+    ConfigEstimate estimate = estimate_config(config, uint64_t(ranks));
+    for (const PluginEstimate &e : estimate.stages)
+      if (e.plugin == estimate.stage) {
+        r.estimate = e.estimated ? e.total() : 0;
+        if (!e.estimated) r.estimate_note = e.why;
+      }
   } catch (const std::exception &error) {
     r.estimate_note = error_message(error);
   }

@@ -1,13 +1,10 @@
 // zfcore estimate FILE [--world N] [--set table.key=value]...: per-rank memory of the model the
-// config describes, for every ZeRO stage, before running anything. The model is not built: the
-// block sizes come from the shape (linear_stack exactly; transformers from their parameter
-// counts: embeddings, one block per layer, and the head).
+// config describes, for every stage plugin, before running anything, as the stage and offload
+// plugins report it (memory/config_estimate.hpp).
 #include "cli/commands.hpp"
-#include "cli/estimate.hpp"
 
 #include "config/config.hpp"
-#include "memory/memory_estimate.hpp"
-#include "model/transformer_shape.hpp"
+#include "memory/config_estimate.hpp"
 #include "runtime/memory.hpp"
 
 #include <algorithm>
@@ -16,66 +13,44 @@
 namespace zf {
 namespace {
 
-uint64_t aligned(uint64_t numel, uint64_t alignment) { return (numel + alignment - 1) / alignment * alignment; }
+std::string bytes_cell(uint64_t bytes) { return format("%14llu", (unsigned long long)bytes); }
 
-std::vector<uint64_t> model_blocks(const RunConfig &config, uint64_t alignment, std::string *what) {
-  if (!is_transformer_config(config)) {  // linear_stack
-    uint64_t h = uint64_t(config.integer("model", "hidden")), layers = uint64_t(config.integer("model", "layers"));
-    *what = format("linear_stack, %llu layers of %llu x %llu (exact)", (unsigned long long)layers,
-                   (unsigned long long)h, (unsigned long long)h);
-    return std::vector<uint64_t>(layers, aligned(h * h, alignment) + aligned(h, alignment));
+// The offload table: where each stage's bytes go under the config's offload plugin. Printed when
+// the plugin moves anything off the compute tier.
+void print_offload(const ConfigEstimate &e) {
+  bool moves = false, pageable = false;
+  const PluginEstimate *reported = nullptr;
+  for (const PluginEstimate &o : e.offloaded) {
+    if (!o.estimated) continue;
+    reported = &o;
+    moves = moves || o.tiers[ZF_TIER_PINNED_HOST] || o.tiers[ZF_TIER_HOST] || o.tiers[ZF_TIER_NVME];
+    pageable = pageable || o.tiers[ZF_TIER_HOST];
   }
-  TransformerShape shape = transformer_options(config).shape;
-  TransformerShape none = shape, one = shape;
-  none.layers = 0;
-  one.layers = 1;
-  uint64_t per_layer = one.parameter_count() - none.parameter_count();
-  uint64_t embedding = uint64_t(shape.vocab * shape.hidden) + (shape.is_gpt2() ? uint64_t(shape.max_seq * shape.hidden) : 0);
-  uint64_t head = none.parameter_count() - embedding;
-  *what = format("%s, %llu parameters (blocks from the shape, within alignment padding)", shape.type.c_str(),
-                 (unsigned long long)shape.parameter_count());
-  std::vector<uint64_t> blocks{embedding};
-  blocks.insert(blocks.end(), size_t(shape.layers), per_layer);
-  blocks.push_back(head);
-  return blocks;
-}
-
-// The optimizer's state per parameter: Adam's two moments, Lion's and Adagrad's one, in fp32 or, with
-// the CPU optimizers' moment_dtype = "bf16", in bf16.
-uint64_t state_bytes(const RunConfig &config, std::string *note) {
-  std::string optimizer = config.plugin(ZF_KIND_OPTIMIZER).candidates.front();
-  uint64_t element = 4;
-  for (const ConfigEntry &entry : config.plugin(ZF_KIND_OPTIMIZER).entries)
-    if (entry.key == "moment_dtype" && std::holds_alternative<std::string>(entry.value) &&
-        std::get<std::string>(entry.value) == "bf16")
-      element = 2;
-  if (optimizer == "cpu_lion" || optimizer == "cpu_adagrad") return element;  // one tensor
-  if (optimizer != "adamw_ref" && optimizer != "cpu_adam" && optimizer != "gpu_adam")
-    *note = "optimizer '" + optimizer + "' unknown to the estimate: assuming Adam's 8 bytes of state per parameter";
-  return 2 * element;
-}
-
-int64_t stage_knob(const RunConfig &config, const std::string &key, int64_t fallback) {
-  for (const ConfigEntry &entry : config.plugin(ZF_KIND_STAGE).entries)
-    if (entry.key == key && std::holds_alternative<int64_t>(entry.value)) return std::get<int64_t>(entry.value);
-  return fallback;
+  if (!reported) {
+    std::printf("offload %s: %s\n", e.offload.c_str(),
+                e.offloaded.empty() ? "no estimate" : e.offloaded.front().why.c_str());
+    return;
+  }
+  if (!moves) return;
+  std::printf("offload %s: per rank, bytes on each tier%s\n", e.offload.c_str(),
+              reported->note.empty() ? "" : (" (" + reported->note + ")").c_str());
+  std::printf("  %-6s %14s %14s%s %14s\n", "stage", "device", "pinned host", pageable ? format(" %14s", "host").c_str() : "",
+              "nvme");
+  for (size_t i = 0; i < e.offloaded.size(); ++i) {
+    const PluginEstimate &o = e.offloaded[i];
+    const char *mark = e.stages[i].plugin == e.stage ? "   <- this config" : "";
+    if (!o.estimated) {
+      std::printf("  %-6s no estimate%s\n", e.stages[i].plugin.c_str(), mark);
+      continue;
+    }
+    std::printf("  %-6s %s %s%s %s%s\n", e.stages[i].plugin.c_str(),
+                bytes_cell(o.tiers[ZF_TIER_DEVICE]).c_str(), bytes_cell(o.tiers[ZF_TIER_PINNED_HOST]).c_str(),
+                pageable ? (" " + bytes_cell(o.tiers[ZF_TIER_HOST])).c_str() : "",
+                bytes_cell(o.tiers[ZF_TIER_NVME]).c_str(), mark);
+  }
 }
 
 }  // namespace
-
-EstimateInput estimate_input(const RunConfig &config, uint64_t world, std::string *what, std::string *note) {
-  EstimateInput input;
-  input.blocks = model_blocks(config, input.alignment, what);
-  input.world = world;
-  input.compute_bytes = config.string("model", "dtype") == "bfloat16" ? 2 : 4;
-  input.state_bytes = state_bytes(config, note);
-  input.persistence_threshold = uint64_t(stage_knob(config, "param_persistence_threshold", 100000));
-  input.max_live_parameters = uint64_t(stage_knob(config, "max_live_parameters", 1000000000));
-  input.reduce_bucket_size = uint64_t(stage_knob(config, "reduce_bucket_size", 500000000));
-  input.allgather_bucket_size = uint64_t(stage_knob(config, "allgather_bucket_size", 500000000));
-  input.grad_accum = uint64_t(config.integer("train", "grad_accum"));
-  return input;
-}
 
 int command_estimate(const std::vector<std::string> &args) {
   std::vector<std::string> rest;
@@ -97,68 +72,41 @@ int command_estimate(const std::vector<std::string> &args) {
   RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
   config.apply_global_batch(int(world));
   print_config_notes(config);
-  std::string what, note;
-  EstimateInput input = estimate_input(config, world, &what, &note);
-  bool bf16 = input.compute_bytes == 2;
+  const ConfigEstimate e = estimate_config(config, world);
+  const EstimateInput &input = e.input;
   std::string optimizer = config.plugin(ZF_KIND_OPTIMIZER).candidates.front();
-  std::string chosen = config.plugin(ZF_KIND_STAGE).candidates.front();
 
-  std::printf("model: %s\n", what.c_str());
+  std::printf("model: %s\n", e.what.c_str());
   std::printf("world size %llu, compute dtype %s, optimizer %s (%llu bytes of state per parameter)\n",
-              (unsigned long long)world, bf16 ? "bfloat16" : "float32", optimizer.c_str(),
+              (unsigned long long)world, input.compute_bytes == 2 ? "bfloat16" : "float32", optimizer.c_str(),
               (unsigned long long)input.state_bytes);
-  if (!note.empty()) std::printf("note: %s\n", note.c_str());
+  if (!e.note.empty()) std::printf("note: %s\n", e.note.c_str());
   std::printf("per rank, bytes (ledger tags in plugins/stages/README.md):\n");
   std::printf("  %-6s %14s %14s %14s %14s %14s %14s %14s  %s\n", "stage", "params", "grads", "master", "opt_state",
               "staging", "transient", "total", "ZeRO paper (2+2+12)/param");
-  for (const StageEstimate &e : estimate_memory(input)) {
-    std::printf("  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu  %s%s\n", e.stage.c_str(),
-                (unsigned long long)e.params, (unsigned long long)e.grads, (unsigned long long)e.master,
-                (unsigned long long)e.state, (unsigned long long)e.staging, (unsigned long long)e.transient,
-                (unsigned long long)e.total(), format_bytes(e.paper).c_str(), e.stage == chosen ? "   <- this config" : "");
-  }
-  std::string offload = config.plugin(ZF_KIND_OFFLOAD).candidates.front();
-  if (offload == "cpu_optimizer" || offload == "nvme" || offload == "cpu_full") {
-    // The master and the optimizer state move to pinned host memory, with a host copy of the
-    // gradient shard and (bf16/fp16 runs) of the updated parameters; nvme puts the state on disk
-    // (and keeps three tiles of it per state tensor in pinned memory, not counted here); cpu_full
-    // moves the working parameters (zero3: the shard) there instead of the updated copy, and the
-    // device holds the blocks in use (two of the largest) plus offload.prefetch_size ahead. zero3
-    // keeps a compute-precision shard of its own once the master is in host memory.
-    const bool disk = offload == "nvme", params_out = offload == "cpu_full";
-    const uint64_t c = input.compute_bytes, largest = *std::max_element(input.blocks.begin(), input.blocks.end());
-    std::printf("offload %s: per rank, bytes on each tier%s\n", offload.c_str(),
-                disk ? " (pinned: plus 3 tiles of offload.bucket_size per state tensor)"
-                : params_out ? " (device: plus offload.prefetch_size elements copied ahead)" : "");
-    std::printf("  %-6s %14s %14s %14s\n", "stage", "device", "pinned host", "nvme");
-    for (const StageEstimate &e : estimate_memory(input)) {
-      uint64_t shard = e.master / 4;
-      uint64_t copies = shard * c * (c == 4 || params_out ? 1 : 2);
-      const bool zero3 = e.stage == "zero3";
-      uint64_t device = e.grads + e.staging + e.transient, pinned = e.master + copies;
-      if (params_out) {  // the working parameters (zero3: its shard; the resident blocks stay) in host memory
-        device += (zero3 ? e.params : 0) + 2 * c * largest;
-        pinned += zero3 ? c * shard : e.params;
-      } else {
-        device += e.params + (zero3 ? c * shard : 0);
-      }
-      std::printf("  %-6s %14llu %14llu %14llu%s\n", e.stage.c_str(), (unsigned long long)device,
-                  (unsigned long long)(pinned + (disk ? 0 : e.state)), (unsigned long long)(disk ? e.state : 0),
-                  e.stage == chosen ? "   <- this config" : "");
+  for (const PluginEstimate &s : e.stages) {
+    const char *mark = s.plugin == e.stage ? "   <- this config" : "";
+    if (!s.estimated) {
+      std::printf("  %-6s %s%s\n", s.plugin.c_str(), s.why.c_str(), mark);
+      continue;
     }
+    std::printf("  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu  %s%s\n", s.plugin.c_str(),
+                (unsigned long long)s.params, (unsigned long long)s.grads, (unsigned long long)s.master,
+                (unsigned long long)s.state, (unsigned long long)s.staging, (unsigned long long)s.transient,
+                (unsigned long long)s.total(), s.reference ? format_bytes(s.reference).c_str() : "-", mark);
   }
+  print_offload(e);
+  std::printf("formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state "
+              "bytes), as each stage plugin reports them:\n",
+              (unsigned long long)input.compute_bytes);
+  for (const PluginEstimate &s : e.stages)
+    if (s.estimated && !s.note.empty()) std::printf("  %s: %s\n", s.plugin.c_str(), s.note.c_str());
   std::printf(
-      "formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state bytes):\n"
-      "  zero0: params cP, grads cP, master 4P, state kP                  (paper: 16P)\n"
-      "  zero1: params cNS, grads cNS, master 4S, state kS                (paper: 4P + 12P/N)\n"
-      "  zero2: params cNS, grads cS, master 4S, state kS                 (paper: 2P + 14P/N)\n"
-      "  zero3: params c x resident blocks, grads cS, master 4S, kS       (paper: 16P/N)\n"
-      "         (blocks are gathered from the fp32 master; under offload a shard cS of its own)\n"
-      "  transient: one block's gradients while its backward runs (zero2, zero3), and its gathered\n"
-      "  parameters while it computes (zero3); staging: the collectives' buffers (zero2/zero3 stage\n"
-      "  a reduction only with train.grad_accum > 1). grads (zero2/zero3): from the backward to the update.\n"
-      "  CPU float32 runs: c = 4, so the per-parameter bytes are 4 + 4 + 4 + k instead of 2 + 2 + 12.\n",
-      (unsigned long long)input.compute_bytes);
+      "  transient: held only while one block computes (its gradients during its backward; a stage that\n"
+      "  shards parameters: its gathered parameters too); staging: the collectives' buffers (a stage\n"
+      "  that reduces block by block stages a reduction only with train.grad_accum > 1); grads: from\n"
+      "  the backward to the update.\n"
+      "  CPU float32 runs: c = 4, so the per-parameter bytes are 4 + 4 + 4 + k instead of 2 + 2 + 12.\n");
   return 0;
 }
 

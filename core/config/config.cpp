@@ -1,7 +1,6 @@
 #include "config/config.hpp"
 
 #include "config/deepspeed.hpp"
-#include "plugin/plugin_registry.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
 

@@ -1,7 +1,7 @@
 #include "engine/engine.hpp"
 
 #include "data/data_source.hpp"
-#include "checkpoint/hf_checkpoint.hpp"
+#include "model/hf_checkpoint.hpp"
 #include "params/flat_buffers.hpp"
 #include "engine/evaluate.hpp"
 #include "engine/generate.hpp"

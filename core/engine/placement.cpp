@@ -1,6 +1,7 @@
 #include "engine/placement.hpp"
 
 #include "update/zenflow_options.hpp"
+#include "memory/memory_estimate.hpp"
 #include "model/zoo.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
@@ -30,7 +31,7 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
   update = std::make_unique<UpdatePlan>(runtime_, plugins, layout, shard_begin, shard_end, dtype, model_tier(),
                                         options_.optimizer, ZenFlowOptions::read(config, steps_per_epoch));
   param_tier = update->param_tier();
-  check_memory(numel);
+  check_memory(numel, plugins);
   flat_.materialize(numel, dtype, runtime_.memory, model_tier(), /*with_grads=*/true, param_tier);
 
   // Every rank starts from rank 0's parameters.
@@ -58,7 +59,7 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
 }
 
 // Bytes per tier before anything large is allocated, printed, and refused when they cannot fit.
-void Placement::check_memory(uint64_t numel) {
+void Placement::check_memory(uint64_t numel, const PluginSet &plugins) {
   const Communicator &comm = *runtime_.comm;
   const bool on_gpu = runtime_.device == ZF_DEVICE_CUDA;
   MemoryPlan &plan = memory_plan;
@@ -83,10 +84,10 @@ void Placement::check_memory(uint64_t numel) {
     std::fflush(stdout);
   }
   check_memory_plan(plan, host, comm.local_size(), on_gpu ? device_free_bytes() : 0,
-                    "What would fit: optimizer.moment_dtype = \"bf16\" (halves the optimizer state), a ZeRO stage "
-                    ">= 1 over more ranks (stage.plugin = \"zero1\", \"zero2\" or \"zero3\" divide the master and "
-                    "optimizer state by the number of ranks), a smaller model, or on a GPU run offload.plugin = "
-                    "\"cpu_optimizer\" (master and state in host memory)");
+                    [&] {
+                      return memory_advice(plugins, flat_.layout(), uint64_t(comm.world_size()),
+                                           c10::elementSize(dtype), uint64_t(options_.grad_accum));
+                    });
 }
 
 zf_step_buffers Placement::buffers(int64_t step, uint32_t micro) const {

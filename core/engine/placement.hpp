@@ -47,7 +47,7 @@ class Placement {
   zf_step_buffers buffers(int64_t step, uint32_t micro) const;
 
  private:
-  void check_memory(uint64_t numel);
+  void check_memory(uint64_t numel, const PluginSet &plugins);
 
   const RunOptions &options_;
   Runtime &runtime_;

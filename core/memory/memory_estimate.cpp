@@ -1,51 +1,85 @@
 #include "memory/memory_estimate.hpp"
 
-#include <algorithm>
+#include "plugin/plugin_set.hpp"
 
 namespace zf {
 
-uint64_t shard_elements(uint64_t numel, uint64_t world, uint64_t alignment) {
-  uint64_t per_rank = (numel + world - 1) / world;
-  if (alignment > 1) per_rank = (per_rank + alignment - 1) / alignment * alignment;
-  return std::max<uint64_t>(per_rank, std::max<uint64_t>(alignment, 1));
+namespace {
+
+zf_memory_shape shape_of(const EstimateInput &in) {
+  zf_memory_shape shape{};
+  shape.block_count = uint32_t(in.blocks.size());
+  shape.blocks = in.blocks.data();
+  shape.alignment = in.alignment;
+  shape.world_size = in.world;
+  shape.compute_bytes = in.compute_bytes;
+  shape.state_bytes = in.state_bytes;
+  shape.grad_accum = in.grad_accum;
+  return shape;
 }
 
-std::vector<StageEstimate> estimate_memory(const EstimateInput &in) {
-  uint64_t numel = 0, largest = 0;
-  for (uint64_t b : in.blocks) numel += b, largest = std::max(largest, b);
-  const uint64_t c = in.compute_bytes, n = in.world;
-  uint64_t shard = shard_elements(numel, n, in.alignment);
-  uint64_t padded = shard * n;
+PluginEstimate read(const PluginFile &file, const PluginMemory &memory) {
+  PluginEstimate e;
+  e.plugin = file.descriptor->name;
+  e.estimated = memory.estimated;
+  e.why = memory.why;
+  if (!e.estimated) return e;
+  const zf_memory_estimate &b = memory.bytes;
+  e.params = b.params, e.grads = b.grads, e.master = b.master, e.state = b.state;
+  e.staging = b.staging, e.transient = b.transient, e.reference = b.reference;
+  for (int t = 0; t < ZF_TIER_COUNT; ++t) e.tiers[t] = b.tier_bytes[t];
+  e.note = b.note;
+  e.advice = b.advice;
+  return e;
+}
 
-  // zero3 residency, as plugins/stages/zero3 decides it.
-  uint64_t resident = 0, largest_released = 0;
-  for (uint64_t b : in.blocks) {
-    if (b < in.persistence_threshold && resident + b <= in.max_live_parameters) resident += b;
-    else largest_released = std::max(largest_released, b);
-  }
+// The stage's answer as the offload plugin reads it.
+zf_memory_estimate raw(const PluginEstimate &e) {
+  zf_memory_estimate b{};
+  b.struct_size = sizeof b;
+  b.params = e.params, b.grads = e.grads, b.master = e.master, b.state = e.state;
+  b.staging = e.staging, b.transient = e.transient, b.reference = e.reference;
+  for (int t = 0; t < ZF_TIER_COUNT; ++t) b.tier_bytes[t] = e.tiers[t];
+  return b;
+}
 
-  // zero1/zero2 all-gather: a bucket of whole shards (bucket >= N S) stages one shard, a smaller
-  // one packs (N + 1) parts of bucket / N elements.
-  uint64_t part = std::max<uint64_t>(1, in.allgather_bucket_size / n);
-  uint64_t gather = n == 1 ? 0 : part >= shard ? c * shard : c * (n + 1) * part;
-  // zero2/zero3 reduce_block: one piece of a block's range that one rank owns, at most a bucket,
-  // staged only on micro-steps after the first (the first reduces straight into the shard).
-  uint64_t piece = 0, offset = 0;
-  for (uint64_t b : in.blocks) {
-    for (uint64_t owner = offset / shard; owner < n && owner * shard < offset + b; ++owner)
-      piece = std::max(piece, std::min(offset + b, (owner + 1) * shard) - std::max(offset, owner * shard));
-    offset += b;
-  }
-  uint64_t reduce = n == 1 || in.grad_accum == 1 ? 0 : c * std::min(piece, std::max<uint64_t>(1, in.reduce_bucket_size));
+}  // namespace
 
-  std::vector<StageEstimate> out(4);
-  out[0] = {"zero0", c * numel, c * numel, 4 * numel, in.state_bytes * numel, 0, 0, 16 * numel};
-  out[1] = {"zero1", c * padded, c * padded, 4 * shard, in.state_bytes * shard, gather, 0, 4 * numel + 12 * numel / n};
-  out[2] = {"zero2", c * padded, c * shard, 4 * shard, in.state_bytes * shard, gather + reduce, c * largest,
-            2 * numel + 14 * numel / n};
-  out[3] = {"zero3", c * resident, c * shard, 4 * shard, in.state_bytes * shard, reduce,
-            c * (largest + largest_released), 16 * numel / n};
-  return out;
+PluginEstimate estimate_stage(const PluginFile &stage, const PluginConfig &config, const EstimateInput &input) {
+  zf_memory_shape shape = shape_of(input);
+  shape.stage_capabilities = stage.descriptor->capabilities;
+  return read(stage, ask_plugin_memory(stage, config, shape));
+}
+
+PluginEstimate estimate_offload(const PluginFile &offload, const PluginConfig &config, const EstimateInput &input,
+                                const PluginEstimate &stage, uint64_t stage_caps) {
+  zf_memory_shape shape = shape_of(input);
+  shape.stage_capabilities = stage_caps;
+  zf_memory_estimate stage_bytes = raw(stage);
+  shape.stage = stage.estimated ? &stage_bytes : nullptr;
+  return read(offload, ask_plugin_memory(offload, config, shape));
+}
+
+std::string memory_advice(const PluginSet &plugins, const zf_layout &layout, uint64_t world, uint64_t compute_bytes,
+                          uint64_t grad_accum) {
+  EstimateInput input;
+  for (uint32_t b = 0; b < layout.block_count; ++b) input.blocks.push_back(layout.blocks[b].numel);
+  input.world = world;
+  input.compute_bytes = compute_bytes;
+  input.alignment = layout.alignment;
+  input.grad_accum = grad_accum;
+  uint64_t state = 0;  // the optimizer's state tensors, when the host holds them (else Adam's 8)
+  for (const StateSpec &spec : plugins.optimizer.state_specs()) state += c10::elementSize(spec.dtype);
+  if (state) input.state_bytes = state;
+  const StagePlugin &stage = plugins.stage;
+  const OffloadPlugin &offload = plugins.offload;
+  PluginEstimate s = estimate_stage(stage.file(), stage.config(), input);
+  PluginEstimate o = estimate_offload(offload.file(), offload.config(), input, s, stage.file().descriptor->capabilities);
+  std::string advice = "What would fit: ";
+  if (!s.advice.empty()) advice += "stage " + s.plugin + ": " + s.advice + "; ";
+  if (!o.advice.empty()) advice += "offload " + o.plugin + ": " + o.advice + "; ";
+  return advice + "optimizer.moment_dtype = \"bf16\" where the optimizer has it (halves the optimizer state), "
+                  "or a smaller model";
 }
 
 }  // namespace zf

@@ -65,7 +65,7 @@ std::string MemoryPlan::describe(zf_tier tier) const {
 }
 
 void check_memory_plan(const MemoryPlan &plan, const HostMemoryLimit &host, int local_size, uint64_t device_free,
-                       const std::string &advice) {
+                       const std::function<std::string()> &advice) {
   uint64_t per_host = plan.host_bytes() * uint64_t(std::max(1, local_size));
   if (host.bytes > 0 && per_host > host.bytes)
     throw Error(format("the memory plan does not fit: this rank needs %s of host memory (pinned %s, pageable %s)%s, "
@@ -75,12 +75,12 @@ void check_memory_plan(const MemoryPlan &plan, const HostMemoryLimit &host, int 
                        local_size > 1 ? format(", %s for the %d ranks of this host", format_bytes(per_host).c_str(),
                                                local_size).c_str()
                                       : "",
-                       format_bytes(host.bytes).c_str(), host.source.c_str(), advice.c_str()));
+                       format_bytes(host.bytes).c_str(), host.source.c_str(), advice().c_str()));
   if (device_free > 0 && plan.bytes(ZF_TIER_DEVICE) > device_free)
     throw Error(format("the memory plan does not fit: this rank needs %s of GPU memory before activations, and the "
                        "GPU has %s free. %s",
                        format_bytes(plan.bytes(ZF_TIER_DEVICE)).c_str(), format_bytes(device_free).c_str(),
-                       advice.c_str()));
+                       advice().c_str()));
 }
 
 }  // namespace zf

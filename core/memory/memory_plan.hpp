@@ -6,6 +6,7 @@
 #include <zf/zf_plugin.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,9 @@ struct MemoryPlan {
 };
 
 // Throws with the reason and what would fit when the host tiers of all local ranks exceed the
-// limit, or the device tier exceeds device_free (0 = unknown). `advice` lists the ways out.
+// limit, or the device tier exceeds device_free (0 = unknown). `advice` lists the ways out (asked
+// only then: the run's plugins answer it, memory/memory_estimate.hpp).
 void check_memory_plan(const MemoryPlan &plan, const HostMemoryLimit &host, int local_size, uint64_t device_free,
-                       const std::string &advice);
+                       const std::function<std::string()> &advice);
 
 }  // namespace zf

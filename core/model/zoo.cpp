@@ -1,6 +1,6 @@
 #include "model/zoo.hpp"
 
-#include "checkpoint/hf_checkpoint.hpp"
+#include "model/hf_checkpoint.hpp"
 #include "model/linear_stack.hpp"
 #include "model/transformer.hpp"
 #include "runtime/error.hpp"

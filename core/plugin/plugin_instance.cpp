@@ -2,6 +2,7 @@
 // let an exception reach plugin code.
 #include "plugin/plugin_instance.hpp"
 
+#include "plugin/config_value.hpp"
 #include "plugin/plugin_entry.hpp"
 
 #include "runtime/tensors.hpp"
@@ -81,26 +82,8 @@ struct HostCallbacks {
   }
 
   template <class T>
-  static zf_status config_value(const zf_host *host, const zf_config *config, const char *key, T *out) {
-    const auto *plugin_config = reinterpret_cast<const PluginConfig *>(config);
-    if (!plugin_config || !key || !out) return ZF_ERROR_INVALID_ARGUMENT;
-    const Value *value = plugin_config->get(key);
-    (void)host;
-    if (!value) return ZF_ERROR_INVALID_ARGUMENT;
-    if constexpr (std::is_same_v<T, int32_t>) {
-      if (!std::holds_alternative<bool>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
-      *out = std::get<bool>(*value) ? 1 : 0;
-    } else if constexpr (std::is_same_v<T, int64_t>) {
-      if (!std::holds_alternative<int64_t>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
-      *out = std::get<int64_t>(*value);
-    } else if constexpr (std::is_same_v<T, double>) {
-      if (!std::holds_alternative<double>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
-      *out = std::get<double>(*value);
-    } else {
-      if (!std::holds_alternative<std::string>(*value)) return ZF_ERROR_INVALID_ARGUMENT;
-      *out = std::get<std::string>(*value).c_str();
-    }
-    return ZF_OK;
+  static zf_status config_value(const zf_host *, const zf_config *config, const char *key, T *out) {
+    return zf::config_value(config, key, out);
   }
   static zf_status config_bool(const zf_host *h, const zf_config *c, const char *k, int32_t *v) {
     return config_value(h, c, k, v);

@@ -30,6 +30,7 @@ class PluginOfKind {
   const PluginFile &file() const { return live_.instance->file(); }
   bool has(uint64_t capability) const { return (file().descriptor->capabilities & capability) != 0; }
   const PluginInstance &instance() const { return *live_.instance; }
+  const PluginConfig &config() const { return *live_.config; }
 
  protected:
   // Calls entry `entry` (a member of the plugin's api) with the plugin's object, `args` and an

@@ -150,7 +150,7 @@ void HostUpdate::step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t b
       optimizer_step_args(ranges.data(), ranges.size(), host_job_.groups.data(), host_job_.groups.size(),
                           host_job_.step, host_job_.scale, part(buffers_.master), part(buffers_.host_grads));
   if (buffers_.params_out.defined()) args.params_out = part(buffers_.params_out);
-  if (buffers_.writes_in_place) args.params_out = part(host_job_.upload_to);  // the working parameters, in host memory
+  if (buffers_.writes_in_place) args.params_out = part(host_job_.upload_to);  // the working parameters, on the host
   Timers &timers = buffers_.runtime.timers;
   const uint32_t update = timers.id("cpu_update");
   timers.start(update);
@@ -222,7 +222,9 @@ void HostUpdate::issue_copies() {
   host_job_.grads_ready = nullptr;
   landed_.clear();
   for (const Bucket &b : buckets_) {
-    auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(b.begin), int64_t(b.end - b.begin))); };
+    auto part = [&](const torch::Tensor &t) {
+      return view_of(t.narrow(0, int64_t(b.begin), int64_t(b.end - b.begin)));
+    };
     buffers_.plugins.offload.gradients_out(part(host_job_.grads), part(buffers_.host_grads), copy_order_);
     bytes_down_ += (b.end - b.begin) * host_job_.grads.element_size();
     landed_.push_back(transfers_done(ZF_TRANSFER_GRADIENTS_OUT));
@@ -266,7 +268,7 @@ void HostUpdate::update_bucket(const Bucket &bucket) {
       step_on_host(clip_ranges(host_job_.ranges, lo, hi), base, hi);
     });
   } else {
-    step_on_host(clip_ranges(host_job_.ranges, bucket.begin, bucket.end), 0, buffers_.shard_end - buffers_.shard_begin);
+    step_on_host(clip_ranges(host_job_.ranges, bucket.begin, bucket.end), 0, buffers_.numel());
   }
 
   if (buffers_.writes_in_place) return;  // the optimizer wrote the working parameters: nothing goes up
@@ -310,11 +312,11 @@ void HostUpdate::drain() {
   wait_for_uploads();
 }
 
-// The compute stream reads the new parameters only after their uploads have landed.
 void HostUpdate::finish_step() {
   if (!job_) drain();
 }
 
+// The compute stream reads the new parameters only after their uploads have landed.
 void HostUpdate::wait_for_uploads() {
   Timers &timers = buffers_.runtime.timers;
   uint32_t param_wait = timers.id("param_copy_wait");  // the compute stream waits for the uploads

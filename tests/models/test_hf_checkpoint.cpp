@@ -1,7 +1,7 @@
 // Hugging Face checkpoints: save then load reproduces a model bit for bit, the files use HF's
 // names, layouts and config.json fields, init_from checks the shape, and the zoo's logits and loss
 // match transformers' on the fixtures in tests/fixtures/hf/ (generated with transformers).
-#include "checkpoint/hf_checkpoint.hpp"
+#include "model/hf_checkpoint.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "params/flat_buffers.hpp"
 #include "model/transformer_shape.hpp"

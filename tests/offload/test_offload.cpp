@@ -127,6 +127,9 @@ TEST_CASE("the memory plan is printed, equals the ledger, and a plan that cannot
   CHECK(refused.outcome.output.find("the memory plan does not fit") != std::string::npos);
   CHECK(refused.outcome.output.find("moment_dtype = \"bf16\"") != std::string::npos);
   CHECK(refused.outcome.output.find("run.host_memory_limit_gb") != std::string::npos);
+  // The ways out come from the run's plugins (their estimate_memory's advice).
+  CHECK(refused.outcome.output.find("stage zero0: a ZeRO stage over more ranks") != std::string::npos);
+  CHECK(refused.outcome.output.find("offload cpu_optimizer: offload.plugin = \"nvme\"") != std::string::npos);
 }
 
 TEST_CASE("zfcore estimate predicts the offload tiers a run plans, and reads presets", "[offload][estimate]") {

@@ -1,15 +1,51 @@
 // The SDK as a third party gets it: install the SDK component into a fresh prefix (headers, CMake
-// package, README, data flow, example), build the installed example plugin with find_package
-// against that prefix alone, check it exports only the two entry points, and let zfcore load and
-// run it through ZFCORE_PLUGIN_PATH.
+// package, README, changelog, data flow, examples), build the installed example plugins with
+// find_package against that prefix alone, check they export only the two entry points, and let
+// zfcore load and run them through ZFCORE_PLUGIN_PATH: the selector, the offload tier (oracle:
+// cpu_optimizer's param_digest) and a test stage, whose memory `zfcore estimate` reports.
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
 
 using namespace zf;
+
+namespace {
+
+// The SDK component installed into a fresh prefix under scratch.
+std::string install_sdk(const std::string &scratch) {
+  std::string prefix = scratch + "/prefix";
+  auto install = test::run_command("cmake --install " + test::binary_dir() + " --prefix " + prefix +
+                                   " --component sdk");
+  INFO(install.output);
+  REQUIRE(install.exit_code == 0);
+  return prefix;
+}
+
+// Configures and builds the plugin project in source against the SDK in prefix alone.
+void build_against(const std::string &prefix, const std::string &source, const std::string &build) {
+  auto configure = test::run_command("cmake -S " + source + " -B " + build + " -DCMAKE_PREFIX_PATH=" + prefix +
+                                     " -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF");
+  INFO(configure.output);
+  REQUIRE(configure.exit_code == 0);
+  auto compile = test::run_command("cmake --build " + build);
+  INFO(compile.output);
+  REQUIRE(compile.exit_code == 0);
+}
+
+// The line of `output` that holds `key` after `from`.
+std::string line_with(const std::string &output, const std::string &key, size_t from = 0) {
+  size_t at = output.find(key, from);
+  if (at == std::string::npos) return "";
+  size_t begin = output.rfind('\n', at), end = output.find('\n', at);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  return output.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+}  // namespace
 
 TEST_CASE("a plugin built out of tree against the installed SDK loads and runs", "[sdk]") {
   std::string scratch = test::scratch_dir("sdk");
@@ -93,4 +129,85 @@ TEST_CASE("the zfcore executable defines no zf::Config: the core's config class 
   std::string config_count = output.substr(output.find('\n') + 1);
   CHECK(std::stoi(run_config_count) > 0);
   CHECK(std::stoi(config_count) == 0);
+}
+
+TEST_CASE("an offload tier built out of tree trains as cpu_optimizer does and reports its memory", "[sdk][offload]") {
+  std::string scratch = test::scratch_dir("sdk_offload");
+  std::string prefix = install_sdk(scratch), build = scratch + "/example";
+  for (const char *file : {"share/doc/zfcore/CHANGELOG.md", "share/doc/zfcore/examples/mmap_offload/CMakeLists.txt",
+                           "share/doc/zfcore/examples/mmap_offload/mmap_offload.cpp"}) {
+    INFO(file);
+    CHECK(std::filesystem::exists(prefix + "/" + file));
+  }
+  build_against(prefix, prefix + "/share/doc/zfcore/examples/mmap_offload", build);
+  auto symbols = test::run_command("nm -D --defined-only " + build + "/zf-offload-mmap_example.so | awk '{print $3}' | sort");
+  CHECK(symbols.output == "zf_plugin_describe\nzf_plugin_negotiate\n");
+
+  // Tiles of 8192 elements (bucket_size 5000, rounded up to 4096 bytes): every step maps dozens.
+  const std::string env = "ZFCORE_PLUGIN_PATH=" + build + " ";
+  const std::string common = " --set train.steps=4 --set optimizer.plugin=cpu_adam --set optimizer.threads=1 "
+                             "--set offload.bucket_size=5000 --set run.output_dir=";
+  std::string files = scratch + "/state";
+  std::filesystem::create_directories(files);
+  std::string summaries[2];
+  const std::string offloads[2] = {"cpu_optimizer", "mmap_example --set offload.path=" + files};
+  for (int i = 0; i < 2; ++i) {
+    std::string out = scratch + "/run" + std::to_string(i);
+    auto run = test::run_command(env + test::zfcore() + " run " + test::source_dir() + "/examples/linear_stack.toml" +
+                                 common + out + " --set offload.plugin=" + offloads[i]);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    summaries[i] = test::read_text(out + "/summary.json");
+  }
+  CHECK(test::json_field(summaries[1], "param_digest").size() == 16);
+  CHECK(test::json_field(summaries[1], "param_digest") == test::json_field(summaries[0], "param_digest"));
+  CHECK(test::json_field(summaries[1], "final_loss") == test::json_field(summaries[0], "final_loss"));
+  CHECK(std::stod(test::json_field(summaries[1], "nvme_bytes_written")) > 0);  // the state went through the files
+  CHECK(std::filesystem::is_empty(files));                                      // and they went with the run
+  const uint64_t p = 263168;  // linear_stack: 4 blocks of 256 x 256 + 256 elements; Adam's 8 bytes of state
+  CHECK(test::ledger_bytes(summaries[1], "memory_peak_bytes", "nvme.mmap_example.state") == 8 * p);
+
+  // The estimate says what the ledger showed: the state on disk.
+  auto estimate = test::run_command(env + test::zfcore() + " estimate " + test::source_dir() +
+                                    "/examples/linear_stack.toml --set offload.plugin=mmap_example "
+                                    "--set optimizer.plugin=cpu_adam");
+  INFO(estimate.output);
+  REQUIRE(estimate.exit_code == 0);
+  const size_t table = estimate.output.find("offload mmap_example: per rank, bytes on each tier");
+  REQUIRE(table != std::string::npos);
+  char row[160];
+  // zero0: params and grads stay (4P + 4P); master and the host copy of the gradients pinned (4P + 4P); state on disk.
+  std::snprintf(row, sizeof row, "  %-6s %14llu %14llu %14llu", "zero0", (unsigned long long)(8 * p),
+                (unsigned long long)(8 * p), (unsigned long long)(8 * p));
+  CHECK(line_with(estimate.output, "zero0", table).rfind(row, 0) == 0);
+}
+
+TEST_CASE("a stage built out of tree gets its own row in zfcore estimate", "[sdk][stage]") {
+  std::string scratch = test::scratch_dir("sdk_stage");
+  std::string prefix = install_sdk(scratch), build = scratch + "/stage";
+  build_against(prefix, test::source_dir() + "/tests/sdk/replica_stage", build);
+  const std::string command = "ZFCORE_PLUGIN_PATH=" + build + " " + test::zfcore() + " estimate " +
+                              test::source_dir() + "/examples/linear_stack.toml --world 2 --set stage.plugin=replica_example";
+  auto estimate = test::run_command(command);
+  INFO(estimate.output);
+  REQUIRE(estimate.exit_code == 0);
+  // Every rank holds everything: zero0's bytes, reported by the plugin itself, and its formula.
+  std::string zero0 = line_with(estimate.output, "  zero0 ");
+  std::string mine = line_with(estimate.output, "  replica_example ");
+  REQUIRE(zero0.size() > 110);
+  REQUIRE(mine.size() > 110);
+  CHECK(mine.substr(18, 14 * 7 + 6) == zero0.substr(9, 14 * 7 + 6));
+  CHECK_THAT(mine, Catch::EndsWith("<- this config"));
+  CHECK_THAT(estimate.output, Catch::Contains("  replica_example: params cP, grads cP, master 4P, state kP"));
+  // Under an offload tier its bytes move as any stage's do.
+  auto offloaded = test::run_command(command + " --set offload.plugin=cpu_optimizer --set optimizer.plugin=cpu_adam");
+  INFO(offloaded.output);
+  CHECK_THAT(line_with(offloaded.output, "  replica_example ", offloaded.output.find("offload cpu_optimizer")),
+             Catch::EndsWith("<- this config") && !Catch::Contains("no estimate"));
+  // And it trains.
+  auto run = test::run_command("ZFCORE_PLUGIN_PATH=" + build + " " + test::zfcore() + " run " + test::source_dir() +
+                               "/examples/linear_stack.toml --set train.steps=2 --set stage.plugin=replica_example "
+                               "--set run.output_dir=" + scratch + "/run");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
 }

@@ -164,3 +164,21 @@ TEST_CASE("zfcore estimate predicts the bytes the ledger shows", "[stage]") {
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("--world 0: must be an integer in [1, 1048576]"));
 }
+
+TEST_CASE("zfcore estimate reports no estimate for a stage plugin without the memory entry", "[stage][abi]") {
+  // tests/engine/faulty_stage.cpp speaks ABI 1.0: it has no estimate_memory (ABI 1.7).
+  auto outcome = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+                                   "/examples/linear_stack.toml --set stage.plugin=faulty --set run.plugin_path=" +
+                                   test::binary_dir() + "/tests/abi_plugins --set offload.plugin=cpu_optimizer "
+                                   "--set optimizer.plugin=cpu_adam");
+  INFO(outcome.output);
+  REQUIRE(outcome.exit_code == 0);
+  CHECK_THAT(outcome.output, Catch::Contains("  faulty no estimate: stage plugin 'faulty' (ABI 1.0) has no memory "
+                                             "entry (ABI 1.7)   <- this config\n"));
+  CHECK_THAT(outcome.output, Catch::Contains("  faulty no estimate   <- this config\n"));  // the offload table
+  // The built-in stages still get theirs: zero0 with one rank holds 4 + 4 + 4 + 8 bytes per element.
+  char row[160];
+  std::snprintf(row, sizeof row, "  %-6s %14llu %14llu %14llu %14llu", "zero0", (unsigned long long)(4 * kLayout),
+                (unsigned long long)(4 * kLayout), (unsigned long long)(4 * kLayout), (unsigned long long)(8 * kLayout));
+  CHECK_THAT(outcome.output, Catch::Contains(row));
+}

@@ -4,6 +4,7 @@
 // Header-only: plugins build against the SDK alone.
 #pragma once
 
+#include "offload_estimate.hpp"
 #include "transfers.hpp"
 
 #include <memory>
@@ -64,8 +65,21 @@ inline zf_status wait_host_offload(zf_object *object, zf_error *) {
   return ZF_OK;
 }
 
-// The api table of either plugin, around its own create.
-constexpr zf_offload_api host_offload_api(decltype(zf_offload_api::create) create) {
+// estimate_memory of either plugin: the master and state on the pin_memory tier, and (cpu_full)
+// the working parameters with them.
+template <bool params_on_host>
+zf_status estimate_host_offload(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  return zf::guard(error, [&] {
+    HostTiers how;
+    how.tier = zf::Config(shape).boolean("pin_memory") ? ZF_TIER_PINNED_HOST : ZF_TIER_HOST;
+    how.params_on_host = params_on_host;
+    return estimate_host_tiers(*shape, how, estimate, error);
+  });
+}
+
+// The api table of either plugin, around its own create and estimate.
+constexpr zf_offload_api host_offload_api(decltype(zf_offload_api::create) create,
+                                          zf_estimate_memory_fn estimate_memory) {
   using Entries = TransferEntries<HostOffload>;
   return zf_offload_api{.struct_size = sizeof(zf_offload_api),
                         .create = create,
@@ -76,7 +90,8 @@ constexpr zf_offload_api host_offload_api(decltype(zf_offload_api::create) creat
                         .wait = wait_host_offload,
                         .write_tile = nullptr,  // no disk tier
                         .read_tile = nullptr,
-                        .transfer_event = Entries::transfer_event};
+                        .transfer_event = Entries::transfer_event,
+                        .estimate_memory = estimate_memory};
 }
 
 }  // namespace zf_offload

@@ -21,7 +21,14 @@ const zf_param_decl params[] = {
                   zf::at_least(0)),
 };
 
-const zf_offload_api api = zf_offload::host_offload_api(create);
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  zf_status status = zf_offload::estimate_host_offload<true>(shape, estimate, error);
+  zf::set_text(estimate->note, "device: plus offload.prefetch_size elements copied ahead");
+  zf::set_text(estimate->advice, "offload.plugin = \"nvme\" puts the optimizer state on disk");
+  return status;
+}
+
+const zf_offload_api api = zf_offload::host_offload_api(create, estimate_memory);
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "cpu_full", ZF_KIND_OFFLOAD, sizeof params / sizeof params[0],

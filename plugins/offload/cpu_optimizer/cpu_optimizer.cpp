@@ -14,7 +14,14 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
 
 const zf_param_decl params[] = {ZF_HOST_OFFLOAD_PARAMS};
 
-const zf_offload_api api = zf_offload::host_offload_api(create);
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  zf_status status = zf_offload::estimate_host_offload<false>(shape, estimate, error);
+  zf::set_text(estimate->advice, "offload.plugin = \"nvme\" puts the optimizer state on disk, \"cpu_full\" the "
+                                 "working parameters in host memory too");
+  return status;
+}
+
+const zf_offload_api api = zf_offload::host_offload_api(create, estimate_memory);
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "cpu_optimizer", ZF_KIND_OFFLOAD, sizeof params / sizeof params[0],

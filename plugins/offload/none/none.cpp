@@ -23,8 +23,21 @@ zf_status plan(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *
   return ZF_OK;
 }
 
+// Everything the stage holds stays where the model computes.
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  if (!shape->stage) return zf::fail(error, ZF_DECLINED, "the stage gives no estimate");
+  estimate->tier_bytes[ZF_TIER_DEVICE] = shape->stage->tier_bytes[ZF_TIER_DEVICE];
+  zf::set_text(estimate->advice, "on a GPU run offload.plugin = \"cpu_optimizer\" puts the master and optimizer "
+                                 "state in host memory");
+  return ZF_OK;
+}
+
 // No transfers: master, state and gradients stay where the model is.
-const zf_offload_api api = {.struct_size = sizeof(zf_offload_api), .create = create, .destroy = destroy, .plan = plan};
+const zf_offload_api api = {.struct_size = sizeof(zf_offload_api),
+                            .create = create,
+                            .destroy = destroy,
+                            .plan = plan,
+                            .estimate_memory = estimate_memory};
 
 const zf_descriptor descriptor = {.struct_size = sizeof(zf_descriptor),
                                   .abi_version = ZF_ABI_VERSION,

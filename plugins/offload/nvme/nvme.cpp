@@ -7,6 +7,7 @@
 //
 // The files are unlinked as soon as they are open, so they disappear when the run ends, however
 // it ends (a kill -9 included); checkpoints hold the state (the host reads it back through here).
+#include "../common/offload_estimate.hpp"
 #include "../common/transfers.hpp"
 #include "tile_io.hpp"
 
@@ -201,6 +202,20 @@ zf_status read_tile(zf_object *object, uint32_t tensor, uint64_t offset, void *d
   });
 }
 
+// The master on the pin_memory tier, the state on disk but for host_budget_gb of it.
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  return zf::guard(error, [&] {
+    zf::Config table(shape);
+    zf_offload::HostTiers how;
+    how.tier = table.boolean("pin_memory") ? ZF_TIER_PINNED_HOST : ZF_TIER_HOST;
+    how.state_on_disk = true;
+    how.ram_budget = uint64_t(table.real("host_budget_gb") * 1e9);
+    zf::set_text(estimate->note, "pinned: plus 3 tiles of offload.bucket_size per state tensor");
+    zf::set_text(estimate->advice, "offload.host_budget_gb = 0 keeps all of the optimizer state on disk");
+    return zf_offload::estimate_host_tiers(*shape, how, estimate, error);
+  });
+}
+
 const zf_param_decl params[] = {
     zf::param_string("path", "",
                      "directory for the optimizer state files (a local NVMe SSD; created if missing; required)"),
@@ -232,7 +247,8 @@ const zf_offload_api api = {.struct_size = sizeof(zf_offload_api),
                             .wait = wait,
                             .write_tile = write_tile,
                             .read_tile = read_tile,
-                            .transfer_event = Entries::transfer_event};
+                            .transfer_event = Entries::transfer_event,
+                            .estimate_memory = estimate_memory};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "nvme", ZF_KIND_OFFLOAD, sizeof params / sizeof params[0], params,

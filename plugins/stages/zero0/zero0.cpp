@@ -4,7 +4,7 @@
 // each bucket as soon as the backward has finished its gradients (on a GPU, on the host's
 // communication stream beside the backward of the blocks before), the rest after the backward.
 // Every rank then applies the same update.
-#include "../common/zero_shard.hpp"
+#include "../common/zero_estimate.hpp"
 
 #include <memory>
 
@@ -79,13 +79,25 @@ const zf_param_decl params[] = {
                     zf::at_least(0)),
 };
 
+// Every rank holds everything: the ZeRO paper's 16 bytes per parameter.
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  return estimate_with(shape, estimate, error, [](const zf_memory_shape &, const ShapeSums &s, const zf::Config &,
+                                                  zf_memory_estimate *e) {
+    set_estimate(e, s.c * s.numel, s.c * s.numel, 4 * s.numel, s.k * s.numel, 0, 0, 16 * s.numel,
+                 "params cP, grads cP, master 4P, state kP (paper: 16P)",
+                 "a ZeRO stage over more ranks (stage.plugin = \"zero1\", \"zero2\" or \"zero3\") divides the "
+                 "master and optimizer state by the number of ranks");
+  });
+}
+
 // No gather_parameters: every rank updated all parameters.
 const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
                           .create = create,
                           .destroy = destroy,
                           .plan = plan,
                           .after_backward = after_backward,
-                          .reduce_gradients = reduce_gradients};
+                          .reduce_gradients = reduce_gradients,
+                          .estimate_memory = estimate_memory};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero0", ZF_KIND_STAGE,

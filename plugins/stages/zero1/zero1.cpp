@@ -2,7 +2,7 @@
 // state (the engine allocates only the planned shard). Gradients are all-reduced in buckets as in
 // zero0 (during the backward with overlap_comm), each rank updates its shard, and the updated
 // parameters are all-gathered in buckets.
-#include "../common/zero_shard.hpp"
+#include "../common/zero_estimate.hpp"
 
 #include <memory>
 
@@ -53,6 +53,19 @@ zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, z
 
 const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
 
+// The master and the state sharded; the flat buffers padded to N shards; the all-gather's staging.
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  return estimate_with(shape, estimate, error, [](const zf_memory_shape &, const ShapeSums &s, const zf::Config &table,
+                                                  zf_memory_estimate *e) {
+    const uint64_t gather = gather_staging(s, uint64_t(table.integer("allgather_bucket_size")));
+    set_estimate(e, s.c * s.padded(), s.c * s.padded(), 4 * s.shard, s.k * s.shard, gather, 0,
+                 4 * s.numel + 12 * s.numel / s.world,
+                 "params cNS, grads cNS, master 4S, state kS (paper: 4P + 12P/N)",
+                 "stage.plugin = \"zero2\" also shards the gradients, \"zero3\" the parameters too; more ranks "
+                 "divide the master and optimizer state");
+  });
+}
+
 // No gather_block: every rank holds every parameter.
 const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
                           .create = create,
@@ -60,7 +73,8 @@ const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
                           .plan = plan,
                           .after_backward = after_backward,
                           .reduce_gradients = reduce_gradients,
-                          .gather_parameters = gather_parameters};
+                          .gather_parameters = gather_parameters,
+                          .estimate_memory = estimate_memory};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero1", ZF_KIND_STAGE,

@@ -3,7 +3,7 @@
 // gradients at a time and reduce_block sums them into the owners' shards (BlockReducer); on a
 // host that keeps the whole gradient buffer, the after_backward hook reduce-scatters it in
 // buckets as blocks finish (BackwardReducer). Both in ../common/zero_shard.hpp.
-#include "../common/zero_shard.hpp"
+#include "../common/zero_estimate.hpp"
 
 #include <memory>
 
@@ -63,6 +63,20 @@ zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, z
 
 const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
 
+// zero1 with the gradients sharded: the shard from the backward to the update, one block's
+// gradients while its backward runs, and the reduction's staging with gradient accumulation.
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  return estimate_with(shape, estimate, error, [](const zf_memory_shape &sh, const ShapeSums &s,
+                                                  const zf::Config &table, zf_memory_estimate *e) {
+    const uint64_t gather = gather_staging(s, uint64_t(table.integer("allgather_bucket_size")));
+    const uint64_t reduce = reduce_staging(sh, s, uint64_t(table.integer("reduce_bucket_size")));
+    set_estimate(e, s.c * s.padded(), s.c * s.shard, 4 * s.shard, s.k * s.shard, gather + reduce, s.c * s.largest,
+                 2 * s.numel + 14 * s.numel / s.world,
+                 "params cNS, grads cS, master 4S, state kS (paper: 2P + 14P/N)",
+                 "stage.plugin = \"zero3\" also shards the parameters; more ranks divide every shard");
+  });
+}
+
 // No gather_block: every rank holds every parameter.
 const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
                           .create = create,
@@ -71,7 +85,8 @@ const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
                           .after_backward = after_backward,
                           .reduce_gradients = reduce_gradients,
                           .gather_parameters = gather_parameters,
-                          .reduce_block = reduce_block};
+                          .reduce_block = reduce_block,
+                          .estimate_memory = estimate_memory};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero2", ZF_KIND_STAGE,

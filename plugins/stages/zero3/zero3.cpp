@@ -11,7 +11,7 @@
 // On a GPU the host gathers the next blocks (up to prefetch_bucket_size elements, at least one)
 // on its communication stream while the current block computes; on CPU the collectives block,
 // so the host does not prefetch there.
-#include "../common/zero_shard.hpp"
+#include "../common/zero_estimate.hpp"
 
 #include <memory>
 
@@ -119,6 +119,24 @@ const zf_param_decl params[] = {
                   "at most this many elements of resident blocks (the rest is gathered per use)", zf::at_least(0)),
 };
 
+// zero2 with the parameters sharded: the resident blocks between uses (gathered from the fp32
+// master), and while a block computes its gathered parameters beside its gradients.
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  return estimate_with(shape, estimate, error, [](const zf_memory_shape &sh, const ShapeSums &s,
+                                                  const zf::Config &table, zf_memory_estimate *e) {
+    uint64_t resident = 0, released = 0;
+    zero3_residency(sh, uint64_t(table.integer("param_persistence_threshold")),
+                    uint64_t(table.integer("max_live_parameters")), &resident, &released);
+    const uint64_t reduce = reduce_staging(sh, s, uint64_t(table.integer("reduce_bucket_size")));
+    set_estimate(e, s.c * resident, s.c * s.shard, 4 * s.shard, s.k * s.shard, reduce, s.c * (s.largest + released),
+                 16 * s.numel / s.world,
+                 "params c x resident blocks (gathered from the fp32 master; under offload a shard cS of its "
+                 "own), grads cS, master 4S, state kS (paper: 16P/N)",
+                 "a lower stage.param_persistence_threshold or max_live_parameters keeps fewer blocks resident; "
+                 "more ranks divide every shard");
+  });
+}
+
 // No forward/backward hooks but after_backward: the host gathers and releases around them. No
 // gather_parameters: nothing is kept whole; resident blocks are refreshed by gather_block.
 const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
@@ -128,7 +146,8 @@ const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
                           .after_backward = after_backward,
                           .reduce_gradients = reduce_gradients,
                           .gather_block = gather_block,
-                          .reduce_block = reduce_block};
+                          .reduce_block = reduce_block,
+                          .estimate_memory = estimate_memory};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero3", ZF_KIND_STAGE,

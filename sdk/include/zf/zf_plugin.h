@@ -2,8 +2,8 @@
  *
  * Defines: ABI versioning and the two exported entry points, status codes and error messages,
  * tensor views and the flat-buffer layout (segments, blocks), the host-services table, declared
- * parameters, the plugin descriptor, and one function table per plugin kind (stage, offload,
- * optimizer, selector).
+ * parameters, the plugin descriptor, memory estimates, and one function table per plugin kind
+ * (stage, offload, optimizer, selector). sdk/CHANGELOG.md lists what each minor version added.
  *
  * Rules that keep it stable (C99; compiles as C and C++):
  *  - The first call is zf_plugin_negotiate; each side enforces its own minimum. A different major
@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 6
+#define ZF_ABI_MINOR 7
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -373,6 +373,59 @@ typedef struct zf_step_buffers {
                                  elements [block.offset, block.offset + block.numel) */
 } zf_step_buffers;
 
+/* ---- Memory estimates (ABI 1.7) ------------------------------------------------------------- */
+
+/* A run's shape, known before anything runs: what a stage or offload plugin needs to say how many
+ * bytes each rank will hold (`zfcore estimate`, the memory plan, the advice of a refusal). */
+typedef struct zf_memory_estimate zf_memory_estimate;
+typedef struct zf_memory_shape {
+  uint32_t struct_size;
+  uint32_t block_count;
+  const uint64_t *blocks;  /* parameter elements per block, in execution order (layout numel = sum) */
+  uint64_t alignment;      /* elements; shards are rounded up to it */
+  uint64_t world_size;
+  uint64_t compute_bytes;  /* bytes per element of the working parameters and gradients (fp32 4, bf16 2) */
+  uint64_t state_bytes;    /* the optimizer's state bytes per parameter (Adam with fp32 moments: 8) */
+  uint64_t grad_accum;     /* micro-steps per optimizer step */
+  uint64_t stage_capabilities; /* ZF_CAP_* of the stage the estimate is for (an offload reads it) */
+  /* For an offload plugin: the stage's estimate of this shape; NULL when the stage has none. */
+  const zf_memory_estimate *stage;
+  /* The plugin's own validated config table, read as with zf_host's getters (an absent key yields
+   * the declared default). No zf_host exists here: the plugin may not have been created. */
+  const zf_config *config;
+  zf_status (*config_bool)(const zf_config *config, const char *key, int32_t *value);
+  zf_status (*config_int)(const zf_config *config, const char *key, int64_t *value);
+  zf_status (*config_float)(const zf_config *config, const char *key, double *value);
+  zf_status (*config_string)(const zf_config *config, const char *key, const char **value);
+} zf_memory_shape;
+
+/* Bytes one rank holds at its peak. The host zeroes it and sets struct_size before the call.
+ * ZF_TIER_DEVICE means "where the model computes" (host memory on a CPU run). */
+struct zf_memory_estimate {
+  uint32_t struct_size;
+  uint32_t reserved;
+  /* A stage fills the categories, all where the model computes; an offload plugin leaves them. */
+  uint64_t params;    /* working parameters held between uses */
+  uint64_t grads;     /* gradients held from the backward to the update */
+  uint64_t master;    /* fp32 master parameters */
+  uint64_t state;     /* optimizer state */
+  uint64_t staging;   /* collective buffers */
+  uint64_t transient; /* held only while one block computes */
+  uint64_t reference; /* the ZeRO paper's figure for this stage (mixed-precision Adam), 0 = none */
+  /* Both kinds: bytes per tier. A stage puts the sum of its categories on ZF_TIER_DEVICE; an
+   * offload plugin says where the stage's bytes go once it moves some of them. */
+  uint64_t tier_bytes[ZF_TIER_COUNT];
+  char note[ZF_MESSAGE_CAPACITY];   /* optional: what the figures leave out; "" = nothing */
+  char advice[ZF_MESSAGE_CAPACITY]; /* optional: how to need less memory with this plugin kind */
+};
+
+/* The entry both kinds may wire (ABI 1.7), called without a plugin object, from any thread:
+ *   zf_status (*estimate_memory)(const zf_memory_shape *shape, zf_memory_estimate *estimate,
+ *                                zf_error *error);
+ * ZF_DECLINED = no estimate for this shape (the message says why). NULL = "no estimate". */
+typedef zf_status (*zf_estimate_memory_fn)(const zf_memory_shape *shape, zf_memory_estimate *estimate,
+                                           zf_error *error);
+
 /* ---- Stage: who owns which shard, and which collectives move gradients and parameters -------- */
 
 typedef struct zf_stage_plan {
@@ -441,6 +494,8 @@ typedef struct zf_stage_api {
    * NULL = the host keeps the whole flat gradient buffer (buffers->grads). */
   zf_status (*reduce_block)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
                             zf_error *error);
+  /* ABI 1.7, optional: this stage's bytes per rank for a shape (see zf_estimate_memory_fn). */
+  zf_estimate_memory_fn estimate_memory;
 } zf_stage_api;
 
 /* ---- Offload: where master weights, optimizer state and gradients live ----------------------- */
@@ -508,6 +563,9 @@ typedef struct zf_offload_api {
    * bucket's gradients, the compute stream before the next forward reads the parameters. Called
    * from the thread that started the transfers. Optional: NULL = the host calls wait. */
   zf_status (*transfer_event)(zf_object *offload, int32_t direction, void **event, zf_error *error);
+  /* ABI 1.7, optional: where the stage's bytes (shape->stage) go under this offload, per tier
+   * (see zf_estimate_memory_fn). */
+  zf_estimate_memory_fn estimate_memory;
 } zf_offload_api;
 
 enum { ZF_TRANSFER_GRADIENTS_OUT = 0, ZF_TRANSFER_PARAMETERS_IN = 1 };

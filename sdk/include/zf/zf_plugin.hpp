@@ -3,8 +3,8 @@
 // Defines: ZF_PLUGIN_DEFINE (exports both entry points for a descriptor), zf::negotiate (the
 // default version handshake), zf::fail (fill a zf_error), zf::guard (turn C++ exceptions into
 // status codes so none crosses the ABI), zf::Config (typed getters over the host's config table),
-// zf::param_bool/param_int/param_float/param_string (the entries of a zf_param_decl table) and
-// zf::log. Nothing here links against zfcore.
+// zf::param_bool/param_int/param_float/param_string (the entries of a zf_param_decl table),
+// zf::log and the memory-estimate helpers. Nothing here links against zfcore.
 #pragma once
 
 #include <zf/zf_plugin.h>
@@ -112,28 +112,32 @@ constexpr zf_param_decl param_string(const char *key, const char *default_value,
   return {key, ZF_PARAM_STRING, 0, default_value, doc, 0, 0, choices, nullptr};
 }
 
-// Typed access to the plugin's validated table; throws Failure on undeclared keys.
+// Typed access to the plugin's validated table; throws Failure on undeclared keys. Built from the
+// host's services (a plugin object) or from a memory shape (estimate_memory, ABI 1.7).
 class Config {
  public:
   Config(const zf_host *host, const zf_config *config) : host_(host), config_(config) {}
+  explicit Config(const zf_memory_shape *shape) : shape_(shape), config_(shape->config) {}
   bool boolean(const char *key) const {
     int32_t value = 0;
-    check(host_->config_bool(host_, config_, key, &value), key);
+    check(shape_ ? shape_->config_bool(config_, key, &value) : host_->config_bool(host_, config_, key, &value), key);
     return value != 0;
   }
   int64_t integer(const char *key) const {
     int64_t value = 0;
-    check(host_->config_int(host_, config_, key, &value), key);
+    check(shape_ ? shape_->config_int(config_, key, &value) : host_->config_int(host_, config_, key, &value), key);
     return value;
   }
   double real(const char *key) const {
     double value = 0;
-    check(host_->config_float(host_, config_, key, &value), key);
+    check(shape_ ? shape_->config_float(config_, key, &value) : host_->config_float(host_, config_, key, &value),
+          key);
     return value;
   }
   std::string string(const char *key) const {
     const char *value = nullptr;
-    check(host_->config_string(host_, config_, key, &value), key);
+    check(shape_ ? shape_->config_string(config_, key, &value) : host_->config_string(host_, config_, key, &value),
+          key);
     return value ? value : "";
   }
 
@@ -142,9 +146,28 @@ class Config {
     if (status != ZF_OK)
       throw Failure(status, std::string("config key '") + key + "' is not declared with that type");
   }
-  const zf_host *host_;
+  const zf_host *host_ = nullptr;
+  const zf_memory_shape *shape_ = nullptr;
   const zf_config *config_;
 };
+
+// Copies text into one of zf_memory_estimate's messages (note, advice), cut to fit.
+template <size_t N>
+inline void set_text(char (&field)[N], const std::string &text) {
+  std::snprintf(field, N, "%s", text.c_str());
+}
+
+// A memory shape's layout numel (the sum of its blocks) and its largest block.
+inline uint64_t shape_numel(const zf_memory_shape &shape) {
+  uint64_t numel = 0;
+  for (uint32_t b = 0; b < shape.block_count; ++b) numel += shape.blocks[b];
+  return numel;
+}
+inline uint64_t shape_largest_block(const zf_memory_shape &shape) {
+  uint64_t largest = 0;
+  for (uint32_t b = 0; b < shape.block_count; ++b) largest = shape.blocks[b] > largest ? shape.blocks[b] : largest;
+  return largest;
+}
 
 // Turns a host call that fills a zf_error into an exception inside plugin code.
 inline void check(zf_status status, const zf_error &error) {

@@ -1,4 +1,4 @@
-#include "checkpoint/hf_checkpoint.hpp"
+#include "model/hf_checkpoint.hpp"
 
 #include "checkpoint/safetensors.hpp"
 #include "config/config.hpp"

@@ -1,0 +1,29 @@
+// config_estimate.hpp: the memory estimate (memory_estimate.hpp) of a config, as `zfcore estimate`
+// and `zfcore bench` compute it, before anything is built: its input, and every stage plugin's
+// answer with the offload's. Block sizes come from the model's shape (linear_stack exactly;
+// transformers from their parameter counts: embeddings, one block per layer, and the head).
+#pragma once
+
+#include "config/config.hpp"
+#include "memory/memory_estimate.hpp"
+
+#include <string>
+#include <vector>
+
+namespace zf {
+
+// Blocks of the config's model, its compute and optimizer-state bytes and gradient accumulation, on
+// `world` ranks. what: the model in words; note: an assumption made (unknown optimizer), or left.
+EstimateInput estimate_input(const RunConfig &config, uint64_t world, std::string *what, std::string *note);
+
+struct ConfigEstimate {
+  EstimateInput input;
+  std::string what, note;                // as estimate_input gives them
+  std::string stage, offload;            // the config's plugins
+  std::vector<PluginEstimate> stages;    // the built-in stages and the config's, by name
+  std::vector<PluginEstimate> offloaded; // the offload plugin's answer for each of them
+};
+// Loads the plugins (the config's plugin path included) and asks them.
+ConfigEstimate estimate_config(const RunConfig &config, uint64_t world);
+
+}  // namespace zf

@@ -1,0 +1,52 @@
+#include "plugin/memory_entry.hpp"
+
+#include "plugin/config_value.hpp"
+#include "runtime/error.hpp"
+
+#include <cstring>
+
+namespace zf {
+
+zf_estimate_memory_fn memory_entry(const PluginFile &file) {
+  const zf_descriptor &d = *file.descriptor;
+  if (ZF_ABI_MINOR_OF(file.abi_version) < 7) return nullptr;
+  if (d.kind == ZF_KIND_STAGE) {
+    const auto *api = static_cast<const zf_stage_api *>(d.api);
+    return ZF_HAS(zf_stage_api, api, estimate_memory) ? api->estimate_memory : nullptr;
+  }
+  if (d.kind == ZF_KIND_OFFLOAD) {
+    const auto *api = static_cast<const zf_offload_api *>(d.api);
+    return ZF_HAS(zf_offload_api, api, estimate_memory) ? api->estimate_memory : nullptr;
+  }
+  return nullptr;
+}
+
+PluginMemory ask_plugin_memory(const PluginFile &file, const PluginConfig &config, zf_memory_shape shape) {
+  PluginMemory out;
+  zf_estimate_memory_fn entry = memory_entry(file);
+  if (!entry) {
+    out.why = format("no estimate: %s plugin '%s' (ABI %u.%u) has no memory entry (ABI 1.7)",
+                     kind_name(file.descriptor->kind), file.descriptor->name, ZF_ABI_MAJOR_OF(file.abi_version),
+                     ZF_ABI_MINOR_OF(file.abi_version));
+    return out;
+  }
+  shape.struct_size = sizeof shape;
+  shape.config = reinterpret_cast<const zf_config *>(&config);
+  shape.config_bool = config_value<int32_t>;
+  shape.config_int = config_value<int64_t>;
+  shape.config_float = config_value<double>;
+  shape.config_string = config_value<const char *>;
+  std::memset(&out.bytes, 0, sizeof out.bytes);
+  out.bytes.struct_size = sizeof out.bytes;
+  zf_error error{};
+  zf_status status = entry(&shape, &out.bytes, &error);
+  error.message[ZF_MESSAGE_CAPACITY - 1] = '\0';
+  out.bytes.note[ZF_MESSAGE_CAPACITY - 1] = out.bytes.advice[ZF_MESSAGE_CAPACITY - 1] = '\0';
+  out.estimated = status == ZF_OK;
+  if (!out.estimated)
+    out.why = format("no estimate: %s plugin '%s': %s%s", kind_name(file.descriptor->kind), file.descriptor->name,
+                     status == ZF_DECLINED ? "" : "estimate_memory failed: ", error.message);
+  return out;
+}
+
+}  // namespace zf
