@@ -57,6 +57,14 @@ struct Toml {
       }
     entries.emplace_back(key, value);
   }
+  // Removes a key set before; true when there was one.
+  bool unset(const std::string &table, const std::string &key) {
+    auto &entries = tables[table];
+    auto found = std::find_if(entries.begin(), entries.end(), [&](const auto &entry) { return entry.first == key; });
+    if (found == entries.end()) return false;
+    entries.erase(found);
+    return true;
+  }
   void note(const std::string &key, const std::string &what) { notes.push_back(shown(key) + ": " + what); }
 
   std::string text(const std::string &source) const {
@@ -198,7 +206,9 @@ class Converter {
         fail(name + ".device", name + ".device = \"nvme\" needs nvme_path (a directory on the SSD)");
       out_.set("offload", "path", toml_string((*offload)["nvme_path"].get<std::string>()));
     }
-    for (const char *key : {"buffer_count", "fast_init", "pipeline_read", "pipeline_write", "pipeline", "ratio"})
+    // ZeRO-Offload++: the share of the optimizer state updated on the CPU, the rest on the GPU.
+    if (offload->contains("ratio")) out_.set("offload", "ratio", real((*offload)["ratio"], name + ".ratio"));
+    for (const char *key : {"buffer_count", "fast_init", "pipeline_read", "pipeline_write", "pipeline"})
       if (offload->contains(key)) out_.note(name + "." + key, "ignored: zfcore streams three tiles per state tensor");
     return plugin;
   }
@@ -223,6 +233,10 @@ class Converter {
       return;
     }
     out_.set("offload", "plugin", "\"cpu_full\"");
+    if (out_.unset("offload", "ratio"))
+      out_.note("zero_optimization.offload_optimizer.ratio",
+                "ignored: with offload_param the parameters live in host memory, and cpu_full updates the whole "
+                "optimizer shard there");
     if (offload.empty())
       out_.note(name, "offload.plugin = \"cpu_full\" keeps the master and optimizer state in host memory too");
     if (value.contains("pin_memory")) out_.set("offload", "pin_memory", boolean(value["pin_memory"], name + ".pin_memory"));

@@ -1,6 +1,7 @@
 #include "plugin/plugin_kinds.hpp"
 
 #include "plugin/plugin_entry.hpp"
+#include "runtime/error.hpp"
 #include "runtime/tensors.hpp"
 
 #include <algorithm>
@@ -84,7 +85,10 @@ zf_offload_plan OffloadPlugin::plan(const zf_layout &layout, uint64_t shard_nume
   tiers.struct_size = sizeof tiers;
   tiers.param_out_tier = model_tier;
   tiers.param_tier = model_tier;
+  tiers.host_ratio = 1;
   call("plan", api_.plan, false, &layout, shard_numel, &tiers);
+  ZF_REQUIRE(tiers.host_ratio >= 0 && tiers.host_ratio <= 1,
+             "offload plugin '%s' planned host_ratio = %g: expected a share from 0 to 1", name(), tiers.host_ratio);
   return tiers;
 }
 

@@ -71,7 +71,7 @@ class OffloadPlugin : public PluginOfKind {
  public:
   explicit OffloadPlugin(LivePlugin live);
   // The tiers for a shard of shard_numel elements; what an older plugin does not set defaults to
-  // the model's tier (param_out_tier, param_tier).
+  // the model's tier (param_out_tier, param_tier) and the whole shard (host_ratio).
   zf_offload_plan plan(const zf_layout &layout, uint64_t shard_numel, zf_tier model_tier) const;
   bool moves_data() const { return api_.gradients_out && api_.parameters_in; }
   void gradients_out(zf_tensor_view from, zf_tensor_view to, void *stream) const;

@@ -83,16 +83,20 @@ PluginSet::PluginSet(const RunConfig &config, Runtime &runtime, PluginRegistry &
     : stage(activate(checked(config, registry).plugin(ZF_KIND_STAGE), runtime, registry)),
       offload(activate(config.plugin(ZF_KIND_OFFLOAD), runtime, registry)),
       optimizer(activate(config.plugin(ZF_KIND_OPTIMIZER), runtime, registry)),
-      selector(activate(config.plugin(ZF_KIND_SELECTOR), runtime, registry)) {
-  if (!config.has_table("zenflow")) return;
-  PluginSection section = config.plugin(ZF_KIND_OPTIMIZER);
-  if (runtime.device == ZF_DEVICE_CUDA) {
+      selector(activate(config.plugin(ZF_KIND_SELECTOR), runtime, registry)),
+      config_(config), runtime_(runtime), registry_(registry) {}
+
+const OptimizerPlugin &PluginSet::device_optimizer() {
+  if (device_optimizer_) return *device_optimizer_;
+  PluginSection section = config_.plugin(ZF_KIND_OPTIMIZER);
+  if (runtime_.device == ZF_DEVICE_CUDA) {
     section.candidates = {"gpu_adam"};
     section.entries.clear();  // the [optimizer] keys are the CPU optimizer's
   } else {
     section.candidates = {optimizer.name()};
   }
-  selective_optimizer = std::make_unique<OptimizerPlugin>(activate(section, runtime, registry));
+  device_optimizer_ = std::make_unique<OptimizerPlugin>(activate(section, runtime_, registry_));
+  return *device_optimizer_;
 }
 
 }  // namespace zf

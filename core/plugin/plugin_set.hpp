@@ -17,9 +17,16 @@ class PluginSet {
   OffloadPlugin offload;
   OptimizerPlugin optimizer;
   SelectorPlugin selector;
-  // ZenFlow runs (a [zenflow] table): the optimizer of the selected columns, where the model
-  // computes: gpu_adam on a GPU run, a second instance of the run's optimizer on a CPU run.
-  std::unique_ptr<OptimizerPlugin> selective_optimizer;
+  // The optimizer of the part of the shard that an offloaded update keeps where the model computes
+  // (ZenFlow's selected columns, offload.ratio's device share): gpu_adam on a GPU run, a second
+  // instance of the run's optimizer on a CPU run. Created on first use.
+  const OptimizerPlugin &device_optimizer();
+
+ private:
+  const RunConfig &config_;
+  Runtime &runtime_;
+  PluginRegistry &registry_;
+  std::unique_ptr<OptimizerPlugin> device_optimizer_;
 };
 
 // Resolves and validates a plugin table without creating the plugin (`zfcore validate`).

@@ -11,8 +11,9 @@ void EveryStep::begin(const StepTensors &step) {
   if (!host_) return;
   host_->drain();  // the previous step's update, if deferred
   const int64_t count = host_steps_ ? ++*host_steps_ : step.step;
-  host_->start_step(HostJob{buffers_.job.ranges, buffers_.groups, count, step.grad_scale, step.grads, step.params},
-                    step.scale_known);
+  HostJob job{buffers_.job.ranges, buffers_.groups, count, step.grad_scale, step.grads, step.params};
+  job.end = buffers_.numel();
+  host_->start_step(std::move(job), step.scale_known);
 }
 
 void EveryStep::gradients_final(uint64_t begin, uint64_t end, void *stream) {

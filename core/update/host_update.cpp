@@ -178,13 +178,13 @@ void HostUpdate::start_step(HostJob job, bool scale_known) {
 void HostUpdate::hand_over_rest(float scale) {
   if (!scale_known_) host_job_.scale = scale;  // the update thread waits for it (release_scale)
   std::sort(handed_.begin(), handed_.end());
-  uint64_t next = 0;
+  uint64_t next = host_job_.begin;
   std::vector<std::pair<uint64_t, uint64_t>> rest;
   for (const auto &[lo, hi] : handed_) {
     if (next < lo) rest.emplace_back(next, lo);
     next = std::max(next, hi);
   }
-  if (next < buffers_.numel()) rest.emplace_back(next, buffers_.numel());
+  if (next < host_job_.end) rest.emplace_back(next, host_job_.end);
   void *stream = buffers_.runtime.compute_stream;
   for (const auto &[lo, hi] : rest) hand_over(lo, hi, stream);
   // The compute stream reuses the gradient memory only after the copies down have landed.

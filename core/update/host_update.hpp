@@ -23,7 +23,7 @@ struct HostJob {
   torch::Tensor upload_to;                 // where the updated parameters go (model's tier)
   void *upload_after = nullptr;            // event the first upload waits for (NULL: none)
   void *grads_ready = nullptr;             // a job: the copies down wait for it (NULL on CPU runs)
-  uint64_t begin = 0, end = 0;             // a job: the shard elements copied down and up
+  uint64_t begin = 0, end = 0;             // the shard elements copied down and up
 };
 
 class HostUpdate {
@@ -34,10 +34,10 @@ class HostUpdate {
   HostUpdate(const HostUpdate &) = delete;
   HostUpdate &operator=(const HostUpdate &) = delete;
 
-  // A step's update of job.ranges: begin with the job, then hand_over ranges of the shard (shard
-  // elements) whose gradients are final, ordered after `stream`; after the backward,
-  // hand_over_rest(scale) hands over the rest with the gradient scale (scale_known = false
-  // holds the update thread until then).
+  // A step's update of job.ranges inside [job.begin, job.end): begin with the job, then hand_over
+  // ranges of the shard (shard elements) whose gradients are final, ordered after `stream`; after
+  // the backward, hand_over_rest(scale) hands over the rest of [job.begin, job.end) with the
+  // gradient scale (scale_known = false holds the update thread until then).
   void start_step(HostJob job, bool scale_known);
   void hand_over(uint64_t begin, uint64_t end, void *stream);
   void hand_over_rest(float scale);

@@ -6,6 +6,7 @@
 #include "runtime/tensors.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace zf {
 
@@ -55,6 +56,13 @@ UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layo
              offload.name(), tier_name(tiers.param_tier), tier_name(tiers.master_tier));
   writes_in_place = offloaded && tiers.param_tier != model_tier && tiers.param_out_tier == tiers.param_tier &&
                      dtype != torch::kFloat32;
+  if (offloaded && tiers.host_ratio < 1) {
+    ZF_REQUIRE(tiers.param_tier == model_tier,
+               "offload plugin '%s' keeps the working parameters in host memory, so the part of the optimizer shard "
+               "that offload.ratio = %g leaves where the model computes could not be updated there",
+               offload.name(), tiers.host_ratio);
+    device_part = numel() - uint64_t(std::llround(tiers.host_ratio * double(numel())));
+  }
 
   job.device = on_host(tiers.master_tier) ? ZF_DEVICE_CPU : ZF_DEVICE_CUDA;
   job.ranges = optimizer_ranges(layout, shard_begin, shard_end);

@@ -66,6 +66,9 @@ class UpdateBuffers {
   zf_offload_plan tiers{};  // the offload plugin's choice
   bool offloaded = false;   // the master lives away from the model
   bool writes_in_place = false;  // the optimizer writes the working parameters (host-held, parameter offload)
+  // offload.ratio < 1: shard elements [0, device_part) keep a master and state where the model
+  // computes and are updated there (split_update.hpp); the host updates the rest.
+  uint64_t device_part = 0;
   UpdateJob job;
   std::vector<zf_optimizer_group> groups;  // decay, no decay
   std::vector<PlannedBuffer> planned;      // what allocate() holds, per tier and tag

@@ -1,7 +1,9 @@
 #include "update/update_plan.hpp"
 
 #include "update/disk_state.hpp"
+#include "update/split_update.hpp"
 #include "update/zenflow.hpp"
+#include "runtime/error.hpp"
 
 namespace zf {
 
@@ -12,7 +14,11 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
       zenflow_(zenflow.enabled) {
   planned_ = buffers_.planned;
   if (buffers_.offloaded) host_ = std::make_unique<HostUpdate>(buffers_, buffers_.job.overlapped || zenflow_);
+  ZF_REQUIRE(!zenflow_ || buffers_.device_part == 0,
+             "offload.ratio = %g and [zenflow] both choose what the device updates: ZenFlow keeps the selected "
+             "columns there, so leave offload.ratio at 1 with [zenflow]", buffers_.tiers.host_ratio);
   if (zenflow_) schedule_ = std::make_unique<ZenFlow>(buffers_, host_.get(), layout, zenflow);
+  else if (buffers_.device_part > 0) schedule_ = std::make_unique<SplitUpdate>(buffers_, *host_);
   else schedule_ = std::make_unique<EveryStep>(buffers_, host_.get());
   schedule_->add_planned(planned_);
 }

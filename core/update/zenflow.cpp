@@ -34,7 +34,7 @@ HostUpdate &host_side(const UpdateBuffers &buffers, HostUpdate *host) {
 
 ZenFlow::ZenFlow(UpdateBuffers &buffers, HostUpdate *host, const zf_layout &layout, const ZenFlowOptions &options)
     : buffers_(buffers), host_(host_side(buffers, host)), layout_(layout), options_(options),
-      columns_(column_count(layout)), optimizer_(*buffers.plugins.selective_optimizer),
+      columns_(column_count(layout)), optimizer_(buffers.plugins.device_optimizer()),
       warm_up_(buffers, host, &host_updates_) {
   const OptimizerPlugin &host_optimizer = buffers_.plugins.optimizer;
   ZF_REQUIRE(!buffers_.state_specs.empty(),

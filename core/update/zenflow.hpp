@@ -97,7 +97,7 @@ class ZenFlow : public UpdateSchedule {
   const zf_layout &layout_;
   ZenFlowOptions options_;
   uint32_t columns_ = 0;
-  const OptimizerPlugin &optimizer_;  // the device-side optimizer (plugins.selective_optimizer)
+  const OptimizerPlugin &optimizer_;  // the device-side optimizer (plugins.device_optimizer())
 
   Selection selection_;
   bool selected_ = false;

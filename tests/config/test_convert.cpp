@@ -373,3 +373,27 @@ TEST_CASE("convert: a Hugging Face Trainer config's \"auto\" values keep zfcore'
   INFO(valid.output);
   CHECK(valid.exit_code == 0);
 }
+
+TEST_CASE("convert: offload_optimizer.ratio is offload.ratio, and a note under offload_param", "[config][convert]") {
+  std::string dir = test::scratch_dir("convert_ratio");
+  std::string json = write(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 32,
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})");
+  test::Outcome converted = test::run_command(test::zfcore() + " convert " + json + " > " + dir + "/train.toml");
+  REQUIRE(converted.exit_code == 0);
+  std::string toml = test::read_text(dir + "/train.toml");
+  INFO(toml);
+  CHECK(toml.find("ratio = 0.3") != std::string::npos);
+  test::Outcome run = test::run_command(test::zfcore() + " run " + dir + "/train.toml" + kModelAndData +
+                                        "--set run.output_dir=" + dir + "/out");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  // With offload_param the parameters live in host memory (cpu_full): the whole shard is updated there.
+  json = write(dir, "param.json", R"({"train_micro_batch_size_per_gpu": 32, "zero_optimization": {"stage": 3,
+    "offload_optimizer": {"device": "cpu", "ratio": 0.3}, "offload_param": {"device": "cpu"}}})");
+  converted = test::run_command(test::zfcore() + " convert " + json + " > " + dir + "/param.toml");
+  REQUIRE(converted.exit_code == 0);
+  toml = test::read_text(dir + "/param.toml");
+  CHECK(toml.find("plugin = \"cpu_full\"") != std::string::npos);
+  CHECK(toml.find("ratio = ") == std::string::npos);
+  CHECK(toml.find("offload_optimizer.ratio: ignored: with offload_param") != std::string::npos);
+}

@@ -18,6 +18,7 @@ struct HostOffload {
   uint64_t bucket_numel = 0;
   bool offload_params = false;  // cpu_full
   uint64_t prefetch_numel = 0;  // cpu_full: elements of the next blocks copied ahead
+  double ratio = 1;             // cpu_optimizer: the share of the shard on the host (offload.ratio)
   std::unique_ptr<Transfers> transfers;
 };
 
@@ -43,6 +44,7 @@ inline zf_status create_host_offload(const zf_host *host, const zf_config *confi
     self->bucket_numel = uint64_t(table.integer("bucket_size"));
     self->offload_params = offload_params;
     if (offload_params) self->prefetch_numel = uint64_t(table.integer("prefetch_size"));
+    else self->ratio = table.real("ratio");
     self->transfers = std::make_unique<Transfers>(host);
     *out = reinterpret_cast<zf_object *>(self);
   });
@@ -53,7 +55,7 @@ inline void destroy_host_offload(zf_object *object) { delete &host_offload(objec
 inline zf_status plan_host_offload(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *plan,
                                    zf_error *error) {
   HostOffload &self = host_offload(object);
-  zf_status status = plan_host_tiers(plan, self.tier, self.tier, self.overlap, self.bucket_numel, error);
+  zf_status status = plan_host_tiers(plan, self.tier, self.tier, self.overlap, self.bucket_numel, self.ratio, error);
   if (status != ZF_OK || !self.offload_params) return status;
   plan->param_tier = self.tier;  // param_out_tier is the same: the optimizer writes them in place
   plan->prefetch_numel = self.prefetch_numel;

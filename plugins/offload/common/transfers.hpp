@@ -36,11 +36,15 @@ struct Transfers {
 };
 
 // The plan of a plugin that keeps the master on the host: master, gradients and the parameters'
-// compute-precision copy on `tier`, the optimizer state on `state_tier`.
+// compute-precision copy on `tier`, the optimizer state on `state_tier`, for `host_ratio` of the
+// shard (the rest stays where the model computes).
 inline zf_status plan_host_tiers(zf_offload_plan *plan, zf_tier tier, zf_tier state_tier, bool overlap,
-                                 uint64_t bucket_numel, zf_error *error) {
+                                 uint64_t bucket_numel, double host_ratio, zf_error *error) {
   if (!ZF_HAS(zf_offload_plan, plan, bucket_numel))
     return zf::fail(error, ZF_ERROR_UNSUPPORTED, "the host's offload plan is older than ABI 1.3");
+  if (host_ratio < 1 && !ZF_HAS(zf_offload_plan, plan, host_ratio))
+    return zf::fail(error, ZF_ERROR_UNSUPPORTED, "offload.ratio < 1 needs a host of ABI 1.8 or later");
+  if (ZF_HAS(zf_offload_plan, plan, host_ratio)) plan->host_ratio = host_ratio;
   plan->master_tier = plan->grad_tier = plan->param_out_tier = tier;
   plan->state_tier = state_tier;
   plan->overlap = overlap ? 1 : 0;
@@ -66,3 +70,10 @@ struct TransferEntries {
 };
 
 }  // namespace zf_offload
+
+// offload.ratio (cpu_optimizer, nvme).
+#define ZF_OFFLOAD_RATIO_PARAM                                                                                  \
+  zf::param_float("ratio", "1",                                                                                 \
+                  "share of the optimizer shard (master and state) kept and updated here; the rest stays where " \
+                  "the model computes and is updated there every step (DeepSpeed's offload_optimizer.ratio)",    \
+                  zf::between(0, 1))

@@ -12,7 +12,7 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
   return zf_offload::create_host_offload(host, config, /*offload_params=*/false, out, error);
 }
 
-const zf_param_decl params[] = {ZF_HOST_OFFLOAD_PARAMS};
+const zf_param_decl params[] = {ZF_HOST_OFFLOAD_PARAMS, ZF_OFFLOAD_RATIO_PARAM};
 
 zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
   zf_status status = zf_offload::estimate_host_offload<false>(shape, estimate, error);

@@ -42,6 +42,7 @@ struct NvmeOffload {
   const zf_host *host = nullptr;
   zf_tier tier = ZF_TIER_PINNED_HOST;
   bool overlap = false;
+  double ratio = 1;  // offload.ratio: the share of the shard whose state is on disk
   uint64_t bucket_numel = 0;
   std::string directory;
   uint64_t budget = 0, budget_used = 0;  // bytes of tiles kept in RAM
@@ -135,6 +136,7 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
     self->bucket_numel = uint64_t(table.integer("bucket_size"));
     self->directory = table.string("path");
     self->budget = uint64_t(table.real("host_budget_gb") * 1e9);
+    self->ratio = table.real("ratio");
     if (self->directory.empty())
       throw zf::Failure(ZF_ERROR_INVALID_ARGUMENT,
                         "offload.path is required: the directory for the optimizer state files (on a local NVMe SSD)");
@@ -159,7 +161,8 @@ void destroy(zf_object *object) { delete &self_of(object); }
 
 zf_status plan(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *plan, zf_error *error) {
   NvmeOffload &self = self_of(object);
-  return zf_offload::plan_host_tiers(plan, self.tier, ZF_TIER_NVME, self.overlap, self.bucket_numel, error);
+  return zf_offload::plan_host_tiers(plan, self.tier, ZF_TIER_NVME, self.overlap, self.bucket_numel, self.ratio,
+                                     error);
 }
 
 using Entries = zf_offload::TransferEntries<NvmeOffload>;
@@ -236,6 +239,7 @@ const zf_param_decl params[] = {
     zf::param_int("bucket_size", "16777216",
                   "elements per bucket of gradient copies, CPU updates and parameter uploads; also the state tile",
                   zf::at_least(1)),
+    ZF_OFFLOAD_RATIO_PARAM,
 };
 
 const zf_offload_api api = {.struct_size = sizeof(zf_offload_api),

@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 7
+#define ZF_ABI_MINOR 8
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -528,6 +528,13 @@ typedef struct zf_offload_plan {
    * current one computes; 0 = none. A stage that shards parameters (ZeRO-3) sets its own budget
    * (zf_stage_plan.prefetch_numel), which is used instead. */
   uint64_t prefetch_numel;
+  /* ABI 1.8. The share of this rank's optimizer shard (its last elements, whose gradients the
+   * backward finishes first) kept on master_tier and state_tier and updated there; the first
+   * (1 - host_ratio) of the elements keep their master and optimizer state where the model
+   * computes and are updated there every step, beside the host's part (DeepSpeed's
+   * offload_optimizer.ratio). On entry 1 (all of it); 0 = none. Needs param_tier on the model's
+   * tier. */
+  double host_ratio;
 } zf_offload_plan;
 
 typedef struct zf_offload_api {

@@ -1,0 +1,134 @@
+#include "update/split_update.hpp"
+
+#include "runtime/error.hpp"
+#include "runtime/tensors.hpp"
+#include "update/disk_state.hpp"
+
+#include <algorithm>
+
+namespace zf {
+
+SplitUpdate::SplitUpdate(UpdateBuffers &buffers, HostUpdate &host)
+    : buffers_(buffers), host_(host), optimizer_(buffers.plugins.device_optimizer()), part_(buffers.device_part),
+      device_ranges_(clip_ranges(buffers.job.ranges, 0, buffers.device_part)),
+      host_ranges_(clip_ranges(buffers.job.ranges, buffers.device_part, buffers.numel())) {
+  const OptimizerPlugin &host_optimizer = buffers_.plugins.optimizer;
+  specs_ = optimizer_.state_specs();
+  ZF_REQUIRE(!buffers_.state_specs.empty() && !specs_.empty(),
+             "offload.ratio < 1 moves the optimizer state of part of the shard between the host and the device, so "
+             "the host must hold it: optimizer plugin '%s' keeps its own (use optimizer.plugin = \"cpu_adam\")",
+             host_optimizer.name());
+  for (const StateSpec &spec : specs_) {
+    auto found = std::find_if(buffers_.state_specs.begin(), buffers_.state_specs.end(),
+                              [&](const StateSpec &held) { return held.name == spec.name; });
+    ZF_REQUIRE(found != buffers_.state_specs.end(),
+               "offload.ratio < 1: the device part is updated by '%s', whose state '%s' the host's optimizer '%s' "
+               "does not have: use optimizer.plugin = \"cpu_adam\"",
+               optimizer_.name(), spec.name.c_str(), host_optimizer.name());
+    host_state_.push_back(size_t(found - buffers_.state_specs.begin()));
+  }
+  ZF_REQUIRE(buffers_.dtype == torch::kFloat32 || optimizer_.has(ZF_CAP_LOW_PRECISION_OUT),
+             "offload.ratio < 1: optimizer plugin '%s' cannot write %s parameters", optimizer_.name(),
+             c10::toString(buffers_.dtype));
+}
+
+void SplitUpdate::add_planned(std::vector<PlannedBuffer> &planned) const {
+  planned.push_back({buffers_.model_tier, "master (device part)", part_ * 4});
+  for (const StateSpec &spec : specs_)
+    planned.push_back({buffers_.model_tier, format("%s.%s (device part)", optimizer_.name(), spec.name.c_str()),
+                       part_ * c10::elementSize(spec.dtype)});
+}
+
+void SplitUpdate::allocate() {
+  MemoryLedger &ledger = buffers_.runtime.memory;
+  master_ = ledger_tensor(ledger, buffers_.model_tier, part_, torch::kFloat32, "master (device part)", false);
+  std::vector<zf_tensor_view> views;
+  for (const StateSpec &spec : specs_) {
+    state_.push_back(ledger_tensor(ledger, buffers_.model_tier, part_, spec.dtype,
+                                   format("%s.%s (device part)", optimizer_.name(), spec.name.c_str()), false));
+    views.push_back(view_of(state_.back()));
+  }
+  optimizer_.bind_state(part_, views);
+  move_state(/*to_host=*/false);  // the master, and the state the host's optimizer started from
+}
+
+void SplitUpdate::begin(const StepTensors &step) {
+  step_ = step;
+  host_.drain();  // the previous step's update, if deferred
+  HostJob job{host_ranges_, buffers_.groups, step.step, step.grad_scale, step.grads, step.params};
+  job.begin = part_;
+  job.end = buffers_.numel();
+  host_.start_step(std::move(job), step.scale_known);
+}
+
+void SplitUpdate::gradients_final(uint64_t begin, uint64_t end, void *stream) {
+  if (!buffers_.job.overlapped) return;
+  const uint64_t lo = std::max(begin, buffers_.shard_begin + part_), hi = std::min(end, buffers_.shard_end);
+  if (lo < hi) host_.hand_over(lo - buffers_.shard_begin, hi - buffers_.shard_begin, stream);
+}
+
+// The host part goes first, so that the CPU works while the device updates its part.
+void SplitUpdate::finish(float mean_scale, float clip, bool defer) {
+  const float grad_scale = mean_scale * clip;
+  host_.hand_over_rest(grad_scale);
+  update_device_part(grad_scale);
+  if (!defer || !host_.threaded()) host_.drain();
+}
+
+void SplitUpdate::update_device_part(float grad_scale) {
+  if (part_ == 0) return;
+  const torch::Tensor params = step_.params.narrow(0, 0, int64_t(part_));
+  zf_optimizer_step_args args =
+      optimizer_step_args(device_ranges_.data(), device_ranges_.size(), buffers_.groups.data(), buffers_.groups.size(),
+                          step_.step, grad_scale, view_of(master_), view_of(step_.grads.narrow(0, 0, int64_t(part_))));
+  args.stream = buffers_.runtime.compute_stream;
+  const bool writes_params = buffers_.dtype != torch::kFloat32;  // checked: the optimizer can
+  if (writes_params) args.params_out = view_of(params);
+  optimizer_.step(args);
+  if (!writes_params) {
+    torch::NoGradGuard no_grad;
+    params.copy_(master_);
+  }
+}
+
+void SplitUpdate::complete() {
+  host_.drain();
+  move_state(/*to_host=*/true);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> SplitUpdate::state() {
+  move_state(/*to_host=*/true);
+  return {};
+}
+
+void SplitUpdate::restore(const torch::Tensor &params_shard) {
+  move_state(/*to_host=*/false);
+  torch::NoGradGuard no_grad;
+  params_shard.copy_(buffers_.master);
+}
+
+void SplitUpdate::move_state(bool to_host) {
+  if (part_ == 0) return;
+  torch::NoGradGuard no_grad;
+  const int64_t n = int64_t(part_);
+  torch::Tensor host_master = buffers_.master.narrow(0, 0, n);
+  if (to_host) host_master.copy_(master_);
+  else master_.copy_(host_master);
+  const std::vector<zf_optimizer_range> part{{0, part_, 0, 0}};
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const size_t held = host_state_[i];
+    if (!buffers_.disk) {
+      torch::Tensor host = buffers_.state[held].narrow(0, 0, n);
+      if (to_host) host.copy_(state_[i]);
+      else state_[i].copy_(host);
+      continue;
+    }
+    // On disk: through a host buffer of the held dtype.
+    torch::Tensor values = torch::empty({n}, torch::TensorOptions().dtype(buffers_.state_specs[held].dtype));
+    if (to_host) values.copy_(state_[i]);
+    buffers_.disk->copy_ranges(held, part, values.data_ptr(), /*to_disk=*/to_host);
+    if (!to_host) state_[i].copy_(values);
+  }
+}
+
+}  // namespace zf

@@ -1,0 +1,102 @@
+// offload.ratio (partial offload, DeepSpeed's ZeRO-Offload++): the first (1 - ratio) of each rank's
+// optimizer shard is updated where the model computes, the rest by the offload tier, beside it.
+// Oracle: the update is elementwise, so any split computes what no offload computes: the same
+// param_digest as offload.plugin = "none" with the same CPU optimizer, under zero0-zero3, on 1 and
+// 2 ranks, in fp32 and bf16, with the state in memory or on disk; a resumed run ends where the
+// uninterrupted one ends.
+#include "stages/stage_runs.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace zf;
+
+namespace {
+
+const std::string kWorkload = "--set train.steps=4 --set train.micro_batch=32 --set optimizer.plugin=cpu_adam "
+                              "--set optimizer.threads=1 --set train.clip_grad_norm=0.5 ";
+// Buckets much smaller than a layer, so that the backward hands over many of them.
+const std::string kOffload = "--set offload.plugin=cpu_optimizer --set offload.bucket_size=5000 ";
+
+std::string ratio(const char *value) { return kOffload + "--set offload.ratio=" + value + " "; }
+
+std::string digest_of(const test::StageRun &r) { return test::json_field(r.summary, "param_digest"); }
+
+test::StageRun run_ok(const std::string &name, const std::string &stage, int world, const std::string &args) {
+  test::StageRun r = test::run_stage(name, stage, world, args);
+  INFO(name << "\n" << r.outcome.output);
+  REQUIRE(r.outcome.exit_code == 0);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("offload.ratio 0 and 0.3 give no offload's param_digest under zero0-zero3 on 2 ranks", "[offload][ratio][mpi]") {
+  for (const std::string stage : {"zero0", "zero1", "zero2", "zero3"}) {
+    const std::string base =
+        kWorkload + (stage == "zero3" ? "--set stage.param_persistence_threshold=1000 " : std::string());
+    test::StageRun none = run_ok("ratio_none_" + stage, stage, 2, base);
+    for (const char *share : {"0", "0.3"}) {
+      test::StageRun split = run_ok(std::string("ratio_") + share + "_" + stage, stage, 2, base + ratio(share));
+      INFO(stage << ", offload.ratio = " << share << "\n" << split.outcome.output);
+      CHECK(digest_of(split).size() == 16);
+      CHECK(digest_of(split) == digest_of(none));
+      CHECK(test::json_field(split.summary, "final_loss") == test::json_field(none.summary, "final_loss"));
+    }
+  }
+}
+
+TEST_CASE("offload.ratio on 1 rank with gradient accumulation, in bf16 and with the state on disk, gives no "
+          "offload's bits",
+          "[offload][ratio]") {
+  const std::string accum = kWorkload + "--set train.grad_accum=2 ";
+  CHECK(digest_of(run_ok("ratio1_split", "zero0", 1, accum + ratio("0.5"))) ==
+        digest_of(run_ok("ratio1_none", "zero0", 1, accum)));
+  const std::string bf16 = kWorkload + "--set model.dtype=bfloat16 ";
+  CHECK(digest_of(run_ok("ratio_bf16_split", "zero2", 2, bf16 + ratio("0.3"))) ==
+        digest_of(run_ok("ratio_bf16_none", "zero2", 2, bf16)));
+  const std::string disk = kWorkload + "--set offload.plugin=nvme --set offload.bucket_size=5000 "
+                                       "--set offload.path=" + test::scratch_dir("ratio_nvme_files") + " ";
+  test::StageRun on_disk = run_ok("ratio_nvme", "zero0", 1, disk + "--set offload.ratio=0.4");
+  CHECK(digest_of(on_disk) == digest_of(run_ok("ratio_nvme_none", "zero0", 1, kWorkload)));
+}
+
+TEST_CASE("an offload.ratio run resumed mid-run repeats the uninterrupted run bit for bit", "[offload][ratio]") {
+  const std::string base = kWorkload + ratio("0.3") + "--set checkpoint.every=2 ";
+  test::StageRun whole = run_ok("ratio_whole", "zero1", 1, base + "--set train.steps=6");
+  test::ResumedRun r = test::run_resumed("ratio_resume", "zero1", 1, base, 4, 6);  // checkpoints at 2 and 4
+  test::require_resumed(r);
+  CHECK(digest_of(r.resumed) == digest_of(whole));
+}
+
+TEST_CASE("the memory plan shows the device part of offload.ratio, and equals the ledger", "[offload][ratio]") {
+  test::StageRun split = run_ok("ratio_plan", "zero0", 1, kWorkload + ratio("0.25"));
+  CHECK(split.outcome.output.find("master (device part)") != std::string::npos);
+  // On a CPU run the model's tier is host memory: the device part's master and moments are there,
+  // a quarter's worth of the master's elements beside the whole host master (pinned, as planned).
+  const std::string part = test::json_field(split.summary, "host.master (device part)");
+  const std::string moment = test::json_field(split.summary, "host.cpu_adam.exp_avg (device part)");
+  const std::string master = test::json_field(split.summary, "pinned.master");
+  REQUIRE_FALSE(part.empty());
+  REQUIRE_FALSE(master.empty());
+  CHECK(moment == part);
+  CHECK(std::stod(part) == Approx(0.75 * std::stod(master)).epsilon(0.01));
+  const std::string planned = test::json_field(split.summary, "planned_pinned_bytes");
+  CHECK(test::json_field(split.summary, "pinned") == planned);
+}
+
+TEST_CASE("offload.ratio with ZenFlow, with cpu_full or out of range is refused before the first step", "[offload][ratio]") {
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case &c : {Case{ratio("0.5") + "--set zenflow.topk_ratio=0.1", "leave offload.ratio at 1 with [zenflow]"},
+                        Case{"--set offload.plugin=cpu_full --set offload.ratio=0.5", "offload.ratio"},
+                        Case{ratio("1.5"), "offload.ratio"}}) {
+    test::StageRun r = test::run_stage("ratio_refused", "zero0", 1, kWorkload + c.args);
+    INFO(c.args << "\n" << r.outcome.output);
+    CHECK(r.outcome.exit_code != 0);
+    CHECK(r.outcome.output.find(c.says) != std::string::npos);
+    CHECK(r.outcome.output.find("step 1") == std::string::npos);
+  }
+}
