@@ -12,21 +12,8 @@ SplitUpdate::SplitUpdate(UpdateBuffers &buffers, HostUpdate &host)
     : buffers_(buffers), host_(host), optimizer_(buffers.plugins.device_optimizer()), part_(buffers.device_part),
       device_ranges_(clip_ranges(buffers.job.ranges, 0, buffers.device_part)),
       host_ranges_(clip_ranges(buffers.job.ranges, buffers.device_part, buffers.numel())) {
-  const OptimizerPlugin &host_optimizer = buffers_.plugins.optimizer;
+  host_state_ = buffers_.held_state_of(optimizer_, "offload.ratio < 1 moves the device part's optimizer state");
   specs_ = optimizer_.state_specs();
-  ZF_REQUIRE(!buffers_.state_specs.empty() && !specs_.empty(),
-             "offload.ratio < 1 moves the optimizer state of part of the shard between the host and the device, so "
-             "the host must hold it: optimizer plugin '%s' keeps its own (use optimizer.plugin = \"cpu_adam\")",
-             host_optimizer.name());
-  for (const StateSpec &spec : specs_) {
-    auto found = std::find_if(buffers_.state_specs.begin(), buffers_.state_specs.end(),
-                              [&](const StateSpec &held) { return held.name == spec.name; });
-    ZF_REQUIRE(found != buffers_.state_specs.end(),
-               "offload.ratio < 1: the device part is updated by '%s', whose state '%s' the host's optimizer '%s' "
-               "does not have: use optimizer.plugin = \"cpu_adam\"",
-               optimizer_.name(), spec.name.c_str(), host_optimizer.name());
-    host_state_.push_back(size_t(found - buffers_.state_specs.begin()));
-  }
   ZF_REQUIRE(buffers_.dtype == torch::kFloat32 || optimizer_.has(ZF_CAP_LOW_PRECISION_OUT),
              "offload.ratio < 1: optimizer plugin '%s' cannot write %s parameters", optimizer_.name(),
              c10::toString(buffers_.dtype));

@@ -164,6 +164,25 @@ void UpdateBuffers::allocate(const torch::Tensor &params_shard) {
     params_out = ledger_tensor(ledger, tiers.param_out_tier, n, dtype, "params.offload", /*zero=*/false);
 }
 
+std::vector<size_t> UpdateBuffers::held_state_of(const OptimizerPlugin &device, const char *moves) const {
+  const OptimizerPlugin &host = plugins.optimizer;
+  ZF_REQUIRE(!state_specs.empty(),
+             "%s between the host and the device, so the host must hold it: optimizer plugin '%s' keeps its own "
+             "(use optimizer.plugin = \"cpu_adam\")", moves, host.name());
+  ZF_REQUIRE(!device.state_specs().empty(), "%s: optimizer plugin '%s' (the device's update) cannot use host-held "
+             "state", moves, device.name());
+  std::vector<size_t> held;
+  for (const StateSpec &spec : device.state_specs()) {
+    auto found = std::find_if(state_specs.begin(), state_specs.end(),
+                              [&](const StateSpec &mine) { return mine.name == spec.name; });
+    ZF_REQUIRE(found != state_specs.end(),
+               "%s between '%s' on the host and '%s' on the device, but '%s' has no state '%s': use "
+               "optimizer.plugin = \"cpu_adam\"", moves, host.name(), device.name(), host.name(), spec.name.c_str());
+    held.push_back(size_t(found - state_specs.begin()));
+  }
+  return held;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> UpdateBuffers::optimizer_state() {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   const OptimizerPlugin &optimizer = plugins.optimizer;

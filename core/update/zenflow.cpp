@@ -36,23 +36,8 @@ ZenFlow::ZenFlow(UpdateBuffers &buffers, HostUpdate *host, const zf_layout &layo
     : buffers_(buffers), host_(host_side(buffers, host)), layout_(layout), options_(options),
       columns_(column_count(layout)), optimizer_(buffers.plugins.device_optimizer()),
       warm_up_(buffers, host, &host_updates_) {
-  const OptimizerPlugin &host_optimizer = buffers_.plugins.optimizer;
-  ZF_REQUIRE(!buffers_.state_specs.empty(),
-             "[zenflow] moves each column's optimizer state between the CPU and the device, so the host must hold it: "
-             "optimizer plugin '%s' keeps its own (use optimizer.plugin = \"cpu_adam\")", host_optimizer.name());
+  host_state_of_ = buffers_.held_state_of(optimizer_, "[zenflow] moves each column's optimizer state");
   state_specs_ = optimizer_.state_specs();
-  ZF_REQUIRE(!state_specs_.empty(),
-             "[zenflow]: optimizer plugin '%s' (the selected columns' update) cannot use host-held state",
-             optimizer_.name());
-  for (const StateSpec &spec : state_specs_) {
-    auto found = std::find_if(buffers_.state_specs.begin(), buffers_.state_specs.end(),
-                              [&](const StateSpec &host) { return host.name == spec.name; });
-    ZF_REQUIRE(found != buffers_.state_specs.end(),
-               "[zenflow] moves each column's optimizer state between '%s' on the CPU and '%s' on the device, but "
-               "'%s' has no state '%s': use optimizer.plugin = \"cpu_adam\"",
-               host_optimizer.name(), optimizer_.name(), host_optimizer.name(), spec.name.c_str());
-    host_state_of_.push_back(int(found - buffers_.state_specs.begin()));
-  }
   ZF_REQUIRE(buffers_.dtype == torch::kFloat32 ||
                  optimizer_.has(ZF_CAP_LOW_PRECISION_OUT),
              "[zenflow]: optimizer plugin '%s' cannot write %s parameters", optimizer_.name(),

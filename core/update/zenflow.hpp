@@ -106,7 +106,7 @@ class ZenFlow : public UpdateSchedule {
   torch::Tensor master_, params_out_;               // compact fp32 master, compute-precision result
   std::vector<torch::Tensor> state_;                // compact optimizer state (the device optimizer's)
   std::vector<StateSpec> state_specs_;               // the device optimizer's
-  std::vector<int> host_state_of_;                  // index into the plan's state for each of state_
+  std::vector<size_t> host_state_of_;               // index into the buffers' state for each of state_
 
   torch::Tensor sum_;      // gradients summed since the last CPU update (shard, model tier)
   torch::Tensor staging_;  // the CPU update's result, swapped in at the next boundary

@@ -12,7 +12,7 @@ namespace zf {
 
 // The device's columns of host state tensor i (in memory or on disk), compacted, on the host.
 torch::Tensor ZenFlow::gather_state(size_t i) const {
-  const size_t host = size_t(host_state_of_[i]);
+  const size_t host = host_state_of_[i];
   if (!buffers_.disk) return host_gather(buffers_.state[host]);
   torch::Tensor compact = torch::empty({int64_t(selection_.device_numel)}, buffers_.state[host].options());
   buffers_.disk->copy_ranges(host, selection_.device, compact.data_ptr(), /*to_disk=*/false);
@@ -21,7 +21,7 @@ torch::Tensor ZenFlow::gather_state(size_t i) const {
 
 // The inverse: the device's compact state tensor i into the host's (in memory or on disk).
 void ZenFlow::scatter_state(size_t i) {
-  const size_t host = size_t(host_state_of_[i]);
+  const size_t host = host_state_of_[i];
   if (!buffers_.disk) return host_scatter(state_[i], buffers_.state[host]);
   torch::Tensor values = state_[i].to(torch::kCPU).to(buffers_.state[host].scalar_type()).contiguous();
   buffers_.disk->copy_ranges(host, selection_.device, values.data_ptr(), /*to_disk=*/true);
