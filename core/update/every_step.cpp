@@ -6,26 +6,33 @@
 
 namespace zf {
 
+EveryStep::EveryStep(UpdateBuffers &buffers, HostUpdate *host, int64_t *host_steps, uint64_t host_from)
+    : buffers_(buffers), host_(host), host_steps_(host_steps), host_from_(host_from),
+      host_ranges_(clip_ranges(buffers.job.ranges, host_from, buffers.numel())) {}
+
 void EveryStep::begin(const StepTensors &step) {
   step_ = step;
   if (!host_) return;
   host_->drain();  // the previous step's update, if deferred
   const int64_t count = host_steps_ ? ++*host_steps_ : step.step;
-  HostJob job{buffers_.job.ranges, buffers_.groups, count, step.grad_scale, step.grads, step.params};
+  HostJob job{host_ranges_, buffers_.groups, count, step.grad_scale, step.grads, step.params};
+  job.begin = host_from_;
   job.end = buffers_.numel();
   host_->start_step(std::move(job), step.scale_known);
 }
 
 void EveryStep::gradients_final(uint64_t begin, uint64_t end, void *stream) {
   if (!host_ || !buffers_.job.overlapped) return;
-  const uint64_t lo = std::max(begin, buffers_.shard_begin), hi = std::min(end, buffers_.shard_end);
+  const uint64_t lo = std::max(begin, buffers_.shard_begin + host_from_), hi = std::min(end, buffers_.shard_end);
   if (lo < hi) host_->hand_over(lo - buffers_.shard_begin, hi - buffers_.shard_begin, stream);
 }
 
+// The host part goes first, so that the CPU works while the rest is updated beside it.
 void EveryStep::finish(float mean_scale, float clip, bool defer) {
   const float grad_scale = mean_scale * clip;
   if (!host_) return update_on_device(grad_scale);
   host_->hand_over_rest(grad_scale);
+  update_beside(grad_scale);
   if (!defer || !host_->threaded()) host_->drain();
 }
 

@@ -4,14 +4,12 @@
 #include "runtime/tensors.hpp"
 #include "update/disk_state.hpp"
 
-#include <algorithm>
-
 namespace zf {
 
 SplitUpdate::SplitUpdate(UpdateBuffers &buffers, HostUpdate &host)
-    : buffers_(buffers), host_(host), optimizer_(buffers.plugins.device_optimizer()), part_(buffers.device_part),
-      device_ranges_(clip_ranges(buffers.job.ranges, 0, buffers.device_part)),
-      host_ranges_(clip_ranges(buffers.job.ranges, buffers.device_part, buffers.numel())) {
+    : EveryStep(buffers, &host, /*host_steps=*/nullptr, /*host_from=*/buffers.device_part),
+      optimizer_(buffers.plugins.device_optimizer()), part_(buffers.device_part),
+      device_ranges_(clip_ranges(buffers.job.ranges, 0, buffers.device_part)) {
   host_state_ = buffers_.held_state_of(optimizer_, "offload.ratio < 1 moves the device part's optimizer state");
   specs_ = optimizer_.state_specs();
   ZF_REQUIRE(buffers_.dtype == torch::kFloat32 || optimizer_.has(ZF_CAP_LOW_PRECISION_OUT),
@@ -39,35 +37,11 @@ void SplitUpdate::allocate() {
   move_state(/*to_host=*/false);  // the master, and the state the host's optimizer started from
 }
 
-void SplitUpdate::begin(const StepTensors &step) {
-  step_ = step;
-  host_.drain();  // the previous step's update, if deferred
-  HostJob job{host_ranges_, buffers_.groups, step.step, step.grad_scale, step.grads, step.params};
-  job.begin = part_;
-  job.end = buffers_.numel();
-  host_.start_step(std::move(job), step.scale_known);
-}
-
-void SplitUpdate::gradients_final(uint64_t begin, uint64_t end, void *stream) {
-  if (!buffers_.job.overlapped) return;
-  const uint64_t lo = std::max(begin, buffers_.shard_begin + part_), hi = std::min(end, buffers_.shard_end);
-  if (lo < hi) host_.hand_over(lo - buffers_.shard_begin, hi - buffers_.shard_begin, stream);
-}
-
-// The host part goes first, so that the CPU works while the device updates its part.
-void SplitUpdate::finish(float mean_scale, float clip, bool defer) {
-  const float grad_scale = mean_scale * clip;
-  host_.hand_over_rest(grad_scale);
-  update_device_part(grad_scale);
-  if (!defer || !host_.threaded()) host_.drain();
-}
-
-void SplitUpdate::update_device_part(float grad_scale) {
-  if (part_ == 0) return;
-  const torch::Tensor params = step_.params.narrow(0, 0, int64_t(part_));
+void SplitUpdate::update_beside(float grad_scale) {
+  const torch::Tensor params = step().params.narrow(0, 0, int64_t(part_));
   zf_optimizer_step_args args =
       optimizer_step_args(device_ranges_.data(), device_ranges_.size(), buffers_.groups.data(), buffers_.groups.size(),
-                          step_.step, grad_scale, view_of(master_), view_of(step_.grads.narrow(0, 0, int64_t(part_))));
+                          step().step, grad_scale, view_of(master_), view_of(step().grads.narrow(0, 0, int64_t(part_))));
   args.stream = buffers_.runtime.compute_stream;
   const bool writes_params = buffers_.dtype != torch::kFloat32;  // checked: the optimizer can
   if (writes_params) args.params_out = view_of(params);
@@ -79,7 +53,7 @@ void SplitUpdate::update_device_part(float grad_scale) {
 }
 
 void SplitUpdate::complete() {
-  host_.drain();
+  EveryStep::complete();
   move_state(/*to_host=*/true);
 }
 
@@ -90,12 +64,10 @@ std::vector<std::pair<std::string, torch::Tensor>> SplitUpdate::state() {
 
 void SplitUpdate::restore(const torch::Tensor &params_shard) {
   move_state(/*to_host=*/false);
-  torch::NoGradGuard no_grad;
-  params_shard.copy_(buffers_.master);
+  EveryStep::restore(params_shard);
 }
 
 void SplitUpdate::move_state(bool to_host) {
-  if (part_ == 0) return;
   torch::NoGradGuard no_grad;
   const int64_t n = int64_t(part_);
   torch::Tensor host_master = buffers_.master.narrow(0, 0, n);

@@ -79,22 +79,21 @@ UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layo
   state_specs = optimizer.state_specs();
   for (const StateSpec &spec : state_specs)
     planned.push_back({tiers.state_tier, format("%s.%s", optimizer.name(), spec.name.c_str()),
-                        n * c10::elementSize(spec.dtype)});
+                       n * c10::elementSize(spec.dtype)});
   if (tiers.state_tier == ZF_TIER_NVME) {
     ZF_REQUIRE(!state_specs.empty() && on_host(tiers.master_tier),
                "offload plugin '%s' puts the optimizer state on disk, which needs the master in host memory and an "
                "optimizer that lets the host hold its state (cpu_adam, cpu_lion, cpu_adagrad); '%s' does not",
                offload.name(), optimizer.name());
-    disk = std::make_unique<DiskState>(runtime, offload, state_specs, n,
-                                        tiers.bucket_numel ? tiers.bucket_numel : n);
+    disk = std::make_unique<DiskState>(runtime, offload, state_specs, n, tiers.bucket_numel ? tiers.bucket_numel : n);
     tiers.bucket_numel = disk->tile_numel();  // a bucket is a tile
     for (const StateSpec &spec : state_specs)
       planned.push_back({tiers.master_tier, format("%s.%s (disk tiles)", optimizer.name(), spec.name.c_str()),
-                          disk->window_numel() * c10::elementSize(spec.dtype)});
+                         disk->window_numel() * c10::elementSize(spec.dtype)});
   }
   if (state_specs.empty())  // an optimizer older than ABI 1.3 allocates its own state: assume Adam's
     planned.push_back({tiers.state_tier, format("%s.state (estimated, 8 bytes per element)", optimizer.name()),
-                        n * 8});
+                       n * 8});
   if (offloaded) {
     planned.push_back({tiers.grad_tier, "grads.offload", n * element});
     if (dtype != torch::kFloat32 && !writes_in_place)
@@ -152,7 +151,7 @@ void UpdateBuffers::allocate(const torch::Tensor &params_shard) {
       // The optimizer writes the initial values (its workers first-touch the pages).
       if (!disk)
         state.push_back(ledger_tensor(ledger, tiers.state_tier, n, state_specs[i].dtype, planned[1 + i].tag,
-                                       /*zero=*/false));
+                                      /*zero=*/false));
       views.push_back(view_of(state[i]));
     }
     plugins.optimizer.bind_state(disk ? disk->window_numel() : n, views);

@@ -10,14 +10,13 @@ namespace zf {
 UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin,
                        uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings,
                        const ZenFlowOptions &zenflow)
-    : buffers_(runtime, plugins, layout, shard_begin, shard_end, dtype, model_tier, settings),
-      zenflow_(zenflow.enabled) {
+    : buffers_(runtime, plugins, layout, shard_begin, shard_end, dtype, model_tier, settings) {
   planned_ = buffers_.planned;
-  if (buffers_.offloaded) host_ = std::make_unique<HostUpdate>(buffers_, buffers_.job.overlapped || zenflow_);
-  ZF_REQUIRE(!zenflow_ || buffers_.device_part == 0,
+  if (buffers_.offloaded) host_ = std::make_unique<HostUpdate>(buffers_, buffers_.job.overlapped || zenflow.enabled);
+  ZF_REQUIRE(!zenflow.enabled || buffers_.device_part == 0,
              "offload.ratio = %g and [zenflow] both choose what the device updates: ZenFlow keeps the selected "
              "columns there, so leave offload.ratio at 1 with [zenflow]", buffers_.tiers.host_ratio);
-  if (zenflow_) schedule_ = std::make_unique<ZenFlow>(buffers_, host_.get(), layout, zenflow);
+  if (zenflow.enabled) schedule_ = std::make_unique<ZenFlow>(buffers_, host_.get(), layout, zenflow);
   else if (buffers_.device_part > 0) schedule_ = std::make_unique<SplitUpdate>(buffers_, *host_);
   else schedule_ = std::make_unique<EveryStep>(buffers_, host_.get());
   schedule_->add_planned(planned_);

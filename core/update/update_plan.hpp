@@ -78,7 +78,6 @@ class UpdatePlan {
   std::vector<PlannedBuffer> planned_;
   std::unique_ptr<HostUpdate> host_;  // offload: after buffers_ (its thread is joined first)
   std::unique_ptr<UpdateSchedule> schedule_;
-  bool zenflow_ = false;
 };
 
 }  // namespace zf

@@ -49,8 +49,9 @@ class EveryStep : public UpdateSchedule {
  public:
   // host_steps: a counter that numbers the optimizer's steps instead of the training step
   // (ZenFlow's warm-up steps share the CPU optimizer's count with its later CPU updates).
-  EveryStep(UpdateBuffers &buffers, HostUpdate *host, int64_t *host_steps = nullptr)
-      : buffers_(buffers), host_(host), host_steps_(host_steps) {}
+  // host_from: the host updates shard elements [host_from, numel) (a split update: the schedule
+  // below updates the rest beside it, update_beside).
+  EveryStep(UpdateBuffers &buffers, HostUpdate *host, int64_t *host_steps = nullptr, uint64_t host_from = 0);
   void begin(const StepTensors &step) override;
   void gradients_final(uint64_t begin, uint64_t end, void *stream) override;
   void finish(float mean_scale, float clip, bool defer) override;
@@ -59,6 +60,13 @@ class EveryStep : public UpdateSchedule {
   void complete() override;
   void restore(const torch::Tensor &params_shard) override;
 
+ protected:
+  // An offloaded step's other work, after its host part is handed over and before it is waited for.
+  virtual void update_beside(float) {}
+  const StepTensors &step() const { return step_; }
+
+  UpdateBuffers &buffers_;
+
  private:
   void update_on_device(float grad_scale);
   // The working parameters are the master itself (zero3 gathering from it): nothing to copy.
@@ -66,9 +74,10 @@ class EveryStep : public UpdateSchedule {
     return params.data_ptr() == buffers_.master.data_ptr();
   }
 
-  UpdateBuffers &buffers_;
   HostUpdate *host_;
   int64_t *host_steps_;
+  const uint64_t host_from_;
+  const std::vector<zf_optimizer_range> host_ranges_;  // the job's ranges inside [host_from, numel)
   StepTensors step_;
 };
 

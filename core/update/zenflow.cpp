@@ -45,7 +45,7 @@ ZenFlow::ZenFlow(UpdateBuffers &buffers, HostUpdate *host, const zf_layout &layo
   if (options_.staggered) {
     // U groups of about equal size, of whole buckets (on disk a bucket is a tile) when there are
     // enough of them: the same groups whatever the tier, for the same bucket size.
-    const uint64_t numel = buffers_.shard_end - buffers_.shard_begin, count = uint64_t(options_.update_interval);
+    const uint64_t numel = buffers_.numel(), count = uint64_t(options_.update_interval);
     const uint64_t bucket = buffers_.tiers.bucket_numel, grid = bucket > 0 && bucket * count <= numel ? bucket : 1;
     groups_.resize(count);
     for (uint64_t k = 0; k < count; ++k) {
@@ -59,7 +59,7 @@ ZenFlow::ZenFlow(UpdateBuffers &buffers, HostUpdate *host, const zf_layout &layo
 ZenFlow::~ZenFlow() = default;
 
 void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
-  const uint64_t numel = buffers_.shard_end - buffers_.shard_begin, element = c10::elementSize(buffers_.dtype);
+  const uint64_t numel = buffers_.numel(), element = c10::elementSize(buffers_.dtype);
   const zf_tier tier = buffers_.model_tier;
   planned.push_back({tier, "zenflow.gradient_sum", numel * element});
   planned.push_back({tier, "zenflow.staging", numel * element});
@@ -77,7 +77,7 @@ void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
 }
 
 void ZenFlow::allocate() {
-  const uint64_t numel = buffers_.shard_end - buffers_.shard_begin;
+  const uint64_t numel = buffers_.numel();
   MemoryLedger &ledger = buffers_.runtime.memory;
   sum_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.gradient_sum");
   staging_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.staging");
@@ -181,7 +181,7 @@ void ZenFlow::start_host_update() {
   HostJob job;
   job.ranges = selection_.host;
   job.begin = 0;
-  job.end = buffers_.shard_end - buffers_.shard_begin;
+  job.end = buffers_.numel();
   job.step = ++host_updates_;
   hand_over(std::move(job), summed_steps_);
   summed_steps_ = 0;

@@ -70,9 +70,7 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
   c[5] = selected_ ? 1 : 0;
   if (!mask_.defined()) mask_ = torch::zeros({int64_t(columns_)}, torch::kUInt8);
   if (selected_) std::memcpy(mask_.data_ptr(), selection_.mask.data(), columns_);
-  saved_params_ = step_.params.defined() ? step_.params
-                                                : torch::empty({int64_t(buffers_.shard_end - buffers_.shard_begin)},
-                                                               sum_.options());
+  saved_params_ = step_.params.defined() ? step_.params : torch::empty({int64_t(buffers_.numel())}, sum_.options());
   std::vector<std::pair<std::string, torch::Tensor>> out = {{"zenflow.params", saved_params_},
                                                             {"zenflow.gradient_sum", sum_},
                                                             {"zenflow.staging", staging_},
