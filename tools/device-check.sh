@@ -19,7 +19,7 @@
 #              ZF_BENCH_STEPS (timed steps, default 10),
 #              ZF_STAGES (the stages of the 2-GPU benchmarks, default "zero0 zero1 zero2 zero3"),
 #              ZF_SINGLE (the single-GPU benchmarks, default "qwen2-1.5b gpt2-124m"),
-#              ZF_STAGE_GPUS (GPUs of the ZeRO stage benchmarks, 1 or 2, default 2)
+#              ZF_STAGE_GPUS (GPUs of the ZeRO stage benchmarks, 1, 2 or 4, default 2)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -28,7 +28,7 @@ steps=${ZF_BENCH_STEPS:-10}
 stages=${ZF_STAGES:-zero0 zero1 zero2 zero3}
 singles=${ZF_SINGLE:-qwen2-1.5b gpt2-124m}
 stage_gpus=${ZF_STAGE_GPUS:-2}
-case $stage_gpus in 1|2) ;; *) echo "ZF_STAGE_GPUS: 1 or 2, not '$stage_gpus'" >&2; exit 2 ;; esac
+case $stage_gpus in 1|2|4) ;; *) echo "ZF_STAGE_GPUS: 1, 2 or 4, not '$stage_gpus'" >&2; exit 2 ;; esac
 run_tests=1 run_bench=1 run_single=1
 for arg in "$@"; do
   case $arg in

@@ -3,6 +3,9 @@
 // wrapped host communicator (MPI). A watchdog thread polls NCCL's asynchronous error state and
 // the age of the oldest unfinished collective: an error or a collective older than the timeout
 // (a dead or stuck peer) aborts the NCCL communicator and ends every rank, so no rank hangs.
+// An NCCL communicator is not thread-safe (a collective and ncclCommGetAsyncError both complete
+// the communicator's pending group job): the calls go one at a time, and the watchdog polls only
+// when no other thread is inside one.
 #if ZF_WITH_CUDA
 #include "comm/communicator.hpp"
 
@@ -142,6 +145,12 @@ class NcclCommunicator final : public Communicator {
 
   void barrier() override { host_->barrier(); }
 
+  // The wrapped host communicator's collectives and the NCCL ones wait the same.
+  void set_timeout_s(double seconds) override {
+    timeout_s_ = seconds;
+    host_->set_timeout_s(seconds);
+  }
+
   [[noreturn]] void abort(int exit_code) override {
     abort_nccl();
     host_->abort(exit_code);
@@ -165,6 +174,7 @@ class NcclCommunicator final : public Communicator {
   template <class Call>
   void enqueue(const char *what, void *caller, Call call) {
     auto caller_stream = static_cast<cudaStream_t>(caller);
+    std::lock_guard<std::mutex> one_at_a_time(calls_);
     cuda_check(cudaEventRecord(ready_, caller_stream), "cudaEventRecord");
     cuda_check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
     check(call(), what);
@@ -190,7 +200,7 @@ class NcclCommunicator final : public Communicator {
   // A call on the non-blocking communicator may still be in progress: wait for it, within the
   // timeout, and turn any failure into an error that names the call and this rank.
   void check(ncclResult_t result, const char *what) {
-    auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_.load());
     while (result == ncclInProgress && comm_) {
       if (Clock::now() > deadline) fail(what, ncclInProgress);
       std::this_thread::yield();
@@ -204,7 +214,7 @@ class NcclCommunicator final : public Communicator {
     std::string message =
         result == ncclInProgress
             ? format("NCCL %s on rank %d did not finish within %.0f s (ZF_COMM_TIMEOUT_S): a peer is dead, stuck "
-                     "or never joined", what, rank(), timeout_s_)
+                     "or never joined", what, rank(), timeout_s_.load())
             : format("NCCL %s failed on rank %d: %s%s%s", what, rank(), ncclGetErrorString(result),
                      detail.empty() ? "" : ": ", detail.c_str());
     abort_nccl();
@@ -235,15 +245,18 @@ class NcclCommunicator final : public Communicator {
         pending_.pop_front();
       }
       ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &state);
+      if (calls_.try_lock()) {  // busy: that call checks the state itself
+        ncclCommGetAsyncError(comm_, &state);
+        calls_.unlock();
+      }
       std::string problem;
       if (state != ncclSuccess && state != ncclInProgress)
         problem = format("NCCL reported an asynchronous error on rank %d: %s: %s", rank(), ncclGetErrorString(state),
                          ncclGetLastError(comm_));
       else if (!pending_.empty() &&
-               std::chrono::duration<double>(Clock::now() - pending_.front().since).count() > timeout_s_)
+               std::chrono::duration<double>(Clock::now() - pending_.front().since).count() > timeout_s_.load())
         problem = format("NCCL %s on rank %d did not finish within %.0f s (ZF_COMM_TIMEOUT_S): a peer is dead, "
-                         "stuck or never joined", pending_.front().what, rank(), timeout_s_);
+                         "stuck or never joined", pending_.front().what, rank(), timeout_s_.load());
       if (problem.empty()) continue;
       log_error(problem + "; ending every rank");
       lock.unlock();
@@ -253,11 +266,12 @@ class NcclCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> host_;
   int device_;
-  double timeout_s_;
+  std::atomic<double> timeout_s_;  // read by the watchdog
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
   std::atomic<bool> aborted_{false};
+  std::mutex calls_;  // held around every call on comm_ but ncclCommAbort (taken before mutex_)
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
