@@ -220,29 +220,32 @@ class Converter {
     return device;
   }
 
-  // Parameters in host memory: cpu_full, which keeps the master and optimizer state there too.
+  // Parameters in host memory: cpu_full, which keeps the master and optimizer state there too; beside
+  // NVMe optimizer state, the nvme plugin's offload_params (ZeRO-Infinity).
   void offload_param(const json &value, const std::string &offload) {
     const std::string name = "zero_optimization.offload_param";
     expect_object(value, name);
     known_keys(value, name, kOffloadParam, "an offload_param key");
     const std::string device = device_of(value, name);
     if (device == "none") return;
-    if (device == "nvme" || offload == "nvme") {
-      out_.note(name, "not converted: parameters stay on the GPU (zfcore keeps parameters in host memory, never on "
-                      "disk: offload_optimizer.device = \"cpu\" with offload_param.device = \"cpu\" is cpu_full)");
-      return;
+    if (device == "nvme")
+      out_.note(name + ".device", "\"nvme\" is host memory here: zfcore keeps parameters in pinned host memory, "
+                                  "never on disk");
+    if (offload == "nvme") {
+      out_.set("offload", "offload_params", "true");
+    } else {
+      out_.set("offload", "plugin", "\"cpu_full\"");
+      if (offload.empty())
+        out_.note(name, "offload.plugin = \"cpu_full\" keeps the master and optimizer state in host memory too");
     }
-    out_.set("offload", "plugin", "\"cpu_full\"");
     if (out_.unset("offload", "ratio"))
       out_.note("zero_optimization.offload_optimizer.ratio",
-                "ignored: with offload_param the parameters live in host memory, and cpu_full updates the whole "
-                "optimizer shard there");
-    if (offload.empty())
-      out_.note(name, "offload.plugin = \"cpu_full\" keeps the master and optimizer state in host memory too");
+                "ignored: with offload_param the parameters live in host memory, and the whole optimizer shard is "
+                "updated there");
     if (value.contains("pin_memory")) out_.set("offload", "pin_memory", boolean(value["pin_memory"], name + ".pin_memory"));
     for (const char *key : {"buffer_count", "buffer_size", "max_in_cpu", "nvme_path"})
       if (value.contains(key))
-        out_.note(name + "." + key, "ignored: cpu_full copies blocks ahead up to offload.prefetch_size elements");
+        out_.note(name + "." + key, "ignored: blocks are copied ahead up to offload.prefetch_size elements");
   }
 
   // DeepSpeed's async I/O settings: queue_depth is the nvme plugin's; the rest have no equivalent.

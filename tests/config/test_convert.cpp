@@ -151,7 +151,8 @@ TEST_CASE("convert: ZeRO-3 + NVMe with counts written 1e9 runs as converted, tra
                            "global_batch = 16\n", "micro_batch = 2\n", "dtype = \"float32\"\n", "queue_depth = 8\n",
                            "#   aio.block_size: ignored", "#   aio.thread_count: ignored", "#   aio.single_submit: ignored",
                            "#   aio.overlap_events: ignored", "#   fp16.loss_scale: ignored: fp16 is off",
-                           "#   zero_optimization.offload_param: not converted"})
+                           "offload_params = true\n",
+                           "#   zero_optimization.offload_param.device: \"nvme\" is host memory here"})
     CHECK_THAT(converted.output, Catch::Contains(line));
   CHECK_THAT(converted.output, !Catch::Contains("e+") && !Catch::Contains("1000000000.0"));
 
@@ -161,7 +162,11 @@ TEST_CASE("convert: ZeRO-3 + NVMe with counts written 1e9 runs as converted, tra
                                         dir + "/out");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  CHECK(test::json_field(test::read_text(dir + "/out/summary.json"), "samples_per_step") == "16");
+  const std::string summary = test::read_text(dir + "/out/summary.json");
+  CHECK(test::json_field(summary, "samples_per_step") == "16");
+  // offload_param: the parameters in pinned host memory, the state on disk.
+  CHECK(test::ledger_bytes(summary, "memory_bytes", "pinned.params") > 0);
+  CHECK(test::ledger_bytes(summary, "memory_bytes", "nvme.nvme.state") > 0);
 
   // A true fraction where DeepSpeed wants a count is an error at its line and column.
   std::string fraction = write(dir, "fraction.json", "{\n  \"zero_optimization\": {\n    \"stage\": 3,\n"
@@ -316,7 +321,7 @@ TEST_CASE("convert: DeepSpeed key typos are errors at their line with the neares
   }
 }
 
-TEST_CASE("convert: nvme offload maps to nvme, parameter offload to cpu_full", "[config][convert]") {
+TEST_CASE("convert: nvme offload maps to nvme (with parameter offload: offload_params), parameter offload to cpu_full", "[config][convert]") {
   std::string dir = test::scratch_dir("convert_offload");
   std::string nvme = write(dir, "nvme.json", R"({"zero_optimization": {"stage": 3,
       "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 4},
@@ -326,8 +331,7 @@ TEST_CASE("convert: nvme offload maps to nvme, parameter offload to cpu_full", "
   REQUIRE(converted.exit_code == 0);
   for (const char *line : {"plugin = \"nvme\"", "path = \"/local_nvme\"", "queue_depth = 16", "plugin = \"zero3\"",
                            "prefetch_bucket_size = 1000", "plugin = \"cpu_adam\"",
-                           "zero_optimization.offload_param: not converted",
-                           "zero_optimization.offload_optimizer.buffer_count: ignored"})
+                           "offload_params = true", "zero_optimization.offload_optimizer.buffer_count: ignored"})
     CHECK(converted.output.find(line) != std::string::npos);
 
   std::string params = write(dir, "params.json", R"({"zero_optimization": {"stage": 3,

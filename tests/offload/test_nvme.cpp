@@ -46,6 +46,44 @@ TEST_CASE("nvme gives cpu_optimizer's param_digest under zero0-zero3 on 2 ranks"
   }
 }
 
+// ZeRO-Infinity: the parameters in host memory (as cpu_full keeps them) and the optimizer state on
+// disk. Oracle: cpu_full, the same but for where the state waits between steps.
+TEST_CASE("nvme with offload_params gives cpu_full's param_digest under zero0 and zero3, holds the parameters in "
+          "pinned memory and resumes", "[offload][nvme][mpi]") {
+  const std::string kFull = "--set offload.plugin=cpu_full --set offload.bucket_size=5000 ";
+  for (const std::string &stage : {"zero0", "zero3"}) {
+    std::string base = kWorkload + "--set model.dtype=bfloat16 " +
+                       (stage == "zero3" ? "--set stage.param_persistence_threshold=1000 " : "");
+    test::StageRun full = run_stage_ok("nvme_params_full_" + stage, stage, 2, base + kFull);
+    std::string files = test::scratch_dir("nvme_params_files_" + stage);
+    test::StageRun both = run_stage_ok("nvme_params_" + stage, stage, 2,
+                                       base + nvme(files, "--set offload.offload_params=true"));
+    INFO(stage);
+    CHECK(digest_of(both).size() == 16);
+    CHECK(digest_of(both) == digest_of(full));
+    auto ledger = [&](const std::string &tag) { return test::ledger_bytes(both.summary, "memory_bytes", tag); };
+    // bf16 working parameters (zero3: the rank's shard) beside the fp32 master, none where the model computes
+    const std::string params = stage == "zero3" ? "params.shard" : "params";
+    CHECK(ledger("pinned." + params) == ledger("pinned.master") / 2);
+    CHECK(ledger("host." + params) == 0);
+    CHECK(ledger("nvme.nvme.state") >= 2 * ledger("pinned.master"));  // Adam's two fp32 moments on disk, in tiles
+    CHECK(empty_directory(files));
+  }
+  std::string files = test::scratch_dir("nvme_params_resume_files");
+  std::string base = kWorkload + nvme(files, "--set offload.offload_params=true") + "--set checkpoint.every=2 ";
+  test::StageRun whole = run_stage_ok("nvme_params_whole", "zero3", 1, base + "--set train.steps=6");
+  test::ResumedRun r = test::run_resumed("nvme_params_resume", "zero3", 1, base, 4, 6);
+  test::require_resumed(r);
+  CHECK(digest_of(r.resumed) == digest_of(whole));
+
+  // The parameters in host memory take the whole optimizer shard there: no offload.ratio beside them.
+  test::StageRun split = test::run_stage("nvme_params_ratio", "zero0", 1,
+                                         kWorkload + nvme(test::scratch_dir("nvme_params_ratio_files"),
+                                                          "--set offload.offload_params=true --set offload.ratio=0.5"));
+  CHECK(split.outcome.exit_code != 0);
+  CHECK_THAT(split.outcome.output, Catch::Contains("offload.offload_params = true needs offload.ratio = 1"));
+}
+
 TEST_CASE("io_uring and the pread/pwrite fallback, a host budget and bf16 give the same bits", "[offload][nvme]") {
   for (const std::string &dtype : {"float32", "bfloat16"}) {
     std::string base = kWorkload + "--set train.grad_accum=2 --set model.dtype=" + dtype + " ";

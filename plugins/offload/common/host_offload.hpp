@@ -57,8 +57,7 @@ inline zf_status plan_host_offload(zf_object *object, const zf_layout *, uint64_
   HostOffload &self = host_offload(object);
   zf_status status = plan_host_tiers(plan, self.tier, self.tier, self.overlap, self.bucket_numel, self.ratio, error);
   if (status != ZF_OK || !self.offload_params) return status;
-  plan->param_tier = self.tier;  // param_out_tier is the same: the optimizer writes them in place
-  plan->prefetch_numel = self.prefetch_numel;
+  plan_params_on_host(plan, self.tier, self.prefetch_numel);
   return ZF_OK;
 }
 

@@ -52,6 +52,14 @@ inline zf_status plan_host_tiers(zf_offload_plan *plan, zf_tier tier, zf_tier st
   return ZF_OK;
 }
 
+// The working parameters on `tier` too (cpu_full, nvme with offload_params; ABI 1.5): the host
+// streams each block to the device around its use, prefetch_numel elements ahead, and the
+// optimizer writes them in place.
+inline void plan_params_on_host(zf_offload_plan *plan, zf_tier tier, uint64_t prefetch_numel) {
+  plan->param_tier = tier;  // param_out_tier is the same
+  plan->prefetch_numel = prefetch_numel;
+}
+
 // The entries that move data, for a plugin object of type Plugin with a `transfers` member.
 template <class Plugin>
 struct TransferEntries {
@@ -70,6 +78,13 @@ struct TransferEntries {
 };
 
 }  // namespace zf_offload
+
+// offload.prefetch_size (cpu_full, nvme with offload_params).
+#define ZF_OFFLOAD_PREFETCH_PARAM                                                                                 \
+  zf::param_int("prefetch_size", "50000000",                                                                    \
+                "elements of the next blocks copied to the GPU while the current one computes, at least the next " \
+                "block; 0 = none (under zero3, its own prefetch_bucket_size applies instead)",                     \
+                zf::at_least(0))
 
 // offload.ratio (cpu_optimizer, nvme).
 #define ZF_OFFLOAD_RATIO_PARAM                                                                                  \

@@ -15,10 +15,7 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
 
 const zf_param_decl params[] = {
     ZF_HOST_OFFLOAD_PARAMS,
-    zf::param_int("prefetch_size", "50000000",
-                  "elements of the next blocks copied to the GPU while the current one computes, at least the next "
-                  "block; 0 = none (under zero3, its own prefetch_bucket_size applies instead)",
-                  zf::at_least(0)),
+    ZF_OFFLOAD_PREFETCH_PARAM,
 };
 
 zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {

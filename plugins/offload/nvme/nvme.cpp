@@ -4,6 +4,8 @@
 // moments) lives in files under `path` instead of RAM. The host streams it through a few tile
 // buffers: while the CPU updates one tile, the next is read and the previous one written
 // (read_tile / write_tile, completed by wait). Up to host_budget_gb of tiles stay in RAM instead.
+// With offload_params (ZeRO-Infinity's offload_param) the working parameters live in host memory
+// too, each block streamed to the GPU around its use as cpu_full does.
 //
 // The files are unlinked as soon as they are open, so they disappear when the run ends, however
 // it ends (a kill -9 included); checkpoints hold the state (the host reads it back through here).
@@ -43,6 +45,8 @@ struct NvmeOffload {
   zf_tier tier = ZF_TIER_PINNED_HOST;
   bool overlap = false;
   double ratio = 1;  // offload.ratio: the share of the shard whose state is on disk
+  bool offload_params = false;  // the working parameters on `tier` too
+  uint64_t prefetch_numel = 0;  // with offload_params: elements of the next blocks copied ahead
   uint64_t bucket_numel = 0;
   std::string directory;
   uint64_t budget = 0, budget_used = 0;  // bytes of tiles kept in RAM
@@ -137,6 +141,14 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
     self->directory = table.string("path");
     self->budget = uint64_t(table.real("host_budget_gb") * 1e9);
     self->ratio = table.real("ratio");
+    self->offload_params = table.boolean("offload_params");
+    self->prefetch_numel = uint64_t(table.integer("prefetch_size"));
+    if (self->offload_params && ZF_ABI_MINOR_OF(host->abi_version) < 5)
+      throw zf::Failure(ZF_DECLINED, "offload.offload_params needs a host of ABI 1.5 or later (parameters in host memory)");
+    if (self->offload_params && self->ratio < 1)
+      throw zf::Failure(ZF_ERROR_INVALID_ARGUMENT,
+                        "offload.offload_params = true needs offload.ratio = 1: with the parameters in host memory "
+                        "the whole optimizer shard is updated there");
     if (self->directory.empty())
       throw zf::Failure(ZF_ERROR_INVALID_ARGUMENT,
                         "offload.path is required: the directory for the optimizer state files (on a local NVMe SSD)");
@@ -161,8 +173,10 @@ void destroy(zf_object *object) { delete &self_of(object); }
 
 zf_status plan(zf_object *object, const zf_layout *, uint64_t, zf_offload_plan *plan, zf_error *error) {
   NvmeOffload &self = self_of(object);
-  return zf_offload::plan_host_tiers(plan, self.tier, ZF_TIER_NVME, self.overlap, self.bucket_numel, self.ratio,
-                                     error);
+  zf_status status = zf_offload::plan_host_tiers(plan, self.tier, ZF_TIER_NVME, self.overlap, self.bucket_numel,
+                                                 self.ratio, error);
+  if (status == ZF_OK && self.offload_params) zf_offload::plan_params_on_host(plan, self.tier, self.prefetch_numel);
+  return status;
 }
 
 using Entries = zf_offload::TransferEntries<NvmeOffload>;
@@ -205,13 +219,15 @@ zf_status read_tile(zf_object *object, uint32_t tensor, uint64_t offset, void *d
   });
 }
 
-// The master on the pin_memory tier, the state on disk but for host_budget_gb of it.
+// The master (with offload_params the working parameters too) on the pin_memory tier, the state
+// on disk but for host_budget_gb of it.
 zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
   return zf::guard(error, [&] {
     zf::Config table(shape);
     zf_offload::HostTiers how;
     how.tier = table.boolean("pin_memory") ? ZF_TIER_PINNED_HOST : ZF_TIER_HOST;
     how.state_on_disk = true;
+    how.params_on_host = table.boolean("offload_params");
     how.ram_budget = uint64_t(table.real("host_budget_gb") * 1e9);
     zf::set_text(estimate->note, "pinned: plus 3 tiles of offload.bucket_size per state tensor");
     zf::set_text(estimate->advice, "offload.host_budget_gb = 0 keeps all of the optimizer state on disk");
@@ -240,6 +256,10 @@ const zf_param_decl params[] = {
                   "elements per bucket of gradient copies, CPU updates and parameter uploads; also the state tile",
                   zf::at_least(1)),
     ZF_OFFLOAD_RATIO_PARAM,
+    zf::param_bool("offload_params", "false",
+                   "the working parameters in host memory too, each block copied to the GPU around its use as "
+                   "cpu_full does (DeepSpeed's offload_param: {device: cpu}); needs ratio = 1"),
+    ZF_OFFLOAD_PREFETCH_PARAM,
 };
 
 const zf_offload_api api = {.struct_size = sizeof(zf_offload_api),
