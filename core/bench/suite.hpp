@@ -75,10 +75,21 @@ struct RowResult {
   uint64_t estimate = 0;              // `zfcore estimate`'s bytes per rank for this stage (0: none)
   std::string estimate_note;          // why there is none
   std::vector<EvalPoint> evals;       // every evaluation the run logged (train.eval_every)
+  // per step of the run: bytes the CPU optimizer streamed through host memory, gradient bytes
+  // copied down, parameter bytes copied up (summary.json), and the floor they set (offload suite)
+  double host_update_bytes_per_step = 0, down_bytes_per_step = 0, up_bytes_per_step = 0;
+  double floor_ms = 0;  // offload_floor.hpp; 0: none
   // convergence (convergence_figures): against the first row and the target loss
   double loss_ratio = 0;              // final held-out loss / the first row's (0: unknown)
   double target_s = -1;               // training seconds until the held-out loss first reached the target; -1: never
   int64_t target_step = -1;           // the step of that evaluation; -1: never
+};
+
+// The rates an offloaded step's floor is measured against (offload_floor.hpp; 0: not measured).
+struct LinkRates {
+  double host_bytes_per_s = 0;  // host memory, Adam-shaped (28 bytes per element as an fp32 Adam streams them)
+  double down_bytes_per_s = 0;  // GPU -> pinned host
+  double up_bytes_per_s = 0;    // pinned host -> GPU
 };
 
 // Memory the recommendation compares against (0: unknown, not checked).
@@ -126,6 +137,7 @@ struct SuiteReport {
   std::string base_config; // the TOML every row starts from
   std::vector<std::string> common;  // overrides of every row that belong in recommended.toml
   MachineLimits limits;
+  LinkRates rates;          // offload: measured before the rows
   double target_loss = -1;  // convergence: the target the rows were judged on (-1: none)
   std::string target_from;  // convergence: where it came from
 };

@@ -110,7 +110,7 @@ std::string ms_cell(bool ok, double ms) { return cell(ok ? format("%.2f", ms) : 
 
 std::string rows_table(const std::vector<RowResult> &rows, const Recommendation &rec) {
   std::string out = "<table id=\"rows\"><tr><th>config</th><th>trial</th><th>status</th><th>step ms</th>"
-                    "<th>tokens/s</th><th>fwd ms</th><th>bwd ms</th><th>optimizer step ms</th><th>GPU peak</th>"
+                    "<th>floor ms</th><th>tokens/s</th><th>fwd ms</th><th>bwd ms</th><th>optimizer step ms</th><th>GPU peak</th>"
                     "<th>GPU end</th><th>host RSS</th><th>pinned</th><th>estimate</th><th>recommendation</th>"
                     "<th>message</th></tr>\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -118,7 +118,8 @@ std::string rows_table(const std::vector<RowResult> &rows, const Recommendation 
     bool ok = r.status == "ok";
     out += format("<tr class=\"status-%s%s\">", escape(r.status).c_str(),
                   rec.picks(rows, i) ? " chosen" : i < rec.verdicts.size() && rec.verdicts[i] == "within noise" ? " within-noise" : "");
-    out += cell(r.row.name) + cell(std::to_string(r.trial)) + cell(r.status) + ms_cell(ok, r.mean_step_ms);
+    out += cell(r.row.name) + cell(std::to_string(r.trial)) + cell(r.status) + ms_cell(ok, r.mean_step_ms) +
+           ms_cell(ok && r.floor_ms > 0, r.floor_ms);
     out += cell(ok ? format("%.0f", r.tokens_per_s) : "-") + ms_cell(ok, r.fwd_ms) + ms_cell(ok, r.bwd_ms) +
            ms_cell(ok, r.step_ms);
     out += bytes_cell(r.gpu_peak) + bytes_cell(r.gpu_allocated_end) + bytes_cell(r.host_rss) +

@@ -59,6 +59,11 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
   }
   json.key("limits").begin_object().key("gpu_bytes").value(report.limits.gpu_bytes);
   json.key("host_bytes").value(report.limits.host_bytes).end_object();
+  if (o.suite == "offload") {
+    json.key("link_rates").begin_object().key("host_bytes_per_s").value(report.rates.host_bytes_per_s);
+    json.key("down_bytes_per_s").value(report.rates.down_bytes_per_s);
+    json.key("up_bytes_per_s").value(report.rates.up_bytes_per_s).end_object();
+  }
   json.key("rows").begin_array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
@@ -78,6 +83,10 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     json.key("host_rss_bytes").value(r.host_rss).key("pinned_peak_bytes").value(r.pinned_peak);
     json.key("host_ledger_peak_bytes").value(r.host_ledger_peak);
     json.key("estimate_bytes").value(r.estimate).key("estimate_note").value(r.estimate_note);
+    json.key("host_update_bytes_per_step").value(r.host_update_bytes_per_step);
+    json.key("offload_bytes_down_per_step").value(r.down_bytes_per_step);
+    json.key("offload_bytes_up_per_step").value(r.up_bytes_per_step);
+    json.key("floor_ms").value(r.floor_ms);
     json.key("wall_s").value(r.wall_s).key("startup_s").value(r.startup_s);
     json.key("timers_ms").begin_object();
     for (const auto &[name, ms] : r.timers_ms) json.key(name).value(ms);
@@ -113,7 +122,7 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
   const bool convergence = o.suite == "convergence";
   std::string text = "suite,config,trial" + labels + ",status" +
                      (convergence ? ",final_eval_loss,loss_ratio,train_s,time_to_target_s,steps_to_target" : "") +
-                     ",mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,"
+                     ",mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,floor_ms,"
                      "gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,wall_s,"
                      "startup_s,recommended,verdict,reason,message\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -128,8 +137,9 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
               (evaluated ? format("%.3f", r.evals.back().train_s) : "") + "," + (reached ? format("%.3f", r.target_s) : "") +
               "," + (reached ? std::to_string(r.target_step) : "");
     }
-    text += format(",%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%llu,%llu,%llu,%llu,%llu,%.1f,%.1f,%s,",
+    text += format(",%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%s,%llu,%llu,%llu,%llu,%llu,%.1f,%.1f,%s,",
                    r.mean_step_ms, r.fwd_ms, r.bwd_ms, r.step_ms, r.selective_step_ms, r.tokens_per_s,
+                   r.floor_ms > 0 ? format("%.3f", r.floor_ms).c_str() : "",
                    (unsigned long long)r.gpu_peak, (unsigned long long)r.gpu_allocated_end,
                    (unsigned long long)r.host_rss, (unsigned long long)r.pinned_peak, (unsigned long long)r.estimate,
                    r.wall_s, r.startup_s, rec.picks(rows, i) ? "true" : "false");
@@ -241,10 +251,13 @@ void print_convergence_tables(const SuiteOptions &o, const SuiteReport &report, 
 }
 
 // The speed suites' table (and the ZenFlow sweep's, as the reference prints it).
-void print_speed_tables(const SuiteOptions &o, const std::vector<RowResult> &rows, const Recommendation &rec) {
+void print_speed_tables(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
+                        const Recommendation &rec) {
   bool trials = o.trials > 1;
   std::vector<std::vector<std::string>> table{{"config", "status", "step ms", "tokens/s", "GPU peak", "GPU end",
                                                "host RSS", "pinned", "estimate", "message"}};
+  const bool floors = o.suite == "offload";  // the floor and the step over it, after "step ms"
+  if (floors) table[0].insert(table[0].begin() + 3, {"floor ms", "/ floor"});
   if (trials) table[0].insert(table[0].begin() + 1, "trial");
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
@@ -253,6 +266,11 @@ void print_speed_tables(const SuiteOptions &o, const std::vector<RowResult> &row
                      ok ? format("%.1f", r.mean_step_ms) : "-", ok ? format("%.0f", r.tokens_per_s) : "-",
                      bytes_text(r.gpu_peak), bytes_text(r.gpu_allocated_end), bytes_text(r.host_rss),
                      bytes_text(r.pinned_peak), bytes_text(r.estimate), rec.reasons[i]});
+    if (floors) {
+      bool floor = ok && r.floor_ms > 0;
+      table.back().insert(table.back().begin() + 3, {floor ? format("%.1f", r.floor_ms) : "-",
+                                                     floor ? format("%.2f", r.mean_step_ms / r.floor_ms) : "-"});
+    }
     if (trials) table.back().insert(table.back().begin() + 1, std::to_string(r.trial));
   }
   std::printf("zfcore bench %s: %s, %d rank%s, %lld timed steps after %lld warm-up step%s%s\n", o.suite.c_str(),
@@ -260,6 +278,10 @@ void print_speed_tables(const SuiteOptions &o, const std::vector<RowResult> &row
               o.warmup_steps == 1 ? "" : "s", trials ? format(", %d trials each", o.trials).c_str() : "");
   std::printf("(%s)\n", noise_note(o.trials).c_str());
   print_columns(table);
+  if (floors)
+    std::printf("floor: the CPU update's bytes per step over the host's memory bandwidth (%.1f GB/s, Adam-shaped, "
+                "shared by %d rank%s), or the PCIe bytes each way over the link's rate, whichever is longer\n",
+                report.rates.host_bytes_per_s / 1e9, o.ranks, o.ranks == 1 ? "" : "s");
   if (o.suite == "zenflow") {  // the reference benchmark's table
     std::vector<std::vector<std::string>> sweep{{"trial", "topk_ratio", "update_interval", "overlap_step", "pin_memory",
                                                  "avg_step (ms)", "avg_bwd (ms)", "avg_fwd (ms)",
@@ -338,7 +360,7 @@ void print_suite_table(const SuiteOptions &o, const SuiteReport &report, const s
   if (o.suite == "convergence") {
     print_convergence_tables(o, report, rows, rec);
   } else {
-    print_speed_tables(o, rows, rec);
+    print_speed_tables(o, report, rows, rec);
   }
   if (rec.chosen >= 0)
     std::printf("\nrecommended: %s (%s)\n", rows[size_t(rec.chosen)].row.name.c_str(), rec.reasons[size_t(rec.chosen)].c_str());

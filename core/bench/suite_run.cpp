@@ -3,6 +3,7 @@
 #include "bench/suite.hpp"
 
 #include "bench/bench.hpp"
+#include "bench/offload_floor.hpp"
 #include "bench/suite_launch.hpp"
 
 #include "memory/config_estimate.hpp"
@@ -152,6 +153,12 @@ void read_measurements(RowResult &r, int64_t warmup) {
                                                    : number(peak, "device");
   for (const auto &[tag, bytes] : summary["memory_bytes"].items())
     if (tag.rfind("device.", 0) == 0 && bytes.is_number()) r.gpu_allocated_end += bytes.get<uint64_t>();
+  const double run_steps = double(summary.value("steps", int64_t(0)) - summary.value("first_step", int64_t(1)) + 1);
+  if (run_steps > 0) {
+    r.host_update_bytes_per_step = summary.value("host_update_bytes", 0.0) / run_steps;
+    r.down_bytes_per_step = summary.value("offload_bytes_down", 0.0) / run_steps;
+    r.up_bytes_per_step = summary.value("offload_bytes_up", 0.0) / run_steps;
+  }
 
   std::stringstream lines(read_file(fs::path(r.run_dir) / "steps.jsonl"));
   std::vector<nlohmann::json> steps;
@@ -305,6 +312,12 @@ int run_suite(const SuiteOptions &options) {
                 "--set stage.plugin=...)\n", o.suite.c_str(), o.ranks);
   }
   report.limits = machine_limits(o.device);
+  if (o.suite == "offload") {  // on the idle machine, before the rows
+    report.rates = bench::measure_link_rates(o.device);
+    std::printf("zfcore bench offload: host memory %.1f GB/s (Adam-shaped)%s\n", report.rates.host_bytes_per_s / 1e9,
+                o.device == "cuda" ? format(", PCIe %.1f GB/s down, %.1f GB/s up", report.rates.down_bytes_per_s / 1e9,
+                                            report.rates.up_bytes_per_s / 1e9).c_str() : "");
+  }
 
   bool terminal = isatty(STDERR_FILENO);
   // Rows by configuration, then trial; the trials are taken in turns (every configuration once,
@@ -325,6 +338,8 @@ int run_suite(const SuiteOptions &options) {
         std::fprintf(stderr, " %s%s (%.0f s)\n", r.status.c_str(),
                      r.status == "ok" ? figure.c_str() : (": " + r.message).c_str(), r.wall_s);
     }
+  for (RowResult &r : rows)
+    if (r.status == "ok") r.floor_ms = bench::floor_ms(r, report.rates, o.ranks);
   Recommendation recommendation;
   if (o.suite == "convergence") {
     report.target_loss = convergence_figures(rows, o.target_loss);

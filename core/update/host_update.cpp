@@ -151,6 +151,11 @@ void HostUpdate::step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t b
                           host_job_.step, host_job_.scale, part(buffers_.master), part(buffers_.host_grads));
   if (buffers_.params_out.defined()) args.params_out = part(buffers_.params_out);
   if (buffers_.writes_in_place) args.params_out = part(host_job_.upload_to);  // the working parameters, on the host
+  uint64_t per_element = 2 * 4 + buffers_.host_grads.element_size();
+  for (const StateSpec &spec : buffers_.state_specs) per_element += 2 * c10::elementSize(spec.dtype);
+  if (buffers_.writes_in_place) per_element += host_job_.upload_to.element_size();
+  else if (buffers_.params_out.defined()) per_element += buffers_.params_out.element_size();
+  for (const zf_optimizer_range &r : ranges) bytes_streamed_ += (r.end - r.begin) * per_element;
   Timers &timers = buffers_.runtime.timers;
   const uint32_t update = timers.id("cpu_update");
   timers.start(update);

@@ -56,6 +56,9 @@ class HostUpdate {
   void *transfers_done(int32_t direction);  // an event after the transfers of ZF_TRANSFER_*
   uint64_t bytes_down() const { return bytes_down_; }
   uint64_t bytes_up() const { return bytes_up_; }
+  // Host memory the CPU optimizer streamed: per element updated, the fp32 master and each state
+  // tensor read and written, the gradient read, the compute-precision parameter written.
+  uint64_t bytes_streamed() const { return bytes_streamed_; }
 
  private:
   class UpdateThread;
@@ -81,6 +84,7 @@ class HostUpdate {
   std::vector<std::pair<uint64_t, uint64_t>> handed_;  // shard ranges handed over this step
   std::vector<Bucket> buckets_;                       // handed over this step, in order
   uint64_t bytes_down_ = 0, bytes_up_ = 0;  // gradients copied down, parameters copied up
+  uint64_t bytes_streamed_ = 0;             // bytes_streamed(), on the update thread
 };
 
 }  // namespace zf

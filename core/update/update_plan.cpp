@@ -54,7 +54,8 @@ std::vector<TensorPieces> UpdatePlan::state_pieces() {
 
 std::vector<std::pair<std::string, double>> UpdatePlan::facts() const {
   std::vector<std::pair<std::string, double>> out = {{"offload_bytes_down", double(host_ ? host_->bytes_down() : 0)},
-                                                     {"offload_bytes_up", double(host_ ? host_->bytes_up() : 0)}};
+                                                     {"offload_bytes_up", double(host_ ? host_->bytes_up() : 0)},
+                                                     {"host_update_bytes", double(host_ ? host_->bytes_streamed() : 0)}};
   if (buffers_.disk) {
     out.emplace_back("nvme_bytes_read", double(buffers_.disk->bytes_read()));
     out.emplace_back("nvme_bytes_written", double(buffers_.disk->bytes_written()));

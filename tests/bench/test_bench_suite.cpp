@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -172,6 +173,42 @@ TEST_CASE("bench offload on 2 MPI ranks runs under ZeRO-2 as DeepSpeed's ZeRO-Of
   CHECK(summary["plugins"]["stage"]["name"] == "zero2");
   CHECK(summary["plugins"]["offload"]["name"] == "cpu_optimizer");
   CHECK_THAT(test::read_text(run.dir + "/recommended-offload.toml"), Catch::Contains("zero2"));
+}
+
+// The floor: the bytes a CPU update streams per step (an fp32 Adam over bf16 training: master and
+// both moments read and written, the gradient read, the bf16 parameter written: 28 bytes an
+// element) over the host's memory bandwidth, measured by the suite before its rows.
+TEST_CASE("bench offload: the floor is the CPU update's bytes per step over the host's measured bandwidth",
+          "[bench][mpi]") {
+  auto pinned_master = [](const nlohmann::json &row) {
+    nlohmann::json summary = nlohmann::json::parse(test::read_text(row["run_dir"].get<std::string>() + "/summary.json"));
+    return summary["memory_bytes"].value("pinned.master", uint64_t(0));
+  };
+  SuiteRun one = bench_ok("offload", "--strategies none cpu_optimizer --set model.dtype=bfloat16", "bench_floor");
+  const double bandwidth = one.result["link_rates"]["host_bytes_per_s"].get<double>();
+  CHECK(bandwidth > 1e9);                                              // a real machine streams GB/s
+  CHECK(one.result["link_rates"]["down_bytes_per_s"].get<double>() == 0);  // a CPU run has no PCIe
+  const auto &none = row_named(one.result, "none");
+  CHECK(none["host_update_bytes_per_step"].get<double>() == 0);
+  CHECK(none["floor_ms"].get<double>() == 0);
+  const auto &cpu = row_named(one.result, "cpu_optimizer");
+  const double bytes = cpu["host_update_bytes_per_step"].get<double>();
+  CHECK(pinned_master(cpu) > 0);
+  CHECK(bytes == 28.0 * double(pinned_master(cpu) / 4));
+  CHECK(cpu["floor_ms"].get<double>() == Approx(1e3 * bytes / bandwidth).epsilon(1e-6));
+  for (const char *column : {"floor ms", "/ floor", "host's memory bandwidth"})
+    CHECK_THAT(one.outcome.output, Catch::Contains(column));
+  CHECK_THAT(test::read_text(output_file(one.dir, "offload", ".csv")), Catch::Contains(",tokens_per_s,floor_ms,"));
+
+  // Two ranks of one host share its bandwidth; with offload.ratio = 0.5 each streams the host half
+  // of its shard (the host keeps a master for the whole shard, written back at checkpoints).
+  SuiteRun two = bench_ok("offload", "--strategies cpu_optimizer --gpus 2 --set model.dtype=bfloat16 "
+                                     "--set offload.ratio=0.5", "bench_floor_mpi");
+  const auto &half = row_named(two.result, "cpu_optimizer");
+  const double half_bytes = half["host_update_bytes_per_step"].get<double>();
+  CHECK(half_bytes == 28.0 * std::round(0.5 * double(pinned_master(half) / 4)));
+  CHECK(half["floor_ms"].get<double>() ==
+        Approx(1e3 * 2 * half_bytes / two.result["link_rates"]["host_bytes_per_s"].get<double>()).epsilon(1e-6));
 }
 
 TEST_CASE("bench binding on 2 ranks: unbound ranks share every core, bound ones each have their own", "[bench][mpi]") {

@@ -1,0 +1,18 @@
+// offload_floor.hpp: how close an offloaded step is to its physical limit. `zfcore bench offload`
+// measures, in its own process before the rows run, the host's memory bandwidth (an Adam-shaped
+// stream on every core the runs may use) and on a GPU the PCIe rate each way (pinned copies). A
+// row's floor is the longest of: the bytes its CPU optimizer streams per step (summary.json's
+// host_update_bytes; the ranks of the host share its bandwidth) over the first, its gradient bytes
+// down and its parameter bytes up per step over the PCIe rates.
+#pragma once
+
+#include "bench/suite.hpp"
+
+namespace zf::bench {
+
+LinkRates measure_link_rates(const std::string &device);
+
+// The row's floor in ms; 0 when it moves nothing (no offload) or a rate is unknown.
+double floor_ms(const RowResult &row, const LinkRates &rates, int ranks);
+
+}  // namespace zf::bench
