@@ -1,6 +1,7 @@
 // offload_floor.hpp: how close an offloaded step is to its physical limit. `zfcore bench offload`
 // measures, in its own process before the rows run, the host's memory bandwidth (an Adam-shaped
-// stream on every core the runs may use) and on a GPU the PCIe rate each way (pinned copies). A
+// stream on every core the runs may use) and on a GPU the PCIe rate each way (pinned copies, in a
+// child process so that the suite's own holds no CUDA context while the rows run). A
 // row's floor is the longest of: the bytes its CPU optimizer streams per step (summary.json's
 // host_update_bytes; the ranks of the host share its bandwidth) over the first, its gradient bytes
 // down and its parameter bytes up per step over the PCIe rates.
