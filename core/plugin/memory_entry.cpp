@@ -1,5 +1,6 @@
 #include "plugin/memory_entry.hpp"
 
+#include "plugin/api_copy.hpp"
 #include "plugin/config_value.hpp"
 #include "runtime/error.hpp"
 
@@ -9,16 +10,9 @@ namespace zf {
 
 zf_estimate_memory_fn memory_entry(const PluginFile &file) {
   const zf_descriptor &d = *file.descriptor;
-  if (ZF_ABI_MINOR_OF(file.abi_version) < 7) return nullptr;
-  if (d.kind == ZF_KIND_STAGE) {
-    const auto *api = static_cast<const zf_stage_api *>(d.api);
-    return ZF_HAS(zf_stage_api, api, estimate_memory) ? api->estimate_memory : nullptr;
-  }
-  if (d.kind == ZF_KIND_OFFLOAD) {
-    const auto *api = static_cast<const zf_offload_api *>(d.api);
-    return ZF_HAS(zf_offload_api, api, estimate_memory) ? api->estimate_memory : nullptr;
-  }
-  return nullptr;
+  if (d.kind == ZF_KIND_STAGE) return api_copy<zf_stage_api>(d.api).estimate_memory;
+  if (d.kind == ZF_KIND_OFFLOAD) return api_copy<zf_offload_api>(d.api).estimate_memory;
+  return nullptr;  // ABI 1.7 asks stages and offload tiers only
 }
 
 PluginMemory ask_plugin_memory(const PluginFile &file, const PluginConfig &config, zf_memory_shape shape) {

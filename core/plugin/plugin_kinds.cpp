@@ -1,24 +1,18 @@
 #include "plugin/plugin_kinds.hpp"
 
+#include "plugin/api_copy.hpp"
 #include "plugin/plugin_entry.hpp"
 #include "runtime/error.hpp"
 #include "runtime/tensors.hpp"
 
-#include <algorithm>
-#include <cstring>
 
 namespace zf {
 
 namespace {
 
-// The plugin's api table, with what an older minor version lacks left NULL.
 template <class Api>
 Api api_of(const PluginInstance &instance) {
-  Api api{};
-  const Api *raw = instance.api<Api>();
-  std::memcpy(&api, raw, std::min<size_t>(raw->struct_size, sizeof api));
-  api.struct_size = sizeof api;
-  return api;
+  return api_copy<Api>(instance.api<Api>());
 }
 
 }  // namespace

@@ -12,9 +12,6 @@ SplitUpdate::SplitUpdate(UpdateBuffers &buffers, HostUpdate &host)
       device_ranges_(clip_ranges(buffers.job.ranges, 0, buffers.device_part)) {
   host_state_ = buffers_.held_state_of(optimizer_, "offload.ratio < 1 moves the device part's optimizer state");
   specs_ = optimizer_.state_specs();
-  ZF_REQUIRE(buffers_.dtype == torch::kFloat32 || optimizer_.has(ZF_CAP_LOW_PRECISION_OUT),
-             "offload.ratio < 1: optimizer plugin '%s' cannot write %s parameters", optimizer_.name(),
-             c10::toString(buffers_.dtype));
 }
 
 void SplitUpdate::add_planned(std::vector<PlannedBuffer> &planned) const {

@@ -170,6 +170,9 @@ std::vector<size_t> UpdateBuffers::held_state_of(const OptimizerPlugin &device, 
              "(use optimizer.plugin = \"cpu_adam\")", moves, host.name());
   ZF_REQUIRE(!device.state_specs().empty(), "%s: optimizer plugin '%s' (the device's update) cannot use host-held "
              "state", moves, device.name());
+  ZF_REQUIRE(dtype == torch::kFloat32 || device.has(ZF_CAP_LOW_PRECISION_OUT),
+             "%s: optimizer plugin '%s' (the device's update) cannot write %s parameters", moves, device.name(),
+             c10::toString(dtype));
   std::vector<size_t> held;
   for (const StateSpec &spec : device.state_specs()) {
     auto found = std::find_if(state_specs.begin(), state_specs.end(),

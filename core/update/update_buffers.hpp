@@ -59,7 +59,8 @@ class UpdateBuffers {
   uint64_t numel() const { return shard_end - shard_begin; }
   // For each state tensor of `device` (the optimizer of a part kept where the model computes), the
   // index of the host-held tensor of the same name, whose values it takes over and gives back;
-  // `moves` says who moves them, for the error when the host's optimizer has no such tensor.
+  // `moves` says who moves them, for the error when the host's optimizer has no such tensor or
+  // `device` cannot write the working parameters' dtype.
   std::vector<size_t> held_state_of(const OptimizerPlugin &device, const char *moves) const;
 
   Runtime &runtime;

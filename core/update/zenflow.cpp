@@ -38,10 +38,6 @@ ZenFlow::ZenFlow(UpdateBuffers &buffers, HostUpdate *host, const zf_layout &layo
       warm_up_(buffers, host, &host_updates_) {
   host_state_of_ = buffers_.held_state_of(optimizer_, "[zenflow] moves each column's optimizer state");
   state_specs_ = optimizer_.state_specs();
-  ZF_REQUIRE(buffers_.dtype == torch::kFloat32 ||
-                 optimizer_.has(ZF_CAP_LOW_PRECISION_OUT),
-             "[zenflow]: optimizer plugin '%s' cannot write %s parameters", optimizer_.name(),
-             c10::toString(buffers_.dtype));
   if (options_.staggered) {
     // U groups of about equal size, of whole buckets (on disk a bucket is a tile) when there are
     // enough of them: the same groups whatever the tier, for the same bucket size.
