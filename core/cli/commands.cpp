@@ -6,6 +6,7 @@
 #include "engine/evaluate.hpp"
 #include "plugin/plugin_set.hpp"
 #include "update/zenflow_options.hpp"
+#include "plugin/memory_entry.hpp"
 #include "plugin/plugin_entry.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/log.hpp"
@@ -203,9 +204,11 @@ int command_plugins(const std::vector<std::string> &args) {
   std::printf("\n%-10s %-14s %-8s %-4s %-28s %s\n", "KIND", "NAME", "VERSION", "ABI", "CAPABILITIES", "PATH");
   for (const PluginFile *file : found) {
     const zf_descriptor &d = *file->descriptor;
+    // "estimate": the plugin reports its memory (zfcore estimate, the memory plan, the bench ask it)
+    const std::string capabilities = capabilities_text(d.capabilities) + (memory_entry(*file) ? ",estimate" : "");
     std::printf("%-10s %-14s %-8s %u.%-2u %-28s %s\n", kind_name(d.kind), d.name, d.version ? d.version : "-",
-                ZF_ABI_MAJOR_OF(file->abi_version), ZF_ABI_MINOR_OF(file->abi_version),
-                capabilities_text(d.capabilities).c_str(), file->path.c_str());
+                ZF_ABI_MAJOR_OF(file->abi_version), ZF_ABI_MINOR_OF(file->abi_version), capabilities.c_str(),
+                file->path.c_str());
     if (params) {
       if (d.description) std::printf("    %s\n", d.description);
       for (uint32_t i = 0; i < d.param_count; ++i) std::printf("%s\n", param_text(d.params[i]).c_str());

@@ -8,7 +8,9 @@
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <map>
 #include <set>
+#include <sstream>
 #include <vector>
 
 using namespace zf;
@@ -117,6 +119,28 @@ TEST_CASE("zfcore plugins lists every rejected file with its reason and keeps go
                            "capmismatch", "norequired", "baddefault", "garbage"})
     CHECK_THAT(outcome.output, Catch::Contains(std::string("zf-selector-") + name + ".so: "));
   CHECK_THAT(outcome.output, Catch::Contains("selector   good"));
+}
+
+TEST_CASE("zfcore plugins marks the plugins that report their memory (ABI 1.7) with estimate", "[abi]") {
+  auto outcome = test::run_command("ZFCORE_PLUGIN_PATH=" ZF_ABI_PLUGIN_DIR " " + test::zfcore() + " plugins");
+  INFO(outcome.output);
+  REQUIRE(outcome.exit_code == 0);
+  std::map<std::string, std::string> line_of;  // "kind name" -> its line
+  std::istringstream lines(outcome.output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string kind, name;
+    words >> kind >> name;
+    line_of[kind + " " + name] = line;
+  }
+  for (const char *plugin : {"stage zero0", "stage zero1", "stage zero2", "stage zero3", "offload none",
+                             "offload cpu_optimizer", "offload cpu_full", "offload nvme"})
+    CHECK_THAT(line_of[plugin], Catch::Contains(",estimate "));
+  // An optimizer is not asked; the ABI 1.0 test stage has no such entry.
+  for (const char *plugin : {"optimizer cpu_adam", "stage faulty"}) {
+    REQUIRE_FALSE(line_of[plugin].empty());
+    CHECK_THAT(line_of[plugin], !Catch::Contains("estimate"));
+  }
 }
 
 TEST_CASE("every built-in plugin passes the host's checks and starts with its defaults or names the key it needs", "[abi]") {
