@@ -85,12 +85,7 @@ TEST_CASE("cpu_full keeps the parameters in pinned memory and a block on the dev
                                              "--set model.dtype=bfloat16");
   INFO(estimate.output);
   REQUIRE(estimate.exit_code == 0);
-  const size_t table = estimate.output.find("offload cpu_full");
-  REQUIRE(table != std::string::npos);
-  const size_t chosen = estimate.output.find("<- this", table);
-  REQUIRE(chosen != std::string::npos);
-  const size_t line = estimate.output.rfind('\n', chosen);
-  CHECK_THAT(estimate.output.substr(line, chosen - line),
+  CHECK_THAT(test::chosen_estimate_row(estimate.output, "offload cpu_full"),
              Catch::Contains(" " + std::to_string(number(full.summary, "planned_pinned_bytes")) + " "));
 }
 

@@ -81,12 +81,7 @@ TEST_CASE("nvme with offload_params gives cpu_full's param_digest under zero0 an
     for (const char *moment : {"exp_avg", "exp_avg_sq"})
       tiles += ledger(std::string("pinned.cpu_adam.") + moment + " (disk tiles)");
     const std::string pinned = std::to_string(std::stoull(test::json_field(both.summary, "planned_pinned_bytes")) - tiles);
-    const size_t table = estimate.output.find("offload nvme");
-    REQUIRE(table != std::string::npos);
-    const size_t chosen = estimate.output.find("<- this", table);
-    REQUIRE(chosen != std::string::npos);
-    const size_t line = estimate.output.rfind('\n', chosen);
-    CHECK_THAT(estimate.output.substr(line, chosen - line), Catch::Contains(" " + pinned + " "));
+    CHECK_THAT(test::chosen_estimate_row(estimate.output, "offload nvme"), Catch::Contains(" " + pinned + " "));
   }
   std::string files = test::scratch_dir("nvme_params_resume_files");
   std::string base = kWorkload + nvme(files, "--set offload.offload_params=true") + "--set checkpoint.every=2 ";

@@ -143,12 +143,7 @@ TEST_CASE("zfcore estimate predicts the offload tiers a run plans, and reads pre
   REQUIRE(run.outcome.exit_code == 0);
   // linear_stack's blocks are exact: the estimate's pinned bytes for zero0 are the run's plan.
   std::string planned = test::json_field(run.summary, "planned_pinned_bytes");
-  const size_t offload_table = estimate.output.find("offload cpu_optimizer");
-  REQUIRE(offload_table != std::string::npos);
-  const size_t chosen = estimate.output.find("<- this", offload_table);
-  REQUIRE(chosen != std::string::npos);
-  const size_t line = estimate.output.rfind('\n', chosen);
-  CHECK_THAT(estimate.output.substr(line, chosen - line), Catch::Contains(" " + planned + " "));
+  CHECK_THAT(test::chosen_estimate_row(estimate.output, "offload cpu_optimizer"), Catch::Contains(" " + planned + " "));
 
   std::string preset = test::scratch_dir("off_estimate_preset") + "/preset.toml";
   test::run_command("printf '[model]\\npreset = \"qwen2.5-0.5b\"\\n' > " + preset);

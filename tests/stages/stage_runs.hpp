@@ -79,4 +79,15 @@ inline void require_resumed(const ResumedRun &r) {
   CHECK(r.resumed.outcome.output.find("resumed from") != std::string::npos);
 }
 
+// The row of `zfcore estimate`'s table headed `table` (e.g. "offload cpu_optimizer") that stands
+// for the config's own stage, up to its "<- this" mark.
+inline std::string chosen_estimate_row(const std::string &output, const std::string &table) {
+  const size_t at = output.find(table);
+  REQUIRE(at != std::string::npos);
+  const size_t chosen = output.find("<- this", at);
+  REQUIRE(chosen != std::string::npos);
+  const size_t line = output.rfind('\n', chosen);
+  return output.substr(line, chosen - line);
+}
+
 }  // namespace zf::test
