@@ -1,10 +1,12 @@
 #!/bin/bash
 # device-zenflow.sh: on a GPU machine, in one go: build the CUDA configuration, then train the
 # Qwen2-1.5B shape (8 x 512, bf16) without offload and with ZenFlow (topk 0.1, U 4, overlap; the
-# staggered schedule, then the deepspeed one), and print each run's mean step after warm-up, its
+# staggered schedule, then the deepspeed one; then topk_ratio = auto, which fills the GPU memory the
+# model leaves), and print each run's mean step after warm-up, its
 # median and slowest step, the ratio to the no-offload step, and ZenFlow's step lines (update
 # events and timers).
-# usage: tools/device-zenflow.sh [--with-3b]     environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda)
+# usage: tools/device-zenflow.sh [--with-3b]     environment: ZF_BUILD_DIR (default
+#   /tmp/zfcore-build-cuda), ZF_TARGETS (what to build besides zfcore; default all)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -13,7 +15,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || { echo "no GPU
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA=ON >"$build.configure.log" 2>&1 \
   || { tail -30 "$build.configure.log"; exit 1; }
 cmake --build "$build" -j "$(nproc)" --target zfcore 2>&1 | grep -E "error|FAILED" | head -40
-cmake --build "$build" -j "$(nproc)" 2>&1 | grep -E "error|FAILED" | head -20
+cmake --build "$build" -j "$(nproc)" --target ${ZF_TARGETS:-all} 2>&1 | grep -E "error|FAILED" | head -20
 zfcore="$build/bin/zfcore"
 summarize() {  # steps.jsonl, skipped steps, label, reference mean
   python3 - "$1" "$2" "$3" "${4:-0}" <<'PY'
@@ -55,8 +57,14 @@ for l in open(sys.argv[1]):
     print(r['step'], r.get('update',''), round(r['step_ms'],1), {k: round(v,1) for k,v in t.items() if k.startswith('selective') or k in ('fwd','bwd','cpu_update','update_wait')})
 " "$out/$label-zenflow/steps.jsonl" | tail -9
   python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print({k:s[k] for k in ('mean_step_ms','zenflow_cpu_updates','offload_bytes_down','gpu_memory_bytes','planned_pinned_bytes') if k in s})" "$out/$label-zenflow/summary.json"
+  bench "$label-zenflow-auto" examples/gpu/qwen2-1.5b-zenflow.toml 5 --set train.steps=29 \
+    --set zenflow.topk_ratio=auto "$@" || status=1
   [ -f "$out/$label-zenflow-deepspeed/steps.jsonl" ] || return
   summarize "$out/$label-zenflow-deepspeed/steps.jsonl" 5 "$label ZenFlow, deepspeed schedule" "$ref"
+  [ -f "$out/$label-zenflow-auto/steps.jsonl" ] || return
+  summarize "$out/$label-zenflow-auto/steps.jsonl" 5 "$label ZenFlow, topk_ratio auto" "$ref"
+  grep -E "auto chose" "$out/$label-zenflow-auto.log"
+  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print({k:s[k] for k in ('zenflow_topk_ratio','gpu_memory_bytes') if k in s})" "$out/$label-zenflow-auto/summary.json"
 }
 run_pair qwen2-1.5b
 if [ "${1:-}" = --with-3b ]; then run_pair qwen2.5-3b --set model.preset=qwen2.5-3b; fi

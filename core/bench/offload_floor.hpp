@@ -1,7 +1,7 @@
 // offload_floor.hpp: how close an offloaded step is to its physical limit. `zfcore bench offload`
 // measures, in its own process before the rows run, the host's memory bandwidth (an Adam-shaped
-// stream on every core the runs may use) and on a GPU the PCIe rate each way (pinned copies, in a
-// child process so that the suite's own holds no CUDA context while the rows run). A
+// stream on every core the runs may use), and on a GPU, once the rows are done, the PCIe rate each
+// way (pinned copies). A
 // row's floor is the longest of: the bytes its CPU optimizer streams per step (summary.json's
 // host_update_bytes; the ranks of the host share its bandwidth) over the first, its gradient bytes
 // down and its parameter bytes up per step over the PCIe rates.
@@ -11,7 +11,11 @@
 
 namespace zf::bench {
 
-LinkRates measure_link_rates(const std::string &device);
+// The host's Adam-shaped memory bandwidth (before the rows: on the idle machine).
+LinkRates measure_host_rate();
+// PCIe each way into `rates` (after the rows: this process then creates its CUDA context, which
+// the rows' GPU must not hold while they run). Zero, with the reason on stderr, if it cannot.
+void measure_pcie(LinkRates &rates);
 
 // The row's floor in ms; 0 when it moves nothing (no offload) or a rate is unknown.
 double floor_ms(const RowResult &row, const LinkRates &rates, int ranks);

@@ -137,7 +137,7 @@ struct SuiteReport {
   std::string base_config; // the TOML every row starts from
   std::vector<std::string> common;  // overrides of every row that belong in recommended.toml
   MachineLimits limits;
-  LinkRates rates;          // offload: measured before the rows
+  LinkRates rates;          // offload: the host's before the rows, PCIe after them
   double target_loss = -1;  // convergence: the target the rows were judged on (-1: none)
   std::string target_from;  // convergence: where it came from
 };

@@ -46,7 +46,8 @@ const char *kUsage =
     "convergence: the held-out loss over training time of each row on the same model, data and\n"
     "          schedule; the first row is the reference, the first to its final loss is recommended\n"
     "          --rows none cpu_optimizer zenflow   a named row (none, cpu_optimizer, cpu_full, nvme,\n"
-    "                        zenflow), or NAME:ITEM,ITEM,... where an ITEM is a table.key=value\n"
+    "                        zenflow, zenflow_auto; on a GPU the default adds zenflow_auto), or\n"
+    "                        NAME:ITEM,ITEM,... where an ITEM is a table.key=value\n"
     "                        override or a named row: \"zf-u1:zenflow,zenflow.update_interval=1\"\n"
     "          --num-steps N          training steps per row (default: the config's train.steps)\n"
     "          --eval-every N         held-out evaluation every N steps (default: the config's\n"
@@ -90,6 +91,10 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> &convergence
   static const std::vector<std::pair<std::string, std::vector<std::string>>> table = [] {
     auto rows = offload_table();
     rows.push_back(binding_workloads()[1]);  // zenflow: topk 0.1, update interval 4, overlap
+    std::vector<std::string> automatic = rows.back().second;  // zenflow_auto: topk_ratio from the GPU memory left
+    std::replace(automatic.begin(), automatic.end(), std::string("zenflow.topk_ratio=0.1"),
+                 std::string("zenflow.topk_ratio=auto"));
+    rows.emplace_back("zenflow_auto", automatic);
     return rows;
   }();
   return table;
@@ -181,7 +186,7 @@ struct Sweep {
   std::string nvme_path;
   std::vector<std::string> topk{"0.05", "0.1", "0.2"}, intervals{"2", "4", "8"}, overlap{"true"}, pin{"true"};
   std::vector<std::string> bindings{"unbound", "inside", "launch"};
-  std::vector<std::string> convergence_rows{"none", "cpu_optimizer", "zenflow"};
+  std::vector<std::string> convergence_rows;  // default: none, cpu_optimizer, zenflow (and zenflow_auto on a GPU)
 };
 
 std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, const std::string &device) {
@@ -218,7 +223,10 @@ std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, c
             rows.push_back(row);
           }
   } else if (suite == "convergence") {
-    for (const std::string &spec : sweep.convergence_rows) {
+    std::vector<std::string> specs = sweep.convergence_rows;
+    if (specs.empty()) specs = {"none", "cpu_optimizer", "zenflow"};
+    if (sweep.convergence_rows.empty() && device == "cuda") specs.push_back("zenflow_auto");  // CPU: the same as zenflow
+    for (const std::string &spec : specs) {
       rows.push_back(convergence_row(spec, values));
       for (size_t i = 0; i + 1 < rows.size(); ++i)
         if (rows[i].name == rows.back().name)

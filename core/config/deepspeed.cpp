@@ -275,6 +275,7 @@ class Converter {
     out_.tables["zenflow"];  // the table turns ZenFlow on, even empty
     // DeepSpeed's semantics: the whole interval's CPU update at its end, used one interval later.
     out_.set("zenflow", "schedule", toml_string("deepspeed"));
+    out_.set("zenflow", "topk_ratio", "0.1");  // DeepSpeed's default, where zfcore's is "auto"
     for (auto &[key, v] : value.items()) {
       const std::string full = name + "." + key;
       if (key == "topk_ratio" || key == "auto_ratio" || key == "pt_reserved_cores_perc")

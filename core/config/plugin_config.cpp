@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -135,6 +136,11 @@ std::string PluginConfig::check(const zf_param_decl &decl, Value &value) {
   // A key that takes a number or a word (zenflow.update_interval = 4 or "auto") is declared a string.
   if (decl.type == ZF_PARAM_STRING && std::holds_alternative<int64_t>(value))
     value = std::to_string(std::get<int64_t>(value));
+  if (decl.type == ZF_PARAM_STRING && std::holds_alternative<double>(value)) {
+    char text[32];
+    auto written = std::to_chars(text, text + sizeof text, std::get<double>(value));  // shortest exact form
+    value = std::string(text, written.ptr);
+  }
   bool type_ok = (decl.type == ZF_PARAM_BOOL && std::holds_alternative<bool>(value)) ||
                  (decl.type == ZF_PARAM_INT && std::holds_alternative<int64_t>(value)) ||
                  (decl.type == ZF_PARAM_FLOAT && std::holds_alternative<double>(value)) ||

@@ -78,9 +78,13 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
              "weights of the export: auto (the compute dtype), float32 (the fp32 master) or bfloat16", 0, 0, 0,
              "auto|float32|bfloat16")}},
       {"zenflow",
-       {decl("topk_ratio", ZF_PARAM_FLOAT, "0.1",
-             "fraction of each weight's gradient columns updated on the GPU every step (the selector's top k)",
-             kUnitLeftOpen, 0, 1),
+       {decl("topk_ratio", ZF_PARAM_STRING, "auto",
+             "fraction of each weight's gradient columns updated on the GPU every step (the selector's top k), in "
+             "(0, 1], or auto: the largest fraction whose master and moments fit the GPU memory left after the first "
+             "step (every column when they fit: then ZenFlow is AdamW; 0.1 on a CPU run without memory_limit_gb)"),
+        decl("memory_limit_gb", ZF_PARAM_FLOAT, "0",
+             "topk_ratio = \"auto\": the memory (GiB) this rank may fill where the model computes (0 = the GPU's "
+             "memory; a CPU run has no GPU, and auto there needs this set)", kRange, 0, 1 << 24),
         decl("update_interval", ZF_PARAM_STRING, "4",
              "steps between CPU updates of the other columns (an integer >= 1), or \"auto\" (when their accumulated "
              "gradient outweighs the selected columns' in most weights)"),

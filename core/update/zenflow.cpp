@@ -30,12 +30,40 @@ HostUpdate &host_side(const UpdateBuffers &buffers, HostUpdate *host) {
   return *host;
 }
 
+// index[p] = the shard element at compact position p, for `ranges` in shard order. Built a slice
+// at a time: its temporaries stay small beside the index (topk_ratio = "auto" fills the GPU).
+void fill_index(torch::Tensor &index, const std::vector<zf_optimizer_range> &ranges) {
+  constexpr int64_t kSlice = int64_t(1) << 24;
+  std::vector<int64_t> starts, lengths;
+  int64_t position = 0, pending = 0;
+  auto flush = [&] {
+    if (pending == 0) return;
+    torch::Tensor start = torch::tensor(starts).to(index.device()), length = torch::tensor(lengths).to(index.device());
+    index.narrow(0, position, pending)
+        .copy_(torch::arange(pending, start.options()) +
+               torch::repeat_interleave(start - (length.cumsum(0) - length), length));
+    position += pending;
+    pending = 0;
+    starts.clear();
+    lengths.clear();
+  };
+  for (const zf_optimizer_range &r : ranges)
+    for (uint64_t lo = r.begin; lo < r.end; lo += uint64_t(kSlice)) {  // a long range in pieces
+      const int64_t length = int64_t(std::min(r.end - lo, uint64_t(kSlice)));
+      if (pending + length > kSlice) flush();
+      starts.push_back(int64_t(lo));
+      lengths.push_back(length);
+      pending += length;
+    }
+  flush();
+}
+
 }  // namespace
 
 ZenFlow::ZenFlow(UpdateBuffers &buffers, HostUpdate *host, const zf_layout &layout, const ZenFlowOptions &options)
     : buffers_(buffers), host_(host_side(buffers, host)), layout_(layout), options_(options),
       columns_(column_count(layout)), optimizer_(buffers.plugins.device_optimizer()),
-      warm_up_(buffers, host, &host_updates_) {
+      auto_topk_(options.topk_ratio == 0), warm_up_(buffers, host, &host_updates_) {
   host_state_of_ = buffers_.held_state_of(optimizer_, "[zenflow] moves each column's optimizer state");
   state_specs_ = optimizer_.state_specs();
   if (options_.staggered) {
@@ -59,17 +87,11 @@ void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
   const zf_tier tier = buffers_.model_tier;
   planned.push_back({tier, "zenflow.gradient_sum", numel * element});
   planned.push_back({tier, "zenflow.staging", numel * element});
-  uint64_t matrix = 0;
-  for (uint32_t i = 0; i < layout_.segment_count; ++i) {
-    const zf_segment &seg = layout_.segments[i];
-    if (!(seg.flags & ZF_SEGMENT_MATRIX)) continue;
-    uint64_t lo = std::max(seg.offset, buffers_.shard_begin), hi = std::min(seg.offset + seg.numel, buffers_.shard_end);
-    if (lo < hi) matrix += hi - lo;
-  }
-  uint64_t selected = uint64_t(std::ceil(options_.topk_ratio * double(matrix))) + (numel - matrix);
-  uint64_t per_element = 4 + 8 /* index */ + (buffers_.dtype == torch::kFloat32 ? 0 : element);
-  for (const StateSpec &spec : state_specs_) per_element += c10::elementSize(spec.dtype);
-  planned.push_back({tier, "zenflow.selected (estimated)", selected * per_element});
+  const uint64_t matrix = matrix_numel();
+  const double topk = auto_topk_ ? kMinAutoTopk : options_.topk_ratio;  // auto: at least
+  uint64_t selected = uint64_t(std::ceil(topk * double(matrix))) + (numel - matrix);
+  planned.push_back({tier, auto_topk_ ? "zenflow.selected (topk auto: at least)" : "zenflow.selected (estimated)",
+                     selected * selected_element_bytes()});
 }
 
 void ZenFlow::allocate() {
@@ -78,6 +100,7 @@ void ZenFlow::allocate() {
   sum_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.gradient_sum");
   staging_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.staging");
   counters_ = torch::zeros({6}, torch::kLong);
+  if (auto_topk_) topk_ = torch::zeros({1}, torch::kFloat64);
 }
 
 void ZenFlow::note(const char *event) {
@@ -114,8 +137,9 @@ void ZenFlow::step(int64_t step, float mean_scale, float clip) {
 }
 
 void ZenFlow::deepspeed_step(int64_t step, float clip) {
-  if (!selected_ || (summed_steps_ == 0 && step - last_selection_ >= options_.select_interval)) select(step);
+  if (!selected_ || (summed_steps_ == 0 && reselect_due(step))) select(step);
   update_selected(step, mean_scale_ * clip);
+  if (selection_.host.empty()) return;  // every column is the device's: the CPU has nothing to update
   accumulate(clip);
   if (boundary()) start_host_update();
 }
@@ -129,7 +153,7 @@ void ZenFlow::update_selected(int64_t step, float scale) {
   torch::NoGradGuard no_grad;
   uint32_t process = timers.id("selective_optimizer_process"), optimizer = timers.id("selective_optimizer_step");
   timers.start(process, stream);
-  torch::Tensor grads = step_.grads.index_select(0, index_);
+  torch::Tensor grads = whole_ ? step_.grads : step_.grads.index_select(0, index_);
   timers.stop(process, stream);
 
   timers.start(optimizer, stream);
@@ -137,9 +161,11 @@ void ZenFlow::update_selected(int64_t step, float scale) {
       optimizer_step_args(compact_ranges_.data(), compact_ranges_.size(), buffers_.groups.data(), buffers_.groups.size(),
                           step, scale, view_of(master_), view_of(grads));
   args.stream = stream;
-  if (params_out_.defined()) args.params_out = view_of(params_out_);
+  const bool compute_precision = buffers_.dtype != torch::kFloat32;
+  if (compute_precision) args.params_out = view_of(whole_ ? step_.params : params_out_);
   optimizer_.step(args);
-  step_.params.index_copy_(0, index_, params_out_.defined() ? params_out_ : master_);
+  if (!whole_) step_.params.index_copy_(0, index_, compute_precision ? params_out_ : master_);
+  else if (!compute_precision) step_.params.copy_(master_);
   timers.stop(optimizer, stream);
   note("gpu");
 }
@@ -227,6 +253,7 @@ zf_select_args ZenFlow::select_args(const torch::Tensor &grads) const {
 // Chooses the columns from this step's gradients. What the device held goes back to the host
 // first, with the CPU update in flight applied, so that the host master is whole.
 void ZenFlow::select(int64_t step) {
+  if (options_.topk_ratio == 0) choose_topk();
   if (swap_due_) swap_in();
   if (selected_) store_device_columns();
   std::vector<float> scored = scores(step_.grads);
@@ -251,11 +278,8 @@ void ZenFlow::use_selection(Selection selection) {
   master_ = params_out_ = index_ = torch::Tensor();
   state_.clear();
   compact_ranges_.clear();
-  std::vector<int64_t> starts, lengths;
   uint64_t position = 0;
   for (const zf_optimizer_range &r : selection_.device) {
-    starts.push_back(int64_t(r.begin));
-    lengths.push_back(int64_t(r.end - r.begin));
     append_range(compact_ranges_, position, position + (r.end - r.begin), r.group);
     position += r.end - r.begin;
   }
@@ -272,16 +296,16 @@ void ZenFlow::use_selection(Selection selection) {
     g.compact_begin = compact_position(g.begin);
     g.compact_end = compact_position(g.end);
   }
+  whole_ = uint64_t(count) == buffers_.numel();
   if (count == 0) return;
   torch::NoGradGuard no_grad;
-  torch::Device device = sum_.device();
-  torch::Tensor start = torch::tensor(starts).to(device), length = torch::tensor(lengths).to(device);
-  index_ = ledger_tensor(ledger, tier, uint64_t(count), torch::kLong, "zenflow.index", /*zero=*/false);
-  index_.copy_(torch::arange(count, start.options()) + torch::repeat_interleave(start - (length.cumsum(0) - length), length));
-
+  if (!whole_) {  // the whole shard needs no index: the compact tensors are the shard
+    index_ = ledger_tensor(ledger, tier, uint64_t(count), torch::kLong, "zenflow.index", /*zero=*/false);
+    fill_index(index_, selection_.device);
+  }
   master_ = ledger_tensor(ledger, tier, uint64_t(count), torch::kFloat32, "zenflow.master", /*zero=*/false);
   master_.copy_(host_gather(buffers_.master));
-  if (buffers_.dtype != torch::kFloat32)
+  if (buffers_.dtype != torch::kFloat32 && !whole_)
     params_out_ = ledger_tensor(ledger, tier, uint64_t(count), buffers_.dtype, "zenflow.params_out", /*zero=*/false);
   std::vector<zf_tensor_view> views;
   for (const StateSpec &spec : state_specs_) {

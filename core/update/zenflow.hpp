@@ -14,6 +14,10 @@
 // update is in flight; its compute-precision result is uploaded into a staging buffer, and the
 // swap keeps the device's values of the selected columns.
 //
+// topk_ratio = "auto" is chosen at the first selection, from the memory left (zenflow_topk.cpp). A
+// selection that leaves the CPU no column (topk 1) skips the gradient sums, the CPU updates and
+// later selections; over the whole shard, the device's update runs in place, as without offload.
+//
 // Selection (the first ZenFlow step, then every select_interval steps): the CPU updates still
 // owed are applied, the device's master and moments of the selected columns go back into the
 // host's, the selector scores the step's reduced gradients (score vectors summed over ranks) and
@@ -68,6 +72,10 @@ class ZenFlow : public UpdateSchedule {
     int64_t compact_begin = 0, compact_end = 0;
   };
   bool active(int64_t step) const { return step > options_.warm_up; }
+  // Every select_interval steps, unless every element is the device's (a selection would not change).
+  bool reselect_due(int64_t step) const {
+    return !selection_.host.empty() && step - last_selection_ >= options_.select_interval;
+  }
   void note(const char *event);
   void step(int64_t step, float mean_scale, float clip);  // after the backward of an active step
   void deepspeed_step(int64_t step, float clip);
@@ -79,6 +87,9 @@ class ZenFlow : public UpdateSchedule {
   void hand_over(HostJob job, int64_t summed);  // both schedules
   bool boundary();
   void select(int64_t step);
+  void choose_topk();  // topk_ratio = "auto"
+  uint64_t matrix_numel() const;  // the shard's elements in MATRIX segments
+  uint64_t selected_element_bytes() const;
   void use_selection(Selection selection);
   zf_select_args select_args(const torch::Tensor &grads) const;
   std::vector<float> scores(const torch::Tensor &grads);
@@ -101,6 +112,7 @@ class ZenFlow : public UpdateSchedule {
 
   Selection selection_;
   bool selected_ = false;
+  bool whole_ = false;  // the device updates the whole shard: no index, the result written in place
   torch::Tensor index_;                             // device ranges' shard elements, on the model's tier
   std::vector<zf_optimizer_range> compact_ranges_;  // the device ranges in compact elements
   torch::Tensor master_, params_out_;               // compact fp32 master, compute-precision result
@@ -118,6 +130,8 @@ class ZenFlow : public UpdateSchedule {
   int64_t next_group_ = 0, swap_group_ = -1;  // the group handed over next; the one whose result waits
   torch::Tensor group_counters_;  // checkpoint view of groups_, next_group_ and swap_group_ (int64)
   torch::Tensor counters_, mask_;  // checkpoint views of the counters above (int64) and the mask
+  const bool auto_topk_;  // topk_ratio = "auto": options_.topk_ratio is 0 until chosen
+  torch::Tensor topk_;    // checkpoint view of the chosen topk_ratio (float64; auto only)
   torch::Tensor saved_params_;  // the working parameters a checkpoint holds
   std::string events_;
   StepTensors step_;

@@ -25,6 +25,19 @@ int64_t interval(const RunConfig &config, const char *key) {
   return value;
 }
 
+// "auto" -> 0, else a fraction in (0, 1].
+double read_topk_ratio(const RunConfig &config) {
+  std::string text = config.string("zenflow", "topk_ratio");
+  if (text == "auto") return 0;
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && value > 0 && value <= 1,
+             "%s: zenflow.topk_ratio = %s: must be in (0, 1] or \"auto\"",
+             config.where("zenflow", "topk_ratio").str().c_str(), text.c_str());
+  return value;
+}
+
 // "auto": the CPU update moves a column as far as the update_interval steps it stands for when
 // fine-tuning (measured: closer to AdamW), and one step's worth from scratch (where the larger step
 // trains worse); else a number > 0.
@@ -49,7 +62,8 @@ ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_e
   ZenFlowOptions o;
   o.enabled = config.has_table("zenflow");
   if (!o.enabled) return o;
-  o.topk_ratio = config.real("zenflow", "topk_ratio");
+  o.topk_ratio = read_topk_ratio(config);
+  o.memory_limit = uint64_t(config.real("zenflow", "memory_limit_gb") * double(1ull << 30));
   o.update_interval = interval(config, "update_interval");
   o.overlap = config.boolean("zenflow", "overlap_step");
   o.staggered = config.string("zenflow", "schedule") == "staggered";

@@ -9,7 +9,8 @@ namespace zf {
 
 struct ZenFlowOptions {
   bool enabled = false;  // the config has a [zenflow] table
-  double topk_ratio = 0.1;
+  double topk_ratio = 0.1;   // 0 = "auto": chosen at the first selection (ZenFlow::choose_topk)
+  uint64_t memory_limit = 0;  // bytes topk_ratio "auto" may plan for where the model computes (0 = the GPU's)
   int64_t update_interval = 4;  // 0 = "auto"
   int64_t select_interval = 1;  // steps between selections
   bool overlap = true;
@@ -21,6 +22,9 @@ struct ZenFlowOptions {
   // select_strategy "epoch").
   static ZenFlowOptions read(const RunConfig &config, int64_t steps_per_epoch);
 };
+
+// topk_ratio = "auto" chooses at least this fraction.
+constexpr double kMinAutoTopk = 0.01;
 
 // With update_interval = "auto", a CPU update is due at the latest after this many steps.
 constexpr int64_t kMaxAutoInterval = 32;

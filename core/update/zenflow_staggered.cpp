@@ -11,11 +11,12 @@ namespace zf {
 // (overlap), the next one goes to the update thread after this step's gradients are summed.
 void ZenFlow::staggered_step(int64_t step, float clip) {
   if (swap_group_ >= 0) swap_in_group();
-  if (!selected_ || step - last_selection_ >= options_.select_interval) {
+  if (!selected_ || reselect_due(step)) {
     flush_groups();
     select(step);
   }
   update_selected(step, mean_scale_ * clip);
+  if (selection_.host.empty()) return;  // every column is the device's: the CPU has nothing to update
   accumulate_groups(clip);
   hand_over_group(size_t(next_group_));
   next_group_ = (next_group_ + 1) % int64_t(groups_.size());

@@ -76,6 +76,10 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
                                                             {"zenflow.staging", staging_},
                                                             {"zenflow.mask", mask_},
                                                             {"zenflow.counters", counters_}};
+  if (auto_topk_) {
+    topk_.data_ptr<double>()[0] = options_.topk_ratio;  // 0: not chosen yet
+    out.emplace_back("zenflow.topk_ratio", topk_);
+  }
   if (options_.staggered) {
     int64_t *g = group_counters_.data_ptr<int64_t>();
     const size_t count = groups_.size();
@@ -97,6 +101,7 @@ void ZenFlow::restore(const torch::Tensor &params_shard) {
   selections_ = c[2];
   last_selection_ = c[3];
   swap_due_ = c[4] != 0;
+  if (auto_topk_) options_.topk_ratio = topk_.data_ptr<double>()[0];
   if (options_.staggered) {
     const int64_t *g = group_counters_.data_ptr<int64_t>();
     const size_t count = groups_.size();
@@ -118,7 +123,7 @@ void ZenFlow::restore(const torch::Tensor &params_shard) {
 
 std::vector<std::pair<std::string, double>> ZenFlow::facts() const {
   return {{"zenflow_cpu_updates", double(host_updates_)}, {"zenflow_selections", double(selections_)},
-          {"zenflow_cpu_lr_scale", options_.cpu_lr_scale}};
+          {"zenflow_cpu_lr_scale", options_.cpu_lr_scale}, {"zenflow_topk_ratio", options_.topk_ratio}};
 }
 
 double ZenFlow::selected_fraction() const {

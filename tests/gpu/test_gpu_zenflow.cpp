@@ -45,6 +45,20 @@ TEST_CASE("ZenFlow on a GPU: topk_ratio = 1 is gpu_adam, runs repeat, and the CP
   CHECK(std::stod(test::json_field(a.summary, "final_loss")) < std::stod(test::json_field(a.summary, "initial_loss")));
 }
 
+TEST_CASE("ZenFlow on a GPU: topk_ratio auto is gpu_adam where every column fits, the least fraction under a "
+          "small limit", "[gpu][zenflow]") {
+  test::require_gpus(1);
+  test::StageRun adam = run_ok("gpu_zf_auto_adam", kGpu + "--set optimizer.plugin=gpu_adam");
+  test::StageRun fits = run_ok("gpu_zf_auto_fits", kZenFlow + "--set zenflow.topk_ratio=auto");
+  CHECK(test::json_field(fits.summary, "param_digest") == test::json_field(adam.summary, "param_digest"));
+  CHECK(test::json_field(fits.summary, "zenflow_topk_ratio") == "1");
+  // 1 MiB is less than the first step's peak: the least fraction auto chooses, and the run trains.
+  test::StageRun small = run_ok("gpu_zf_auto_small", kZenFlow + "--set zenflow.topk_ratio=auto "
+                                                                "--set zenflow.memory_limit_gb=0.001");
+  CHECK(std::stod(test::json_field(small.summary, "zenflow_topk_ratio")) == 0.01);
+  CHECK(std::stod(test::json_field(small.summary, "zenflow_cpu_updates")) >= 2);
+}
+
 TEST_CASE("ZenFlow on a GPU resumed mid-interval repeats the uninterrupted run, under both schedules", "[gpu][zenflow]") {
   test::require_gpus(1);
   // A constant learning rate: tiny_gpt's cosine schedule depends on train.steps.

@@ -37,6 +37,14 @@ inline StageRun run_stage(const std::string &name, const std::string &stage, int
   return r;
 }
 
+// A number field of a summary (the field must be there).
+inline double json_number(const std::string &json, const std::string &key) {
+  std::string text = json_field(json, key);
+  INFO(key << " in " << json);
+  REQUIRE_FALSE(text.empty());
+  return std::stod(text);
+}
+
 // run_stage that must succeed (its output shown when it does not).
 inline StageRun run_stage_ok(const std::string &name, const std::string &stage, int world, const std::string &extra,
                              const std::string &config = default_stage_config()) {

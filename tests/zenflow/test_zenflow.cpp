@@ -21,13 +21,6 @@ const std::string kOffload = "--set offload.plugin=cpu_optimizer --set offload.b
 
 std::string digest_of(const test::StageRun &r) { return test::json_field(r.summary, "param_digest"); }
 
-double number(const std::string &json, const std::string &key) {
-  std::string text = test::json_field(json, key);
-  INFO(key << " in " << json);
-  REQUIRE_FALSE(text.empty());
-  return std::stod(text);
-}
-
 test::StageRun run_ok(const std::string &name, const std::string &stage, int world, const std::string &extra,
                       const std::string &config = test::source_dir() + "/examples/linear_stack.toml") {
   test::StageRun r = test::run_stage(name, stage, world, extra, config);
@@ -160,7 +153,7 @@ TEST_CASE("ZenFlow with update_interval = 1 and overlap_step = false is cpu_opti
     CHECK(digest_of(offload) == digest_of(none));
     CHECK(digest_of(zenflow) == digest_of(none));
     CHECK(test::json_field(zenflow.summary, "selected_column_fraction") == "0.25");
-    CHECK(number(zenflow.summary, "zenflow_cpu_lr_scale") == 1);  // "auto" from scratch
+    CHECK(test::json_number(zenflow.summary, "zenflow_cpu_lr_scale") == 1);  // "auto" from scratch
     if (world == 1) {  // pin_memory = false means nothing without a GPU: the same run (the bench sweeps it)
       test::StageRun unpinned = run_ok("zf_u1_unpinned", stage, world, extra + kOffload + zen +
                                        "--set offload.pin_memory=false");
@@ -189,16 +182,16 @@ TEST_CASE("ZenFlow's schedules match reference models of them, with overlap and 
     CHECK(update_events(a.dir) == deepspeed_schedule(steps, warm_up, interval, select_interval, overlap));
     CHECK(digest_of(a) == digest_of(b));  // deterministic: one interval of staleness, always the same
     // Warm-up rounds, one CPU update per interval (and one for a last partial interval).
-    CHECK(number(a.summary, "zenflow_cpu_updates") == warm_up + (steps - warm_up + interval - 1) / interval);
-    CHECK(number(a.summary, "zenflow_selections") == 2);
+    CHECK(test::json_number(a.summary, "zenflow_cpu_updates") == warm_up + (steps - warm_up + interval - 1) / interval);
+    CHECK(test::json_number(a.summary, "zenflow_selections") == 2);
 
     test::StageRun c = run_ok("zf_sched_c", "zero0", 1, extra);  // staggered, the default
     test::StageRun d = run_ok("zf_sched_d", "zero0", 1, extra);
     Staggered expected = staggered_schedule(steps, warm_up, interval, select_interval, overlap);
     CHECK(update_events(c.dir) == expected.events);
     CHECK(digest_of(c) == digest_of(d));
-    CHECK(number(c.summary, "zenflow_cpu_updates") == expected.cpu_updates);
-    CHECK(number(c.summary, "zenflow_selections") == 2);
+    CHECK(test::json_number(c.summary, "zenflow_cpu_updates") == expected.cpu_updates);
+    CHECK(test::json_number(c.summary, "zenflow_selections") == 2);
     for (const char *timer : {"selective_optimizer_update", "selective_optimizer_process", "selective_optimizer_step",
                               "selective_optimizer_sync", "cpu_update"})
       CHECK_FALSE(test::json_field(a.summary, timer).empty());
@@ -210,19 +203,19 @@ TEST_CASE("ZenFlow moves each gradient byte down once per interval and keeps 16 
   test::StageRun offload = run_ok("zf_bytes_off", "zero0", 1, kWorkload + kOffload);
   test::StageRun zen = run_ok("zf_bytes_zen", "zero0", 1,
                               kWorkload + kOffload + "--set zenflow.update_interval=4 --set zenflow.schedule=deepspeed");
-  CHECK(number(zen.summary, "zenflow_cpu_updates") == 2);  // 8 steps
+  CHECK(test::json_number(zen.summary, "zenflow_cpu_updates") == 2);  // 8 steps
   // Staggered: a quarter of the shard per step, the same bytes in steady state (8 more steps).
   test::StageRun short_run = run_ok("zf_bytes_stag8", "zero0", 1, kWorkload + kOffload + "--set zenflow.update_interval=4");
   test::StageRun long_run = run_ok("zf_bytes_stag16", "zero0", 1,
                                    kWorkload + kOffload + "--set zenflow.update_interval=4 --set train.steps=16");
   for (const char *key : {"offload_bytes_down", "offload_bytes_up"})
-    CHECK((number(long_run.summary, key) - number(short_run.summary, key)) * 4 == number(offload.summary, key));
-  CHECK(number(zen.summary, "offload_bytes_down") * 4 == number(offload.summary, "offload_bytes_down"));
-  CHECK(number(zen.summary, "offload_bytes_up") * 4 == number(offload.summary, "offload_bytes_up"));
+    CHECK((test::json_number(long_run.summary, key) - test::json_number(short_run.summary, key)) * 4 == test::json_number(offload.summary, key));
+  CHECK(test::json_number(zen.summary, "offload_bytes_down") * 4 == test::json_number(offload.summary, "offload_bytes_down"));
+  CHECK(test::json_number(zen.summary, "offload_bytes_up") * 4 == test::json_number(offload.summary, "offload_bytes_up"));
   // Pinned host memory: fp32 master, two moments and the gradient buffer (fp32 run) = 16 B/param,
   // exactly what cpu_optimizer holds (no second moment chain, no second gradient buffer).
-  CHECK(number(zen.summary, "planned_pinned_bytes") == number(offload.summary, "planned_pinned_bytes"));
-  CHECK(number(zen.summary, "pinned") == number(zen.summary, "planned_pinned_bytes"));
+  CHECK(test::json_number(zen.summary, "planned_pinned_bytes") == test::json_number(offload.summary, "planned_pinned_bytes"));
+  CHECK(test::json_number(zen.summary, "pinned") == test::json_number(zen.summary, "planned_pinned_bytes"));
 }
 
 TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit for bit", "[zenflow][mpi]") {
@@ -247,10 +240,10 @@ TEST_CASE("zen-auto calls the CPU update on its own, and the run learns", "[zenf
   test::StageRun r = run_ok("zf_auto", "zero0", 1,
                             kWorkload + kOffload +
                                 "--set train.steps=40 --set zenflow.update_interval=auto --set zenflow.schedule=deepspeed");
-  double updates = number(r.summary, "zenflow_cpu_updates");
+  double updates = test::json_number(r.summary, "zenflow_cpu_updates");
   CHECK(updates >= 2);
   CHECK(updates <= 40);
-  CHECK(number(r.summary, "final_loss") < number(r.summary, "initial_loss"));
+  CHECK(test::json_number(r.summary, "final_loss") < test::json_number(r.summary, "initial_loss"));
 }
 
 TEST_CASE("ZenFlow fine-tunes like no offload: the quickstart model's loss within 2%", "[zenflow][slow]") {
@@ -269,10 +262,10 @@ TEST_CASE("ZenFlow fine-tunes like no offload: the quickstart model's loss withi
                               finetune + "--set offload.plugin=cpu_optimizer --set zenflow.topk_ratio=0.1 "
                                          "--set zenflow.update_interval=4",
                               quickstart);
-  double reference = number(none.summary, "final_loss"), zenflow = number(zen.summary, "final_loss");
+  double reference = test::json_number(none.summary, "final_loss"), zenflow = test::json_number(zen.summary, "final_loss");
   INFO("no offload " << reference << ", ZenFlow " << zenflow);
-  CHECK(number(zen.summary, "zenflow_cpu_lr_scale") == 4);  // "auto" when fine-tuning: update_interval
-  CHECK(zenflow < number(zen.summary, "initial_loss"));
+  CHECK(test::json_number(zen.summary, "zenflow_cpu_lr_scale") == 4);  // "auto" when fine-tuning: update_interval
+  CHECK(zenflow < test::json_number(zen.summary, "initial_loss"));
   CHECK(std::abs(zenflow - reference) <= 0.02 * reference);
 }
 
@@ -285,9 +278,9 @@ TEST_CASE("ZenFlow from scratch learns near AdamW, and the staggered schedule be
       "--set sample.tokens=0 --set optimizer.plugin=cpu_adam --set train.steps=200 --set train.eval_every=200 ";
   const std::string zen = common + "--set offload.plugin=cpu_optimizer --set zenflow.topk_ratio=0.1 "
                                    "--set zenflow.update_interval=4 ";
-  double adamw = number(run_ok("zf_scratch_adamw", "zero0", 1, common, quickstart).summary, "eval_loss");
-  double staggered = number(run_ok("zf_scratch_staggered", "zero0", 1, zen, quickstart).summary, "eval_loss");
-  double deepspeed = number(
+  double adamw = test::json_number(run_ok("zf_scratch_adamw", "zero0", 1, common, quickstart).summary, "eval_loss");
+  double staggered = test::json_number(run_ok("zf_scratch_staggered", "zero0", 1, zen, quickstart).summary, "eval_loss");
+  double deepspeed = test::json_number(
       run_ok("zf_scratch_deepspeed", "zero0", 1, zen + "--set zenflow.schedule=deepspeed", quickstart).summary,
       "eval_loss");
   INFO("held-out loss: AdamW " << adamw << ", staggered " << staggered << ", deepspeed " << deepspeed);
@@ -301,6 +294,8 @@ TEST_CASE("ZenFlow settings that make no sense are located errors", "[zenflow]")
   };
   const std::vector<Case> cases = {
       {kOffload + "--set zenflow.topk_ratio=0", "zenflow.topk_ratio = 0: must be in (0, 1]"},
+      {kOffload + "--set zenflow.topk_ratio=most", "zenflow.topk_ratio = most: must be in (0, 1] or \"auto\""},
+      {kOffload + "--set zenflow.memory_limit_gb=-1", "zenflow.memory_limit_gb"},
       {kOffload + "--set zenflow.update_interval=sometimes",
        "zenflow.update_interval = \"sometimes\": expected an integer >= 1 or \"auto\""},
       {kOffload + "--set zenflow.update_interval=0", "expected an integer >= 1 or \"auto\""},

@@ -1,0 +1,72 @@
+// zenflow_topk.cpp: topk_ratio = "auto" (zenflow.hpp). At the first selection the first step's
+// forward and backward have shown their peak; the largest fraction of columns whose compact master,
+// moments, index and gathered gradient fit what is left where the model computes, less a tenth
+// for fragmentation, is chosen, the same on every rank (the smallest), and kept in checkpoints.
+#include "update/zenflow.hpp"
+
+#include "runtime/device.hpp"
+#include "runtime/error.hpp"
+#include "runtime/memory.hpp"
+#include "runtime/log.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace zf {
+
+uint64_t ZenFlow::matrix_numel() const {
+  uint64_t matrix = 0;
+  for (uint32_t i = 0; i < layout_.segment_count; ++i) {
+    const zf_segment &seg = layout_.segments[i];
+    if (!(seg.flags & ZF_SEGMENT_MATRIX)) continue;
+    uint64_t lo = std::max(seg.offset, buffers_.shard_begin), hi = std::min(seg.offset + seg.numel, buffers_.shard_end);
+    if (lo < hi) matrix += hi - lo;
+  }
+  return matrix;
+}
+
+// The compact copies of one selected element, as use_selection and update_selected hold them.
+uint64_t ZenFlow::selected_element_bytes() const {
+  const uint64_t element = c10::elementSize(buffers_.dtype);
+  uint64_t bytes = 4 /* master */ + 8 /* index */ + element /* gathered gradient */;
+  if (buffers_.dtype != torch::kFloat32) bytes += element;  // the compute-precision result
+  for (const StateSpec &spec : state_specs_) bytes += c10::elementSize(spec.dtype);
+  return bytes;
+}
+
+void ZenFlow::choose_topk() {
+  const bool on_gpu = buffers_.runtime.device == ZF_DEVICE_CUDA;
+  uint64_t capacity = options_.memory_limit, used = buffers_.runtime.memory.peak(buffers_.model_tier);
+  std::string source = "zenflow.memory_limit_gb";
+  if (on_gpu) {
+    const DeviceMemory gpu = device_memory();
+    if (capacity == 0) {
+      capacity = device_free_bytes() + gpu.reserved;
+      source = "the GPU's free memory and what the allocator holds";
+    }
+    used = gpu.allocated_peak;  // the first step's forward and backward included
+  }
+  const char *use = on_gpu ? "the first step's peak" : "the buffers' peak";
+  double topk = 0.1;
+  std::string why = "a CPU run without zenflow.memory_limit_gb: the reference's 0.1";
+  if (capacity > 0) {
+    const uint64_t margin = capacity / 10, left = capacity > used + margin ? capacity - used - margin : 0;
+    const uint64_t matrix = matrix_numel(), others = buffers_.numel() - matrix;
+    const double fits = double(left / selected_element_bytes());
+    topk = matrix == 0 ? 1.0 : std::clamp((fits - double(others)) / double(matrix), kMinAutoTopk, 1.0);
+    why = format("%s of %s (%s) stay after %s of %s and a tenth kept free; the selected columns "
+                 "need %llu bytes an element", format_bytes(left).c_str(), format_bytes(capacity).c_str(),
+                 source.c_str(), use, format_bytes(used).c_str(), (unsigned long long)selected_element_bytes());
+  }
+  double chosen[1] = {topk};
+  Communicator &comm = *buffers_.runtime.comm;
+  comm.all_reduce(zf_tensor_view{chosen, 1, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MIN, nullptr);
+  options_.topk_ratio = chosen[0];
+  if (comm.rank() == 0) {
+    std::printf("zfcore: zenflow.topk_ratio = auto chose %.4g%s (rank 0: %s)\n", options_.topk_ratio,
+                options_.topk_ratio >= 1 ? ": every column where the model computes, as AdamW" : "", why.c_str());
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace zf
