@@ -401,3 +401,16 @@ TEST_CASE("convert: offload_optimizer.ratio is offload.ratio, and a note under o
   CHECK(toml.find("ratio = ") == std::string::npos);
   CHECK(toml.find("offload_optimizer.ratio: ignored: with offload_param") != std::string::npos);
 }
+
+TEST_CASE("convert: a DeepSpeed zenflow section without topk_ratio keeps DeepSpeed's 0.1, not zfcore's auto",
+          "[config][convert]") {
+  std::string dir = test::scratch_dir("convert_topk");
+  std::string json = write(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 32,
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}, "zenflow": {"update_interval": 4}}})");
+  test::Outcome converted = test::run_command(test::zfcore() + " convert " + json + " > " + dir + "/train.toml");
+  REQUIRE(converted.exit_code == 0);
+  std::string toml = test::read_text(dir + "/train.toml");
+  INFO(toml);
+  CHECK(toml.find("topk_ratio = 0.1") != std::string::npos);
+  CHECK(toml.find("schedule = \"deepspeed\"") != std::string::npos);
+}
