@@ -85,8 +85,8 @@ class Trainer {
     place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, steps_per_epoch, stats_);
     checkpoints_ = std::make_unique<TrainingCheckpoints>(
         config, options_.output_dir, runtime_, flat_->layout(),
-        TrainingCheckpoints::RunIdentity{config.file(), plugins_.stage.name(),
-                                         plugins_.optimizer.name(), place_->shard_begin, place_->shard_end});
+        TrainingCheckpoints::RunIdentity{config.file(), plugins_.stage.name(), plugins_.optimizer.name(),
+                                         plugins_.optimizer.state_names(), place_->shard_begin, place_->shard_end});
     resume();
     stats_.mark("resume");
   }

@@ -66,11 +66,10 @@ std::string local_non_finite(const at::Tensor &values, const std::function<std::
   return format("%s = %g", where(index).c_str(), values.reshape({-1})[index].item<double>());
 }
 
-// Optimizer plugins whose state is the same AdamW moments (exp_avg, exp_avg_sq): a checkpoint of one
-// resumes under another (e.g. gpu_adam <-> cpu_adam when offload is switched on or off).
-bool same_optimizer_state(const std::string &a, const std::string &b) {
-  auto adamw = [](const std::string &name) { return name == "cpu_adam" || name == "gpu_adam" || name == "adamw_ref"; };
-  return a == b || (adamw(a) && adamw(b));
+std::string joined(const std::vector<std::string> &names) {
+  std::string out;
+  for (const std::string &name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
 }
 }  // namespace
 
@@ -107,8 +106,9 @@ std::string TrainingCheckpoints::info(int64_t step) const {
   JsonWriter json;
   json.begin_object().key("step").value(step).key("world_size").value(runtime_.comm->world_size());
   json.key("config").value(identity_.config_file).key("layout").value(layout_digest_);
-  json.key("optimizer").value(identity_.optimizer);
-  json.key("stage").value(identity_.stage).end_object();
+  json.key("optimizer").value(identity_.optimizer).key("optimizer_state").begin_array();
+  for (const std::string &name : identity_.optimizer_state) json.value(name);
+  json.end_array().key("stage").value(identity_.stage).end_object();
   return json.str();
 }
 
@@ -177,11 +177,19 @@ void TrainingCheckpoints::check_same_optimizer(const std::filesystem::path &chec
     return info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string();
   };
   const std::string optimizer = recorded("optimizer"), stage = recorded("stage");
-  ZF_REQUIRE(optimizer.empty() || same_optimizer_state(optimizer, identity_.optimizer),
-             "%s was written with optimizer.plugin = \"%s\"; this run uses \"%s\", whose state is not the same: "
-             "resume with optimizer.plugin = \"%s\", or start a new run from the model (export it with "
-             "checkpoint.export_hf, then model.init_from)",
-             checkpoint.c_str(), excerpt(optimizer).c_str(), identity_.optimizer.c_str(), excerpt(optimizer).c_str());
+  // Optimizers with the same state (gpu_adam and cpu_adam: exp_avg, exp_avg_sq) continue each
+  // other's checkpoints, as when offload is switched on or off. Older checkpoints name no state:
+  // loading them names a tensor that is missing.
+  std::vector<std::string> state;
+  if (info.contains("optimizer_state") && info["optimizer_state"].is_array())
+    for (const auto &name : info["optimizer_state"])
+      if (name.is_string()) state.push_back(name.get<std::string>());
+  ZF_REQUIRE(!info.contains("optimizer_state") || state == identity_.optimizer_state,
+             "%s was written with optimizer.plugin = \"%s\" (state %s); this run uses \"%s\" (state %s), whose state "
+             "is not the same: resume with optimizer.plugin = \"%s\", or start a new run from the model (export it "
+             "with checkpoint.export_hf, then model.init_from)",
+             checkpoint.c_str(), excerpt(optimizer).c_str(), excerpt(joined(state)).c_str(), identity_.optimizer.c_str(),
+             joined(identity_.optimizer_state).c_str(), excerpt(optimizer).c_str());
   if (runtime_.comm->rank() == 0 && !stage.empty() && stage != identity_.stage)
     std::printf("zfcore: %s was written under stage.plugin = \"%s\"; this run continues it under \"%s\" (each "
                 "rank's shard is the same)\n", checkpoint.c_str(), excerpt(stage).c_str(), identity_.stage.c_str());

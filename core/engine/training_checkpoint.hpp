@@ -37,6 +37,7 @@ class TrainingCheckpoints {
   // What a checkpoint records about the run that wrote it.
   struct RunIdentity {
     std::string config_file, stage, optimizer;
+    std::vector<std::string> optimizer_state;  // the names of its state tensors (OptimizerPlugin::state_names)
     uint64_t shard_begin = 0, shard_end = 0;
   };
   TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime, const zf_layout &layout,

@@ -145,6 +145,14 @@ std::vector<std::pair<std::string, zf_tensor_view>> OptimizerPlugin::own_state()
   return out;
 }
 
+std::vector<std::string> OptimizerPlugin::state_names() const {
+  std::vector<std::string> names;
+  for (const StateSpec &spec : specs_) names.push_back(spec.name);
+  if (names.empty())
+    for (const auto &entry : own_state()) names.push_back(entry.first);
+  return names;
+}
+
 // ---- Selector ----
 
 SelectorPlugin::SelectorPlugin(LivePlugin live) : PluginOfKind(std::move(live)) {

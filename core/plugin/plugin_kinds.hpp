@@ -105,6 +105,8 @@ class OptimizerPlugin : public PluginOfKind {
   bool exposes_state() const { return api_.state_tensor != nullptr; }
   // Its own state for checkpoints (name, view), when it keeps its own.
   std::vector<std::pair<std::string, zf_tensor_view>> own_state() const;
+  // The names its checkpoints give its state: the specs', else its own state's (once it has one).
+  std::vector<std::string> state_names() const;
 
  private:
   zf_optimizer_api api_{};
