@@ -120,13 +120,16 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("beta1", ZF_PARAM_FLOAT, "0.9", "first-moment decay", kUnitOpen, 0, 1),
         decl("beta2", ZF_PARAM_FLOAT, "0.999", "second-moment decay", kUnitOpen, 0, 1),
         decl("eps", ZF_PARAM_FLOAT, "1e-8", "denominator term", kMinOpen, 0),
-        decl("weight_decay", ZF_PARAM_FLOAT, "0.0", "weight decay (biases and norms excluded)", kMin, 0)}},
+        decl("weight_decay", ZF_PARAM_FLOAT, "0.0", "weight decay (biases and norms excluded)", kMin, 0),
+        decl("device_plugin", ZF_PARAM_STRING, "gpu_adam",
+             "on a GPU run with offload, the optimizer plugin that updates what stays on the GPU (ZenFlow's "
+             "selected columns, offload.ratio's GPU share); optimizer.plugin updates the host's share")}},
   };
   return schema;
 }
 
 const std::vector<std::string> &optimizer_common_keys() {
-  static const std::vector<std::string> keys = {"lr", "beta1", "beta2", "eps", "weight_decay"};
+  static const std::vector<std::string> keys = {"lr", "beta1", "beta2", "eps", "weight_decay", "device_plugin"};
   return keys;
 }
 

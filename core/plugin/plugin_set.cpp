@@ -90,7 +90,7 @@ const OptimizerPlugin &PluginSet::device_optimizer() {
   if (device_optimizer_) return *device_optimizer_;
   PluginSection section = config_.plugin(ZF_KIND_OPTIMIZER);
   if (runtime_.device == ZF_DEVICE_CUDA) {
-    section.candidates = {"gpu_adam"};
+    section.candidates = {config_.string("optimizer", "device_plugin")};
     section.entries.clear();  // the [optimizer] keys are the CPU optimizer's
   } else {
     section.candidates = {optimizer.name()};

@@ -18,7 +18,7 @@ class PluginSet {
   OptimizerPlugin optimizer;
   SelectorPlugin selector;
   // The optimizer of the part of the shard that an offloaded update keeps where the model computes
-  // (ZenFlow's selected columns, offload.ratio's device share): gpu_adam on a GPU run, a second
+  // (ZenFlow's selected columns, offload.ratio's device share): optimizer.device_plugin on a GPU run, a second
   // instance of the run's optimizer on a CPU run. Created on first use.
   const OptimizerPlugin &device_optimizer();
 
