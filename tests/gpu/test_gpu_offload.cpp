@@ -136,3 +136,27 @@ TEST_CASE("nvme on a GPU equals cpu_optimizer bit for bit (io_uring, threads, Ze
       base + "--set zenflow.topk_ratio=0.2 --set zenflow.update_interval=2 --set offload.bucket_size=20480 ";
   CHECK(run_ok("gpu_nvme_zf", zen + nvme) == run_ok("gpu_nvme_zf_cpu", zen));
 }
+
+TEST_CASE("offload.ratio on a GPU: 0 is gpu_adam bit for bit, 0.3 repeats itself and resumes exactly",
+          "[gpu][offload]") {
+  test::require_gpus(1);
+  // ratio 0: every element's update runs in the device optimizer (gpu_adam) through the offload
+  // plugin, the same kernel over the same elements as without offload.
+  const std::string gpu = "--set run.device=cuda --set run.deterministic=true --set model.dtype=bfloat16 "
+                          "--set train.micro_batch=8 ";
+  test::StageRun adam = test::run_stage_ok("gpu_ratio_adam", "zero0", 1, gpu + "--set optimizer.plugin=gpu_adam",
+                                           tiny_gpt());
+  test::StageRun zero = test::run_stage_ok("gpu_ratio_0", "zero0", 1, offloaded(1) + "--set offload.ratio=0",
+                                           tiny_gpt());
+  CHECK(test::json_field(zero.summary, "param_digest") == test::json_field(adam.summary, "param_digest"));
+  // ratio 0.3: gpu_adam on 70% of the shard beside cpu_adam on the rest, every step.
+  const std::string split = offloaded(1) + "--set offload.ratio=0.3 --set train.lr_schedule=constant "
+                                           "--set checkpoint.every=4 ";
+  test::StageRun a = test::run_stage_ok("gpu_ratio_a", "zero0", 1, split + "--set train.steps=8", tiny_gpt());
+  test::StageRun b = test::run_stage_ok("gpu_ratio_b", "zero0", 1, split + "--set train.steps=8", tiny_gpt());
+  CHECK(test::json_field(a.summary, "param_digest") == test::json_field(b.summary, "param_digest"));
+  test::ResumedRun r = test::run_resumed("gpu_ratio_resume", "zero0", 1, split, 5, 8, tiny_gpt(), /*resume_step=*/4);
+  test::require_resumed(r);
+  CHECK(test::json_field(r.resumed.summary, "param_digest") == test::json_field(a.summary, "param_digest"));
+  CHECK(std::stod(test::json_field(a.summary, "final_loss")) < std::stod(test::json_field(a.summary, "initial_loss")));
+}
