@@ -139,7 +139,7 @@ void ZenFlow::step(int64_t step, float mean_scale, float clip) {
 void ZenFlow::deepspeed_step(int64_t step, float clip) {
   if (!selected_ || (summed_steps_ == 0 && reselect_due(step))) select(step);
   update_selected(step, mean_scale_ * clip);
-  if (selection_.host.empty()) return;  // every column is the device's: the CPU has nothing to update
+  if (whole()) return;  // the CPU has nothing to update
   accumulate(clip);
   if (boundary()) start_host_update();
 }
@@ -153,7 +153,7 @@ void ZenFlow::update_selected(int64_t step, float scale) {
   torch::NoGradGuard no_grad;
   uint32_t process = timers.id("selective_optimizer_process"), optimizer = timers.id("selective_optimizer_step");
   timers.start(process, stream);
-  torch::Tensor grads = whole_ ? step_.grads : step_.grads.index_select(0, index_);
+  torch::Tensor grads = whole() ? step_.grads : step_.grads.index_select(0, index_);
   timers.stop(process, stream);
 
   timers.start(optimizer, stream);
@@ -162,9 +162,9 @@ void ZenFlow::update_selected(int64_t step, float scale) {
                           step, scale, view_of(master_), view_of(grads));
   args.stream = stream;
   const bool compute_precision = buffers_.dtype != torch::kFloat32;
-  if (compute_precision) args.params_out = view_of(whole_ ? step_.params : params_out_);
+  if (compute_precision) args.params_out = view_of(whole() ? step_.params : params_out_);
   optimizer_.step(args);
-  if (!whole_) step_.params.index_copy_(0, index_, compute_precision ? params_out_ : master_);
+  if (!whole()) step_.params.index_copy_(0, index_, compute_precision ? params_out_ : master_);
   else if (!compute_precision) step_.params.copy_(master_);
   timers.stop(optimizer, stream);
   note("gpu");
@@ -296,16 +296,15 @@ void ZenFlow::use_selection(Selection selection) {
     g.compact_begin = compact_position(g.begin);
     g.compact_end = compact_position(g.end);
   }
-  whole_ = uint64_t(count) == buffers_.numel();
   if (count == 0) return;
   torch::NoGradGuard no_grad;
-  if (!whole_) {  // the whole shard needs no index: the compact tensors are the shard
+  if (!whole()) {  // the whole shard needs no index: the compact tensors are the shard
     index_ = ledger_tensor(ledger, tier, uint64_t(count), torch::kLong, "zenflow.index", /*zero=*/false);
     fill_index(index_, selection_.device);
   }
   master_ = ledger_tensor(ledger, tier, uint64_t(count), torch::kFloat32, "zenflow.master", /*zero=*/false);
   master_.copy_(host_gather(buffers_.master));
-  if (buffers_.dtype != torch::kFloat32 && !whole_)
+  if (buffers_.dtype != torch::kFloat32 && !whole())
     params_out_ = ledger_tensor(ledger, tier, uint64_t(count), buffers_.dtype, "zenflow.params_out", /*zero=*/false);
   std::vector<zf_tensor_view> views;
   for (const StateSpec &spec : state_specs_) {

@@ -72,10 +72,10 @@ class ZenFlow : public UpdateSchedule {
     int64_t compact_begin = 0, compact_end = 0;
   };
   bool active(int64_t step) const { return step > options_.warm_up; }
-  // Every select_interval steps, unless every element is the device's (a selection would not change).
-  bool reselect_due(int64_t step) const {
-    return !selection_.host.empty() && step - last_selection_ >= options_.select_interval;
-  }
+  // Every element of the shard is the device's (topk 1): no index, the result written in place, no
+  // gradient sums or CPU updates, and no later selection (it would not change).
+  bool whole() const { return selection_.host.empty(); }
+  bool reselect_due(int64_t step) const { return !whole() && step - last_selection_ >= options_.select_interval; }
   void note(const char *event);
   void step(int64_t step, float mean_scale, float clip);  // after the backward of an active step
   void deepspeed_step(int64_t step, float clip);
@@ -112,7 +112,6 @@ class ZenFlow : public UpdateSchedule {
 
   Selection selection_;
   bool selected_ = false;
-  bool whole_ = false;  // the device updates the whole shard: no index, the result written in place
   torch::Tensor index_;                             // device ranges' shard elements, on the model's tier
   std::vector<zf_optimizer_range> compact_ranges_;  // the device ranges in compact elements
   torch::Tensor master_, params_out_;               // compact fp32 master, compute-precision result

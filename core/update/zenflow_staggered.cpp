@@ -16,7 +16,7 @@ void ZenFlow::staggered_step(int64_t step, float clip) {
     select(step);
   }
   update_selected(step, mean_scale_ * clip);
-  if (selection_.host.empty()) return;  // every column is the device's: the CPU has nothing to update
+  if (whole()) return;  // the CPU has nothing to update
   accumulate_groups(clip);
   hand_over_group(size_t(next_group_));
   next_group_ = (next_group_ + 1) % int64_t(groups_.size());
