@@ -7,12 +7,13 @@
 #         host budget of half the state: param_digest of each (must match), step time, and the
 #         swap throughput against the disk's (bytes moved / time, each direction at its own rate)
 #   7b    the Llama-2-7B shape (4 x 512, bf16, activation checkpointing): no offload, cpu_optimizer,
-#         cpu_full and ZenFlow (topk 0.1, U 4, overlap): mean, median and slowest step, practicality
+#         cpu_optimizer with ratio auto (auto), cpu_full and ZenFlow (topk 0.1, U 4, overlap): mean,
+#         median and slowest step, practicality
 #         (no-offload step / step), GPU peak and pinned memory (ZF_7B_MICRO_BATCH: default 4)
 #   13b   the Llama-2-13B shape with bf16 moments on disk (nvme, host budget 16 GB): step time
 # usage: tools/device-scale.sh [tests] [full] [nvme] [7b] [13b]
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_STATE_DIR (default /tmp/zfcore-state),
-#   ZF_TARGETS (what to build; default all), ZF_7B_RUNS (default "none cpu full zenflow")
+#   ZF_TARGETS (what to build; default all), ZF_7B_RUNS (default "none cpu auto full zenflow")
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -89,10 +90,13 @@ for part in "$@"; do
   7b)
     big="--set model.preset=llama2-7b --set data.vocab=32000 --set train.micro_batch=${ZF_7B_MICRO_BATCH:-4}"
     big="$big --set model.activation_checkpointing=true"
-    wants() { [[ " ${ZF_7B_RUNS:-none cpu full zenflow} " == *" $1 "* ]]; }
+    wants() { [[ " ${ZF_7B_RUNS:-none cpu auto full zenflow} " == *" $1 "* ]]; }
     wants none && run 7b-none examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=5 && report 7b-none 2
     wants cpu && run 7b-cpu examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=5 \
       --set offload.plugin=cpu_optimizer --set optimizer.plugin=cpu_adam && report 7b-cpu 2 7b-none
+    wants auto && run 7b-auto examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=6 \
+      --set offload.plugin=cpu_optimizer --set offload.ratio=auto --set optimizer.plugin=cpu_adam \
+      && report 7b-auto 3 7b-none && grep "offload.ratio = auto" "$out/7b-auto.log"
     wants full && run 7b-full examples/gpu/qwen2-1.5b-bench.toml $big --set train.steps=5 --set offload.plugin=cpu_full \
       --set optimizer.plugin=cpu_adam && report 7b-full 2 7b-none
     wants zenflow && run 7b-zenflow examples/gpu/qwen2-1.5b-zenflow.toml $big --set train.steps=13 \

@@ -3,7 +3,8 @@
 # (bf16, 8 x 512 per GPU), each part optional, each suite writing its JSON, CSV, HTML report and
 # recommended-<suite>.toml under $ZF_OUT/<part>/ and printing its console table:
 #   stages     ZeRO stages 0-3 on all GPUs of the machine (at most 4; 1 without MPI)
-#   offload    none, cpu_optimizer and cpu_full on one GPU (nvme too when ZF_NVME_PATH is set)
+#   offload    none, cpu_optimizer, cpu_optimizer with offload.ratio = auto and cpu_full on one GPU
+#              (nvme too when ZF_NVME_PATH is set)
 #   zenflow    a 3 x 3 ZenFlow sweep on one GPU: topk 0.05 0.1 0.2 x update interval 2 4 8, overlap
 #   multi      on all GPUs under ZeRO stage 2: none and cpu_optimizer, then ZenFlow (topk 0.1, U 4,
 #              overlap) under the staggered and the deepspeed schedule
@@ -47,7 +48,7 @@ for part in "${parts[@]}"; do
   case $part in
     stages) suite stages stages --model "$model" "${common[@]}" --gpus "$gpus" --stages 0 1 2 3 ;;
     offload)
-      strategies=(none cpu_optimizer cpu_full)
+      strategies=(none cpu_optimizer cpu_optimizer_auto cpu_full)
       nvme=()
       [ -n "${ZF_NVME_PATH:-}" ] && nvme=(--nvme-path "$ZF_NVME_PATH") && strategies+=(nvme)
       suite offload offload --model "$model" "${common[@]}" --strategies "${strategies[@]}" "${nvme[@]}" ;;

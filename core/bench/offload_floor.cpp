@@ -64,13 +64,13 @@ LinkRates measure_host_rate() {
   return rates;
 }
 
-double floor_ms(const RowResult &row, const LinkRates &rates, int ranks) {
+double floor_ms(const RowResult &row, const LinkRates &rates, int ranks, double compute_ms) {
   double seconds = 0;
   if (rates.host_bytes_per_s > 0)
     seconds = std::max(seconds, row.host_update_bytes_per_step * double(ranks) / rates.host_bytes_per_s);
   if (rates.down_bytes_per_s > 0) seconds = std::max(seconds, row.down_bytes_per_step / rates.down_bytes_per_s);
   if (rates.up_bytes_per_s > 0) seconds = std::max(seconds, row.up_bytes_per_step / rates.up_bytes_per_s);
-  return seconds * 1e3;
+  return seconds > 0 ? std::max(seconds * 1e3, compute_ms) : 0;
 }
 
 }  // namespace zf::bench

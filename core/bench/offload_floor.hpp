@@ -4,7 +4,9 @@
 // way (pinned copies). A
 // row's floor is the longest of: the bytes its CPU optimizer streams per step (summary.json's
 // host_update_bytes; the ranks of the host share its bandwidth) over the first, its gradient bytes
-// down and its parameter bytes up per step over the PCIe rates.
+// down and its parameter bytes up per step over the PCIe rates; and the GPU's own step, the `none`
+// row's in the same suite (a row that keeps part of the update on the GPU, offload.ratio = auto,
+// can be no faster than the step without offload).
 #pragma once
 
 #include "bench/suite.hpp"
@@ -17,7 +19,8 @@ LinkRates measure_host_rate();
 // the rows' GPU must not hold while they run). Zero, with the reason on stderr, if it cannot.
 void measure_pcie(LinkRates &rates);
 
-// The row's floor in ms; 0 when it moves nothing (no offload) or a rate is unknown.
-double floor_ms(const RowResult &row, const LinkRates &rates, int ranks);
+// The row's floor in ms; 0 when it moves nothing (no offload) or a rate is unknown. compute_ms:
+// the step without offload (0: not measured).
+double floor_ms(const RowResult &row, const LinkRates &rates, int ranks, double compute_ms);
 
 }  // namespace zf::bench

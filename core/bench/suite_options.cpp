@@ -39,13 +39,16 @@ const char *kUsage =
     "                        compares medians (means of 2) and calls differences within the trials'\n"
     "                        spread \"within noise\" (default 1: no noise estimate; 3 gives one)\n"
     "stages:   --stages 0 1 2 3\n"
-    "offload:  --strategies none cpu_optimizer cpu_full nvme   --nvme-path DIR (adds nvme)\n"
+    "offload:  --strategies none cpu_optimizer cpu_optimizer_auto cpu_full nvme   --nvme-path DIR\n"
+    "                        (adds nvme); on a GPU the default adds cpu_optimizer_auto (offload.ratio\n"
+    "                        = auto: the GPU memory left keeps part of the optimizer state)\n"
     "zenflow:  --topk-ratios 0.05 0.1 0.2  --update-intervals 2 4 8  --overlap-steps true\n"
     "          --pin-memory-opts true\n"
     "binding:  --strategies zero_offload zenflow  --bindings unbound inside launch\n"
     "convergence: the held-out loss over training time of each row on the same model, data and\n"
     "          schedule; the first row is the reference, the first to its final loss is recommended\n"
-    "          --rows none cpu_optimizer zenflow   a named row (none, cpu_optimizer, cpu_full, nvme,\n"
+    "          --rows none cpu_optimizer zenflow   a named row (none, cpu_optimizer,\n"
+    "                        cpu_optimizer_auto, cpu_full, nvme,\n"
     "                        zenflow, zenflow_auto; on a GPU the default adds zenflow_auto), or\n"
     "                        NAME:ITEM,ITEM,... where an ITEM is a table.key=value\n"
     "                        override or a named row: \"zf-u1:zenflow,zenflow.update_interval=1\"\n"
@@ -61,6 +64,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> &offload_tab
   static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
       {"none", {"offload.plugin=none", "optimizer.plugin={optimizer}"}},
       {"cpu_optimizer", {"offload.plugin=cpu_optimizer", "optimizer.plugin=cpu_adam"}},
+      {"cpu_optimizer_auto", {"offload.plugin=cpu_optimizer", "offload.ratio=auto", "optimizer.plugin=cpu_adam"}},
       {"cpu_full", {"offload.plugin=cpu_full", "optimizer.plugin=cpu_adam"}},
       {"nvme", {"offload.plugin=nvme", "offload.path={nvme_path}", "optimizer.plugin=cpu_adam"}},
   };
@@ -199,6 +203,8 @@ std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, c
   } else if (suite == "offload") {
     std::vector<std::string> strategies = sweep.strategies;
     if (strategies.empty()) strategies = {"none", "cpu_optimizer", "cpu_full"};
+    if (sweep.strategies.empty() && device == "cuda")  // on a CPU run the same as cpu_optimizer
+      strategies.insert(strategies.begin() + 2, "cpu_optimizer_auto");
     if (sweep.strategies.empty() && !sweep.nvme_path.empty()) strategies.push_back("nvme");
     for (const std::string &name : strategies) {
       if (name == "nvme" && sweep.nvme_path.empty())

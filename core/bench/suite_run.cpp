@@ -341,8 +341,12 @@ int run_suite(const SuiteOptions &options) {
     std::printf("zfcore bench offload: PCIe %.1f GB/s down, %.1f GB/s up (pinned copies, after the rows)\n",
                 report.rates.down_bytes_per_s / 1e9, report.rates.up_bytes_per_s / 1e9);
   }
+  double compute_ms = 0, trials = 0;  // the step without offload, the mean of its trials
+  for (const RowResult &r : rows)
+    if (r.status == "ok" && r.row.name == "none") compute_ms += r.mean_step_ms, ++trials;
+  if (trials > 0) compute_ms /= trials;
   for (RowResult &r : rows)
-    if (r.status == "ok") r.floor_ms = bench::floor_ms(r, report.rates, o.ranks);
+    if (r.status == "ok") r.floor_ms = bench::floor_ms(r, report.rates, o.ranks, compute_ms);
   Recommendation recommendation;
   if (o.suite == "convergence") {
     report.target_loss = convergence_figures(rows, o.target_loss);

@@ -227,6 +227,8 @@ void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) con
              comm_.rank(), (unsigned long long)state.shard_begin, (unsigned long long)state.shard_end);
   stored.read_into("master", state.master);
   for (auto &[name, tensor] : state.optimizer) {
+    const bool optional = std::find(state.optional.begin(), state.optional.end(), name) != state.optional.end();
+    if (optional && !stored.has("optimizer." + name)) continue;
     ZF_REQUIRE(stored.has("optimizer." + name), "%s has no optimizer state '%s' (another optimizer plugin?)",
                file.c_str(), name.c_str());
     stored.read_into("optimizer." + name, tensor);

@@ -30,6 +30,7 @@ struct TrainingState {
   at::Tensor master;          // fp32 master shard
   std::vector<std::pair<std::string, at::Tensor>> optimizer;  // named optimizer state tensors
   std::vector<TensorPieces> optimizer_pieces;  // ... and those not in memory as a whole (on disk)
+  std::vector<std::string> optional;  // optimizer state a checkpoint may lack (keeps its value then)
   at::Tensor rng;             // torch's CPU generator state (uint8)
   at::Tensor device_rng;      // the GPU's generator state (GPU runs; undefined otherwise)
 };

@@ -36,6 +36,10 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("host_memory_limit_gb", ZF_PARAM_FLOAT, "0",
              "host memory (pinned + pageable) this host lets the run use, in GiB, shared by its ranks (0 = the "
              "cgroup limit, else available memory)", kRange, 0, 1 << 24),
+        decl("device_memory_limit_gb", ZF_PARAM_FLOAT, "0",
+             "the memory (GiB) each rank may fill where the model computes, which zenflow.topk_ratio = \"auto\" and "
+             "offload.ratio = \"auto\" plan for (0 = the GPU's memory; a CPU run has no GPU, and auto there needs "
+             "this set)", kRange, 0, 1 << 24),
         decl("progress", ZF_PARAM_STRING, "auto", "progress bar: auto (on a terminal), on, off", 0, 0, 0, "auto|on|off"),
         decl("comm_timeout_s", ZF_PARAM_FLOAT, "0",
              "seconds an MPI collective may wait for its peers before the rank ends, naming it (a stopped, dead or "
@@ -81,10 +85,7 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
        {decl("topk_ratio", ZF_PARAM_STRING, "auto",
              "fraction of each weight's gradient columns updated on the GPU every step (the selector's top k), in "
              "(0, 1], or auto: the largest fraction whose master and moments fit the GPU memory left after the first "
-             "step (every column when they fit: then ZenFlow is AdamW; 0.1 on a CPU run without memory_limit_gb)"),
-        decl("memory_limit_gb", ZF_PARAM_FLOAT, "0",
-             "topk_ratio = \"auto\": the memory (GiB) this rank may fill where the model computes (0 = the GPU's "
-             "memory; a CPU run has no GPU, and auto there needs this set)", kRange, 0, 1 << 24),
+             "step (every column when they fit: then ZenFlow is AdamW; 0.1 on a CPU run without run.device_memory_limit_gb)"),
         decl("update_interval", ZF_PARAM_STRING, "4",
              "steps between CPU updates of the other columns (an integer >= 1), or \"auto\" (when their accumulated "
              "gradient outweighs the selected columns' in most weights)"),

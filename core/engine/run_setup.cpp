@@ -43,6 +43,7 @@ size_t bind_cores(const RunConfig &config, Runtime &runtime) {
 void prepare_runtime(const RunConfig &config, Runtime &runtime) {
   if (config.string("run", "device") == "cuda" && runtime.device != ZF_DEVICE_CUDA) use_cuda_device(runtime);
   if (config.boolean("run", "deterministic")) use_deterministic_kernels();
+  runtime.device_memory_limit = uint64_t(config.real("run", "device_memory_limit_gb") * double(1ull << 30));
   size_t trainer_cores = bind_cores(config, runtime);
   int64_t threads = config.integer("run", "threads");
   if (threads == 0) threads = int64_t(trainer_cores);

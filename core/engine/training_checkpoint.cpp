@@ -97,6 +97,7 @@ TrainingState TrainingCheckpoints::state(int64_t step, UpdatePlan &update) const
   state.master = update.master();
   state.optimizer = update.state_tensors();
   state.optimizer_pieces = update.state_pieces();
+  state.optional = update.optional_state();
   state.rng = at::detail::getDefaultCPUGenerator().get_state();
   if (runtime_.device == ZF_DEVICE_CUDA) state.device_rng = device_generator(runtime_).get_state();
   return state;

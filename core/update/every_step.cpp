@@ -10,6 +10,15 @@ EveryStep::EveryStep(UpdateBuffers &buffers, HostUpdate *host, int64_t *host_ste
     : buffers_(buffers), host_(host), host_steps_(host_steps), host_from_(host_from),
       host_ranges_(clip_ranges(buffers.job.ranges, host_from, buffers.numel())) {}
 
+void EveryStep::drain_host() {
+  if (host_) host_->drain();
+}
+
+void EveryStep::set_host_from(uint64_t host_from) {
+  host_from_ = host_from;
+  host_ranges_ = clip_ranges(buffers_.job.ranges, host_from, buffers_.numel());
+}
+
 void EveryStep::begin(const StepTensors &step) {
   step_ = step;
   if (!host_) return;

@@ -2,19 +2,26 @@
 
 #include "runtime/error.hpp"
 #include "runtime/tensors.hpp"
+#include "update/device_room.hpp"
 #include "update/disk_state.hpp"
+
+#include <cmath>
+#include <cstdio>
 
 namespace zf {
 
 SplitUpdate::SplitUpdate(UpdateBuffers &buffers, HostUpdate &host)
     : EveryStep(buffers, &host, /*host_steps=*/nullptr, /*host_from=*/buffers.device_part),
-      optimizer_(buffers.plugins.device_optimizer()), part_(buffers.device_part),
+      optimizer_(buffers.plugins.device_optimizer()), auto_(buffers.split_auto), part_(buffers.device_part),
       device_ranges_(clip_ranges(buffers.job.ranges, 0, buffers.device_part)) {
   host_state_ = buffers_.held_state_of(optimizer_, "offload.ratio < 1 moves the device part's optimizer state");
   specs_ = optimizer_.state_specs();
+  if (auto_) chosen_ = torch::full({1}, -1.0, torch::kFloat64);
 }
 
+// "auto" plans nothing: its device part fits, by its choice, in what the first step left.
 void SplitUpdate::add_planned(std::vector<PlannedBuffer> &planned) const {
+  if (auto_) return;
   planned.push_back({buffers_.model_tier, "master (device part)", part_ * 4});
   for (const StateSpec &spec : specs_)
     planned.push_back({buffers_.model_tier, format("%s.%s (device part)", optimizer_.name(), spec.name.c_str()),
@@ -22,6 +29,14 @@ void SplitUpdate::add_planned(std::vector<PlannedBuffer> &planned) const {
 }
 
 void SplitUpdate::allocate() {
+  if (!auto_) use_part(part_);
+}
+
+void SplitUpdate::use_part(uint64_t part) {
+  part_ = part;
+  device_ranges_ = clip_ranges(buffers_.job.ranges, 0, part);
+  set_host_from(part);
+  if (part == 0) return;
   MemoryLedger &ledger = buffers_.runtime.memory;
   master_ = ledger_tensor(ledger, buffers_.model_tier, part_, torch::kFloat32, "master (device part)", false);
   std::vector<zf_tensor_view> views;
@@ -34,7 +49,42 @@ void SplitUpdate::allocate() {
   move_state(/*to_host=*/false);  // the master, and the state the host's optimizer started from
 }
 
+// The elements of the shard whose fp32 master and state fit what the first step left, as a share
+// of the shard the same on every rank (the smallest).
+void SplitUpdate::choose_part() {
+  drain_host();  // the first step's host update has written the master and state the part starts from
+  const DeviceRoom room = device_room(buffers_.runtime, buffers_.model_tier);
+  uint64_t element = 4;
+  for (const StateSpec &spec : specs_) element += c10::elementSize(spec.dtype);
+  const uint64_t n = buffers_.numel();
+  double share = 0;  // of the shard, where the model computes
+  std::string why = "a CPU run without run.device_memory_limit_gb: all of it on the host, as offload.ratio = 1";
+  if (room.known) {
+    share = n == 0 ? 1.0 : std::min(1.0, double(room.left / element) / double(n));
+    why = format("%s; the master and state need %llu bytes an element", room.why.c_str(), (unsigned long long)element);
+  }
+  double chosen[1] = {share};
+  Communicator &comm = *buffers_.runtime.comm;
+  comm.all_reduce(zf_tensor_view{chosen, 1, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MIN, nullptr);
+  const double ratio = 1 - chosen[0];
+  chosen_.data_ptr<double>()[0] = ratio;
+  use_part(n - uint64_t(std::llround(ratio * double(n))));
+  if (comm.rank() == 0) {
+    std::printf("zfcore: offload.ratio = auto chose %.4g%s (rank 0: %s)\n", ratio,
+                ratio <= 0 ? ": every element is updated where the model computes, as without offload" : "",
+                why.c_str());
+    std::fflush(stdout);
+  }
+}
+
+void SplitUpdate::begin(const StepTensors &step) {
+  if (auto_ && begun_ && chosen_.data_ptr<double>()[0] < 0) choose_part();
+  begun_ = true;
+  EveryStep::begin(step);
+}
+
 void SplitUpdate::update_beside(float grad_scale) {
+  if (part_ == 0) return;
   const torch::Tensor params = step().params.narrow(0, 0, int64_t(part_));
   zf_optimizer_step_args args =
       optimizer_step_args(device_ranges_.data(), device_ranges_.size(), buffers_.groups.data(), buffers_.groups.size(),
@@ -56,15 +106,33 @@ void SplitUpdate::complete() {
 
 std::vector<std::pair<std::string, torch::Tensor>> SplitUpdate::state() {
   move_state(/*to_host=*/true);
-  return {};
+  if (!auto_) return {};
+  return {{"offload.ratio", chosen_}};
+}
+
+// A checkpoint of a run with a fixed ratio has no choice: "auto" then chooses after the first step.
+std::vector<std::string> SplitUpdate::optional_state() const {
+  if (!auto_) return {};
+  return {"offload.ratio"};
 }
 
 void SplitUpdate::restore(const torch::Tensor &params_shard) {
-  move_state(/*to_host=*/false);
+  if (auto_ && part_ == 0 && chosen_.data_ptr<double>()[0] >= 0) {
+    const uint64_t n = buffers_.numel();
+    use_part(n - uint64_t(std::llround(chosen_.data_ptr<double>()[0] * double(n))));  // moves the state there
+  } else {
+    move_state(/*to_host=*/false);
+  }
   EveryStep::restore(params_shard);
 }
 
+std::vector<std::pair<std::string, double>> SplitUpdate::facts() const {
+  if (auto_ && chosen_.data_ptr<double>()[0] < 0) return {};
+  return {{"offload_ratio", host_ratio()}};
+}
+
 void SplitUpdate::move_state(bool to_host) {
+  if (part_ == 0) return;
   torch::NoGradGuard no_grad;
   const int64_t n = int64_t(part_);
   torch::Tensor host_master = buffers_.master.narrow(0, 0, n);

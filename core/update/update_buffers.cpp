@@ -56,12 +56,13 @@ UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layo
              offload.name(), tier_name(tiers.param_tier), tier_name(tiers.master_tier));
   writes_in_place = offloaded && tiers.param_tier != model_tier && tiers.param_out_tier == tiers.param_tier &&
                      dtype != torch::kFloat32;
-  if (offloaded && tiers.host_ratio < 1) {
+  if (offloaded && (tiers.host_ratio < 1 || tiers.host_ratio_auto)) {
     ZF_REQUIRE(tiers.param_tier == model_tier,
                "offload plugin '%s' keeps the working parameters in host memory, so the part of the optimizer shard "
-               "that offload.ratio = %g leaves where the model computes could not be updated there",
-               offload.name(), tiers.host_ratio);
-    device_part = numel() - uint64_t(std::llround(tiers.host_ratio * double(numel())));
+               "that offload.ratio = %s leaves where the model computes could not be updated there",
+               offload.name(), ratio_text().c_str());
+    split_auto = tiers.host_ratio_auto != 0;
+    if (!split_auto) device_part = numel() - uint64_t(std::llround(tiers.host_ratio * double(numel())));
   }
 
   job.device = on_host(tiers.master_tier) ? ZF_DEVICE_CPU : ZF_DEVICE_CUDA;
@@ -102,6 +103,10 @@ UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layo
 }
 
 UpdateBuffers::~UpdateBuffers() = default;
+
+std::string UpdateBuffers::ratio_text() const {
+  return tiers.host_ratio_auto ? std::string("\"auto\"") : format("%g", tiers.host_ratio);
+}
 
 // The optimizer must run where the master lives, and an offloaded bf16/fp16 run needs an
 // optimizer that writes the compute-precision copy in its pass.

@@ -57,6 +57,7 @@ class UpdateBuffers {
   // optimizer that keeps its own exposes.
   std::vector<std::pair<std::string, torch::Tensor>> optimizer_state();
   uint64_t numel() const { return shard_end - shard_begin; }
+  std::string ratio_text() const;  // offload.ratio as the user wrote it: 0.3 or "auto"
   // For each state tensor of `device` (the optimizer of a part kept where the model computes), the
   // index of the host-held tensor of the same name, whose values it takes over and gives back;
   // `moves` says who moves them, for the error when the host's optimizer has no such tensor or
@@ -74,6 +75,8 @@ class UpdateBuffers {
   // offload.ratio < 1: shard elements [0, device_part) keep a master and state where the model
   // computes and are updated there (split_update.hpp); the host updates the rest.
   uint64_t device_part = 0;
+  // offload.ratio = "auto": device_part is chosen after the first step (split_update.hpp).
+  bool split_auto = false;
   UpdateJob job;
   std::vector<zf_optimizer_group> groups;  // decay, no decay
   std::vector<PlannedBuffer> planned;      // what allocate() holds, per tier and tag

@@ -13,11 +13,12 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
     : buffers_(runtime, plugins, layout, shard_begin, shard_end, dtype, model_tier, settings) {
   planned_ = buffers_.planned;
   if (buffers_.offloaded) host_ = std::make_unique<HostUpdate>(buffers_, buffers_.job.overlapped || zenflow.enabled);
-  ZF_REQUIRE(!zenflow.enabled || buffers_.device_part == 0,
-             "offload.ratio = %g and [zenflow] both choose what the device updates: ZenFlow keeps the selected "
-             "columns there, so leave offload.ratio at 1 with [zenflow]", buffers_.tiers.host_ratio);
+  const bool split = buffers_.device_part > 0 || buffers_.split_auto;
+  ZF_REQUIRE(!zenflow.enabled || !split,
+             "offload.ratio = %s and [zenflow] both choose what the device updates: ZenFlow keeps the selected "
+             "columns there, so leave offload.ratio at 1 with [zenflow]", buffers_.ratio_text().c_str());
   if (zenflow.enabled) schedule_ = std::make_unique<ZenFlow>(buffers_, host_.get(), layout, zenflow);
-  else if (buffers_.device_part > 0) schedule_ = std::make_unique<SplitUpdate>(buffers_, *host_);
+  else if (split) schedule_ = std::make_unique<SplitUpdate>(buffers_, *host_);
   else schedule_ = std::make_unique<EveryStep>(buffers_, host_.get());
   schedule_->add_planned(planned_);
 }

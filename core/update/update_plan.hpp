@@ -62,6 +62,8 @@ class UpdatePlan {
 
   // The state for checkpoints (name, tensor), after a drain; the schedule's included.
   std::vector<std::pair<std::string, torch::Tensor>> state_tensors();
+  // Names among them that a checkpoint may lack (an "auto" choice, made again after a resume).
+  std::vector<std::string> optional_state() const { return schedule_->optional_state(); }
   // ... and the state on disk, read and written tile by tile (empty unless it is on disk).
   std::vector<TensorPieces> state_pieces();
   // After a checkpoint was loaded into state_tensors(): make the working parameters match it.

@@ -37,6 +37,7 @@ class UpdateSchedule {
   virtual void complete() = 0;     // after the last step: every gradient applied
   // Checkpoints: what the schedule adds to the optimizer's state, and setting it back.
   virtual std::vector<std::pair<std::string, torch::Tensor>> state() { return {}; }
+  virtual std::vector<std::string> optional_state() const { return {}; }  // names a checkpoint may lack
   virtual void restore(const torch::Tensor &params_shard) = 0;
   virtual std::string events() const { return {}; }  // what the update did in the step just finished
   virtual std::vector<std::pair<std::string, double>> facts() const { return {}; }
@@ -64,6 +65,8 @@ class EveryStep : public UpdateSchedule {
   // An offloaded step's other work, after its host part is handed over and before it is waited for.
   virtual void update_beside(float) {}
   const StepTensors &step() const { return step_; }
+  void drain_host();
+  void set_host_from(uint64_t host_from);  // a split chosen after the first step
 
   UpdateBuffers &buffers_;
 
@@ -76,8 +79,8 @@ class EveryStep : public UpdateSchedule {
 
   HostUpdate *host_;
   int64_t *host_steps_;
-  const uint64_t host_from_;
-  const std::vector<zf_optimizer_range> host_ranges_;  // the job's ranges inside [host_from, numel)
+  uint64_t host_from_;
+  std::vector<zf_optimizer_range> host_ranges_;  // the job's ranges inside [host_from, numel)
   StepTensors step_;
 };
 

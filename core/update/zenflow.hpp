@@ -56,6 +56,7 @@ class ZenFlow : public UpdateSchedule {
   // Checkpoints: the device's columns written into the host master and state, then ZenFlow's own
   // tensors (working parameters, gradient sum, mask, counters).
   std::vector<std::pair<std::string, torch::Tensor>> state() override;
+  std::vector<std::string> optional_state() const override;  // topk "auto": chosen again when absent
   void restore(const torch::Tensor &params_shard) override;
 
   std::string events() const override { return events_; }

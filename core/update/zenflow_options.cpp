@@ -63,7 +63,6 @@ ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_e
   o.enabled = config.has_table("zenflow");
   if (!o.enabled) return o;
   o.topk_ratio = read_topk_ratio(config);
-  o.memory_limit = uint64_t(config.real("zenflow", "memory_limit_gb") * double(1ull << 30));
   o.update_interval = interval(config, "update_interval");
   o.overlap = config.boolean("zenflow", "overlap_step");
   o.staggered = config.string("zenflow", "schedule") == "staggered";

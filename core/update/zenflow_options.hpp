@@ -10,7 +10,6 @@ namespace zf {
 struct ZenFlowOptions {
   bool enabled = false;  // the config has a [zenflow] table
   double topk_ratio = 0.1;   // 0 = "auto": chosen at the first selection (ZenFlow::choose_topk)
-  uint64_t memory_limit = 0;  // bytes topk_ratio "auto" may plan for where the model computes (0 = the GPU's)
   int64_t update_interval = 4;  // 0 = "auto"
   int64_t select_interval = 1;  // steps between selections
   bool overlap = true;

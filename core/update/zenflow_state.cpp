@@ -94,6 +94,11 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
   return out;
 }
 
+std::vector<std::string> ZenFlow::optional_state() const {
+  if (!auto_topk_) return {};
+  return {"zenflow.topk_ratio"};
+}
+
 void ZenFlow::restore(const torch::Tensor &params_shard) {
   const int64_t *c = counters_.data_ptr<int64_t>();
   summed_steps_ = c[0];

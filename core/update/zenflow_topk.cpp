@@ -4,10 +4,9 @@
 // for fragmentation, is chosen, the same on every rank (the smallest), and kept in checkpoints.
 #include "update/zenflow.hpp"
 
-#include "runtime/device.hpp"
 #include "runtime/error.hpp"
-#include "runtime/memory.hpp"
 #include "runtime/log.hpp"
+#include "update/device_room.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -35,28 +34,15 @@ uint64_t ZenFlow::selected_element_bytes() const {
 }
 
 void ZenFlow::choose_topk() {
-  const bool on_gpu = buffers_.runtime.device == ZF_DEVICE_CUDA;
-  uint64_t capacity = options_.memory_limit, used = buffers_.runtime.memory.peak(buffers_.model_tier);
-  std::string source = "zenflow.memory_limit_gb";
-  if (on_gpu) {
-    const DeviceMemory gpu = device_memory();
-    if (capacity == 0) {
-      capacity = device_free_bytes() + gpu.reserved;
-      source = "the GPU's free memory and what the allocator holds";
-    }
-    used = gpu.allocated_peak;  // the first step's forward and backward included
-  }
-  const char *use = on_gpu ? "the first step's peak" : "the buffers' peak";
+  const DeviceRoom room = device_room(buffers_.runtime, buffers_.model_tier);
   double topk = 0.1;
-  std::string why = "a CPU run without zenflow.memory_limit_gb: the reference's 0.1";
-  if (capacity > 0) {
-    const uint64_t margin = capacity / 10, left = capacity > used + margin ? capacity - used - margin : 0;
+  std::string why = "a CPU run without run.device_memory_limit_gb: the reference's 0.1";
+  if (room.known) {
     const uint64_t matrix = matrix_numel(), others = buffers_.numel() - matrix;
-    const double fits = double(left / selected_element_bytes());
+    const double fits = double(room.left / selected_element_bytes());
     topk = matrix == 0 ? 1.0 : std::clamp((fits - double(others)) / double(matrix), kMinAutoTopk, 1.0);
-    why = format("%s of %s (%s) stay after %s of %s and a tenth kept free; the selected columns "
-                 "need %llu bytes an element", format_bytes(left).c_str(), format_bytes(capacity).c_str(),
-                 source.c_str(), use, format_bytes(used).c_str(), (unsigned long long)selected_element_bytes());
+    why = format("%s; the selected columns need %llu bytes an element", room.why.c_str(),
+                 (unsigned long long)selected_element_bytes());
   }
   double chosen[1] = {topk};
   Communicator &comm = *buffers_.runtime.comm;

@@ -240,7 +240,7 @@ TEST_CASE("bench convergence: bad row specs and flags are usage errors that name
   for (const Case &c :
        {Case{"convergence --rows x:frobnicate",
              "--rows x:frobnicate: 'frobnicate' is neither a table.key=value override nor a named row (none, "
-             "cpu_optimizer, cpu_full, nvme, zenflow, zenflow_auto)"},
+             "cpu_optimizer, cpu_optimizer_auto, cpu_full, nvme, zenflow, zenflow_auto)"},
         Case{"convergence --rows none zenflow none", "--rows: two rows named 'none'"},
         Case{"convergence --rows a/b:none", "--rows a/b:none: a row's name is letters, digits"},
         Case{"convergence --rows empty:", "--rows empty:: no overrides after ':'"},

@@ -160,3 +160,48 @@ TEST_CASE("offload.ratio on a GPU: 0 is gpu_adam bit for bit, 0.3 repeats itself
   CHECK(test::json_field(r.resumed.summary, "param_digest") == test::json_field(a.summary, "param_digest"));
   CHECK(std::stod(test::json_field(a.summary, "final_loss")) < std::stod(test::json_field(a.summary, "initial_loss")));
 }
+
+namespace {
+
+// The first step's GPU peak that offload.ratio = "auto" reports ("... after the first step's peak of 41.2 MiB ...").
+double reported_peak_bytes(const std::string &output) {
+  const std::string marker = "the first step's peak of ";
+  const size_t at = output.find(marker);
+  if (at == std::string::npos) return 0;
+  const std::string rest = output.substr(at + marker.size());
+  const double value = std::stod(rest);
+  const std::string unit = rest.substr(rest.find(' ') + 1, 3);
+  const double scale = unit == "GiB" ? 1 << 30 : unit == "MiB" ? 1 << 20 : unit == "KiB" ? 1 << 10 : 1;
+  return value * scale;
+}
+
+}  // namespace
+
+TEST_CASE("offload.ratio auto on a GPU: all of a small model on the GPU, a share under a limit, repeats and resumes "
+          "exactly",
+          "[gpu][offload]") {
+  test::require_gpus(1);
+  const std::string base = offloaded(1) + "--set offload.ratio=auto --set train.lr_schedule=constant "
+                                          "--set checkpoint.every=4 ";
+  test::StageRun ample = test::run_stage_ok("gpu_ratio_auto", "zero0", 1, base, tiny_gpt());
+  CHECK(ample.outcome.output.find("offload.ratio = auto chose 0: every element") != std::string::npos);
+  CHECK(test::json_number(ample.summary, "offload_ratio") == 0);
+  // A limit with room for about half of the shard's fp32 master and moments (12 bytes an element)
+  // beside the first step's peak, less the tenth kept free.
+  const double peak = reported_peak_bytes(ample.outcome.output);
+  REQUIRE(peak > 0);
+  const double needed = 3 * std::stod(test::json_field(ample.summary, "pinned.master"));  // 4 bytes an element
+  const std::string limit = std::to_string((peak + 0.5 * needed) / 0.9 / double(1ull << 30));
+  const std::string tight = base + "--set run.device_memory_limit_gb=" + limit + " ";
+  test::StageRun a = test::run_stage_ok("gpu_ratio_auto_a", "zero0", 1, tight + "--set train.steps=8", tiny_gpt());
+  test::StageRun b = test::run_stage_ok("gpu_ratio_auto_b", "zero0", 1, tight + "--set train.steps=8", tiny_gpt());
+  const double share = test::json_number(a.summary, "offload_ratio");
+  CHECK(share > 0.2);
+  CHECK(share < 0.8);
+  CHECK(test::json_field(a.summary, "param_digest") == test::json_field(b.summary, "param_digest"));
+  test::ResumedRun r = test::run_resumed("gpu_ratio_auto_resume", "zero0", 1, tight, 5, 8, tiny_gpt(), 4);
+  test::require_resumed(r);
+  CHECK(r.resumed.outcome.output.find("auto chose") == std::string::npos);
+  CHECK(test::json_field(r.resumed.summary, "param_digest") == test::json_field(a.summary, "param_digest"));
+  CHECK(std::stod(test::json_field(a.summary, "final_loss")) < std::stod(test::json_field(a.summary, "initial_loss")));
+}

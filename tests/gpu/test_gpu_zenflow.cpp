@@ -54,7 +54,7 @@ TEST_CASE("ZenFlow on a GPU: topk_ratio auto is gpu_adam where every column fits
   CHECK(test::json_field(fits.summary, "zenflow_topk_ratio") == "1");
   // 1 MiB is less than the first step's peak: the least fraction auto chooses, and the run trains.
   test::StageRun small = run_ok("gpu_zf_auto_small", kZenFlow + "--set zenflow.topk_ratio=auto "
-                                                                "--set zenflow.memory_limit_gb=0.001");
+                                                                "--set run.device_memory_limit_gb=0.001");
   CHECK(std::stod(test::json_field(small.summary, "zenflow_topk_ratio")) == 0.01);
   CHECK(std::stod(test::json_field(small.summary, "zenflow_cpu_updates")) >= 2);
 }

@@ -8,7 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <string>
+#include <vector>
 
 using namespace zf;
 
@@ -86,13 +89,99 @@ TEST_CASE("the memory plan shows the device part of offload.ratio, and equals th
   CHECK(test::json_field(split.summary, "pinned") == planned);
 }
 
+// linear_stack's buffers peak at 2.0 MiB where it computes (zero0), 2.5 MiB (zero2) and 2.8 MiB
+// (zero3) per rank before the split; the whole shard's master and moments need 3.0 MiB (one rank)
+// or 1.5 MiB (two). These limits (GiB) leave room for about half of it.
+struct AutoCase {
+  std::string stage;
+  int world;
+  std::string tight;
+};
+const std::vector<AutoCase> kAutoCases = {{"zero0", 1, "0.0038"}, {"zero2", 2, "0.0035"}, {"zero3", 2, "0.0038"}};
+
+std::string auto_ratio(const std::string &limit) {
+  return ratio("auto") + "--set run.device_memory_limit_gb=" + limit + " ";
+}
+
+TEST_CASE("offload.ratio auto: all of it where the model computes when it fits, else the smallest host share that "
+          "fits, with no offload's bits",
+          "[offload][ratio][mpi]") {
+  for (const AutoCase &c : kAutoCases) {
+    INFO(c.stage << " on " << c.world << " ranks");
+    const std::string base =
+        kWorkload + (c.stage == "zero3" ? "--set stage.param_persistence_threshold=1000 " : std::string());
+    test::StageRun none = run_ok("ra_none_" + c.stage, c.stage, c.world, base);
+    test::StageRun ample = run_ok("ra_ample_" + c.stage, c.stage, c.world, base + auto_ratio("100"));
+    CHECK(digest_of(ample) == digest_of(none));
+    CHECK(test::json_number(ample.summary, "offload_ratio") == 0);
+    CHECK(ample.outcome.output.find("offload.ratio = auto chose 0: every element") != std::string::npos);
+
+    test::StageRun tight = run_ok("ra_tight_" + c.stage, c.stage, c.world, base + auto_ratio(c.tight));
+    CHECK(digest_of(tight) == digest_of(none));
+    const double share = test::json_number(tight.summary, "offload_ratio");
+    CHECK(share > 0.1);
+    CHECK(share < 0.9);
+    // The device part and every other buffer where the model computes stay under the limit.
+    CHECK(nlohmann::json::parse(tight.summary)["peak_memory_bytes"]["host"].get<double>() <
+          std::stod(c.tight) * double(1ull << 30));
+    const std::string part = test::json_field(tight.summary, "host.master (device part)");
+    REQUIRE_FALSE(part.empty());
+    CHECK(std::stod(part) == Approx((1 - share) * std::stod(test::json_field(tight.summary, "pinned.master")))
+                                 .epsilon(0.01));
+  }
+}
+
+TEST_CASE("offload.ratio auto on a CPU run without a limit keeps the whole shard on the host", "[offload][ratio]") {
+  test::StageRun automatic = run_ok("ra_default", "zero0", 1, kWorkload + ratio("auto"));
+  CHECK(test::json_number(automatic.summary, "offload_ratio") == 1);
+  CHECK(automatic.outcome.output.find("a CPU run without run.device_memory_limit_gb") != std::string::npos);
+  CHECK(test::json_field(automatic.summary, "host.master (device part)").empty());
+}
+
+TEST_CASE("offload.ratio auto resumed keeps its share, and from a fixed ratio's checkpoint it chooses one",
+          "[offload][ratio]") {
+  const std::string base = kWorkload + "--set checkpoint.every=2 --set train.steps=6 ";
+  test::StageRun whole = run_ok("ra_whole", "zero1", 1, base + auto_ratio("0.0038"));
+  auto resume = [&](const std::string &name, const std::string &first_args, const std::string &resumed_args) {
+    test::StageRun r;
+    r.dir = test::scratch_dir(name);
+    test::Outcome first = test::run_command(
+        test::stage_command(r.dir, "zero1", 1, base + first_args, test::default_stage_config()) +
+        " --set train.steps=4");
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    r.outcome = test::run_command(test::stage_command(r.dir, "zero1", 1, base + resumed_args,
+                                                      test::default_stage_config()) +
+                                  " --set checkpoint.resume=" + r.dir + "/checkpoints/step-00000004");
+    r.summary = test::read_text(r.dir + "/summary.json");
+    INFO(r.outcome.output);
+    REQUIRE(r.outcome.exit_code == 0);
+    CHECK(r.outcome.output.find("zfcore: resumed from") != std::string::npos);
+    CHECK(digest_of(r) == digest_of(whole));
+    return r;
+  };
+  // Given room for all of it, the resumed run keeps the share the checkpoint holds.
+  test::StageRun kept = resume("ra_resume_kept", auto_ratio("0.0038"), auto_ratio("100"));
+  CHECK(kept.outcome.output.find("auto chose") == std::string::npos);
+  CHECK(test::json_field(kept.summary, "offload_ratio") == test::json_field(whole.summary, "offload_ratio"));
+  // A checkpoint of offload.ratio = 0.3 holds no choice: auto makes one.
+  test::StageRun chosen = resume("ra_resume_fixed", ratio("0.3"), auto_ratio("100"));
+  CHECK(chosen.outcome.output.find("offload.ratio = auto chose 0") != std::string::npos);
+  CHECK(test::json_number(chosen.summary, "offload_ratio") == 0);
+}
+
 TEST_CASE("offload.ratio with ZenFlow, with cpu_full or out of range is refused before the first step", "[offload][ratio]") {
   struct Case {
     std::string args, says;
   };
+  const std::string nvme_params = "--set offload.plugin=nvme --set offload.offload_params=true --set offload.path=" +
+                                  test::scratch_dir("ratio_refused_nvme") + " --set offload.ratio=auto";
   for (const Case &c : {Case{ratio("0.5") + "--set zenflow.topk_ratio=0.1", "leave offload.ratio at 1 with [zenflow]"},
+                        Case{ratio("auto") + "--set zenflow.topk_ratio=0.1", "offload.ratio = \"auto\" and [zenflow]"},
                         Case{"--set offload.plugin=cpu_full --set offload.ratio=0.5", "offload.ratio"},
-                        Case{ratio("1.5"), "offload.ratio"}}) {
+                        Case{nvme_params, "offload.offload_params = true needs offload.ratio = 1"},
+                        Case{ratio("1.5"), "offload.ratio = \"1.5\": expected a share from 0 to 1, or \"auto\""},
+                        Case{ratio("most"), "offload.ratio = \"most\": expected a share from 0 to 1, or \"auto\""}}) {
     test::StageRun r = test::run_stage("ratio_refused", "zero0", 1, kWorkload + c.args);
     INFO(c.args << "\n" << r.outcome.output);
     CHECK(r.outcome.exit_code != 0);

@@ -1,4 +1,4 @@
-// zenflow.topk_ratio = "auto" on CPU runs, where zenflow.memory_limit_gb stands in for the GPU's
+// zenflow.topk_ratio = "auto" on CPU runs, where run.device_memory_limit_gb stands in for the GPU's
 // memory. Oracles: no offload (every column fits: AdamW bit for bit), the same run with the chosen
 // fraction written out, the limit itself (the model tier's peak stays under it), the uninterrupted
 // run (resume mid-interval), and the reference's 0.1 (a CPU run without a limit).
@@ -22,7 +22,7 @@ const std::string kZenFlow = kWorkload + "--set offload.plugin=cpu_optimizer --s
 // need 6 MiB more (one rank); a zero2 rank holds 2.5 MiB and its half needs 3 MiB. These limits
 // (GiB) leave room for about half of the columns.
 std::string tight_limit(int world) { return world == 1 ? "0.0072" : "0.0042"; }
-std::string tight_auto(int world) { return "--set zenflow.topk_ratio=auto --set zenflow.memory_limit_gb=" + tight_limit(world) + " "; }
+std::string tight_auto(int world) { return "--set zenflow.topk_ratio=auto --set run.device_memory_limit_gb=" + tight_limit(world) + " "; }
 
 std::string digest_of(const test::StageRun &r) { return test::json_field(r.summary, "param_digest"); }
 
@@ -34,7 +34,7 @@ TEST_CASE("ZenFlow topk_ratio auto: AdamW when every column fits, else the large
     INFO(stage << " on " << world << " ranks");
     test::StageRun none = test::run_stage_ok("zfa_none_" + stage, stage, world, kWorkload);
     test::StageRun ample = test::run_stage_ok("zfa_ample_" + stage, stage, world,
-                                              kZenFlow + "--set zenflow.memory_limit_gb=100");
+                                              kZenFlow + "--set run.device_memory_limit_gb=100");
     CHECK(digest_of(ample) == digest_of(none));
     CHECK(test::json_number(ample.summary, "zenflow_topk_ratio") == 1);
     CHECK(test::json_number(ample.summary, "host_update_bytes") == 0);  // the CPU had nothing to update
@@ -63,7 +63,7 @@ TEST_CASE("ZenFlow topk_ratio auto on a CPU run without a limit is the reference
   test::StageRun reference = test::run_stage_ok("zfa_reference", "zero0", 1, kZenFlow + "--set zenflow.topk_ratio=0.1");
   CHECK(digest_of(automatic) == digest_of(reference));
   CHECK(test::json_number(automatic.summary, "zenflow_topk_ratio") == 0.1);
-  CHECK(automatic.outcome.output.find("a CPU run without zenflow.memory_limit_gb") != std::string::npos);
+  CHECK(automatic.outcome.output.find("a CPU run without run.device_memory_limit_gb") != std::string::npos);
 }
 
 TEST_CASE("a ZenFlow run with topk_ratio auto resumed mid-interval keeps its fraction and repeats the run",
@@ -80,7 +80,7 @@ TEST_CASE("a ZenFlow run with topk_ratio auto resumed mid-interval keeps its fra
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
   resumed.outcome = test::run_command(
-      test::stage_command(resumed.dir, "zero2", 2, base + "--set zenflow.memory_limit_gb=100",
+      test::stage_command(resumed.dir, "zero2", 2, base + "--set run.device_memory_limit_gb=100",
                           test::default_stage_config()) +
       " --set checkpoint.resume=" + resumed.dir + "/checkpoints/step-00000004");
   resumed.summary = test::read_text(resumed.dir + "/summary.json");

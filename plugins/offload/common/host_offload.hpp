@@ -18,7 +18,7 @@ struct HostOffload {
   uint64_t bucket_numel = 0;
   bool offload_params = false;  // cpu_full
   uint64_t prefetch_numel = 0;  // cpu_full: elements of the next blocks copied ahead
-  double ratio = 1;             // cpu_optimizer: the share of the shard on the host (offload.ratio)
+  HostRatio ratio;              // cpu_optimizer: the share of the shard on the host (offload.ratio)
   std::unique_ptr<Transfers> transfers;
 };
 
@@ -44,7 +44,7 @@ inline zf_status create_host_offload(const zf_host *host, const zf_config *confi
     self->bucket_numel = uint64_t(table.integer("bucket_size"));
     self->offload_params = offload_params;
     if (offload_params) self->prefetch_numel = uint64_t(table.integer("prefetch_size"));
-    else self->ratio = table.real("ratio");
+    else self->ratio = read_ratio(table);
     self->transfers = std::make_unique<Transfers>(host);
     *out = reinterpret_cast<zf_object *>(self);
   });

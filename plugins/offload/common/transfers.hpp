@@ -6,6 +6,9 @@
 
 #include <zf/zf_plugin.hpp>
 
+#include <cstdlib>
+#include <string>
+
 namespace zf_offload {
 
 struct Transfers {
@@ -35,16 +38,37 @@ struct Transfers {
   }
 };
 
+// offload.ratio: the share of the optimizer shard kept and updated on the host, or "auto" (the
+// host chooses it after the first step, ABI 1.9).
+struct HostRatio {
+  double share = 1;
+  bool automatic = false;
+};
+
+inline HostRatio read_ratio(const zf::Config &table) {
+  const std::string text = table.string("ratio");
+  if (text == "auto") return {1, true};
+  char *end = nullptr;
+  const double share = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(share >= 0 && share <= 1))
+    throw zf::Failure(ZF_ERROR_INVALID_ARGUMENT,
+                      "offload.ratio = \"" + text + "\": expected a share from 0 to 1, or \"auto\"");
+  return {share, false};
+}
+
 // The plan of a plugin that keeps the master on the host: master, gradients and the parameters'
-// compute-precision copy on `tier`, the optimizer state on `state_tier`, for `host_ratio` of the
-// shard (the rest stays where the model computes).
+// compute-precision copy on `tier`, the optimizer state on `state_tier`, for `ratio` of the shard
+// (the rest stays where the model computes).
 inline zf_status plan_host_tiers(zf_offload_plan *plan, zf_tier tier, zf_tier state_tier, bool overlap,
-                                 uint64_t bucket_numel, double host_ratio, zf_error *error) {
+                                 uint64_t bucket_numel, HostRatio ratio, zf_error *error) {
   if (!ZF_HAS(zf_offload_plan, plan, bucket_numel))
     return zf::fail(error, ZF_ERROR_UNSUPPORTED, "the host's offload plan is older than ABI 1.3");
-  if (host_ratio < 1 && !ZF_HAS(zf_offload_plan, plan, host_ratio))
+  if (ratio.share < 1 && !ZF_HAS(zf_offload_plan, plan, host_ratio))
     return zf::fail(error, ZF_ERROR_UNSUPPORTED, "offload.ratio < 1 needs a host of ABI 1.8 or later");
-  if (ZF_HAS(zf_offload_plan, plan, host_ratio)) plan->host_ratio = host_ratio;
+  if (ratio.automatic && !ZF_HAS(zf_offload_plan, plan, host_ratio_auto))
+    return zf::fail(error, ZF_ERROR_UNSUPPORTED, "offload.ratio = \"auto\" needs a host of ABI 1.9 or later");
+  if (ZF_HAS(zf_offload_plan, plan, host_ratio)) plan->host_ratio = ratio.share;
+  if (ratio.automatic) plan->host_ratio_auto = 1;
   plan->master_tier = plan->grad_tier = plan->param_out_tier = tier;
   plan->state_tier = state_tier;
   plan->overlap = overlap ? 1 : 0;
@@ -87,8 +111,9 @@ struct TransferEntries {
                 zf::at_least(0))
 
 // offload.ratio (cpu_optimizer, nvme).
-#define ZF_OFFLOAD_RATIO_PARAM                                                                                  \
-  zf::param_float("ratio", "1",                                                                                 \
-                  "share of the optimizer shard (master and state) kept and updated here; the rest stays where " \
-                  "the model computes and is updated there every step (DeepSpeed's offload_optimizer.ratio)",    \
-                  zf::between(0, 1))
+#define ZF_OFFLOAD_RATIO_PARAM                                                                                   \
+  zf::param_string("ratio", "1",                                                                                 \
+                   "share of the optimizer shard (master and state) kept and updated here, from 0 to 1; the rest " \
+                   "stays where the model computes and is updated there every step (DeepSpeed's "                \
+                   "offload_optimizer.ratio); auto: the smallest share whose rest fits the GPU memory left after " \
+                   "the first step (1 on a CPU run without run.device_memory_limit_gb)")

@@ -44,7 +44,7 @@ struct NvmeOffload {
   const zf_host *host = nullptr;
   zf_tier tier = ZF_TIER_PINNED_HOST;
   bool overlap = false;
-  double ratio = 1;  // offload.ratio: the share of the shard whose state is on disk
+  zf_offload::HostRatio ratio;  // offload.ratio: the share of the shard whose state is on disk
   bool offload_params = false;  // the working parameters on `tier` too
   uint64_t prefetch_numel = 0;  // with offload_params: elements of the next blocks copied ahead
   uint64_t bucket_numel = 0;
@@ -140,12 +140,12 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
     self->bucket_numel = uint64_t(table.integer("bucket_size"));
     self->directory = table.string("path");
     self->budget = uint64_t(table.real("host_budget_gb") * 1e9);
-    self->ratio = table.real("ratio");
+    self->ratio = zf_offload::read_ratio(table);
     self->offload_params = table.boolean("offload_params");
     self->prefetch_numel = uint64_t(table.integer("prefetch_size"));
     if (self->offload_params && ZF_ABI_MINOR_OF(host->abi_version) < 5)
       throw zf::Failure(ZF_DECLINED, "offload.offload_params needs a host of ABI 1.5 or later (parameters in host memory)");
-    if (self->offload_params && self->ratio < 1)
+    if (self->offload_params && (self->ratio.share < 1 || self->ratio.automatic))
       throw zf::Failure(ZF_ERROR_INVALID_ARGUMENT,
                         "offload.offload_params = true needs offload.ratio = 1: with the parameters in host memory "
                         "the whole optimizer shard is updated there");

@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 8
+#define ZF_ABI_MINOR 9
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -535,6 +535,11 @@ typedef struct zf_offload_plan {
    * offload_optimizer.ratio). On entry 1 (all of it); 0 = none. Needs param_tier on the model's
    * tier. */
   double host_ratio;
+  /* ABI 1.9. Nonzero: the host chooses host_ratio itself (offload.ratio = "auto"): the whole
+   * shard is updated on master_tier in the first step, then the elements whose master and state
+   * fit the memory that step left where the model computes move there. On entry 0. */
+  uint32_t host_ratio_auto;
+  uint32_t reserved2;
 } zf_offload_plan;
 
 typedef struct zf_offload_api {

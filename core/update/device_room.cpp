@@ -1,0 +1,31 @@
+#include "update/device_room.hpp"
+
+#include "runtime/device.hpp"
+#include "runtime/error.hpp"
+
+namespace zf {
+
+DeviceRoom device_room(const Runtime &runtime, zf_tier model_tier) {
+  const bool on_gpu = runtime.device == ZF_DEVICE_CUDA;
+  uint64_t capacity = runtime.device_memory_limit, used = runtime.memory.peak(model_tier);
+  std::string source = "run.device_memory_limit_gb";
+  if (on_gpu) {
+    const DeviceMemory gpu = device_memory();
+    if (capacity == 0) {
+      capacity = device_free_bytes() + gpu.reserved;
+      source = "the GPU's free memory and what the allocator holds";
+    }
+    used = gpu.allocated_peak;  // the first step's forward and backward included
+  }
+  DeviceRoom room;
+  if (capacity == 0) return room;
+  const uint64_t margin = capacity / 10;
+  room.known = true;
+  room.left = capacity > used + margin ? capacity - used - margin : 0;
+  room.why = format("%s of %s (%s) stay after %s of %s and a tenth kept free", format_bytes(room.left).c_str(),
+                    format_bytes(capacity).c_str(), source.c_str(),
+                    on_gpu ? "the first step's peak" : "the buffers' peak", format_bytes(used).c_str());
+  return room;
+}
+
+}  // namespace zf
