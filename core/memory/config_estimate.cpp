@@ -1,6 +1,7 @@
 #include "memory/config_estimate.hpp"
 
 #include "model/transformer_shape.hpp"
+#include "plugin/memory_entry.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/error.hpp"
 
@@ -34,20 +35,6 @@ std::vector<uint64_t> model_blocks(const RunConfig &config, uint64_t alignment, 
   return blocks;
 }
 
-// The optimizer's state per parameter: Adam's two moments, Lion's and Adagrad's one, in fp32 or, with
-// the CPU optimizers' moment_dtype = "bf16", in bf16.
-uint64_t state_bytes(const RunConfig &config, std::string *note) {
-  std::string optimizer = config.plugin(ZF_KIND_OPTIMIZER).candidates.front();
-  uint64_t element = 4;
-  for (const ConfigEntry &entry : config.plugin(ZF_KIND_OPTIMIZER).entries)
-    if (entry.key == "moment_dtype" && std::holds_alternative<std::string>(entry.value) &&
-        std::get<std::string>(entry.value) == "bf16")
-      element = 2;
-  if (optimizer == "cpu_lion" || optimizer == "cpu_adagrad") return element;  // one tensor
-  if (optimizer != "adamw_ref" && optimizer != "cpu_adam" && optimizer != "gpu_adam")
-    *note = "optimizer '" + optimizer + "' unknown to the estimate: assuming Adam's 8 bytes of state per parameter";
-  return 2 * element;
-}
 
 // The stage plugins `zfcore estimate` compares: every one in the built-in directory, and the
 // config's own (which may come from elsewhere on the plugin path), by name.
@@ -77,22 +64,47 @@ PluginConfig config_for(const PluginSection &section, const PluginFile &file) {
   return RunConfig::plugin_config(mine, *file.descriptor);
 }
 
+// The optimizer's state bytes per parameter, as the optimizer plugin reports them for the blocks
+// (ABI 1.9); Adam's 8 when it has no estimate.
+uint64_t state_bytes(const RunConfig &config, PluginRegistry &registry, const std::vector<uint64_t> &blocks,
+                     std::string *note) {
+  const PluginSection &section = config.plugin(ZF_KIND_OPTIMIZER);
+  PluginMemory memory;
+  try {  // a GPU optimizer is absent from a CPU build, where its config is still estimated
+    const PluginFile &file = registry.find(ZF_KIND_OPTIMIZER, section.candidates.front());
+    zf_memory_shape shape{};
+    shape.block_count = uint32_t(blocks.size());
+    shape.blocks = blocks.data();
+    memory = ask_plugin_memory(file, config_for(section, file), shape);
+  } catch (const Error &) {
+    memory.why = "no estimate: optimizer plugin '" + section.candidates.front() + "' is not installed here";
+  }
+  uint64_t numel = 0;
+  for (uint64_t b : blocks) numel += b;
+  if (!memory.estimated || numel == 0) {
+    *note = memory.why + "; assuming Adam's 8 bytes of optimizer state per parameter";
+    return 8;
+  }
+  return (memory.bytes.state + numel - 1) / numel;
+}
+
 }  // namespace
 
-EstimateInput estimate_input(const RunConfig &config, uint64_t world, std::string *what, std::string *note) {
+EstimateInput estimate_input(const RunConfig &config, PluginRegistry &registry, uint64_t world, std::string *what,
+                             std::string *note) {
   EstimateInput input;
   input.blocks = model_blocks(config, input.alignment, what);
   input.world = world;
   input.compute_bytes = config.string("model", "dtype") == "bfloat16" ? 2 : 4;
-  input.state_bytes = state_bytes(config, note);
+  input.state_bytes = state_bytes(config, registry, input.blocks, note);
   input.grad_accum = uint64_t(config.integer("train", "grad_accum"));
   return input;
 }
 
 ConfigEstimate estimate_config(const RunConfig &config, uint64_t world) {
   ConfigEstimate out;
-  out.input = estimate_input(config, world, &out.what, &out.note);
   PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
+  out.input = estimate_input(config, registry, world, &out.what, &out.note);
   const PluginSection &stages = config.plugin(ZF_KIND_STAGE), &offloads = config.plugin(ZF_KIND_OFFLOAD);
   out.stage = stages.candidates.front();
   out.offload = offloads.candidates.front();

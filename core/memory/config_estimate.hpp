@@ -6,15 +6,18 @@
 
 #include "config/config.hpp"
 #include "memory/memory_estimate.hpp"
+#include "plugin/plugin_registry.hpp"
 
 #include <string>
 #include <vector>
 
 namespace zf {
 
-// Blocks of the config's model, its compute and optimizer-state bytes and gradient accumulation, on
-// `world` ranks. what: the model in words; note: an assumption made (unknown optimizer), or left.
-EstimateInput estimate_input(const RunConfig &config, uint64_t world, std::string *what, std::string *note);
+// Blocks of the config's model, its compute and optimizer-state bytes (the optimizer plugin's
+// estimate) and gradient accumulation, on `world` ranks. what: the model in words; note: an
+// assumption made (an optimizer without an estimate), or left.
+EstimateInput estimate_input(const RunConfig &config, PluginRegistry &registry, uint64_t world, std::string *what,
+                             std::string *note);
 
 struct ConfigEstimate {
   EstimateInput input;

@@ -12,16 +12,17 @@ zf_estimate_memory_fn memory_entry(const PluginFile &file) {
   const zf_descriptor &d = *file.descriptor;
   if (d.kind == ZF_KIND_STAGE) return api_copy<zf_stage_api>(d.api).estimate_memory;
   if (d.kind == ZF_KIND_OFFLOAD) return api_copy<zf_offload_api>(d.api).estimate_memory;
-  return nullptr;  // ABI 1.7 asks stages and offload tiers only
+  if (d.kind == ZF_KIND_OPTIMIZER) return api_copy<zf_optimizer_api>(d.api).estimate_memory;
+  return nullptr;  // selectors hold no memory of their own
 }
 
 PluginMemory ask_plugin_memory(const PluginFile &file, const PluginConfig &config, zf_memory_shape shape) {
   PluginMemory out;
   zf_estimate_memory_fn entry = memory_entry(file);
   if (!entry) {
-    out.why = format("no estimate: %s plugin '%s' (ABI %u.%u) has no memory entry (ABI 1.7)",
+    out.why = format("no estimate: %s plugin '%s' (ABI %u.%u) has no memory entry (ABI %s)",
                      kind_name(file.descriptor->kind), file.descriptor->name, ZF_ABI_MAJOR_OF(file.abi_version),
-                     ZF_ABI_MINOR_OF(file.abi_version));
+                     ZF_ABI_MINOR_OF(file.abi_version), file.descriptor->kind == ZF_KIND_OPTIMIZER ? "1.9" : "1.7");
     return out;
   }
   shape.struct_size = sizeof shape;

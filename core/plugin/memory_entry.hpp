@@ -1,4 +1,5 @@
-// memory_entry.hpp: asks a stage or offload plugin for its memory (ABI 1.7's estimate_memory),
+// memory_entry.hpp: asks a stage or offload plugin (ABI 1.7) or an optimizer (ABI 1.9) for its
+// memory (estimate_memory),
 // without creating it: `zfcore estimate`, the memory plan and the refusal's advice all come here.
 // A plugin without the entry (an older ABI) or that declines gives "no estimate", never an error.
 #pragma once

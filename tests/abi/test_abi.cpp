@@ -121,7 +121,7 @@ TEST_CASE("zfcore plugins lists every rejected file with its reason and keeps go
   CHECK_THAT(outcome.output, Catch::Contains("selector   good"));
 }
 
-TEST_CASE("zfcore plugins marks the plugins that report their memory (ABI 1.7) with estimate", "[abi]") {
+TEST_CASE("zfcore plugins marks the plugins that report their memory (ABI 1.7, optimizers 1.9) with estimate", "[abi]") {
   auto outcome = test::run_command("ZFCORE_PLUGIN_PATH=" ZF_ABI_PLUGIN_DIR " " + test::zfcore() + " plugins");
   INFO(outcome.output);
   REQUIRE(outcome.exit_code == 0);
@@ -134,10 +134,11 @@ TEST_CASE("zfcore plugins marks the plugins that report their memory (ABI 1.7) w
     line_of[kind + " " + name] = line;
   }
   for (const char *plugin : {"stage zero0", "stage zero1", "stage zero2", "stage zero3", "offload none",
-                             "offload cpu_optimizer", "offload cpu_full", "offload nvme"})
+                             "offload cpu_optimizer", "offload cpu_full", "offload nvme", "optimizer cpu_adam",
+                             "optimizer cpu_lion", "optimizer cpu_adagrad", "optimizer adamw_ref"})
     CHECK_THAT(line_of[plugin], Catch::Contains(",estimate "));
-  // An optimizer is not asked; the ABI 1.0 test stage has no such entry.
-  for (const char *plugin : {"optimizer cpu_adam", "stage faulty"}) {
+  // A selector holds no memory of its own; the ABI 1.0 test stage has no such entry.
+  for (const char *plugin : {"selector topk_l1", "stage faulty"}) {
     REQUIRE_FALSE(line_of[plugin].empty());
     CHECK_THAT(line_of[plugin], !Catch::Contains("estimate"));
   }

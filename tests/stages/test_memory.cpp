@@ -165,6 +165,39 @@ TEST_CASE("zfcore estimate predicts the bytes the ledger shows", "[stage]") {
   CHECK_THAT(bad.output, Catch::Contains("--world 0: must be an integer in [1, 1048576]"));
 }
 
+TEST_CASE("zfcore estimate takes the optimizer's state bytes from the optimizer plugin", "[stage][abi]") {
+  struct Case {
+    std::string set;
+    uint64_t bytes;  // of state per parameter
+  };
+  for (const Case &c : {Case{"optimizer.plugin=cpu_adam", 8}, Case{"optimizer.plugin=adamw_ref", 8},
+                        Case{"optimizer.plugin=cpu_adam --set optimizer.moment_dtype=bf16", 4},
+                        Case{"optimizer.plugin=cpu_lion", 4}, Case{"optimizer.plugin=cpu_adagrad --set "
+                                                                     "optimizer.moment_dtype=bf16", 2}}) {
+    auto outcome = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+                                     "/examples/linear_stack.toml --set " + c.set);
+    INFO(c.set << "\n" << outcome.output);
+    REQUIRE(outcome.exit_code == 0);
+    CHECK_THAT(outcome.output, Catch::Contains("(" + std::to_string(c.bytes) + " bytes of state per parameter)"));
+    CHECK_THAT(outcome.output, !Catch::Contains("note:"));
+    // zero0 on one rank holds the whole state.
+    char row[160];
+    std::snprintf(row, sizeof row, "  %-6s %14llu %14llu %14llu %14llu", "zero0", (unsigned long long)(4 * kLayout),
+                  (unsigned long long)(4 * kLayout), (unsigned long long)(4 * kLayout),
+                  (unsigned long long)(c.bytes * kLayout));
+    CHECK_THAT(outcome.output, Catch::Contains(row));
+  }
+  // A GPU config estimated on a machine without the GPU optimizer: Adam's 8 bytes, said so.
+  auto gpu = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+                               "/examples/linear_stack.toml --set optimizer.plugin=gpu_adam");
+  INFO(gpu.output);
+  REQUIRE(gpu.exit_code == 0);
+  CHECK_THAT(gpu.output, Catch::Contains("(8 bytes of state per parameter)"));
+  if (gpu.output.find("note:") != std::string::npos)
+    CHECK_THAT(gpu.output, Catch::Contains("note: no estimate: optimizer plugin 'gpu_adam' is not installed here; "
+                                           "assuming Adam's 8 bytes of optimizer state per parameter"));
+}
+
 TEST_CASE("zfcore estimate reports no estimate for a stage plugin without the memory entry", "[stage][abi]") {
   // tests/engine/faulty_stage.cpp speaks ABI 1.0: it has no estimate_memory (ABI 1.7).
   auto outcome = test::run_command(test::zfcore() + " estimate " + test::source_dir() +

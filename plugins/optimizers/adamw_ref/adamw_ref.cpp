@@ -98,13 +98,20 @@ const zf_param_decl params[] = {
     zf::param_bool("adam_w_mode", "true", "decoupled weight decay (AdamW); false = Adam with L2 decay"),
 };
 
+// ABI 1.9: fp32 m and v an element.
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *) {
+  estimate->state = 8 * zf::shape_numel(*shape);
+  return ZF_OK;
+}
+
 // Synchronous only (no submit/wait): the host calls step.
 const zf_optimizer_api api = {.struct_size = sizeof(zf_optimizer_api),
                               .create = create,
                               .destroy = destroy,
                               .init_state = init_state,
                               .step = step,
-                              .state_tensor = state_tensor};
+                              .state_tensor = state_tensor,
+                              .estimate_memory = estimate_memory};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "adamw_ref", ZF_KIND_OPTIMIZER,

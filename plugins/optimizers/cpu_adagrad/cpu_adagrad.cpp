@@ -30,7 +30,7 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **objec
   return create_optimizer(host, options, object, error);
 }
 
-constexpr zf_optimizer_api kApi = optimizer_api(create);
+constexpr zf_optimizer_api kApi = optimizer_api(create, estimate_state_entry<1>);  // the sum of squares
 
 constexpr zf_descriptor kDescriptor = {
     sizeof(zf_descriptor),

@@ -42,9 +42,19 @@ zf_status state_spec_entry(zf_object *object, uint32_t index, const char **name,
 zf_status bind_state_entry(zf_object *object, uint64_t numel, const zf_tensor_view *state,
                            uint32_t count, zf_error *error);
 
-// The table with every entry wired; plugins only supply create.
+// estimate_memory (ABI 1.9): kTensors state tensors an element, in moment_dtype.
+template <uint64_t kTensors>
+zf_status estimate_state_entry(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
+  return zf::guard(error, [&] {
+    const uint64_t element = zf::Config(shape).string("moment_dtype") == "bf16" ? 2 : 4;
+    estimate->state = kTensors * element * zf::shape_numel(*shape);
+  });
+}
+
+// The table with every entry wired; plugins supply create and their estimate (estimate_state_entry).
 constexpr zf_optimizer_api optimizer_api(zf_status (*create)(const zf_host *, const zf_config *,
-                                                             zf_object **, zf_error *)) {
+                                                             zf_object **, zf_error *),
+                                         zf_estimate_memory_fn estimate) {
   return zf_optimizer_api{.struct_size = sizeof(zf_optimizer_api),
                           .create = create,
                           .destroy = destroy_optimizer,
@@ -54,7 +64,8 @@ constexpr zf_optimizer_api optimizer_api(zf_status (*create)(const zf_host *, co
                           .wait = wait_entry,
                           .state_tensor = state_tensor_entry,
                           .state_spec = state_spec_entry,
-                          .bind_state = bind_state_entry};
+                          .bind_state = bind_state_entry,
+                          .estimate_memory = estimate};
 }
 
 constexpr uint64_t kCapabilities = ZF_CAP_CPU | ZF_CAP_ASYNC | ZF_CAP_LOW_PRECISION_OUT;

@@ -86,6 +86,12 @@ zf_status init_state(zf_object *object, uint64_t numel, zf_error *error) {
 
 const char *const kStateNames[2] = {"exp_avg", "exp_avg_sq"};
 
+// ABI 1.9: fp32 m and v an element.
+zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *) {
+  estimate->state = 8 * zf::shape_numel(*shape);
+  return ZF_OK;
+}
+
 zf_status state_spec(zf_object *, uint32_t index, const char **name, zf_dtype *dtype, zf_error *) {
   if (index > 1) return ZF_DECLINED;
   *name = kStateNames[index];
@@ -216,7 +222,8 @@ const zf_optimizer_api api = {.struct_size = sizeof(zf_optimizer_api),
                               .step = step,
                               .state_tensor = state_tensor,
                               .state_spec = state_spec,
-                              .bind_state = bind_state};
+                              .bind_state = bind_state,
+                              .estimate_memory = estimate_memory};
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "gpu_adam", ZF_KIND_OPTIMIZER,

@@ -376,7 +376,8 @@ typedef struct zf_step_buffers {
 /* ---- Memory estimates (ABI 1.7) ------------------------------------------------------------- */
 
 /* A run's shape, known before anything runs: what a stage or offload plugin needs to say how many
- * bytes each rank will hold (`zfcore estimate`, the memory plan, the advice of a refusal). */
+ * bytes each rank will hold (`zfcore estimate`, the memory plan, the advice of a refusal). An
+ * optimizer (ABI 1.9) reads blocks and its config only. */
 typedef struct zf_memory_estimate zf_memory_estimate;
 typedef struct zf_memory_shape {
   uint32_t struct_size;
@@ -645,6 +646,11 @@ typedef struct zf_optimizer_api {
                           zf_error *error);
   zf_status (*bind_state)(zf_object *optimizer, uint64_t numel, const zf_tensor_view *state,
                           uint32_t count, zf_error *error);
+  /* ABI 1.9, optional: this optimizer's state for a shape (see zf_estimate_memory_fn): fills
+   * `state` with the bytes of its state for all of the shape's elements (the sum of its blocks),
+   * which the host divides by them for zf_memory_shape.state_bytes. NULL = "no estimate" (the
+   * host then assumes Adam's 8 bytes an element). */
+  zf_estimate_memory_fn estimate_memory;
 } zf_optimizer_api;
 
 /* ---- Selector: which gradient columns matter now --------------------------------------------- */
