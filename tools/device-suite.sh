@@ -6,7 +6,7 @@
 #   offload    none, cpu_optimizer, cpu_optimizer with offload.ratio = auto and cpu_full on one GPU
 #              (nvme too when ZF_NVME_PATH is set)
 #   zenflow    a 3 x 3 ZenFlow sweep on one GPU: topk 0.05 0.1 0.2 x update interval 2 4 8, overlap
-#   multi      on all GPUs under ZeRO stage 2: none and cpu_optimizer, then ZenFlow (topk 0.1, U 4,
+#   multi      on all GPUs under ZeRO stage 2: none, cpu_optimizer and its ratio auto, then ZenFlow (topk 0.1, U 4,
 #              overlap) under the staggered and the deepspeed schedule
 #   binding    zfcore bench binding on all GPUs (threads bound inside zfcore, at launch, unbound)
 #   reference  DeepSpeed's ZenFlow benchmark sweep (zf_benchmark.py / run_benchmark.sh) on all GPUs
@@ -58,7 +58,7 @@ for part in "${parts[@]}"; do
     multi)
       several=("${common[@]}" --model "$model" --gpus "$gpus" --set stage.plugin=zero2)
       zenflow=(--topk-ratios 0.1 --update-intervals 4 --overlap-steps true --pin-memory-opts true)
-      suite multi-offload offload "${several[@]}" --strategies none cpu_optimizer
+      suite multi-offload offload "${several[@]}" --strategies none cpu_optimizer cpu_optimizer_auto
       suite multi-zenflow zenflow "${several[@]}" "${zenflow[@]}"
       suite multi-zenflow-deepspeed zenflow "${several[@]}" "${zenflow[@]}" --set zenflow.schedule=deepspeed ;;
     binding) suite binding binding --model "$model" "${common[@]}" --gpus "$gpus" --set stage.plugin=zero2 ;;

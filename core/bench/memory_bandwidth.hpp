@@ -23,7 +23,7 @@ class MemoryProbe {
   uint64_t numel() const { return numel_; }
 
  private:
-  void parallel(void (*body)(MemoryProbe &, uint64_t, uint64_t));
+  double parallel(void (*body)(MemoryProbe &, uint64_t, uint64_t));  // seconds, threads running
   uint64_t numel_;
   std::vector<int> cores_;
   unsigned threads_;
