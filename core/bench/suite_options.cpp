@@ -49,7 +49,8 @@ const char *kUsage =
     "          schedule; the first row is the reference, the first to its final loss is recommended\n"
     "          --rows none cpu_optimizer zenflow   a named row (none, cpu_optimizer,\n"
     "                        cpu_optimizer_auto, cpu_full, nvme,\n"
-    "                        zenflow, zenflow_auto; on a GPU the default adds zenflow_auto), or\n"
+    "                        zenflow, zenflow_auto; on a GPU the default adds zenflow_auto and\n"
+    "                        cpu_optimizer_auto), or\n"
     "                        NAME:ITEM,ITEM,... where an ITEM is a table.key=value\n"
     "                        override or a named row: \"zf-u1:zenflow,zenflow.update_interval=1\"\n"
     "          --num-steps N          training steps per row (default: the config's train.steps)\n"
@@ -190,7 +191,7 @@ struct Sweep {
   std::string nvme_path;
   std::vector<std::string> topk{"0.05", "0.1", "0.2"}, intervals{"2", "4", "8"}, overlap{"true"}, pin{"true"};
   std::vector<std::string> bindings{"unbound", "inside", "launch"};
-  std::vector<std::string> convergence_rows;  // default: none, cpu_optimizer, zenflow (and zenflow_auto on a GPU)
+  std::vector<std::string> convergence_rows;  // default: none, cpu_optimizer, zenflow (+ the auto rows on a GPU)
 };
 
 std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, const std::string &device) {
@@ -231,7 +232,8 @@ std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, c
   } else if (suite == "convergence") {
     std::vector<std::string> specs = sweep.convergence_rows;
     if (specs.empty()) specs = {"none", "cpu_optimizer", "zenflow"};
-    if (sweep.convergence_rows.empty() && device == "cuda") specs.push_back("zenflow_auto");  // CPU: the same as zenflow
+    if (sweep.convergence_rows.empty() && device == "cuda")  // on a CPU run the same as zenflow, cpu_optimizer
+      specs.insert(specs.end(), {"zenflow_auto", "cpu_optimizer_auto"});
     for (const std::string &spec : specs) {
       rows.push_back(convergence_row(spec, values));
       for (size_t i = 0; i + 1 < rows.size(); ++i)
