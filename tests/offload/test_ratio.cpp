@@ -73,7 +73,7 @@ TEST_CASE("an offload.ratio run resumed mid-run repeats the uninterrupted run bi
   CHECK(digest_of(r.resumed) == digest_of(whole));
 }
 
-TEST_CASE("the memory plan shows the device part of offload.ratio, and equals the ledger", "[offload][ratio]") {
+TEST_CASE("the memory plan and zfcore estimate show the device part of offload.ratio, and equal the ledger", "[offload][ratio]") {
   test::StageRun split = run_ok("ratio_plan", "zero0", 1, kWorkload + ratio("0.25"));
   CHECK(split.outcome.output.find("master (device part)") != std::string::npos);
   // On a CPU run the model's tier is host memory: the device part's master and moments are there,
@@ -87,6 +87,24 @@ TEST_CASE("the memory plan shows the device part of offload.ratio, and equals th
   CHECK(std::stod(part) == Approx(0.75 * std::stod(master)).epsilon(0.01));
   const std::string planned = test::json_field(split.summary, "planned_pinned_bytes");
   CHECK(test::json_field(split.summary, "pinned") == planned);
+  // zfcore estimate counts the same device part: its device column grows by what the ledger holds.
+  auto device_estimate = [](const std::string &share) {
+    test::Outcome out = test::run_command(test::zfcore() + " estimate " + test::default_stage_config() + " " +
+                                          kWorkload + ratio(share.c_str()));
+    INFO(out.output);
+    REQUIRE(out.exit_code == 0);
+    const size_t table = out.output.find("offload cpu_optimizer: per rank, bytes on each tier");
+    REQUIRE(table != std::string::npos);
+    const size_t row = out.output.find("  zero0 ", table);
+    REQUIRE(row != std::string::npos);
+    return std::stod(out.output.substr(row + 8));
+  };
+  const double part_bytes = std::stod(part) + 2 * std::stod(moment);
+  CHECK(device_estimate("0.25") - device_estimate("1") == Approx(part_bytes).epsilon(0.001));
+  test::Outcome automatic = test::run_command(test::zfcore() + " estimate " + test::default_stage_config() + " " +
+                                              kWorkload + ratio("auto"));
+  CHECK(automatic.output.find("plus what offload.ratio = \"auto\" keeps there after the first step") !=
+        std::string::npos);
 }
 
 // linear_stack's buffers peak at 2.0 MiB where it computes (zero0), 2.5 MiB (zero2) and 2.8 MiB

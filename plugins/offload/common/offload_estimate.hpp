@@ -4,12 +4,15 @@
 // shards parameters (ZeRO-3) then keeps a compute-precision shard of its own beside the model.
 // With params_on_host (cpu_full) the working parameters (ZeRO-3: the shard) live on `tier` too,
 // and the device holds the blocks in use (two of the largest). state_on_disk (nvme): the state
-// is on ZF_TIER_NVME except for ram_budget bytes of it in plain host memory.
+// is on ZF_TIER_NVME except for ram_budget bytes of it in plain host memory. offload.ratio below 1
+// keeps a master and state of the first (1 - ratio) of the shard beside the model too; "auto"
+// chooses that part after the first step, which the estimate cannot count (its note says so).
 #pragma once
 
 #include <zf/zf_plugin.hpp>
 
 #include <algorithm>
+#include <string>
 
 namespace zf_offload {
 
@@ -18,6 +21,8 @@ struct HostTiers {
   bool params_on_host = false;
   bool state_on_disk = false;
   uint64_t ram_budget = 0;  // bytes of state kept in RAM (state_on_disk)
+  double device_share = 0;  // offload.ratio's 1 - ratio
+  bool share_auto = false;  // offload.ratio = "auto"
 };
 
 inline zf_status estimate_host_tiers(const zf_memory_shape &shape, const HostTiers &how, zf_memory_estimate *out,
@@ -34,7 +39,14 @@ inline zf_status estimate_host_tiers(const zf_memory_shape &shape, const HostTie
   } else {
     device += stage->params + (zero3 ? c * shard : 0);
   }
+  device += uint64_t(how.device_share * double(stage->master + stage->state));
   out->tier_bytes[ZF_TIER_DEVICE] = device;
+  if (how.share_auto) {
+    std::string note = out->note;
+    note += std::string(note.empty() ? "" : "; ") +
+            "device: plus what offload.ratio = \"auto\" keeps there after the first step";
+    zf::set_text(out->note, note);
+  }
   out->tier_bytes[how.tier] += host;
   if (how.state_on_disk) {
     const uint64_t in_ram = std::min(how.ram_budget, stage->state);
