@@ -51,6 +51,15 @@ void ZenFlow::choose_topk() {
   if (comm.rank() == 0) {
     std::printf("zfcore: zenflow.topk_ratio = auto chose %.4g%s (rank 0: %s)\n", options_.topk_ratio,
                 options_.topk_ratio >= 1 ? ": every column where the model computes, as AdamW" : "", why.c_str());
+    // The same memory holds more of a contiguous part (docs/zenflow.md, "When the state does not fit").
+    if (room.known && options_.topk_ratio < 1) {
+      uint64_t element = 4;  // the master and state of offload.ratio's device part
+      for (const StateSpec &spec : state_specs_) element += c10::elementSize(spec.dtype);
+      const double share = std::min(1.0, double(room.left / element) / double(std::max<uint64_t>(1, buffers_.numel())));
+      std::printf("zfcore: without [zenflow], offload.ratio = \"auto\" would keep about %.0f%% of this rank's "
+                  "optimizer state here, updated as AdamW does; `zfcore bench convergence` compares the two\n",
+                  100 * share);
+    }
     std::fflush(stdout);
   }
 }

@@ -47,6 +47,10 @@ TEST_CASE("ZenFlow topk_ratio auto: AdamW when every column fits, else the large
     CHECK(test::json_number(tight.summary, "selected_column_fraction") >= topk);
     CHECK(test::json_number(tight.summary, "selected_column_fraction") < topk + 0.02);
     CHECK(test::json_number(tight.summary, "host_update_bytes") > 0);
+    // It points at partial offload, which the same memory holds more of.
+    CHECK(tight.outcome.output.find("without [zenflow], offload.ratio = \"auto\" would keep about") !=
+          std::string::npos);
+    CHECK(ample.outcome.output.find("without [zenflow]") == std::string::npos);
     // The compact copies and every other buffer where the model computes stay under the limit.
     CHECK(nlohmann::json::parse(tight.summary)["peak_memory_bytes"]["host"].get<double>() <
           std::stod(tight_limit(world)) * double(1ull << 30));
