@@ -35,7 +35,6 @@ std::vector<uint64_t> model_blocks(const RunConfig &config, uint64_t alignment, 
   return blocks;
 }
 
-
 // The stage plugins `zfcore estimate` compares: every one in the built-in directory, and the
 // config's own (which may come from elsewhere on the plugin path), by name.
 std::vector<std::string> stage_names(const std::string &chosen) {

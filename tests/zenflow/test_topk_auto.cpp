@@ -95,3 +95,23 @@ TEST_CASE("a ZenFlow run with topk_ratio auto resumed mid-interval keeps its fra
   CHECK(digest_of(resumed) == digest_of(whole));
   CHECK(test::json_field(resumed.summary, "zenflow_topk_ratio") == test::json_field(whole.summary, "zenflow_topk_ratio"));
 }
+
+TEST_CASE("a ZenFlow checkpoint of a fixed topk_ratio resumes under topk_ratio auto", "[zenflow]") {
+  // The checkpoint holds no choice (zenflow.topk_ratio is optional state): auto chooses at the
+  // next selection instead of refusing the checkpoint.
+  const std::string base = kZenFlow + "--set checkpoint.every=4 ";
+  test::StageRun r;
+  r.dir = test::scratch_dir("zfa_from_fixed");
+  test::Outcome first = test::run_command(
+      test::stage_command(r.dir, "zero0", 1, base + "--set zenflow.topk_ratio=0.1", test::default_stage_config()) +
+      " --set train.steps=4");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  r.outcome = test::run_command(test::stage_command(r.dir, "zero0", 1, base + "--set zenflow.topk_ratio=auto",
+                                                    test::default_stage_config()) +
+                                " --set checkpoint.resume=" + r.dir + "/checkpoints/step-00000004");
+  INFO(r.outcome.output);
+  CHECK(r.outcome.exit_code == 0);
+  CHECK(r.outcome.output.find("zfcore: resumed from") != std::string::npos);
+  CHECK(r.outcome.output.find("has no optimizer state") == std::string::npos);
+}
