@@ -3,6 +3,8 @@
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
 
+#include <algorithm>
+
 namespace zf {
 
 DeviceRoom device_room(const Runtime &runtime, zf_tier model_tier) {
@@ -26,6 +28,22 @@ DeviceRoom device_room(const Runtime &runtime, zf_tier model_tier) {
                     format_bytes(capacity).c_str(), source.c_str(),
                     on_gpu ? "the first step's peak" : "the buffers' peak", format_bytes(used).c_str());
   return room;
+}
+
+double DeviceRoom::share(uint64_t element_bytes, uint64_t numel) const {
+  return numel == 0 ? 1.0 : std::min(1.0, double(left / element_bytes) / double(numel));
+}
+
+uint64_t master_and_state_bytes(const std::vector<StateSpec> &specs) {
+  uint64_t bytes = 4;
+  for (const StateSpec &spec : specs) bytes += c10::elementSize(spec.dtype);
+  return bytes;
+}
+
+double smallest_over_ranks(Communicator &comm, double value) {
+  double values[1] = {value};
+  comm.all_reduce(zf_tensor_view{values, 1, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MIN, nullptr);
+  return values[0];
 }
 
 }  // namespace zf

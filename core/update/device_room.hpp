@@ -4,10 +4,12 @@
 // and a tenth kept free for fragmentation.
 #pragma once
 
+#include "plugin/plugin_kinds.hpp"
 #include "runtime/runtime.hpp"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace zf {
 
@@ -15,8 +17,17 @@ struct DeviceRoom {
   bool known = false;  // false: a CPU run without run.device_memory_limit_gb
   uint64_t left = 0;   // bytes
   std::string why;     // "X of Y (source) stay after the first step's peak of Z and a tenth kept free"
+  // The share of `numel` elements of `element_bytes` each that fits in `left` (1 when numel is 0).
+  double share(uint64_t element_bytes, uint64_t numel) const;
 };
 
 DeviceRoom device_room(const Runtime &runtime, zf_tier model_tier);
+
+// The bytes an element of a part updated where the model computes holds: its fp32 master and one
+// element of each state tensor of the optimizer there.
+uint64_t master_and_state_bytes(const std::vector<StateSpec> &specs);
+
+// The smallest `value` over the ranks: every rank then makes the same choice.
+double smallest_over_ranks(Communicator &comm, double value);
 
 }  // namespace zf

@@ -5,7 +5,6 @@
 #include "update/device_room.hpp"
 #include "update/disk_state.hpp"
 
-#include <cmath>
 #include <cstdio>
 
 namespace zf {
@@ -54,21 +53,17 @@ void SplitUpdate::use_part(uint64_t part) {
 void SplitUpdate::choose_part() {
   drain_host();  // the first step's host update has written the master and state the part starts from
   const DeviceRoom room = device_room(buffers_.runtime, buffers_.model_tier);
-  uint64_t element = 4;
-  for (const StateSpec &spec : specs_) element += c10::elementSize(spec.dtype);
-  const uint64_t n = buffers_.numel();
+  const uint64_t element = master_and_state_bytes(specs_);
   double share = 0;  // of the shard, where the model computes
   std::string why = "a CPU run without run.device_memory_limit_gb: all of it on the host, as offload.ratio = 1";
   if (room.known) {
-    share = n == 0 ? 1.0 : std::min(1.0, double(room.left / element) / double(n));
+    share = room.share(element, buffers_.numel());
     why = format("%s; the master and state need %llu bytes an element", room.why.c_str(), (unsigned long long)element);
   }
-  double chosen[1] = {share};
   Communicator &comm = *buffers_.runtime.comm;
-  comm.all_reduce(zf_tensor_view{chosen, 1, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MIN, nullptr);
-  const double ratio = 1 - chosen[0];
+  const double ratio = 1 - smallest_over_ranks(comm, share);
   chosen_.data_ptr<double>()[0] = ratio;
-  use_part(n - uint64_t(std::llround(ratio * double(n))));
+  use_part(device_part_of(buffers_.numel(), ratio));
   if (comm.rank() == 0) {
     std::printf("zfcore: offload.ratio = auto chose %.4g%s (rank 0: %s)\n", ratio,
                 ratio <= 0 ? ": every element is updated where the model computes, as without offload" : "",
@@ -118,8 +113,7 @@ std::vector<std::string> SplitUpdate::optional_state() const {
 
 void SplitUpdate::restore(const torch::Tensor &params_shard) {
   if (auto_ && part_ == 0 && chosen_.data_ptr<double>()[0] >= 0) {
-    const uint64_t n = buffers_.numel();
-    use_part(n - uint64_t(std::llround(chosen_.data_ptr<double>()[0] * double(n))));  // moves the state there
+    use_part(device_part_of(buffers_.numel(), chosen_.data_ptr<double>()[0]));  // moves the state there
   } else {
     move_state(/*to_host=*/false);
   }

@@ -12,6 +12,7 @@
 
 #include "update/update_schedule.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>

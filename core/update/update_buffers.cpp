@@ -29,6 +29,10 @@ void append_range(std::vector<zf_optimizer_range> &ranges, uint64_t lo, uint64_t
   else ranges.push_back(zf_optimizer_range{lo, hi, group, 0});
 }
 
+uint64_t device_part_of(uint64_t numel, double host_ratio) {
+  return numel - uint64_t(std::llround(host_ratio * double(numel)));
+}
+
 bool on_host(zf_tier tier) { return tier == ZF_TIER_HOST || tier == ZF_TIER_PINNED_HOST; }
 
 std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range> &ranges, uint64_t begin,
@@ -62,7 +66,7 @@ UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layo
                "that offload.ratio = %s leaves where the model computes could not be updated there",
                offload.name(), ratio_text().c_str());
     split_auto = tiers.host_ratio_auto != 0;
-    if (!split_auto) device_part = numel() - uint64_t(std::llround(tiers.host_ratio * double(numel())));
+    if (!split_auto) device_part = device_part_of(numel(), tiers.host_ratio);
   }
 
   job.device = on_host(tiers.master_tier) ? ZF_DEVICE_CPU : ZF_DEVICE_CUDA;

@@ -41,6 +41,8 @@ std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range
                                             uint64_t end);
 
 bool on_host(zf_tier tier);  // host memory, pinned or not
+// offload.ratio's device part: the first elements of a shard of `numel` that the host's share leaves.
+uint64_t device_part_of(uint64_t numel, double host_ratio);
 
 class UpdateBuffers {
  public:

@@ -27,9 +27,8 @@ uint64_t ZenFlow::matrix_numel() const {
 // The compact copies of one selected element, as use_selection and update_selected hold them.
 uint64_t ZenFlow::selected_element_bytes() const {
   const uint64_t element = c10::elementSize(buffers_.dtype);
-  uint64_t bytes = 4 /* master */ + 8 /* index */ + element /* gathered gradient */;
+  uint64_t bytes = master_and_state_bytes(state_specs_) + 8 /* index */ + element /* gathered gradient */;
   if (buffers_.dtype != torch::kFloat32) bytes += element;  // the compute-precision result
-  for (const StateSpec &spec : state_specs_) bytes += c10::elementSize(spec.dtype);
   return bytes;
 }
 
@@ -44,18 +43,14 @@ void ZenFlow::choose_topk() {
     why = format("%s; the selected columns need %llu bytes an element", room.why.c_str(),
                  (unsigned long long)selected_element_bytes());
   }
-  double chosen[1] = {topk};
   Communicator &comm = *buffers_.runtime.comm;
-  comm.all_reduce(zf_tensor_view{chosen, 1, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MIN, nullptr);
-  options_.topk_ratio = chosen[0];
+  options_.topk_ratio = smallest_over_ranks(comm, topk);
   if (comm.rank() == 0) {
     std::printf("zfcore: zenflow.topk_ratio = auto chose %.4g%s (rank 0: %s)\n", options_.topk_ratio,
                 options_.topk_ratio >= 1 ? ": every column where the model computes, as AdamW" : "", why.c_str());
     // The same memory holds more of a contiguous part (docs/zenflow.md, "When the state does not fit").
     if (room.known && options_.topk_ratio < 1) {
-      uint64_t element = 4;  // the master and state of offload.ratio's device part
-      for (const StateSpec &spec : state_specs_) element += c10::elementSize(spec.dtype);
-      const double share = std::min(1.0, double(room.left / element) / double(std::max<uint64_t>(1, buffers_.numel())));
+      const double share = room.share(master_and_state_bytes(state_specs_), buffers_.numel());
       std::printf("zfcore: without [zenflow], offload.ratio = \"auto\" would keep about %.0f%% of this rank's "
                   "optimizer state here, updated as AdamW does; `zfcore bench convergence` compares the two\n",
                   100 * share);
