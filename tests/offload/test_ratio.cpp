@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -93,11 +94,12 @@ TEST_CASE("the memory plan and zfcore estimate show the device part of offload.r
                                           kWorkload + ratio(share.c_str()));
     INFO(out.output);
     REQUIRE(out.exit_code == 0);
-    const size_t table = out.output.find("offload cpu_optimizer: per rank, bytes on each tier");
-    REQUIRE(table != std::string::npos);
-    const size_t row = out.output.find("  zero0 ", table);
-    REQUIRE(row != std::string::npos);
-    return std::stod(out.output.substr(row + 8));
+    std::istringstream row(test::chosen_estimate_row(out.output, "offload cpu_optimizer"));  // zero0's
+    std::string stage;
+    double device = 0;
+    row >> stage >> device;
+    CHECK(stage == "zero0");
+    return device;
   };
   const double part_bytes = std::stod(part) + 2 * std::stod(moment);
   CHECK(device_estimate("0.25") - device_estimate("1") == Approx(part_bytes).epsilon(0.001));
@@ -160,23 +162,14 @@ TEST_CASE("offload.ratio auto resumed keeps its share, and from a fixed ratio's 
           "[offload][ratio]") {
   const std::string base = kWorkload + "--set checkpoint.every=2 --set train.steps=6 ";
   test::StageRun whole = run_ok("ra_whole", "zero1", 1, base + auto_ratio("0.0038"));
+  // The first run checkpoints at 2 and 4 and stops at 4; the second resumes from 4 with its own settings.
   auto resume = [&](const std::string &name, const std::string &first_args, const std::string &resumed_args) {
-    test::StageRun r;
-    r.dir = test::scratch_dir(name);
-    test::Outcome first = test::run_command(
-        test::stage_command(r.dir, "zero1", 1, base + first_args, test::default_stage_config()) +
-        " --set train.steps=4");
-    INFO(first.output);
-    REQUIRE(first.exit_code == 0);
-    r.outcome = test::run_command(test::stage_command(r.dir, "zero1", 1, base + resumed_args,
-                                                      test::default_stage_config()) +
-                                  " --set checkpoint.resume=" + r.dir + "/checkpoints/step-00000004");
-    r.summary = test::read_text(r.dir + "/summary.json");
-    INFO(r.outcome.output);
-    REQUIRE(r.outcome.exit_code == 0);
-    CHECK(r.outcome.output.find("zfcore: resumed from") != std::string::npos);
-    CHECK(digest_of(r) == digest_of(whole));
-    return r;
+    test::ResumedRun r = test::run_resumed(name, "zero1", 1, base + first_args, 4, 6, test::default_stage_config(), 4,
+                                           resumed_args);
+    test::require_resumed(r);
+    CHECK(r.resumed.outcome.output.find("zfcore: resumed from") != std::string::npos);
+    CHECK(digest_of(r.resumed) == digest_of(whole));
+    return r.resumed;
   };
   // Given room for all of it, the resumed run keeps the share the checkpoint holds.
   test::StageRun kept = resume("ra_resume_kept", auto_ratio("0.0038"), auto_ratio("100"));

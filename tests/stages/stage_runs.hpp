@@ -62,9 +62,10 @@ struct ResumedRun {
 };
 // resume_step > 0: the second run resumes from the first's checkpoint of that step (one inside the
 // run, where ZenFlow has CPU updates in flight; the one at its end holds a finished run).
+// resumed_extra: --set overrides the second run adds (the last --set of a key wins).
 inline ResumedRun run_resumed(const std::string &name, const std::string &stage, int world, const std::string &extra,
                               int64_t first_steps, int64_t steps, const std::string &config = default_stage_config(),
-                              int64_t resume_step = 0) {
+                              int64_t resume_step = 0, const std::string &resumed_extra = "") {
   ResumedRun r;
   r.resumed.dir = scratch_dir(name);
   std::string command = stage_command(r.resumed.dir, stage, world, extra, config);
@@ -73,7 +74,8 @@ inline ResumedRun run_resumed(const std::string &name, const std::string &stage,
   char from[64];
   std::snprintf(from, sizeof from, "/checkpoints/step-%08lld", (long long)resume_step);
   r.resumed.outcome = run_command(command + " --set train.steps=" + std::to_string(steps) +
-                                  (resume_step > 0 ? " --set checkpoint.resume=" + r.resumed.dir + from : ""));
+                                  (resume_step > 0 ? " --set checkpoint.resume=" + r.resumed.dir + from : "") + " " +
+                                  resumed_extra);
   r.resumed.summary = read_text(r.resumed.dir + "/summary.json");
   return r;
 }

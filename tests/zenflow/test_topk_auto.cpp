@@ -76,20 +76,10 @@ TEST_CASE("a ZenFlow run with topk_ratio auto resumed mid-interval keeps its fra
   // column: it must not choose again.
   const std::string base = kZenFlow + "--set checkpoint.every=4 --set zenflow.topk_ratio=auto ";
   test::StageRun whole = test::run_stage_ok("zfa_whole", "zero2", 2, base + tight_auto(2));
-  test::StageRun resumed;
-  resumed.dir = test::scratch_dir("zfa_resume");
-  test::Outcome first = test::run_command(test::stage_command(resumed.dir, "zero2", 2, base + tight_auto(2),
-                                                              test::default_stage_config()) +
-                                          " --set train.steps=5");
-  INFO(first.output);
-  REQUIRE(first.exit_code == 0);
-  resumed.outcome = test::run_command(
-      test::stage_command(resumed.dir, "zero2", 2, base + "--set run.device_memory_limit_gb=100",
-                          test::default_stage_config()) +
-      " --set checkpoint.resume=" + resumed.dir + "/checkpoints/step-00000004");
-  resumed.summary = test::read_text(resumed.dir + "/summary.json");
-  INFO(resumed.outcome.output);
-  REQUIRE(resumed.outcome.exit_code == 0);
+  test::ResumedRun r = test::run_resumed("zfa_resume", "zero2", 2, base + tight_auto(2), 5, 8,
+                                         test::default_stage_config(), 4, "--set run.device_memory_limit_gb=100");
+  test::require_resumed(r);
+  const test::StageRun &resumed = r.resumed;
   CHECK(resumed.outcome.output.find("zfcore: resumed from") != std::string::npos);
   CHECK(resumed.outcome.output.find("auto chose") == std::string::npos);
   CHECK(digest_of(resumed) == digest_of(whole));
@@ -99,19 +89,12 @@ TEST_CASE("a ZenFlow run with topk_ratio auto resumed mid-interval keeps its fra
 TEST_CASE("a ZenFlow checkpoint of a fixed topk_ratio resumes under topk_ratio auto", "[zenflow]") {
   // The checkpoint holds no choice (zenflow.topk_ratio is optional state): auto chooses at the
   // next selection instead of refusing the checkpoint.
-  const std::string base = kZenFlow + "--set checkpoint.every=4 ";
-  test::StageRun r;
-  r.dir = test::scratch_dir("zfa_from_fixed");
-  test::Outcome first = test::run_command(
-      test::stage_command(r.dir, "zero0", 1, base + "--set zenflow.topk_ratio=0.1", test::default_stage_config()) +
-      " --set train.steps=4");
-  INFO(first.output);
-  REQUIRE(first.exit_code == 0);
-  r.outcome = test::run_command(test::stage_command(r.dir, "zero0", 1, base + "--set zenflow.topk_ratio=auto",
-                                                    test::default_stage_config()) +
-                                " --set checkpoint.resume=" + r.dir + "/checkpoints/step-00000004");
-  INFO(r.outcome.output);
-  CHECK(r.outcome.exit_code == 0);
-  CHECK(r.outcome.output.find("zfcore: resumed from") != std::string::npos);
-  CHECK(r.outcome.output.find("has no optimizer state") == std::string::npos);
+  test::ResumedRun r = test::run_resumed("zfa_from_fixed", "zero0", 1,
+                                         kZenFlow + "--set checkpoint.every=4 --set zenflow.topk_ratio=0.1", 4, 8,
+                                         test::default_stage_config(), 4, "--set zenflow.topk_ratio=auto");
+  INFO(r.first.output << "\n" << r.resumed.outcome.output);
+  CHECK(r.first.exit_code == 0);
+  CHECK(r.resumed.outcome.exit_code == 0);
+  CHECK(r.resumed.outcome.output.find("zfcore: resumed from") != std::string::npos);
+  CHECK(r.resumed.outcome.output.find("has no optimizer state") == std::string::npos);
 }
