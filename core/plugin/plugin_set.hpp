@@ -4,6 +4,7 @@
 #pragma once
 
 #include "config/config.hpp"
+#include "plugin/plugin_advice.hpp"
 #include "plugin/plugin_kinds.hpp"
 
 #include <memory>
@@ -21,6 +22,11 @@ class PluginSet {
   // (ZenFlow's selected columns, offload.ratio's device share): optimizer.device_plugin on a GPU run, a second
   // instance of the run's optimizer on a CPU run. Created on first use.
   const OptimizerPlugin &device_optimizer();
+  // Advice: the installed plugins of `kind` that meet `needs`, as the setting that picks one
+  // (plugin/plugin_advice.hpp). Scans the search path: for failure paths.
+  std::string installed_with(zf_kind kind, const PluginNeeds &needs) const {
+    return zf::installed_with(registry_, kind, needs);
+  }
 
  private:
   const RunConfig &config_;

@@ -86,10 +86,13 @@ UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layo
     planned.push_back({tiers.state_tier, format("%s.%s", optimizer.name(), spec.name.c_str()),
                        n * c10::elementSize(spec.dtype)});
   if (tiers.state_tier == ZF_TIER_NVME) {
-    ZF_REQUIRE(!state_specs.empty() && on_host(tiers.master_tier),
-               "offload plugin '%s' puts the optimizer state on disk, which needs the master in host memory and an "
-               "optimizer that lets the host hold its state (cpu_adam, cpu_lion, cpu_adagrad); '%s' does not",
-               offload.name(), optimizer.name());
+    ZF_REQUIRE(on_host(tiers.master_tier),
+               "offload plugin '%s' puts the optimizer state on disk, which needs the master in host memory, not on "
+               "tier %s", offload.name(), tier_name(tiers.master_tier));
+    ZF_REQUIRE(!state_specs.empty(),
+               "offload plugin '%s' puts the optimizer state on disk, which needs an optimizer that lets the host hold "
+               "its state (state_spec, bind_state); '%s' keeps its own: use one that does (%s)",
+               offload.name(), optimizer.name(), host_optimizers(kHostHeldState).c_str());
     disk = std::make_unique<DiskState>(runtime, offload, state_specs, n, tiers.bucket_numel ? tiers.bucket_numel : n);
     tiers.bucket_numel = disk->tile_numel();  // a bucket is a tile
     for (const StateSpec &spec : state_specs)
@@ -108,6 +111,11 @@ UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layo
 
 UpdateBuffers::~UpdateBuffers() = default;
 
+std::string UpdateBuffers::host_optimizers(uint32_t traits, const char *except) const {
+  const uint64_t writes = offloaded && dtype != torch::kFloat32 ? ZF_CAP_LOW_PRECISION_OUT : 0;
+  return plugins.installed_with(ZF_KIND_OPTIMIZER, {ZF_CAP_CPU | writes, traits, except});
+}
+
 std::string UpdateBuffers::ratio_text() const {
   return tiers.host_ratio_auto ? std::string("\"auto\"") : format("%g", tiers.host_ratio);
 }
@@ -120,16 +128,18 @@ void UpdateBuffers::check_optimizer_fits() {
   if (on_host(tiers.master_tier)) {
     ZF_REQUIRE(optimizer.has(ZF_CAP_CPU),
                "optimizer plugin '%s' runs on the GPU but offload plugin '%s' keeps the master weights in host "
-               "memory: use a CPU optimizer (optimizer.plugin = \"cpu_adam\", \"cpu_lion\" or \"cpu_adagrad\")",
-               optimizer.name(), offload.name());
+               "memory: use a CPU optimizer (%s)",
+               optimizer.name(), offload.name(), host_optimizers().c_str());
   } else {
     ZF_REQUIRE(tiers.master_tier == ZF_TIER_DEVICE && runtime.device == ZF_DEVICE_CUDA,
                "offload plugin '%s' put the master weights on tier %s, which this %s run does not have",
                offload.name(), tier_name(tiers.master_tier), runtime.device == ZF_DEVICE_CUDA ? "GPU" : "CPU");
     ZF_REQUIRE(optimizer.has(ZF_CAP_CUDA),
                "optimizer plugin '%s' runs on the CPU but run.device = \"cuda\" keeps the master weights on the "
-               "GPU: use optimizer.plugin = \"gpu_adam\", or offload.plugin = \"cpu_optimizer\" to update on the CPU",
-               optimizer.name());
+               "GPU: use a GPU optimizer (%s), or, to update on the CPU, an offload plugin that keeps the master "
+               "weights in host memory and moves gradients and parameters (%s)",
+               optimizer.name(), plugins.installed_with(ZF_KIND_OPTIMIZER, {ZF_CAP_CUDA}).c_str(),
+               plugins.installed_with(ZF_KIND_OFFLOAD, {0, kMovesData}).c_str());
   }
   if (!offloaded) return;
   ZF_REQUIRE(offload.moves_data(),
@@ -137,8 +147,8 @@ void UpdateBuffers::check_optimizer_fits() {
              "(gradients_out, parameters_in)", offload.name(), tier_name(tiers.master_tier));
   ZF_REQUIRE(dtype == torch::kFloat32 || optimizer.has(ZF_CAP_LOW_PRECISION_OUT),
              "optimizer plugin '%s' cannot write %s parameters in its step (ZF_CAP_LOW_PRECISION_OUT), which offload "
-             "plugin '%s' needs: use cpu_adam, cpu_lion or cpu_adagrad",
-             optimizer.name(), c10::toString(dtype), offload.name());
+             "plugin '%s' needs: use one that can (%s)",
+             optimizer.name(), c10::toString(dtype), offload.name(), host_optimizers().c_str());
 }
 
 void UpdateBuffers::allocate(const torch::Tensor &params_shard) {
@@ -176,7 +186,7 @@ std::vector<size_t> UpdateBuffers::held_state_of(const OptimizerPlugin &device, 
   const OptimizerPlugin &host = plugins.optimizer;
   ZF_REQUIRE(!state_specs.empty(),
              "%s between the host and the device, so the host must hold it: optimizer plugin '%s' keeps its own "
-             "(use optimizer.plugin = \"cpu_adam\")", moves, host.name());
+             "(use one that lets the host hold it: %s)", moves, host.name(), host_optimizers(kHostHeldState).c_str());
   ZF_REQUIRE(!device.state_specs().empty(), "%s: optimizer plugin '%s' (the device's update) cannot use host-held "
              "state", moves, device.name());
   ZF_REQUIRE(dtype == torch::kFloat32 || device.has(ZF_CAP_LOW_PRECISION_OUT),
@@ -187,8 +197,10 @@ std::vector<size_t> UpdateBuffers::held_state_of(const OptimizerPlugin &device, 
     auto found = std::find_if(state_specs.begin(), state_specs.end(),
                               [&](const StateSpec &mine) { return mine.name == spec.name; });
     ZF_REQUIRE(found != state_specs.end(),
-               "%s between '%s' on the host and '%s' on the device, but '%s' has no state '%s': use "
-               "optimizer.plugin = \"cpu_adam\"", moves, host.name(), device.name(), host.name(), spec.name.c_str());
+               "%s between '%s' on the host and '%s' on the device, but '%s' has no state '%s': use a host optimizer "
+               "with the state of '%s', among those that let the host hold theirs (%s)", moves, host.name(),
+               device.name(), host.name(), spec.name.c_str(), device.name(),
+               host_optimizers(kHostHeldState, host.name()).c_str());
     held.push_back(size_t(found - state_specs.begin()));
   }
   return held;

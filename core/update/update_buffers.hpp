@@ -92,6 +92,9 @@ class UpdateBuffers {
 
  private:
   void check_optimizer_fits();
+  // Advice: the installed optimizers that could update this run's master in host memory (on the
+  // CPU, writing the working parameters of an offloaded bf16/fp16 run) and have `traits`.
+  std::string host_optimizers(uint32_t traits = 0, const char *except = nullptr) const;
 };
 
 }  // namespace zf

@@ -20,13 +20,16 @@ namespace {
 // The host side of the update, which ZenFlow's CPU updates need.
 HostUpdate &host_side(const UpdateBuffers &buffers, HostUpdate *host) {
   const char *offload = buffers.plugins.offload.name();
+  const PluginSet &plugins = buffers.plugins;
   ZF_REQUIRE(host && buffers.offloaded && on_host(buffers.tiers.master_tier),
              "[zenflow] updates the unselected columns on the CPU, so it needs an offload plugin that keeps the master "
-             "weights in host memory (offload.plugin = \"cpu_optimizer\"), not '%s'", offload);
+             "weights in host memory and moves gradients and parameters (%s), not '%s'",
+             plugins.installed_with(ZF_KIND_OFFLOAD, {0, kMovesData}).c_str(), offload);
   ZF_REQUIRE(buffers.tiers.param_tier == buffers.model_tier,
              "offload plugin '%s' keeps the working parameters in host memory, but ZenFlow updates the selected "
-             "columns where the model computes every step: use offload.plugin = \"cpu_optimizer\" or \"nvme\" with "
-             "[zenflow]", offload);
+             "columns where the model computes every step: use with [zenflow] an offload plugin other than '%s' that "
+             "keeps them there and the master weights in host memory, moving gradients and parameters (%s)",
+             offload, offload, plugins.installed_with(ZF_KIND_OFFLOAD, {0, kMovesData, offload}).c_str());
   return *host;
 }
 

@@ -2,14 +2,18 @@
 // package, README, changelog, data flow, examples), build the installed example plugins with
 // find_package against that prefix alone, check they export only the two entry points, and let
 // zfcore load and run them through ZFCORE_PLUGIN_PATH: the selector, the offload tier (oracle:
-// cpu_optimizer's param_digest) and a test stage, whose memory `zfcore estimate` reports.
+// cpu_optimizer's param_digest) and a test stage, whose memory `zfcore estimate` reports. The
+// advice for a refused plugin names the installed ones that can do it, out-of-tree ones included.
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
+#include <vector>
 
 using namespace zf;
 
@@ -43,6 +47,34 @@ std::string line_with(const std::string &output, const std::string &key, size_t 
   size_t begin = output.rfind('\n', at), end = output.find('\n', at);
   begin = begin == std::string::npos ? 0 : begin + 1;
   return output.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// The text of `output` between the first `open` and the next `close`; "" when absent.
+std::string between(const std::string &output, const std::string &open, const std::string &close) {
+  size_t begin = output.find(open);
+  if (begin == std::string::npos) return "";
+  begin += open.size();
+  size_t end = output.find(close, begin);
+  return end == std::string::npos ? "" : output.substr(begin, end - begin);
+}
+
+// The plugins of `kind` that `zfcore plugins` lists with capability `capability`, as the advice
+// writes them: KIND.plugin = "a", "b" or "c", sorted.
+std::string listed_with(const std::string &listing, const std::string &kind, const std::string &capability) {
+  std::istringstream lines(listing);
+  std::vector<std::string> names;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string k, name, version, abi, capabilities;
+    if (fields >> k >> name >> version >> abi >> capabilities && k == kind &&
+        ("," + capabilities + ",").find("," + capability + ",") != std::string::npos)
+      names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  std::string text = kind + ".plugin = ";
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + ("\"" + names[i] + "\"");
+  return text;
 }
 
 }  // namespace
@@ -210,4 +242,57 @@ TEST_CASE("a stage built out of tree gets its own row in zfcore estimate", "[sdk
                                "--set run.output_dir=" + scratch + "/run");
   INFO(run.output);
   CHECK(run.exit_code == 0);
+}
+
+TEST_CASE("advice names the installed plugins that have what a refused one lacks (out-of-tree ones too)",
+          "[sdk][offload]") {
+  std::string scratch = test::scratch_dir("sdk_advice");
+  std::string prefix = install_sdk(scratch), offload = scratch + "/offload", optimizer = scratch + "/optimizer";
+  build_against(prefix, prefix + "/share/doc/zfcore/examples/mmap_offload", offload);
+  build_against(prefix, test::source_dir() + "/tests/sdk/gpu_only_optimizer", optimizer);
+  const std::string env = "ZFCORE_PLUGIN_PATH=" + offload + ":" + optimizer + " ";
+  const std::string run = test::zfcore() + " run " + test::source_dir() + "/examples/linear_stack.toml " +
+                          "--set train.steps=1 --set run.output_dir=" + scratch + "/run ";
+
+  // A GPU-only optimizer where the master lives in host memory (mmap_example keeps it there): the
+  // advice is every installed CPU optimizer, as `zfcore plugins` lists them, not a fixed few.
+  auto listing = test::run_command(env + test::zfcore() + " plugins");
+  INFO(listing.output);
+  REQUIRE(listing.exit_code == 0);
+  REQUIRE_THAT(listing.output, Catch::Contains("optimizer  gpu_only_example") && Catch::Contains("offload    mmap_example"));
+  const std::string cpu_optimizers = listed_with(listing.output, "optimizer", "cpu");
+  CHECK_THAT(cpu_optimizers, Catch::Contains("\"cpu_adam\"") && !Catch::Contains("gpu_only_example"));
+  auto gpu_only = test::run_command(env + run + "--set optimizer.plugin=gpu_only_example --set offload.plugin=mmap_example");
+  INFO(gpu_only.output);
+  CHECK(gpu_only.exit_code != 0);
+  CHECK_THAT(gpu_only.output, Catch::Contains("optimizer plugin 'gpu_only_example' runs on the GPU but offload plugin "
+                                              "'mmap_example' keeps the master weights in host memory: use a CPU "
+                                              "optimizer (" + cpu_optimizers + ")"));
+  CHECK(gpu_only.output.find("step 1") == std::string::npos);
+
+  // ZenFlow under an offload that keeps the master where the model computes: the advice lists the
+  // installed offload plugins that move gradients and parameters, the out-of-tree one among them.
+  const std::string zenflow = run + "--set zenflow.topk_ratio=0.1 --set offload.plugin=";
+  const std::string needs = "it needs an offload plugin that keeps the master weights in host memory and moves "
+                            "gradients and parameters (";
+  auto with = test::run_command(env + zenflow + "none");
+  INFO(with.output);
+  CHECK(with.exit_code != 0);
+  std::string advice = between(with.output, needs, "), not 'none'");
+  CHECK_THAT(advice, Catch::StartsWith("offload.plugin = ") && Catch::Contains("\"mmap_example\"") &&
+                         Catch::Contains("\"cpu_optimizer\"") && !Catch::Contains("\"none\""));
+  // Without its directory on the path, it is not offered.
+  auto without = test::run_command("ZFCORE_PLUGIN_PATH= " + zenflow + "none");
+  INFO(without.output);
+  CHECK(without.exit_code != 0);
+  advice = between(without.output, needs, "), not 'none'");
+  CHECK_THAT(advice, Catch::Contains("\"cpu_optimizer\"") && !Catch::Contains("mmap_example"));
+  // cpu_full keeps the working parameters in host memory: the others are offered, not itself.
+  auto full = test::run_command(env + zenflow + "cpu_full --set optimizer.plugin=cpu_adam");
+  INFO(full.output);
+  CHECK(full.exit_code != 0);
+  advice = between(full.output, "an offload plugin other than 'cpu_full' that keeps them there and the master weights "
+                                "in host memory, moving gradients and parameters (", ")");
+  CHECK_THAT(advice, Catch::Contains("\"mmap_example\"") && Catch::Contains("\"cpu_optimizer\"") &&
+                         !Catch::Contains("cpu_full"));
 }

@@ -1,0 +1,48 @@
+#include "plugin/plugin_advice.hpp"
+
+#include "plugin/api_copy.hpp"
+#include "plugin/plugin_registry.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace zf {
+
+namespace {
+
+uint32_t traits_of(const zf_descriptor &d) {
+  uint32_t traits = 0;
+  if (d.kind == ZF_KIND_OPTIMIZER) {
+    zf_optimizer_api api = api_copy<zf_optimizer_api>(d.api);
+    if (api.state_spec && api.bind_state) traits |= kHostHeldState;
+  } else if (d.kind == ZF_KIND_OFFLOAD) {
+    zf_offload_api api = api_copy<zf_offload_api>(d.api);
+    if (api.gradients_out && api.parameters_in) traits |= kMovesData;
+  }
+  return traits;
+}
+
+bool meets(const zf_descriptor &d, const PluginNeeds &needs) {
+  return (d.capabilities & needs.capabilities) == needs.capabilities && (traits_of(d) & needs.traits) == needs.traits &&
+         !(needs.except && std::strcmp(d.name, needs.except) == 0);
+}
+
+}  // namespace
+
+std::string installed_with(PluginRegistry &registry, zf_kind kind, const PluginNeeds &needs) {
+  std::vector<const PluginFile *> found;
+  std::vector<Rejection> rejected;
+  registry.scan(found, rejected);
+  std::vector<std::string> names;
+  for (const PluginFile *file : found)
+    if (file->descriptor->kind == kind && meets(*file->descriptor, needs)) names.push_back(file->descriptor->name);
+  if (names.empty()) return "none is installed; `zfcore plugins` lists the plugins found";
+  std::sort(names.begin(), names.end());
+  std::string text = std::string(kind_name(kind)) + ".plugin = ";
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + ("\"" + names[i] + "\"");
+  return text;
+}
+
+}  // namespace zf
