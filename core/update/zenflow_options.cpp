@@ -25,35 +25,26 @@ int64_t interval(const RunConfig &config, const char *key) {
   return value;
 }
 
-// "auto" -> 0, else a fraction in (0, 1].
-double read_topk_ratio(const RunConfig &config) {
-  std::string text = config.string("zenflow", "topk_ratio");
+// "auto" -> 0, else a number in (0, most]; `range` says which in the error.
+double positive_or_auto(const RunConfig &config, const char *key, double most, const char *range) {
+  std::string text = config.string("zenflow", key);
   if (text == "auto") return 0;
   char *end = nullptr;
   errno = 0;
   double value = std::strtod(text.c_str(), &end);
-  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && value > 0 && value <= 1,
-             "%s: zenflow.topk_ratio = %s: must be in (0, 1] or \"auto\"",
-             config.where("zenflow", "topk_ratio").str().c_str(), text.c_str());
+  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && std::isfinite(value) && value > 0 && value <= most,
+             "%s: zenflow.%s = \"%s\": expected %s or \"auto\"", config.where("zenflow", key).str().c_str(), key,
+             text.c_str(), range);
   return value;
 }
 
-// "auto": the CPU update moves a column as far as the update_interval steps it stands for when
-// fine-tuning (measured: closer to AdamW), and one step's worth from scratch (where the larger step
-// trains worse); else a number > 0.
-double read_cpu_lr_scale(const RunConfig &config, const ZenFlowOptions &o) {
-  std::string text = config.string("zenflow", "cpu_lr_scale");
-  if (text == "auto")
-    return o.staggered && o.update_interval > 0 && !config.string("model", "init_from").empty()
-               ? double(o.update_interval)
-               : 1.0;
-  char *end = nullptr;
-  errno = 0;
-  double value = std::strtod(text.c_str(), &end);
-  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && std::isfinite(value) && value > 0 && value <= 1e6,
-             "%s: zenflow.cpu_lr_scale = \"%s\": expected a number > 0 or \"auto\"",
-             config.where("zenflow", "cpu_lr_scale").str().c_str(), text.c_str());
-  return value;
+// cpu_lr_scale "auto": the CPU update moves a column as far as the update_interval steps it stands
+// for when fine-tuning (measured: closer to AdamW), and one step's worth from scratch (where the
+// larger step trains worse).
+double auto_cpu_lr_scale(const RunConfig &config, const ZenFlowOptions &o) {
+  return o.staggered && o.update_interval > 0 && !config.string("model", "init_from").empty()
+             ? double(o.update_interval)
+             : 1.0;
 }
 
 }  // namespace
@@ -62,7 +53,7 @@ ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_e
   ZenFlowOptions o;
   o.enabled = config.has_table("zenflow");
   if (!o.enabled) return o;
-  o.topk_ratio = read_topk_ratio(config);
+  o.topk_ratio = positive_or_auto(config, "topk_ratio", 1, "a fraction in (0, 1]");
   o.update_interval = interval(config, "update_interval");
   o.overlap = config.boolean("zenflow", "overlap_step");
   o.staggered = config.string("zenflow", "schedule") == "staggered";
@@ -70,7 +61,8 @@ ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_e
              "%s: zenflow.update_interval = \"auto\" ends an interval when the other columns' gradients outweigh the "
              "selected ones (zen-auto), which needs zenflow.schedule = \"deepspeed\"; the staggered schedule "
              "takes an integer", config.where("zenflow", "update_interval").str().c_str());
-  o.cpu_lr_scale = read_cpu_lr_scale(config, o);
+  o.cpu_lr_scale = positive_or_auto(config, "cpu_lr_scale", 1e6, "a number > 0");
+  if (o.cpu_lr_scale == 0) o.cpu_lr_scale = auto_cpu_lr_scale(config, o);
   o.warm_up = config.integer("zenflow", "full_warm_up_rounds");
   o.auto_ratio = config.real("zenflow", "auto_ratio");
   const int64_t select = interval(config, "select_interval"), epoch = std::max<int64_t>(1, steps_per_epoch);

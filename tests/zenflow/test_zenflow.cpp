@@ -293,8 +293,8 @@ TEST_CASE("ZenFlow settings that make no sense are located errors", "[zenflow]")
     std::string set, message;
   };
   const std::vector<Case> cases = {
-      {kOffload + "--set zenflow.topk_ratio=0", "zenflow.topk_ratio = 0: must be in (0, 1]"},
-      {kOffload + "--set zenflow.topk_ratio=most", "zenflow.topk_ratio = most: must be in (0, 1] or \"auto\""},
+      {kOffload + "--set zenflow.topk_ratio=0", "zenflow.topk_ratio = \"0\": expected a fraction in (0, 1]"},
+      {kOffload + "--set zenflow.topk_ratio=most", "zenflow.topk_ratio = \"most\": expected a fraction in (0, 1] or \"auto\""},
       {kOffload + "--set run.device_memory_limit_gb=-1", "run.device_memory_limit_gb"},
       {kOffload + "--set zenflow.update_interval=sometimes",
        "zenflow.update_interval = \"sometimes\": expected an integer >= 1 or \"auto\""},
