@@ -28,7 +28,7 @@ HostUpdate &host_side(const UpdateBuffers &buffers, HostUpdate *host) {
   ZF_REQUIRE(buffers.tiers.param_tier == buffers.model_tier,
              "offload plugin '%s' keeps the working parameters in host memory, but ZenFlow updates the selected "
              "columns where the model computes every step: use with [zenflow] an offload plugin other than '%s' that "
-             "keeps them there and the master weights in host memory, moving gradients and parameters (%s)",
+             "keeps the working parameters there and the master weights in host memory (%s)",
              offload, offload, plugins.installed_with(ZF_KIND_OFFLOAD, {0, kMovesData, offload}).c_str());
   return *host;
 }
