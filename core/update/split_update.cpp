@@ -11,8 +11,7 @@ namespace zf {
 
 SplitUpdate::SplitUpdate(UpdateBuffers &buffers, HostUpdate &host)
     : EveryStep(buffers, &host, /*host_steps=*/nullptr, /*host_from=*/buffers.device_part),
-      optimizer_(buffers.plugins.device_optimizer()), auto_(buffers.split_auto), part_(buffers.device_part),
-      device_ranges_(clip_ranges(buffers.job.ranges, 0, buffers.device_part)) {
+      optimizer_(buffers.plugins.device_optimizer()), auto_(buffers.split_auto), part_(buffers.device_part) {
   host_state_ = buffers_.held_state_of(optimizer_, "offload.ratio < 1 moves the device part's optimizer state");
   specs_ = optimizer_.state_specs();
   if (auto_) chosen_ = torch::full({1}, -1.0, torch::kFloat64);

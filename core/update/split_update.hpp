@@ -43,7 +43,7 @@ class SplitUpdate : public EveryStep {
   const OptimizerPlugin &optimizer_;  // the device part's (plugins.device_optimizer())
   const bool auto_;                   // offload.ratio = "auto"
   uint64_t part_ = 0;                 // elements [0, part_) of the shard
-  std::vector<zf_optimizer_range> device_ranges_;
+  std::vector<zf_optimizer_range> device_ranges_;  // the job's ranges inside [0, part_), set by use_part
   std::vector<StateSpec> specs_;    // the device optimizer's state ...
   std::vector<size_t> host_state_;  // ... and the host's tensor of each
   torch::Tensor master_;            // the device part's fp32 master, on the model's tier

@@ -74,11 +74,7 @@ zf_status estimate_host_offload(const zf_memory_shape *shape, zf_memory_estimate
     HostTiers how;
     how.tier = zf::Config(shape).boolean("pin_memory") ? ZF_TIER_PINNED_HOST : ZF_TIER_HOST;
     how.params_on_host = params_on_host;
-    if (!params_on_host) {  // cpu_optimizer's offload.ratio
-      const HostRatio ratio = read_ratio(zf::Config(shape));
-      how.device_share = 1 - ratio.share;
-      how.share_auto = ratio.automatic;
-    }
+    if (!params_on_host) how.ratio = read_ratio(zf::Config(shape));  // cpu_optimizer's offload.ratio
     return estimate_host_tiers(*shape, how, estimate, error);
   });
 }

@@ -9,6 +9,8 @@
 // chooses that part after the first step, which the estimate cannot count (its note says so).
 #pragma once
 
+#include "transfers.hpp"
+
 #include <zf/zf_plugin.hpp>
 
 #include <algorithm>
@@ -21,8 +23,7 @@ struct HostTiers {
   bool params_on_host = false;
   bool state_on_disk = false;
   uint64_t ram_budget = 0;  // bytes of state kept in RAM (state_on_disk)
-  double device_share = 0;  // offload.ratio's 1 - ratio
-  bool share_auto = false;  // offload.ratio = "auto"
+  HostRatio ratio;          // offload.ratio: the rest of the shard keeps its master and state on the device
 };
 
 inline zf_status estimate_host_tiers(const zf_memory_shape &shape, const HostTiers &how, zf_memory_estimate *out,
@@ -39,9 +40,9 @@ inline zf_status estimate_host_tiers(const zf_memory_shape &shape, const HostTie
   } else {
     device += stage->params + (zero3 ? c * shard : 0);
   }
-  device += uint64_t(how.device_share * double(stage->master + stage->state));
+  device += uint64_t((1 - how.ratio.share) * double(stage->master + stage->state));
   out->tier_bytes[ZF_TIER_DEVICE] = device;
-  if (how.share_auto) {
+  if (how.ratio.automatic) {
     std::string note = out->note;
     note += std::string(note.empty() ? "" : "; ") +
             "device: plus what offload.ratio = \"auto\" keeps there after the first step";

@@ -229,9 +229,7 @@ zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *esti
     how.state_on_disk = true;
     how.params_on_host = table.boolean("offload_params");
     how.ram_budget = uint64_t(table.real("host_budget_gb") * 1e9);
-    const zf_offload::HostRatio ratio = zf_offload::read_ratio(table);
-    how.device_share = 1 - ratio.share;
-    how.share_auto = ratio.automatic;
+    how.ratio = zf_offload::read_ratio(table);
     zf::set_text(estimate->note, "pinned: plus 3 tiles of offload.bucket_size per state tensor");
     zf::set_text(estimate->advice, "offload.host_budget_gb = 0 keeps all of the optimizer state on disk");
     return zf_offload::estimate_host_tiers(*shape, how, estimate, error);
