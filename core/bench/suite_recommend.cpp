@@ -187,14 +187,24 @@ std::string convergence_noise_note(int trials) {
                 trials, trials == 2 ? "mean" : "median");
 }
 
+// The reference is the first row's configuration: those of its trials that ran. The default target is the
+// highest of their final losses, so that every trial of the reference reaches it (one trial: its
+// final loss); the ratios are over their mean final loss.
 double convergence_figures(std::vector<RowResult> &rows, double target_loss) {
-  const bool first_ran = !rows.empty() && rows[0].status == "ok" && !rows[0].evals.empty();
-  const double first_final = first_ran ? rows[0].evals.back().loss : 0;
-  const double target = target_loss >= 0 ? target_loss : first_ran ? first_final : -1;
+  double worst = -1, sum = 0;
+  int ran = 0;
+  for (const RowResult &r : rows)
+    if (r.row.name == rows[0].row.name && r.status == "ok" && !r.evals.empty()) {
+      worst = std::max(worst, r.evals.back().loss);
+      sum += r.evals.back().loss;
+      ++ran;
+    }
+  const double reference = ran > 0 ? sum / ran : 0;
+  const double target = target_loss >= 0 ? target_loss : worst;
   for (RowResult &r : rows) {
     r.loss_ratio = 0, r.target_s = -1, r.target_step = -1;
     if (r.status != "ok" || r.evals.empty()) continue;
-    if (first_ran) r.loss_ratio = r.evals.back().loss / first_final;
+    if (ran > 0) r.loss_ratio = r.evals.back().loss / reference;
     for (const EvalPoint &point : r.evals)
       if (target >= 0 && point.loss <= target) {
         r.target_s = point.train_s;

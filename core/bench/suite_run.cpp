@@ -351,7 +351,9 @@ int run_suite(const SuiteOptions &options) {
   if (o.suite == "convergence") {
     report.target_loss = convergence_figures(rows, o.target_loss);
     report.target_from = o.target_loss >= 0          ? "--target-loss"
-                         : report.target_loss >= 0 ? "the final held-out loss of " + rows[0].row.name
+                         : report.target_loss >= 0 ? (o.trials > 1 ? "the highest final held-out loss over the trials of "
+                                                                    : "the final held-out loss of ") +
+                                                         rows[0].row.name
                                                    : "none: the first row did not run";
     recommendation = recommend_convergence(rows, report.target_loss);
   } else {

@@ -225,6 +225,27 @@ TEST_CASE("bench convergence over trials: median time to target, and a trial tha
   CHECK(rec.verdicts[3] == "later");
   CHECK_THAT(convergence_noise_note(3), Catch::Contains("median") && Catch::Contains("no within-noise verdict"));
   CHECK_THAT(convergence_noise_note(1), Catch::Contains("no noise estimate"));
+  // The default target is the highest final loss of the first row's trials, so that each of them
+  // reaches it; the ratios are over their mean. A trial of the reference that did not run is left out.
+  std::vector<RowResult> noisy{recorded("a", "ok", {3.0, 2.0, 1.52}, 1), recorded("a", "ok", {3.0, 1.9, 1.48}, 2),
+                               recorded("a", "error", {}, 3), recorded("b", "ok", {2.0, 1.51, 1.45}, 1),
+                               recorded("b", "ok", {2.0, 1.55, 1.5}, 2), recorded("b", "ok", {2.0, 1.6, 1.56}, 3)};
+  REQUIRE(convergence_figures(noisy, -1) == Approx(1.52));
+  CHECK(noisy[0].loss_ratio == Approx(1.52 / 1.5));
+  CHECK(noisy[1].loss_ratio == Approx(1.48 / 1.5));
+  CHECK(noisy[0].target_step == 30);
+  CHECK(noisy[1].target_step == 30);
+  CHECK(noisy[3].target_step == 20);
+  CHECK(noisy[4].target_step == 30);
+  CHECK(noisy[5].target_step == -1);  // 1.56 stays above the reference's worst
+  noisy[0].status = "error";  // the reference is then its second trial alone
+  REQUIRE(convergence_figures(noisy, -1) == Approx(1.48));
+  CHECK(noisy[1].loss_ratio == Approx(1.0));
+  CHECK(noisy[4].target_step == -1);
+  noisy[1].status = "error";  // and none when no trial of it ran
+  REQUIRE(convergence_figures(noisy, -1) == -1);
+  CHECK(noisy[3].loss_ratio == 0);
+
   rows[1].evals = {{10, 1.9, 0.5}};
   convergence_figures(rows, 1.5);
   rec = recommend_convergence(rows, 1.5);
