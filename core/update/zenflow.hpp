@@ -99,6 +99,7 @@ class ZenFlow : public UpdateSchedule {
   void accumulate(float clip);
   void start_host_update();
   void swap_in();
+  torch::Tensor device_span(const torch::Tensor &shard) const;  // the device's columns as one view, if they are one span
   torch::Tensor host_gather(const torch::Tensor &source) const;
   void host_scatter(const torch::Tensor &compact, torch::Tensor &destination) const;
   torch::Tensor gather_state(size_t i) const;  // the host's state tensor i, in memory or on disk

@@ -27,8 +27,21 @@ void ZenFlow::scatter_state(size_t i) {
   buffers_.disk->copy_ranges(host, selection_.device, values.data_ptr(), /*to_disk=*/true);
 }
 
-// The device's columns of `source` (a host tensor of the shard), compacted, on the host.
+// The device's columns, when they are one span of the shard (every column: topk_ratio 1, or auto's
+// choice of 1), whatever their weight-decay groups; else an empty tensor.
+torch::Tensor ZenFlow::device_span(const torch::Tensor &shard) const {
+  const std::vector<zf_optimizer_range> &ranges = selection_.device;
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].begin != ranges[i - 1].end) return torch::Tensor();
+  if (ranges.empty()) return torch::Tensor();
+  return shard.narrow(0, int64_t(ranges.front().begin), int64_t(ranges.back().end - ranges.front().begin));
+}
+
+// The device's columns of `source` (a host tensor of the shard), compacted, on the host. One span
+// is a view: its copy to the GPU then reads the (pinned) host buffer once, with no gathered copy
+// of it first (at 85M parameters the gather took 0.8 s of the first step on an H200).
 torch::Tensor ZenFlow::host_gather(const torch::Tensor &source) const {
+  if (torch::Tensor span = device_span(source); span.defined()) return span;
   torch::Tensor compact = torch::empty({int64_t(selection_.device_numel)}, source.options());
   const size_t element = source.element_size();
   const char *from = static_cast<const char *>(source.data_ptr());
@@ -42,6 +55,7 @@ torch::Tensor ZenFlow::host_gather(const torch::Tensor &source) const {
 
 // The inverse: the compact values (any device and dtype) into the device's columns of `destination`.
 void ZenFlow::host_scatter(const torch::Tensor &compact, torch::Tensor &destination) const {
+  if (torch::Tensor span = device_span(destination); span.defined()) return void(span.copy_(compact));
   torch::Tensor values = compact.to(torch::kCPU).to(destination.scalar_type());
   const size_t element = destination.element_size();
   const char *from = static_cast<const char *>(values.data_ptr());
