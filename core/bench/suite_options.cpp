@@ -56,7 +56,8 @@ const char *kUsage =
     "          --num-steps N          training steps per row (default: the config's train.steps)\n"
     "          --eval-every N         held-out evaluation every N steps (default: the config's\n"
     "                                 train.eval_every, else num-steps / 10)\n"
-    "          --target-loss X        the held-out loss to reach (default: the first row's final)\n"
+    "          --target-loss X        the held-out loss to reach (default: the first row's final;\n"
+    "                                 with --trials, the highest of its trials' finals)\n"
     "          --nvme-path DIR        directory for the nvme row\n";
 
 // The strategies, as overrides. {optimizer} is the device's own optimizer (gpu_adam on cuda,
