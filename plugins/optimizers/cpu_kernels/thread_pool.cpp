@@ -10,7 +10,7 @@
 namespace zf::cpu_kernels {
 
 ThreadPool::ThreadPool(const std::vector<int> &cores, unsigned threads)
-    : shares_(new Share[threads ? threads : 1]) {
+    : cores_(cores), shares_(new Share[(threads ? threads : 1) + 1]) {
   if (threads == 0) threads = 1;
   workers_.reserve(threads);
   for (unsigned i = 0; i < threads; ++i) {
@@ -37,18 +37,34 @@ bool ThreadPool::busy() const {
   return job_open_;
 }
 
+bool ThreadPool::caller_helps() const {
+#if defined(__linux__)
+  if (cores_.empty()) return false;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+  for (int core : cores_)
+    if (core >= 0 && core < CPU_SETSIZE && CPU_ISSET(core, &allowed)) return false;
+  return true;
+#else
+  return false;
+#endif
+}
+
 void ThreadPool::start(ChunkFn run_chunk, void *context, uint64_t chunk_count) {
-  const unsigned threads = size();
+  const bool helps = caller_helps();
+  const unsigned takers = size() + (helps ? 1 : 0);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (job_open_) throw std::logic_error("thread pool: start while a job is running");
+    caller_takes_ = helps;
     run_chunk_ = run_chunk;
     context_ = context;
-    for (unsigned t = 0; t < threads; ++t) {
-      shares_[t].next.store(chunk_count * t / threads, std::memory_order_relaxed);
-      shares_[t].end = chunk_count * (t + 1) / threads;
+    for (unsigned t = 0; t < shares(); ++t) {  // a caller that does not help has an empty share
+      shares_[t].next.store(t < takers ? chunk_count * t / takers : 0, std::memory_order_relaxed);
+      shares_[t].end = t < takers ? chunk_count * (t + 1) / takers : 0;
     }
-    remaining_ = threads;
+    remaining_ = size();
     job_open_ = true;
     ++generation_;
   }
@@ -56,6 +72,7 @@ void ThreadPool::start(ChunkFn run_chunk, void *context, uint64_t chunk_count) {
 }
 
 void ThreadPool::wait() {
+  if (caller_takes_) work(size());  // its own share, then what is left of the workers'
   std::unique_lock<std::mutex> lock(mutex_);
   finished_.wait(lock, [this] { return remaining_ == 0; });
   job_open_ = false;
@@ -99,10 +116,10 @@ void ThreadPool::worker_main(unsigned index, int core) {
 }
 
 void ThreadPool::work(unsigned index) {
-  const unsigned threads = size();
-  // Own share first, then the others', starting with the next worker's.
-  for (unsigned offset = 0; offset < threads; ++offset) {
-    Share &share = shares_[(index + offset) % threads];
+  const unsigned count = shares();
+  // Own share first, then the others', starting with the next one.
+  for (unsigned offset = 0; offset < count; ++offset) {
+    Share &share = shares_[(index + offset) % count];
     for (;;) {
       const uint64_t chunk = share.next.fetch_add(1, std::memory_order_relaxed);
       if (chunk >= share.end) break;

@@ -5,8 +5,10 @@
 // share of chunks [t*C/N, (t+1)*C/N) in order (so the same thread touches the same memory every
 // step, which is what first-touch placement relies on), then steals what is left of the others'
 // shares (so a core the hypervisor or another process takes away does not stall the step).
-// start returns at once; wait blocks the caller until every chunk ran. Not reentrant: one job at
-// a time, started and waited for from one thread.
+// start returns at once; wait blocks the caller until every chunk ran. A caller that may run on no
+// worker's core (a GPU run's update thread, on the training thread's cores) takes chunks too while
+// it waits, from a share of its own: the core it would otherwise leave idle streams memory as
+// well. Not reentrant: one job at a time, started and waited for from one thread.
 #pragma once
 
 #include <atomic>
@@ -30,6 +32,9 @@ class ThreadPool {
   ThreadPool &operator=(const ThreadPool &) = delete;
 
   unsigned size() const { return unsigned(workers_.size()); }
+  // Whether the calling thread takes chunks in wait(): none of the cores it may run on is a
+  // worker's (false for a pool without pinning).
+  bool caller_helps() const;
   // Cores a worker could not be pinned to (the host's list names a core we may not use).
   const std::vector<int> &unpinned_cores() const { return unpinned_cores_; }
 
@@ -49,12 +54,15 @@ class ThreadPool {
   };
   void worker_main(unsigned index, int core);
   void work(unsigned index);
+  unsigned shares() const { return size() + 1; }  // one per worker, the last one the caller's
 
   std::vector<std::thread> workers_;
-  std::unique_ptr<Share[]> shares_;
+  std::vector<int> cores_;
+  std::unique_ptr<Share[]> shares_;  // shares(): the caller's share is empty unless it helps
   std::vector<int> unpinned_cores_;
   unsigned pinned_ = 0;  // workers past their pinning attempt
 
+  bool caller_takes_ = false;  // the job's caller helps (start and wait run on the caller's thread)
   ChunkFn run_chunk_ = nullptr;
   void *context_ = nullptr;
 
