@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cctype>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -104,10 +105,13 @@ std::vector<std::string> common_overrides(const SuiteOptions &o) {
 
 // Overrides that make a run a measurement: its length, its output directory, nothing else done
 // but (convergence) the held-out evaluations. A convergence row trains num_steps steps in all:
-// its warm-up steps are training too, left out of the mean step time only.
+// its warm-up steps are training too, left out of the mean step time only. Other rows run one
+// cool-down step after the timed ones, left out too: a step's time holds what the step before
+// left of its update (an offloaded update overlaps the next forward), and the run's last step
+// also waits for its own, so the timed steps would hold one update more than they are steps.
 std::vector<std::string> measurement_overrides(const SuiteOptions &o, const std::string &name, const std::string &dir) {
   const bool convergence = o.suite == "convergence";
-  return {format("train.steps=%lld", (long long)(convergence ? o.num_steps : o.warmup_steps + o.num_steps)),
+  return {format("train.steps=%lld", (long long)(convergence ? o.num_steps : o.warmup_steps + o.num_steps + 1)),
           format("run.timing_warmup=%lld", (long long)o.warmup_steps),
           "run.name=" + name, "run.output_dir=" + dir, "run.progress=off",
           "checkpoint.every=0", "checkpoint.final=false", "checkpoint.resume=never", "checkpoint.export_hf=",
@@ -136,13 +140,12 @@ uint64_t number(const nlohmann::json &object, const std::string &key) {
   return it != object.end() && it->is_number() ? it->get<uint64_t>() : 0;
 }
 
-// Reads the run's summary.json and steps.jsonl; the timers are averaged over the timed steps
-// only (the summary's mean_timers_ms includes the warm-up).
-void read_measurements(RowResult &r, int64_t warmup) {
+// Reads the run's summary.json and steps.jsonl. The step time and the timers are means over the
+// timed steps: `timed_count` steps after the `warmup` first (a cool-down step after them, if any,
+// is left out: measurement_overrides).
+void read_measurements(RowResult &r, int64_t warmup, int64_t timed_count) {
   nlohmann::json summary = nlohmann::json::parse(read_file(fs::path(r.run_dir) / "summary.json"));
-  r.mean_step_ms = summary.value("mean_step_ms", 0.0);
-  r.tokens_per_s = summary.value("tokens_per_s", 0.0);
-  r.timed_steps = summary.value("timed_steps", int64_t(0));
+  const double tokens_per_step = summary.value("tokens_per_s", 0.0) * summary.value("mean_step_ms", 0.0) / 1e3;
   const nlohmann::json phases = summary.value("process_seconds", nlohmann::json::object());
   for (const char *phase : {"launch", "device_and_plugins", "model", "buffers", "optimizer", "stage", "resume"})
     r.startup_s += phases.value(phase, 0.0);
@@ -164,19 +167,24 @@ void read_measurements(RowResult &r, int64_t warmup) {
   std::vector<nlohmann::json> steps;
   for (std::string line; std::getline(lines, line);)
     if (!line.empty()) steps.push_back(nlohmann::json::parse(line));
-  size_t skip = steps.size() > size_t(warmup) ? size_t(warmup) : 0;
+  const size_t skip = steps.size() > size_t(warmup) ? size_t(warmup) : 0;
+  const size_t end = std::min(steps.size(), skip + size_t(timed_count));
   std::map<std::string, double> totals;
-  double train_ms = 0;  // the steps' own time: evaluations and start-up left out
-  for (size_t i = 0; i < steps.size(); ++i) {
+  double train_ms = 0, timed_ms = 0;  // the steps' own time: evaluations and start-up left out
+  for (size_t i = 0; i < end; ++i) {
     r.step_times_ms.push_back(steps[i].value("step_ms", 0.0));
     train_ms += r.step_times_ms.back();
     if (steps[i].contains("eval_loss"))
       r.evals.push_back({steps[i].value("step", int64_t(0)), steps[i]["eval_loss"].get<double>(), train_ms / 1000});
     r.step_updates.push_back(steps[i].value("update", std::string()));
     if (i < skip) continue;
+    timed_ms += r.step_times_ms.back();
     for (const auto &[name, ms] : steps[i]["timers_ms"].items()) totals[name] += ms.get<double>();
   }
-  double timed = double(steps.size() - skip);
+  const double timed = double(end - skip);
+  r.timed_steps = int64_t(end - skip);
+  r.mean_step_ms = timed > 0 ? timed_ms / timed : 0.0;
+  r.tokens_per_s = r.mean_step_ms > 0 ? tokens_per_step / (r.mean_step_ms / 1e3) : 0.0;
   auto mean = [&](const std::string &name) { return timed > 0 && totals.count(name) ? totals[name] / timed : 0.0; };
   const std::string micro = "_microstep";  // per micro-step copies of fwd, bwd, step: left out
   for (const auto &[name, total] : totals)
@@ -225,7 +233,8 @@ RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const s
   bool has_summary = fs::exists(fs::path(r.run_dir) / "summary.json");
   if (exit.code == 0 && has_summary) {
     try {
-      read_measurements(r, o.warmup_steps);
+      // A convergence row's steps after the warm-up are all timed; the others have a cool-down step.
+      read_measurements(r, o.warmup_steps, o.suite == "convergence" ? INT64_MAX : o.num_steps);
       r.status = "ok";
     } catch (const std::exception &error) {
       r.message = "cannot read the run's results: " + std::string(error.what());

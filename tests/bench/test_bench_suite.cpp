@@ -127,14 +127,21 @@ TEST_CASE("bench stages: every row measured, JSON + CSV + table, a recommended.t
   CHECK(valid.exit_code == 0);
   CHECK_THAT(valid.output, Catch::Contains("stage " + fastest + ","));
 
-  // A row is the same training as a plain `zfcore run` of its configuration.
+  // A row is the same training as a plain `zfcore run` of its configuration: the warm-up step, the
+  // timed steps and a cool-down step, whose time (the end of its own update too) is left out.
   std::string plain_dir = test::scratch_dir("bench_stages_plain");
-  auto plain = test::run_command(test::zfcore() + " run " + tiny() + " --set stage.plugin=zero1 --set train.steps=3 " +
+  auto plain = test::run_command(test::zfcore() + " run " + tiny() + " --set stage.plugin=zero1 --set train.steps=4 " +
                                  "--set run.threads=1 --set run.output_dir=" + plain_dir);
   REQUIRE(plain.exit_code == 0);
   std::string digest = test::json_field(test::read_text(plain_dir + "/summary.json"), "param_digest");
-  std::string row_dir = row_named(result, "zero1")["run_dir"];
+  const nlohmann::json &zero1 = row_named(result, "zero1");
+  std::string row_dir = zero1["run_dir"];
   CHECK(test::json_field(test::read_text(row_dir + "/summary.json"), "param_digest") == digest);
+  std::vector<std::string> steps = lines_of(test::read_text(row_dir + "/steps.jsonl"));
+  REQUIRE(steps.size() == 4);
+  const double timed = nlohmann::json::parse(steps[1])["step_ms"].get<double>() +
+                       nlohmann::json::parse(steps[2])["step_ms"].get<double>();
+  CHECK(zero1["mean_step_ms"].get<double>() == Approx(timed / 2).epsilon(1e-9));
 }
 
 TEST_CASE("bench offload: a configuration that fails is an error row with its message, and the suite goes on",
