@@ -110,9 +110,10 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("auto_ratio", ZF_PARAM_FLOAT, "0.99",
              "update_interval = \"auto\": the CPU update runs when this fraction of the weights has more "
              "accumulated gradient mass in its other columns than in its selected ones", kUnitLeftOpen, 0, 1),
-        decl("pt_reserved_cores_perc", ZF_PARAM_FLOAT, "0.5",
+        decl("pt_reserved_cores_perc", ZF_PARAM_FLOAT, "0",
              "fraction of the rank's physical cores kept for the training thread, the rest for the CPU "
-             "optimizer (DeepSpeed's default; 0 = one core, two from 8 cores up)", kUnitRightOpen, 0, 1),
+             "optimizer (0 = automatic: half with several ranks on the host, as DeepSpeed's 0.5; one core, "
+             "two from 8 cores up, for a rank alone)", kUnitRightOpen, 0, 1),
         decl("offload_selected_state", ZF_PARAM_BOOL, "false",
              "keep the GPU update's master and moments of the selected columns in pinned host memory (less GPU "
              "memory, slower GPU update)")}},

@@ -22,7 +22,9 @@ size_t bind_cores(const RunConfig &config, Runtime &runtime) {
   if (!config.boolean("run", "bind_cores")) return 0;
   bool gpu = runtime.device == ZF_DEVICE_CUDA;
   int local_rank = runtime.comm->local_rank(), local_size = runtime.comm->local_size();
-  double trainer_fraction = config.has_table("zenflow") ? config.real("zenflow", "pt_reserved_cores_perc") : 0.0;
+  double trainer_fraction =
+      config.has_table("zenflow") ? zenflow_trainer_fraction(config.real("zenflow", "pt_reserved_cores_perc"), local_size)
+                                  : 0.0;
   CoreBinding binding = split_cores(physical_cores(allowed_cores()), local_rank, local_size, gpu, trainer_fraction);
   if (binding.workers.empty()) return 0;
   runtime.worker_cores = binding.workers;

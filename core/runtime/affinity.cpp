@@ -43,6 +43,11 @@ std::vector<int> physical_cores(const std::vector<int> &cores) {
   return physical;
 }
 
+double zenflow_trainer_fraction(double configured, int local_size) {
+  if (configured > 0) return configured;
+  return local_size > 1 ? 0.5 : 0.0;
+}
+
 CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int local_size, bool gpu_run,
                         double trainer_fraction) {
   CoreBinding binding;

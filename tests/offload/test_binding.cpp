@@ -44,20 +44,24 @@ TEST_CASE("a CPU run shares its cores between training and workers, too few core
 
 // On 2 H200 under zero2 (Qwen2-1.5B, 16 cores a rank) ZenFlow's step took 134.8-139.0 ms with the
 // training thread on 2 cores and 125.6-128.2 ms on 8: its forward is launched from the host while
-// the CPU update streams memory, and the update was no slower on 8 workers (44 against 42 ms).
-TEST_CASE("ZenFlow keeps half of each rank's cores for the training thread by default, as DeepSpeed does",
+// both ranks' CPU updates stream memory, and they were no slower on 8 workers (44 against 42 ms).
+TEST_CASE("ZenFlow's training thread keeps half of each rank's cores when ranks share a host, 1-2 when alone",
           "[offload][binding]") {
   RunConfig config = RunConfig::parse("[zenflow]\ntopk_ratio = 0.1\n", "zenflow.toml");
-  const double fraction = config.real("zenflow", "pt_reserved_cores_perc");
-  CHECK(fraction == 0.5);
+  const double configured = config.real("zenflow", "pt_reserved_cores_perc");
+  CHECK(configured == 0);  // automatic
   std::vector<int> cores(32);
   for (int i = 0; i < 32; ++i) cores[size_t(i)] = i;
   for (int rank : {0, 1}) {
-    CoreBinding b = split_cores(cores, rank, 2, /*gpu_run=*/true, fraction);
+    CoreBinding b = split_cores(cores, rank, 2, /*gpu_run=*/true, zenflow_trainer_fraction(configured, 2));
     CHECK(b.trainer.size() == 8);
     CHECK(b.workers.size() == 8);
     CHECK(b.trainer.front() == 16 * rank);
   }
-  // 0 keeps the cores for the optimizer: one for the training thread, two from 8 cores up.
-  CHECK(split_cores(cores, 0, 2, /*gpu_run=*/true, 0.0).trainer.size() == 2);
+  // A rank alone on its 16 cores: the training and update threads on 2, the optimizer on 14.
+  std::vector<int> alone(cores.begin(), cores.begin() + 16);
+  CHECK(split_cores(alone, 0, 1, /*gpu_run=*/true, zenflow_trainer_fraction(configured, 1)).trainer.size() == 2);
+  // A fraction set in the config is kept, with one rank or several.
+  CHECK(zenflow_trainer_fraction(0.25, 1) == 0.25);
+  CHECK(split_cores(cores, 1, 2, /*gpu_run=*/true, zenflow_trainer_fraction(0.25, 2)).trainer.size() == 4);
 }
