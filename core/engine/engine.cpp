@@ -41,9 +41,6 @@ namespace zf {
 
 namespace {
 
-// SIGTERM, SIGINT and SIGHUP (a closed terminal, a scheduler's notice) ask for a checkpoint and a
-// clean stop at the end of the current step. The first one is answered at once (rank 0), so that
-// nobody presses Ctrl-C again: mpirun ends the ranks on a second one, before they can save.
 // The step's standard timers: fwd, bwd (the whole backward of a step's micro-batches), bwd_inner
 // (autograd's backward, with the per-block hooks the stage runs in it), bwd_reduce (the stage's
 // reduce_gradients after the last micro-batch: an all-reduce under zero0/1, the end of the
@@ -114,6 +111,9 @@ class Trainer {
       auto started = std::chrono::steady_clock::now();
       double loss = train_step(step);
       if (step == steps) update().finish_step();  // the last step's time includes the end of its update
+      // and every step's time the GPU work it queued after reading the loss (its update, an all-gather)
+      synchronize_stream(stream());
+      synchronize_stream(runtime_.comm_stream);
       double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
       ZF_REQUIRE(std::isfinite(loss), "step %lld: the loss is %f; %s. Lower optimizer.lr (%g), set "
                  "train.clip_grad_norm, or check the data", (long long)step, loss, checkpoints_->newest().c_str(),

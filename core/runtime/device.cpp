@@ -208,7 +208,9 @@ DeviceMemory device_memory() {
 
 void reset_device_memory_peak() { allocator::resetPeakStats(c10::cuda::current_device()); }
 
-void synchronize_stream(void *stream) { ZF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
+void synchronize_stream(void *stream) {
+  if (stream) ZF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
 
 void device_copy(void *to, const void *from, uint64_t bytes, void *stream) {
   if (to == from || bytes == 0) return;

@@ -34,7 +34,7 @@ DeviceMemory device_memory();
 uint64_t device_free_bytes();  // free memory of the current GPU as the driver sees it (0 in a CPU build)
 void reset_device_memory_peak();
 
-void synchronize_stream(void *stream);  // waits for one stream, never the whole device
+void synchronize_stream(void *stream);  // waits for one stream, never the whole device; NULL: nothing
 // Copies bytes in stream order (device and pinned or plain host memory, any direction).
 void device_copy(void *to, const void *from, uint64_t bytes, void *stream);
 // dst += src on the device in stream order (fp32 arithmetic, rounded once to the dtype).

@@ -46,6 +46,7 @@ TEST_CASE("the linear_stack workload memorizes its data", "[train]") {
   CHECK(header.find(",step_ms,", 0) != std::string::npos);
   CHECK(header.find(",step_ms,", header.find(",step_ms,") + 1) == std::string::npos);
   CHECK(header.find(",timer_step_ms,") != std::string::npos);
+  CHECK(test::steps_shorter_than_timers(test::read_text(dir + "/steps.jsonl")) == "");
   CHECK(std::count(r.summary.begin(), r.summary.end(), '\n') <= 1);
   // Where the process's time went outside the steps, in order, as the start line said.
   nlohmann::ordered_json phases = nlohmann::ordered_json::parse(r.summary)["process_seconds"];

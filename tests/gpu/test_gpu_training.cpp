@@ -1,6 +1,7 @@
 // End-to-end GPU runs of the real binary: the same tiny GPT on the CPU (adamw_ref) and on the GPU
-// (gpu_adam) follow the same loss curve in fp32; a bf16 run learns; the summary reports GPU
-// memory from the caching allocator beside the ledger; bad input is a clear error.
+// (gpu_adam) follow the same loss curve in fp32; a bf16 run learns, and its step times hold the
+// GPU work of their steps; the summary reports GPU memory from the caching allocator beside the
+// ledger; bad input is a clear error.
 #include "gpu_skip.hpp"
 
 #include "support/process.hpp"
@@ -20,6 +21,7 @@ std::string tiny_gpt() { return test::source_dir() + "/tests/gpu/tiny_gpt.toml";
 struct Run {
   test::Outcome outcome;
   std::string summary;
+  std::string steps;  // steps.jsonl
   std::vector<double> losses;
 };
 
@@ -29,7 +31,8 @@ Run run(const std::string &name, const std::string &extra) {
   r.outcome = test::run_command(test::zfcore() + " run " + tiny_gpt() + " --set run.output_dir=" + dir +
                                 " --set run.progress=off " + extra);
   r.summary = test::read_text(dir + "/summary.json");
-  std::istringstream lines(test::read_text(dir + "/steps.jsonl"));
+  r.steps = test::read_text(dir + "/steps.jsonl");
+  std::istringstream lines(r.steps);
   for (std::string line; std::getline(lines, line);)
     if (!line.empty()) r.losses.push_back(std::stod(test::json_field(line, "loss")));
   return r;
@@ -67,6 +70,9 @@ TEST_CASE("a bf16 GPU run with gpu_adam learns and writes bf16 params in the opt
   REQUIRE(r.losses.size() == 30);
   CHECK(r.losses.back() < r.losses.front() - 0.1);
   CHECK_THAT(r.outcome.output, Catch::Contains("BFloat16") && Catch::Contains("gpu peak"));
+  // A step's time holds the GPU work it queued: its kernels on the compute stream (timers fwd,
+  // bwd, step, one after another) ran inside it, the update's last ones included.
+  CHECK(test::steps_shorter_than_timers(r.steps) == "");
 }
 
 TEST_CASE("GPU runs refuse a CPU optimizer with a message", "[gpu][train]") {

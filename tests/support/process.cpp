@@ -28,6 +28,23 @@ std::string read_text(const std::string &path) {
   return text.str();
 }
 
+std::string steps_shorter_than_timers(const std::string &steps_jsonl) {
+  std::istringstream lines(steps_jsonl);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    const size_t at = line.find("\"timers_ms\":");
+    if (at == std::string::npos) return "step " + json_field(line, "step") + ": no timers_ms";
+    const std::string timers = line.substr(at);
+    const double step_ms = std::stod(json_field(line, "step_ms"));
+    const double parts = std::stod(json_field(timers, "fwd")) + std::stod(json_field(timers, "bwd")) +
+                         std::stod(json_field(timers, "step"));
+    if (step_ms < parts * 0.999 - 0.01)  // event and clock resolution
+      return "step " + json_field(line, "step") + ": step_ms " + std::to_string(step_ms) + " < fwd + bwd + step " +
+             std::to_string(parts);
+  }
+  return "";
+}
+
 std::string json_field(const std::string &json, const std::string &key) {
   std::string needle = "\"" + key + "\":";
   auto at = json.find(needle);

@@ -19,6 +19,10 @@ std::string json_field(const std::string &json, const std::string &key);
 // The bytes of ledger tag "tier.tag" in a summary.json: at the end of the run (section
 // "memory_bytes") or the most it held at once ("memory_peak_bytes"); 0 when it held nothing.
 uint64_t ledger_bytes(const std::string &summary, const std::string &section, const std::string &tag);
+// "" when every step of a steps.jsonl took at least its forward, backward and optimizer step
+// (timers fwd + bwd + step: one after another inside the step, on the host or on one GPU stream),
+// else the first step that did not.
+std::string steps_shorter_than_timers(const std::string &steps_jsonl);
 // A fresh empty directory under the build tree's test scratch space.
 std::string scratch_dir(const std::string &name);
 
