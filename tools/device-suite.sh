@@ -2,7 +2,8 @@
 # device-suite.sh: on a GPU machine, the benchmark suite (zfcore bench) on the Qwen2-1.5B shape
 # (bf16, 8 x 512 per GPU), each part optional, each suite writing its JSON, CSV, HTML report and
 # recommended-<suite>.toml under $ZF_OUT/<part>/ and printing its console table:
-#   stages     ZeRO stages 0-3 on all GPUs of the machine (at most 4; 1 without MPI)
+#   stages     ZeRO stages 0-3 on all GPUs of the machine (at most 4; 1 without MPI); ZF_SUITE_STAGES
+#              picks stages (default "0 1 2 3"), ZF_TRIALS runs each that many times in turns (default 1)
 #   offload    none, cpu_optimizer, cpu_optimizer with offload.ratio = auto and cpu_full on one GPU
 #              (nvme too when ZF_NVME_PATH is set)
 #   zenflow    a 3 x 3 ZenFlow sweep on one GPU: topk 0.05 0.1 0.2 x update interval 2 4 8, overlap
@@ -46,7 +47,10 @@ suite() {  # part, zfcore bench arguments...
 sweep=(--topk-ratios 0.1 --update-intervals 2 4 --overlap-steps true false --pin-memory-opts true false)
 for part in "${parts[@]}"; do
   case $part in
-    stages) suite stages stages --model "$model" "${common[@]}" --gpus "$gpus" --stages 0 1 2 3 ;;
+    stages)
+      # shellcheck disable=SC2086  # one argument per stage
+      suite stages stages --model "$model" "${common[@]}" --gpus "$gpus" --stages ${ZF_SUITE_STAGES:-0 1 2 3} \
+        --trials "${ZF_TRIALS:-1}" ;;
     offload)
       strategies=(none cpu_optimizer cpu_optimizer_auto cpu_full)
       nvme=()
