@@ -198,8 +198,11 @@ class MpiCommunicator final : public Communicator {
                "all_gather: recv must hold world_size x send elements of the same dtype");
     ZF_REQUIRE(send.numel <= uint64_t(INT_MAX), "all_gather: shard over 2^31 elements");
     CollectiveWatchdog::Scope in_flight(*watchdog_, "all_gather");
-    check(MPI_Allgather(send.data, int(send.numel), type(send.dtype), recv.data, int(send.numel),
-                        type(recv.dtype), MPI_COMM_WORLD),
+    // In place (plugin ABI 1.10): send is this rank's part of recv.
+    const size_t part = send.numel * dtype_size(send.dtype);
+    const bool in_place = send.data == static_cast<char *>(recv.data) + size_t(rank_) * part;
+    check(MPI_Allgather(in_place ? MPI_IN_PLACE : send.data, int(send.numel), type(send.dtype), recv.data,
+                        int(send.numel), type(recv.dtype), MPI_COMM_WORLD),
           "all_gather");
   }
 

@@ -104,6 +104,14 @@ void compare_collectives(Communicator &host, Communicator &nccl, torch::Device d
     host.all_gather(view_of(send), view_of(gathered_cpu), nullptr);
     nccl.all_gather(view_of(send_gpu), view_of(gathered_gpu), stream);
     CHECK(same(gathered_gpu, gathered_cpu));
+    // In place (plugin ABI 1.10): send is this rank's part of recv; the oracle is the gather above.
+    torch::Tensor in_place_cpu = torch::zeros({n * world}, dtype);
+    in_place_cpu.narrow(0, rank * n, n).copy_(send);
+    torch::Tensor in_place_gpu = on_gpu(in_place_cpu);
+    host.all_gather(view_of(in_place_cpu.narrow(0, rank * n, n)), view_of(in_place_cpu), nullptr);
+    nccl.all_gather(view_of(in_place_gpu.narrow(0, rank * n, n)), view_of(in_place_gpu), stream);
+    CHECK(torch::equal(in_place_cpu, gathered_cpu));
+    CHECK(same(in_place_gpu, gathered_cpu));
     torch::Tensor shard_cpu = torch::zeros({n}, dtype), shard_gpu = on_gpu(shard_cpu), data_gpu = on_gpu(data);
     host.reduce_scatter(view_of(data), view_of(shard_cpu), ZF_REDUCE_SUM, nullptr);
     nccl.reduce_scatter(view_of(data_gpu), view_of(shard_gpu), ZF_REDUCE_SUM, stream);

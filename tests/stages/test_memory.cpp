@@ -5,11 +5,10 @@
 // alignment), fp32 compute on CPU, S = ceil(L / N) rounded up to 64:
 //   zero0:  params 4L, grads 4L, master 4L, exp_avg 4L, exp_avg_sq 4L
 //   zero1:  params 4NS, grads 4NS (the flat compute buffers, padded to N shards), master 4S,
-//           exp_avg 4S, exp_avg_sq 4S, staging 4S during the all-gather (its own part; default
-//           buckets)
+//           exp_avg 4S, exp_avg_sq 4S, no staging ever (the all-gather runs in place)
 //   zero2:  params 4NS, grads.shard 4S from the backward to the update (none held after the step),
 //           no whole gradient buffer and no block's gradients held after the backward, master 4S,
-//           exp_avg 4S, exp_avg_sq 4S, staging as zero1; reduce_staging only with gradient
+//           exp_avg 4S, exp_avg_sq 4S, no staging; reduce_staging only with gradient
 //           accumulation, 4 x 65792 (the largest part of a block one rank owns, 2 and 3 ranks)
 //           during the backward of the micro-steps after the first
 //   zero3:  params.resident 4 x (resident blocks) between uses, nothing else gathered, no
@@ -72,8 +71,7 @@ TEST_CASE("the ledger shows each stage's per-rank memory formula", "[stage][mpi]
       uint64_t buffer = sharded ? shard(world) * world : kLayout;
       check_optimizer_side(r.summary, owned);
       CHECK(field(r.summary, "host.params") == 4 * buffer);
-      CHECK(peak(r.summary, "host." + stage + ".staging") == (sharded ? 4 * shard(world) : 0));
-      CHECK(field(r.summary, "host." + stage + ".staging") == 0);  // given back after the all-gather
+      CHECK(peak(r.summary, "host." + stage + ".staging") == 0);  // zero1/zero2 gather in place
       if (stage == "zero2") check_sharded_gradients(r.summary, stage, world);
       else CHECK(field(r.summary, "host.grads") == 4 * buffer);
       CHECK(peak(r.summary, "host.master") == 4 * owned);
@@ -143,15 +141,15 @@ TEST_CASE("zfcore estimate predicts the bytes the ledger shows", "[stage]") {
     return std::string(line);
   };
   CHECK_THAT(outcome.output, Catch::Contains(row("zero0", 4 * kLayout, 4 * kLayout, 4 * kLayout, 8 * kLayout, 0, 0)));
-  CHECK_THAT(outcome.output, Catch::Contains(row("zero1", 4 * b, 4 * b, 4 * s, 8 * s, 4 * s, 0)));
+  CHECK_THAT(outcome.output, Catch::Contains(row("zero1", 4 * b, 4 * b, 4 * s, 8 * s, 0, 0)));
   // transient: one block's gradients during its backward. No reduce staging with one micro-step.
-  CHECK_THAT(outcome.output, Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 4 * s, 4 * kBlock)));
+  CHECK_THAT(outcome.output, Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 0, 4 * kBlock)));
   // Default threshold (100000 elements): every 65792-element block stays resident; no shard copy.
   CHECK_THAT(outcome.output, Catch::Contains(row("zero3", 4 * kLayout, 4 * s, 4 * s, 8 * s, 0, 4 * kBlock)));
   auto accumulating = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
                                         "/examples/linear_stack.toml --world 3 --set train.grad_accum=2");
   CHECK_THAT(accumulating.output,
-             Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 4 * s + 4 * kBlock, 4 * kBlock)));
+             Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 4 * kBlock, 4 * kBlock)));
   // Released blocks: the shard between uses, plus one block's parameters while it computes.
   auto released = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
                                     "/examples/linear_stack.toml --world 3 --set stage.plugin=zero3"

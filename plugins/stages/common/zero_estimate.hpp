@@ -18,13 +18,6 @@ struct ShapeSums {
   uint64_t padded() const { return shard * world; }
 };
 
-// zero1/zero2 all-gather: a bucket of whole shards (bucket >= N S) stages one shard, a smaller
-// one packs (N + 1) parts of bucket / N elements.
-inline uint64_t gather_staging(const ShapeSums &s, uint64_t allgather_bucket) {
-  uint64_t part = std::max<uint64_t>(1, allgather_bucket / s.world);
-  return s.world == 1 ? 0 : part >= s.shard ? s.c * s.shard : s.c * (s.world + 1) * part;
-}
-
 // zero2/zero3 reduce_block: one piece of a block's range that one rank owns, at most a bucket,
 // staged only on micro-steps after the first (the first reduces straight into the shard).
 inline uint64_t reduce_staging(const zf_memory_shape &shape, const ShapeSums &s, uint64_t reduce_bucket) {

@@ -51,7 +51,9 @@ inline constexpr zf_param_decl kReduceBucketSize = zf::param_int(
     "reduce_bucket_size", "500000000", "elements reduced per gradient collective (all ranks' parts together)",
     zf::above(0));
 inline constexpr zf_param_decl kAllgatherBucketSize = zf::param_int(
-    "allgather_bucket_size", "500000000", "elements gathered per parameter all-gather (all ranks' parts together)",
+    "allgather_bucket_size", "500000000",
+    "elements per owner broadcast of zero3's gathers (zero1/zero2 gather whole shards in place; accepted there for "
+    "DeepSpeed configs)",
     zf::above(0));
 inline constexpr zf_param_decl kOverlapComm = zf::param_bool(
     "overlap_comm", "true",
@@ -66,6 +68,15 @@ inline zf_status require_abi_1_2(const zf_host *host, const char *stage, zf_erro
   if (host->struct_size >= offsetof(zf_host, accumulate) + sizeof(void *) && host->copy && host->accumulate)
     return ZF_OK;
   return zf::fail(error, ZF_ERROR_UNSUPPORTED, "%s needs a host with plugin ABI 1.2 or newer (copy, accumulate)", stage);
+}
+
+// zero1 and zero2 gather the parameter shards in place (all_gather_shards), which a host of plugin
+// ABI 1.10 or newer does.
+inline zf_status require_abi_1_10(const zf_host *host, const char *stage, zf_error *error) {
+  if (zf_status status = require_abi_1_2(host, stage, error); status != ZF_OK) return status;
+  if (ZF_ABI_MINOR_OF(host->abi_version) >= 10) return ZF_OK;
+  return zf::fail(error, ZF_ERROR_UNSUPPORTED, "%s needs a host with plugin ABI 1.10 or newer (all_gather in place)",
+                  stage);
 }
 
 // dst = src (same numel and dtype), in stream order.
@@ -122,8 +133,8 @@ class Staging {
   uint64_t bytes_ = 0;
 };
 
-// Staged, bucketed reduce-scatter and all-gather over the shard-relative range [begin, end), and
-// bucketed all-reduce; device work is queued on `stream`.
+// Staged, bucketed reduce-scatter over the shard-relative range [begin, end), the in-place
+// all-gather of whole shards and bucketed all-reduce; device work is queued on `stream`.
 class Collectives {
  public:
   Collectives(const zf_host *host, uint64_t shard, const Knobs &knobs)
@@ -155,31 +166,13 @@ class Collectives {
     return ZF_OK;
   }
 
-  // After it, every rank holds every rank's part of the relative elements [begin, end). Runs
-  // after the optimizer step, when the activations are gone: its staging (a shard's worth for a
-  // whole-shard gather) is given back at the end, so that it is not held at the backward's peak.
-  zf_status all_gather(const zf_tensor_view &params, uint64_t begin, uint64_t end, void *stream, zf_error *error) {
-    uint64_t world = uint64_t(host_->world_size);
-    uint64_t step = std::max<uint64_t>(1, knobs_.allgather_bucket_size / world);
-    for (uint64_t a = begin; a < end; a += step) {
-      uint64_t len = std::min(step, end - a);
-      // Whole shards: gather straight into the buffer; only this rank's part is staged (the
-      // collectives do not alias send and receive).
-      bool whole = len == shard_;
-      zf_status status = staging_.reserve(params, whole ? len : len * (world + 1), error);
-      if (status != ZF_OK) return status;
-      zf_tensor_view send = view_at(params, staging_.data(), len);
-      zf_tensor_view recv = view_at(params, whole ? params.data : element_at(send, len), len * world);
-      status = copy(host_, send, view_at(params, element_at(params, uint64_t(host_->rank) * shard_ + a), len), stream,
-                    error);
-      if (status == ZF_OK) status = host_->all_gather(host_, send, recv, stream, error);
-      for (uint64_t r = 0; r < world && !whole && status == ZF_OK; ++r)
-        status = copy(host_, view_at(params, element_at(params, r * shard_ + a), len),
-                      view_at(params, element_at(recv, r * len), len), stream, error);
-      if (status != ZF_OK) return status;
-    }
-    staging_.release();
-    return ZF_OK;
+  // After it, every rank holds every rank's shard of params (padded to world x shard elements):
+  // one collective in place (host ABI 1.10), with no staging and no copies. Runs after the
+  // optimizer step, on `stream`.
+  zf_status all_gather_shards(const zf_tensor_view &params, void *stream, zf_error *error) {
+    zf_tensor_view mine = view_at(params, element_at(params, uint64_t(host_->rank) * shard_), shard_);
+    return host_->all_gather(host_, mine, view_at(params, params.data, shard_ * uint64_t(host_->world_size)), stream,
+                             error);
   }
 
   // Bucketed all-reduce of the elements [begin, end), in place.

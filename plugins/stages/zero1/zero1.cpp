@@ -1,7 +1,7 @@
 // zero1: optimizer-state sharding. Rank r owns 1/N of the fp32 master parameters and optimizer
 // state (the engine allocates only the planned shard). Gradients are all-reduced in buckets as in
 // zero0 (during the backward with overlap_comm), each rank updates its shard, and the updated
-// parameters are all-gathered in buckets.
+// parameters are all-gathered in place.
 #include "../common/zero_estimate.hpp"
 
 #include <memory>
@@ -18,7 +18,7 @@ struct Zero1 {
 };
 
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
-  if (zf_status status = require_abi_1_2(host, "zero1", error); status != ZF_OK) return status;
+  if (zf_status status = require_abi_1_10(host, "zero1", error); status != ZF_OK) return status;
   return zf::guard(error, [&] {
     zf::Config cfg(host, config);
     *out = reinterpret_cast<zf_object *>(new Zero1{host, read_knobs(cfg), nullptr, nullptr});
@@ -48,17 +48,16 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
   auto *self = reinterpret_cast<Zero1 *>(object);
   if (self->host->world_size == 1) return ZF_OK;
-  return self->comm->all_gather(buffers->params, 0, self->comm->shard(), buffers->stream, error);
+  return self->comm->all_gather_shards(buffers->params, buffers->stream, error);
 }
 
 const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
 
-// The master and the state sharded; the flat buffers padded to N shards; the all-gather's staging.
+// The master and the state sharded; the flat buffers padded to N shards (the all-gather needs no staging).
 zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
-  return estimate_with(shape, estimate, error, [](const zf_memory_shape &, const ShapeSums &s, const zf::Config &table,
+  return estimate_with(shape, estimate, error, [](const zf_memory_shape &, const ShapeSums &s, const zf::Config &,
                                                   zf_memory_estimate *e) {
-    const uint64_t gather = gather_staging(s, uint64_t(table.integer("allgather_bucket_size")));
-    set_estimate(e, s.c * s.padded(), s.c * s.padded(), 4 * s.shard, s.k * s.shard, gather, 0,
+    set_estimate(e, s.c * s.padded(), s.c * s.padded(), 4 * s.shard, s.k * s.shard, 0, 0,
                  4 * s.numel + 12 * s.numel / s.world,
                  "params cNS, grads cNS, master 4S, state kS (paper: 4P + 12P/N)",
                  "stage.plugin = \"zero2\" also shards the gradients, \"zero3\" the parameters too; more ranks "
@@ -78,7 +77,7 @@ const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero1", ZF_KIND_STAGE,
-    sizeof params / sizeof params[0], params, "0.2.0",
+    sizeof params / sizeof params[0], params, "0.3.0",
     "ZeRO-1: fp32 master and optimizer state sharded; gradients all-reduced, parameters all-gathered",
     ZF_CAP_CPU | ZF_CAP_CUDA | ZF_CAP_SHARD_OPTIMIZER, &api,
 };

@@ -20,7 +20,7 @@ struct Zero2 {
 };
 
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
-  if (zf_status status = require_abi_1_2(host, "zero2", error); status != ZF_OK) return status;
+  if (zf_status status = require_abi_1_10(host, "zero2", error); status != ZF_OK) return status;
   return zf::guard(error, [&] {
     zf::Config cfg(host, config);
     *out = reinterpret_cast<zf_object *>(new Zero2{host, read_knobs(cfg), nullptr, nullptr, nullptr});
@@ -58,7 +58,7 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
   auto *self = reinterpret_cast<Zero2 *>(object);
   if (self->host->world_size == 1) return ZF_OK;
-  return self->comm->all_gather(buffers->params, 0, self->comm->shard(), buffers->stream, error);
+  return self->comm->all_gather_shards(buffers->params, buffers->stream, error);
 }
 
 const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
@@ -68,9 +68,8 @@ const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
 zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *estimate, zf_error *error) {
   return estimate_with(shape, estimate, error, [](const zf_memory_shape &sh, const ShapeSums &s,
                                                   const zf::Config &table, zf_memory_estimate *e) {
-    const uint64_t gather = gather_staging(s, uint64_t(table.integer("allgather_bucket_size")));
     const uint64_t reduce = reduce_staging(sh, s, uint64_t(table.integer("reduce_bucket_size")));
-    set_estimate(e, s.c * s.padded(), s.c * s.shard, 4 * s.shard, s.k * s.shard, gather + reduce, s.c * s.largest,
+    set_estimate(e, s.c * s.padded(), s.c * s.shard, 4 * s.shard, s.k * s.shard, reduce, s.c * s.largest,
                  2 * s.numel + 14 * s.numel / s.world,
                  "params cNS, grads cS, master 4S, state kS (paper: 2P + 14P/N)",
                  "stage.plugin = \"zero3\" also shards the parameters; more ranks divide every shard");
@@ -90,7 +89,7 @@ const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
 
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero2", ZF_KIND_STAGE,
-    sizeof params / sizeof params[0], params, "0.2.0",
+    sizeof params / sizeof params[0], params, "0.3.0",
     "ZeRO-2: zero1 + gradients reduce-scattered in buckets during the backward",
     ZF_CAP_CPU | ZF_CAP_CUDA | ZF_CAP_SHARD_OPTIMIZER | ZF_CAP_SHARD_GRADIENTS, &api,
 };

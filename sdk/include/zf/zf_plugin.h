@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 9
+#define ZF_ABI_MINOR 10
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -203,7 +203,8 @@ struct zf_host {
    * training thread. CPU buffers: blocking. Device buffers: enqueued on stream (NULL = the
    * compute stream) and complete in stream order. all_reduce works in place; reduce_scatter
    * needs send.numel == recv.numel * world_size (rank r keeps part r); all_gather needs
-   * recv.numel == send.numel * world_size. */
+   * recv.numel == send.numel * world_size, and (ABI 1.10) works in place when send is this rank's
+   * part of recv (send.data == recv.data + rank * send.numel elements). */
   zf_status (*all_reduce)(const zf_host *host, zf_tensor_view buffer, zf_reduce_op op,
                           void *stream, zf_error *error);
   zf_status (*reduce_scatter)(const zf_host *host, zf_tensor_view send, zf_tensor_view recv,
