@@ -1,7 +1,8 @@
 // zero_shard.hpp: what the ZeRO stages (zero1, zero2, zero3) share. The flat buffer is padded to
 // world_size equal shards; rank r owns elements [r * S, (r + 1) * S). A bucketed collective moves
 // the same relative range [a, a + len) of every rank's shard at once, through a staging buffer
-// (the host's collectives do not alias send and receive buffers). Everything here works on host
+// (the host's reduce_scatter does not alias send and receive buffers; its all_gather gathers
+// whole shards in place, ABI 1.10). Everything here works on host
 // and device buffers alike: copies and sums go through the host (ABI 1.2) on the stream the
 // entry was given, and staging lives where the data does.
 #pragma once
