@@ -1,9 +1,6 @@
 // zero_shard.hpp: what the ZeRO stages (zero1, zero2, zero3) share. The flat buffer is padded to
-// world_size equal shards; rank r owns elements [r * S, (r + 1) * S). A bucketed collective moves
-// the same relative range [a, a + len) of every rank's shard at once, through a staging buffer
-// (the host's reduce_scatter does not alias send and receive buffers; its all_gather gathers
-// whole shards in place, ABI 1.10). Everything here works on host
-// and device buffers alike: copies and sums go through the host (ABI 1.2) on the stream the
+// world_size equal shards; rank r owns elements [r * S, (r + 1) * S). Everything here works on
+// host and device buffers alike: copies and sums go through the host (ABI 1.2) on the stream the
 // entry was given, and staging lives where the data does.
 #pragma once
 
@@ -134,38 +131,11 @@ class Staging {
   uint64_t bytes_ = 0;
 };
 
-// Staged, bucketed reduce-scatter over the shard-relative range [begin, end), the in-place
-// all-gather of whole shards and bucketed all-reduce; device work is queued on `stream`.
+// The in-place all-gather of whole shards and the bucketed all-reduce; device work is queued on
+// `stream`.
 class Collectives {
  public:
-  Collectives(const zf_host *host, uint64_t shard, const Knobs &knobs)
-      : host_(host), shard_(shard), knobs_(knobs), staging_(host, "staging") {}
-
-  uint64_t shard() const { return shard_; }
-
-  // After it, rank r's part of every relative element in [begin, end) holds the sum over ranks.
-  zf_status reduce_scatter(const zf_tensor_view &grads, uint64_t begin, uint64_t end, void *stream, zf_error *error) {
-    uint64_t world = uint64_t(host_->world_size);
-    uint64_t step = std::max<uint64_t>(1, knobs_.reduce_bucket_size / world);
-    for (uint64_t a = begin; a < end; a += step) {
-      uint64_t len = std::min(step, end - a);
-      // Whole shards: the buffer is already in rank order, only the received part is staged.
-      bool whole = len == shard_;
-      zf_status status = staging_.reserve(grads, whole ? len : len * (world + 1), error);
-      if (status != ZF_OK) return status;
-      zf_tensor_view send = view_at(grads, whole ? grads.data : staging_.data(), len * world);
-      zf_tensor_view recv = view_at(grads, whole ? staging_.data() : element_at(send, len * world), len);
-      for (uint64_t r = 0; r < world && !whole && status == ZF_OK; ++r)
-        status = copy(host_, view_at(grads, element_at(send, r * len), len),
-                      view_at(grads, element_at(grads, r * shard_ + a), len), stream, error);
-      if (status == ZF_OK) status = host_->reduce_scatter(host_, send, recv, ZF_REDUCE_SUM, stream, error);
-      if (status == ZF_OK)
-        status = copy(host_, view_at(grads, element_at(grads, uint64_t(host_->rank) * shard_ + a), len), recv, stream,
-                      error);
-      if (status != ZF_OK) return status;
-    }
-    return ZF_OK;
-  }
+  Collectives(const zf_host *host, uint64_t shard, const Knobs &knobs) : host_(host), shard_(shard), knobs_(knobs) {}
 
   // After it, every rank holds every rank's shard of params (padded to world x shard elements):
   // one collective in place (host ABI 1.10), with no staging and no copies. Runs after the
@@ -191,27 +161,21 @@ class Collectives {
   const zf_host *host_;
   uint64_t shard_;
   Knobs knobs_;
-  Staging staging_;  // ledger tag "<stage>.staging"
 };
 
-// Gradient reduction during the backward, for hosts that keep the whole gradient buffer: after
-// block b's backward (on the last micro-step) the gradients of blocks b.. are final, and once a
-// bucket's worth (reduce_bucket_size elements over all ranks) of them is, it is reduced:
-//   all_reduce:     elements [from, end) summed on every rank (zero0, zero1);
-//   reduce_scatter: shard-relative elements [from, end) of every shard summed into their owners'
-//                   (zero2, zero3): the rank-0 part of a relative element is the element itself.
+// Gradient all-reduce during the backward, for the stages whose host keeps the whole gradient
+// buffer (zero0, zero1: they wire no reduce_block): after block b's backward (on the last
+// micro-step) the gradients of blocks b.. are final, and once a bucket's worth
+// (reduce_bucket_size elements) of them is, elements [from, end) are summed on every rank.
 // finish() reduces what is left. With the host's communication stream, this runs beside the
 // backward of the blocks before.
 class BackwardReducer {
  public:
-  enum Mode { all_reduce, reduce_scatter };
-  BackwardReducer(const zf_host *host, Collectives &comm, const Knobs &knobs, Mode mode)
-      : host_(host), comm_(comm), knobs_(knobs), mode_(mode) {}
+  BackwardReducer(const zf_host *host, Collectives &comm, const Knobs &knobs)
+      : host_(host), comm_(comm), knobs_(knobs) {}
 
-  // Both do nothing when the host shards the gradients itself (grads.data == NULL): then
-  // BlockReducer does the work in reduce_block.
   zf_status after_backward(uint32_t block, const zf_step_buffers &buffers, zf_error *error) {
-    if (host_->world_size == 1 || !knobs_.overlap_comm || !buffers.grads.data) return ZF_OK;
+    if (host_->world_size == 1 || !knobs_.overlap_comm) return ZF_OK;
     if (buffers.micro_step + 1 != buffers.micro_steps) return ZF_OK;  // still accumulating
     // Blocks run backward last to first, so every element from the lowest offset of blocks
     // block.. onward is final (a tied weight belongs to the block whose backward comes last).
@@ -221,13 +185,13 @@ class BackwardReducer {
       if (layout.blocks[b].segment_count) final_from = std::min(final_from, layout.blocks[b].offset);
     uint64_t pending_end = pending_end_of(buffers.grads);
     if (final_from >= pending_end) return ZF_OK;
-    uint64_t bucket = std::max<uint64_t>(1, knobs_.reduce_bucket_size / ranks_per_element());
+    uint64_t bucket = std::max<uint64_t>(1, knobs_.reduce_bucket_size);
     if (block != 0 && pending_end - final_from < bucket) return ZF_OK;  // wait for a full bucket
     return reduce_down_to(buffers, final_from, error);
   }
 
   zf_status finish(const zf_step_buffers &buffers, zf_error *error) {
-    if (host_->world_size == 1 || !buffers.grads.data) return ZF_OK;
+    if (host_->world_size == 1) return ZF_OK;
     zf_status status = reduce_down_to(buffers, 0, error);
     pending_end_ = kUnset;  // the next step starts unreduced
     return status;
@@ -235,17 +199,15 @@ class BackwardReducer {
 
  private:
   static constexpr uint64_t kUnset = ~uint64_t(0);
-  uint64_t ranks_per_element() const { return mode_ == reduce_scatter ? uint64_t(host_->world_size) : 1; }
   uint64_t pending_end_of(const zf_tensor_view &grads) const {
-    return pending_end_ != kUnset ? pending_end_ : mode_ == reduce_scatter ? comm_.shard() : grads.numel;
+    return pending_end_ != kUnset ? pending_end_ : grads.numel;
   }
 
   // Reduces the range [from, pending end) and marks it done.
   zf_status reduce_down_to(const zf_step_buffers &buffers, uint64_t from, zf_error *error) {
     uint64_t end = pending_end_of(buffers.grads);
     if (from >= end) return ZF_OK;
-    zf_status status = mode_ == reduce_scatter ? comm_.reduce_scatter(buffers.grads, from, end, buffers.stream, error)
-                                               : comm_.all_reduce(buffers.grads, from, end, buffers.stream, error);
+    zf_status status = comm_.all_reduce(buffers.grads, from, end, buffers.stream, error);
     if (status == ZF_OK) pending_end_ = from;
     return status;
   }
@@ -253,7 +215,6 @@ class BackwardReducer {
   const zf_host *host_;
   Collectives &comm_;
   Knobs knobs_;
-  Mode mode_;
   uint64_t pending_end_ = kUnset;  // elements [pending_end_, end) are reduced this step
 };
 

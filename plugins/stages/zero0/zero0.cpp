@@ -28,7 +28,7 @@ struct Zero0 {
         knobs.reduce_bucket_size = std::max<uint64_t>(1, uint64_t(bucket_mb * 1024 * 1024) / zf::dtype_size(grads.dtype));
       knobs.overlap_comm = overlap;
       comm = std::make_unique<Collectives>(host, grads.numel, knobs);
-      reducer = std::make_unique<BackwardReducer>(host, *comm, knobs, BackwardReducer::all_reduce);
+      reducer = std::make_unique<BackwardReducer>(host, *comm, knobs);
     }
     return *reducer;
   }

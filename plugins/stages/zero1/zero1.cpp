@@ -33,7 +33,7 @@ zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, 
     uint64_t shard = 0;
     plan_shard(self->host, layout, plan, &shard);
     self->comm = std::make_unique<Collectives>(self->host, shard, self->knobs);
-    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs, BackwardReducer::all_reduce);
+    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs);
   });
 }
 

@@ -1,8 +1,7 @@
 // zero2: zero1, and gradients are reduced during the backward so that each rank keeps only its
-// own shard of them. On a host with sharded gradients (ABI 1.1) the host holds one block's
-// gradients at a time and reduce_block sums them into the owners' shards (BlockReducer); on a
-// host that keeps the whole gradient buffer, the after_backward hook reduce-scatters it in
-// buckets as blocks finish (BackwardReducer). Both in ../common/zero_shard.hpp.
+// own shard of them: the host (it shards the gradients, since zero2 wires reduce_block) holds one
+// block's gradients at a time and reduce_block sums them into the owners' shards (BlockReducer,
+// ../common/zero_shard.hpp).
 #include "../common/zero_estimate.hpp"
 
 #include <memory>
@@ -15,15 +14,14 @@ struct Zero2 {
   const zf_host *host;
   Knobs knobs;
   std::unique_ptr<Collectives> comm;  // made by plan, once the shard size is known
-  std::unique_ptr<BackwardReducer> reducer;  // hosts that keep the whole gradient buffer
-  std::unique_ptr<BlockReducer> block_reducer;  // hosts that shard gradients (ABI 1.1)
+  std::unique_ptr<BlockReducer> block_reducer;
 };
 
 zf_status create(const zf_host *host, const zf_config *config, zf_object **out, zf_error *error) {
   if (zf_status status = require_abi_1_10(host, "zero2", error); status != ZF_OK) return status;
   return zf::guard(error, [&] {
     zf::Config cfg(host, config);
-    *out = reinterpret_cast<zf_object *>(new Zero2{host, read_knobs(cfg), nullptr, nullptr, nullptr});
+    *out = reinterpret_cast<zf_object *>(new Zero2{host, read_knobs(cfg), nullptr, nullptr});
   });
 }
 
@@ -35,24 +33,18 @@ zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, 
     uint64_t shard = 0;
     plan_shard(self->host, layout, plan, &shard);
     self->comm = std::make_unique<Collectives>(self->host, shard, self->knobs);
-    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs,
-                                                      BackwardReducer::reduce_scatter);
     self->block_reducer = std::make_unique<BlockReducer>(self->host, shard, self->knobs);
   });
-}
-
-zf_status after_backward(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
-  return reinterpret_cast<Zero2 *>(object)->reducer->after_backward(block, *buffers, error);
 }
 
 zf_status reduce_block(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
   return reinterpret_cast<Zero2 *>(object)->block_reducer->reduce_block(block, *buffers, error);
 }
 
-zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
-  auto *self = reinterpret_cast<Zero2 *>(object);
-  self->block_reducer->release_staging();  // the backward's reductions are done (the host joined them)
-  return self->reducer->finish(*buffers, error);
+// The backward's reduce_block calls did the reduction (the host joined them before this).
+zf_status reduce_gradients(zf_object *object, const zf_step_buffers *, zf_error *) {
+  reinterpret_cast<Zero2 *>(object)->block_reducer->release_staging();
+  return ZF_OK;
 }
 
 zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
@@ -81,7 +73,6 @@ const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
                           .create = create,
                           .destroy = destroy,
                           .plan = plan,
-                          .after_backward = after_backward,
                           .reduce_gradients = reduce_gradients,
                           .gather_parameters = gather_parameters,
                           .reduce_block = reduce_block,

@@ -25,9 +25,7 @@ struct Zero3 {
   uint64_t persistence_threshold;
   uint64_t max_live;
   uint64_t prefetch;
-  std::unique_ptr<Collectives> comm;
-  std::unique_ptr<BackwardReducer> reducer;  // hosts that keep the whole gradient buffer
-  std::unique_ptr<BlockReducer> block_reducer;  // hosts that shard gradients (ABI 1.1)
+  std::unique_ptr<BlockReducer> block_reducer;
   uint64_t shard = 0;
 };
 
@@ -37,7 +35,7 @@ zf_status create(const zf_host *host, const zf_config *config, zf_object **out, 
     zf::Config cfg(host, config);
     *out = reinterpret_cast<zf_object *>(new Zero3{host, read_knobs(cfg), uint64_t(cfg.integer("param_persistence_threshold")),
                                                    uint64_t(cfg.integer("max_live_parameters")),
-                                                   uint64_t(cfg.integer("prefetch_bucket_size")), nullptr, nullptr, nullptr, 0});
+                                                   uint64_t(cfg.integer("prefetch_bucket_size")), nullptr, 0});
   });
 }
 
@@ -49,9 +47,6 @@ zf_status plan(zf_object *object, const zf_layout *layout, zf_stage_plan *plan, 
     return zf::fail(error, ZF_ERROR_UNSUPPORTED, "zero3 needs a host with plugin ABI 1.1 or newer (block residency)");
   return zf::guard(error, [&] {
     plan_shard(self->host, layout, plan, &self->shard);
-    self->comm = std::make_unique<Collectives>(self->host, self->shard, self->knobs);
-    self->reducer = std::make_unique<BackwardReducer>(self->host, *self->comm, self->knobs,
-                                                      BackwardReducer::reduce_scatter);
     self->block_reducer = std::make_unique<BlockReducer>(self->host, self->shard, self->knobs);
     if (plan->struct_size >= offsetof(zf_stage_plan, prefetch_numel) + sizeof(uint64_t))
       plan->prefetch_numel = self->prefetch;
@@ -93,18 +88,14 @@ zf_status gather_block(zf_object *object, uint32_t block, const zf_step_buffers 
   return ZF_OK;
 }
 
-zf_status after_backward(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
-  return reinterpret_cast<Zero3 *>(object)->reducer->after_backward(block, *buffers, error);
-}
-
 zf_status reduce_block(zf_object *object, uint32_t block, const zf_step_buffers *buffers, zf_error *error) {
   return reinterpret_cast<Zero3 *>(object)->block_reducer->reduce_block(block, *buffers, error);
 }
 
-zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
-  auto *self = reinterpret_cast<Zero3 *>(object);
-  self->block_reducer->release_staging();  // the backward's reductions are done (the host joined them)
-  return self->reducer->finish(*buffers, error);
+// The backward's reduce_block calls did the reduction (the host joined them before this).
+zf_status reduce_gradients(zf_object *object, const zf_step_buffers *, zf_error *) {
+  reinterpret_cast<Zero3 *>(object)->block_reducer->release_staging();
+  return ZF_OK;
 }
 
 const zf_param_decl params[] = {
@@ -137,13 +128,13 @@ zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *esti
   });
 }
 
-// No forward/backward hooks but after_backward: the host gathers and releases around them. No
+// No forward/backward hooks: the host gathers and releases around them, and reduces through
+// reduce_block. No
 // gather_parameters: nothing is kept whole; resident blocks are refreshed by gather_block.
 const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
                           .create = create,
                           .destroy = destroy,
                           .plan = plan,
-                          .after_backward = after_backward,
                           .reduce_gradients = reduce_gradients,
                           .gather_block = gather_block,
                           .reduce_block = reduce_block,
