@@ -112,8 +112,8 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
              "accumulated gradient mass in its other columns than in its selected ones", kUnitLeftOpen, 0, 1),
         decl("pt_reserved_cores_perc", ZF_PARAM_FLOAT, "0",
              "fraction of the rank's physical cores kept for the training thread, the rest for the CPU "
-             "optimizer (0 = automatic: half with several ranks on the host, as DeepSpeed's 0.5; one core, "
-             "two from 8 cores up, for a rank alone)", kUnitRightOpen, 0, 1),
+             "optimizer (0 = automatic: three quarters with several ranks on the host, where DeepSpeed's "
+             "default is 0.5; one core, two from 8 cores up, for a rank alone)", kUnitRightOpen, 0, 1),
         decl("offload_selected_state", ZF_PARAM_BOOL, "false",
              "keep the GPU update's master and moments of the selected columns in pinned host memory (less GPU "
              "memory, slower GPU update)")}},

@@ -45,7 +45,7 @@ std::vector<int> physical_cores(const std::vector<int> &cores) {
 
 double zenflow_trainer_fraction(double configured, int local_size) {
   if (configured > 0) return configured;
-  return local_size > 1 ? 0.5 : 0.0;
+  return local_size > 1 ? 0.75 : 0.0;
 }
 
 CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int local_size, bool gpu_run,

@@ -22,11 +22,12 @@ struct CoreBinding {
 // CPU run computes the model on the host, so trainer and workers both get the whole share.
 CoreBinding split_cores(const std::vector<int> &physical, int local_rank, int local_size, bool gpu_run,
                         double trainer_fraction = 0);
-// ZenFlow's trainer_fraction: zenflow.pt_reserved_cores_perc when > 0, else (0, automatic) half of
-// the share when several ranks share the host, 0 (split_cores' one or two cores) for a rank alone.
-// Several ranks' optimizer workers together saturate the host's memory (on 2 H200, 8 workers a rank
-// updated as fast as 14), while the training thread launches the forward beside them; a rank alone
-// gets more from each worker core it keeps.
+// ZenFlow's trainer_fraction: zenflow.pt_reserved_cores_perc when > 0, else (0, automatic) three
+// quarters of the share when several ranks share the host, 0 (split_cores' one or two cores) for a
+// rank alone. Several ranks' optimizer workers together saturate the host's memory while each
+// training thread launches its forward beside them: on 2 H200 (16 cores a rank) ZenFlow's step
+// was shortest with 4 workers a rank, which still finish the CPU update inside the step (8 or 12
+// slowed the forward); a rank alone updates twice the columns and needs every worker it has.
 double zenflow_trainer_fraction(double configured, int local_size);
 // Pins the calling thread to cores; false when the kernel refuses.
 bool pin_this_thread(const std::vector<int> &cores);
