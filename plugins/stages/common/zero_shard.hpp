@@ -138,9 +138,10 @@ class Collectives {
   Collectives(const zf_host *host, uint64_t shard, const Knobs &knobs) : host_(host), shard_(shard), knobs_(knobs) {}
 
   // After it, every rank holds every rank's shard of params (padded to world x shard elements):
-  // one collective in place (host ABI 1.10), with no staging and no copies. Runs after the
-  // optimizer step, on `stream`.
+  // one collective in place (host ABI 1.10), with no staging and no copies; nothing to do on one
+  // rank. Runs after the optimizer step, on `stream`.
   zf_status all_gather_shards(const zf_tensor_view &params, void *stream, zf_error *error) {
+    if (host_->world_size == 1) return ZF_OK;
     zf_tensor_view mine = view_at(params, element_at(params, uint64_t(host_->rank) * shard_), shard_);
     return host_->all_gather(host_, mine, view_at(params, params.data, shard_ * uint64_t(host_->world_size)), stream,
                              error);

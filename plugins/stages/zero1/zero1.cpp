@@ -46,9 +46,7 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *buffers, zf
 }
 
 zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
-  auto *self = reinterpret_cast<Zero1 *>(object);
-  if (self->host->world_size == 1) return ZF_OK;
-  return self->comm->all_gather_shards(buffers->params, buffers->stream, error);
+  return reinterpret_cast<Zero1 *>(object)->comm->all_gather_shards(buffers->params, buffers->stream, error);
 }
 
 const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};

@@ -48,9 +48,7 @@ zf_status reduce_gradients(zf_object *object, const zf_step_buffers *, zf_error 
 }
 
 zf_status gather_parameters(zf_object *object, const zf_step_buffers *buffers, zf_error *error) {
-  auto *self = reinterpret_cast<Zero2 *>(object);
-  if (self->host->world_size == 1) return ZF_OK;
-  return self->comm->all_gather_shards(buffers->params, buffers->stream, error);
+  return reinterpret_cast<Zero2 *>(object)->comm->all_gather_shards(buffers->params, buffers->stream, error);
 }
 
 const zf_param_decl params[] = {ZF_ZERO_COMMON_PARAMS};
@@ -81,7 +79,7 @@ const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
 const zf_descriptor descriptor = {
     sizeof(zf_descriptor), ZF_ABI_VERSION, "zero2", ZF_KIND_STAGE,
     sizeof params / sizeof params[0], params, "0.3.0",
-    "ZeRO-2: zero1 + gradients reduce-scattered in buckets during the backward",
+    "ZeRO-2: zero1 + gradients reduced block by block into their owners' shards during the backward",
     ZF_CAP_CPU | ZF_CAP_CUDA | ZF_CAP_SHARD_OPTIMIZER | ZF_CAP_SHARD_GRADIENTS, &api,
 };
 

@@ -129,8 +129,8 @@ zf_status estimate_memory(const zf_memory_shape *shape, zf_memory_estimate *esti
 }
 
 // No forward/backward hooks: the host gathers and releases around them, and reduces through
-// reduce_block. No
-// gather_parameters: nothing is kept whole; resident blocks are refreshed by gather_block.
+// reduce_block. No gather_parameters: nothing is kept whole; resident blocks are refreshed by
+// gather_block.
 const zf_stage_api api = {.struct_size = sizeof(zf_stage_api),
                           .create = create,
                           .destroy = destroy,
