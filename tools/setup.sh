@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Sets up and builds zfcore on Debian or Ubuntu: installs the missing Debian packages (chromium
-# included: a test loads the benchmark report in it, headless), libtorch
-# from PyPI (torch==2.11.0) and transformers (for the test that loads an export with it),
-# configures with CMake and builds into build/.
+# Sets up and builds zfcore on Debian or Ubuntu: installs the missing Debian packages, libtorch from
+# PyPI (torch==2.11.0), configures with CMake into build/ and builds zfcore and its plugins, what a
+# run needs.
 #   tools/setup.sh            # then: build/bin/zfcore run examples/quickstart.toml
+#   tools/setup.sh --tests    # also the tests' own dependencies (Chromium, transformers, tensorboard,
+#                             # iproute2, procps) and every test; then: ctest --test-dir build -j 2
 # Environment: ZF_CUDA=ON|OFF (default: ON when nvidia-smi sees a GPU), BUILD_DIR (default build),
 # PYTHON (default python3), JOBS (default nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+tests=0
+case "${1:-}" in
+  "") ;;
+  --tests) tests=1 ;;
+  *) echo "usage: tools/setup.sh [--tests]" >&2; exit 2 ;;
+esac
+
+# catch2 is a few headers: installed for both, so that both configure the same build tree (the tests'
+# CMake needs it) and --tests after a plain setup only adds targets.
 packages=(cmake ninja-build g++ pkg-config python3 python3-venv libboost-dev libtomlplusplus-dev
-          libopenmpi-dev openmpi-bin liburing-dev catch2 nlohmann-json3-dev libsentencepiece-dev
-          procps chromium iproute2)  # procps: pgrep in the tests; chromium: the bench report's test loads it
-                                     # headless; iproute2: the two-host test's network namespaces
+          libopenmpi-dev openmpi-bin liburing-dev catch2 nlohmann-json3-dev libsentencepiece-dev)
+if ((tests)); then
+  packages+=(procps chromium iproute2)  # procps: pgrep in the tests; chromium: the report tests load the
+                                        # HTML reports in it, headless; iproute2: the two-host test's
+                                        # network namespaces
+fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -40,10 +53,18 @@ if [ "$(torch_version "$python")" != "2.11.0" ]; then
     "$python" -m pip install -q torch==2.11.0
   fi
 fi
-# transformers: the export test loads a fine-tuned model with it, as users do.
-if [ "$("$python" -c 'import importlib.metadata as m; print(m.version("transformers"))' 2>/dev/null)" != "5.23.0" ]; then
-  echo "setup: installing transformers==5.23.0 from PyPI (the export test loads exports with it)"
-  "$python" -m pip install -q transformers==5.23.0
+# The tests' Python packages, in the same Python: transformers (the export tests load zfcore's exports
+# with it, as users do) and tensorboard (a test reads a run's event files back with it).
+if ((tests)); then
+  python_needs=()
+  for requirement in transformers==5.23.0 tensorboard==2.21.0; do
+    installed=$("$python" -c "import importlib.metadata as m; print(m.version('${requirement%%==*}'))" 2>/dev/null || true)
+    [ "$installed" = "${requirement##*==}" ] || python_needs+=("$requirement")
+  done
+  if ((${#python_needs[@]})); then
+    echo "setup: installing ${python_needs[*]} from PyPI (for the tests)"
+    "$python" -m pip install -q "${python_needs[@]}"
+  fi
 fi
 torch_dir=$("$python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
 
@@ -54,5 +75,10 @@ fi
 build=${BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA="$cuda" -DZF_TORCH_DIR="$torch_dir" \
   -DZF_PYTHON="$("$python" -c 'import sys; print(sys.executable)')"
-cmake --build "$build" -j "${JOBS:-$(nproc)}"
-echo "setup: built $build/bin/zfcore (CUDA path $cuda)"
+if ((tests)); then
+  cmake --build "$build" -j "${JOBS:-$(nproc)}"
+  echo "setup: built $build/bin/zfcore, its plugins and the tests (CUDA path $cuda)"
+else
+  cmake --build "$build" -j "${JOBS:-$(nproc)}" --target zfcore-with-plugins
+  echo "setup: built $build/bin/zfcore and its plugins (CUDA path $cuda); tools/setup.sh --tests adds the tests"
+fi
