@@ -25,6 +25,9 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("wall_clock_breakdown", ZF_PARAM_BOOL, "false",
              "under each step line, the step's timers in ms (fwd, bwd, cpu_update, update_wait, ...; DeepSpeed's "
              "wall_clock_breakdown)"),
+        decl("rank_timers", ZF_PARAM_BOOL, "false",
+             "every rank's step time and timers in steps.jsonl (rank_step_ms, rank_timers_ms): which rank a slow "
+             "step waited for, and on what (one small all-gather per step)"),
         decl("timing_warmup", ZF_PARAM_INT, "2", "steps left out of the mean step time", kRange, 0, kMaxSteps),
         decl("device", ZF_PARAM_STRING, "cpu", "where the model computes", 0, 0, 0, "cpu|cuda"),
         decl("deterministic", ZF_PARAM_BOOL, "false",

@@ -6,6 +6,7 @@
 #include "engine/evaluate.hpp"
 #include "engine/generate.hpp"
 #include "plugin/plugin_set.hpp"
+#include "report/rank_timers.hpp"
 #include "report/report.hpp"
 #include "report/run_stats.hpp"
 #include "engine/schedule.hpp"
@@ -433,6 +434,7 @@ class Trainer {
     r.lr = lr_;
     r.grad_norm = options_.clip_grad_norm > 0 ? grad_norm_ : -1.0;
     r.update = update().events();
+    if (options_.rank_timers) gather_rank_timers(comm_, r);
     return r;
   }
 

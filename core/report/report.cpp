@@ -101,6 +101,17 @@ void RunReport::step(const StepRecord &r) {
   json.end_object().key("memory_bytes").begin_object();
   for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) json.key(tier_name(tier)).value(r.memory[tier]);
   json.end_object();
+  if (!r.rank_step_ms.empty()) {
+    json.key("rank_step_ms").begin_array();
+    for (double ms : r.rank_step_ms) json.value(ms);
+    json.end_array().key("rank_timers_ms").begin_object();
+    for (const auto &[name, by_rank] : r.rank_timers_ms) {
+      json.key(name).begin_array();
+      for (double ms : by_rank) json.value(ms);
+      json.end_array();
+    }
+    json.end_object();
+  }
   if (r.device_reserved_peak) {
     json.key("gpu_peak_bytes").begin_object().key("allocated").value(r.device_allocated_peak);
     json.key("reserved").value(r.device_reserved_peak).end_object();

@@ -26,6 +26,9 @@ struct StepRecord {
   double eval_loss = -1;  // -1 when not evaluated at this step
   std::string update;     // what the update did (ZenFlow: "select", "gpu", "cpu", "swap"), or empty
   std::vector<std::pair<std::string, double>> timers_ms;  // name -> ms in this step
+  // run.rank_timers: every rank's step time and timers (name -> ms of rank 0, 1, ...), else empty
+  std::vector<double> rank_step_ms;
+  std::vector<std::pair<std::string, std::vector<double>>> rank_timers_ms;
   std::array<uint64_t, ZF_TIER_COUNT> memory{};           // current bytes per tier
   uint64_t device_allocated_peak = 0;  // GPU runs: the caching allocator's peaks in this step
   uint64_t device_reserved_peak = 0;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <sstream>
 
 using namespace zf;
 
@@ -83,7 +84,9 @@ TEST_CASE("zero0 on 2 MPI ranks gives the param_digest of one process with the s
   std::string common = "--set train.steps=6 --set train.micro_batch=32 --set run.threads=1 "
                        "--set train.clip_grad_norm=0.5 --set train.lr_schedule=cosine ";
   Run single = run("", test::scratch_dir("zero0_single"), common + "--set train.grad_accum=2");
-  Run pair = run(test::mpirun(2), test::scratch_dir("zero0_pair"), common + "--set train.grad_accum=1");
+  // run.rank_timers on the pair: every rank's timers in steps.jsonl, the math unchanged.
+  Run pair = run(test::mpirun(2), test::scratch_dir("zero0_pair"),
+                 common + "--set train.grad_accum=1 --set run.rank_timers=true");
   INFO(single.outcome.output << "\n" << pair.outcome.output);
   REQUIRE(single.outcome.exit_code == 0);
   REQUIRE(pair.outcome.exit_code == 0);
@@ -98,6 +101,24 @@ TEST_CASE("zero0 on 2 MPI ranks gives the param_digest of one process with the s
   std::string norm = test::json_field(first_single, "grad_norm");
   CHECK(std::stod(norm) > 0.5);  // clipping was active
   CHECK(test::json_field(first_pair, "grad_norm") == norm);
+  // Rank 0's column of rank_step_ms / rank_timers_ms is the step's own record; rank 1 timed its own.
+  std::istringstream lines(first_pair);
+  int steps_seen = 0;
+  for (std::string line; std::getline(lines, line); ++steps_seen) {
+    nlohmann::json step = nlohmann::json::parse(line);
+    INFO(line);
+    REQUIRE(step["rank_step_ms"].size() == 2);
+    CHECK(step["rank_step_ms"][0].get<double>() == step["step_ms"].get<double>());
+    CHECK(step["rank_step_ms"][1].get<double>() > 0);
+    REQUIRE(step["rank_timers_ms"].size() == step["timers_ms"].size());
+    for (const auto &[name, ms] : step["timers_ms"].items()) {
+      REQUIRE(step["rank_timers_ms"][name].size() == 2);
+      CHECK(step["rank_timers_ms"][name][0].get<double>() == ms.get<double>());
+    }
+    CHECK(step["rank_timers_ms"]["fwd"][1].get<double>() > 0);
+  }
+  CHECK(steps_seen == 6);
+  CHECK(test::json_field(first_single, "rank_step_ms").empty());  // off by default
   // The digest sees the math: another learning rate gives another digest.
   Run other = run("", test::scratch_dir("zero0_other"), common + "--set train.grad_accum=2 --set optimizer.lr=2e-3");
   CHECK(test::json_field(other.summary, "param_digest") != digest);
