@@ -8,8 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace zf {
 namespace {
@@ -99,6 +101,31 @@ std::string read_regular_file(const std::string &path, uint64_t max_bytes, std::
   }
   close(fd);
   return why;
+}
+
+std::string path_inside_problem(const std::string &directory, const std::string &relative) {
+  namespace fs = std::filesystem;
+  if (relative.empty()) return "is empty";
+  const fs::path path(relative);
+  if (path.is_absolute()) return "is an absolute path: it must name a file inside " + excerpt(directory);
+  for (const fs::path &part : path)
+    if (part == "..") return "leaves " + excerpt(directory) + " through '..'";
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(fs::path(directory), ec);
+  if (ec) return excerpt(directory) + ": " + ec.message();
+  const fs::path resolved = fs::weakly_canonical(root / path, ec);  // links on the way followed
+  if (ec) return ec.message();
+  auto [end, _] = std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
+  if (end != root.end())
+    return "leads outside " + excerpt(directory) + " (to " + excerpt(resolved.string()) + ") through a link";
+  return "";
+}
+
+nlohmann::json read_json_file(const std::string &path, uint64_t max_bytes) {
+  std::string text;
+  std::string why = read_regular_file(path, max_bytes, &text);
+  ZF_REQUIRE(why.empty(), "%s: cannot read: %s", path.c_str(), why.c_str());
+  return parse_json(text, path);
 }
 
 nlohmann::json parse_json(const std::string &text, const std::string &source) {

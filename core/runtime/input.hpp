@@ -1,6 +1,7 @@
-// input.hpp: reading files a user (or anyone) hands to zfcore. Only regular files are opened (a
-// FIFO or a device would block or never end), sizes are bounded, JSON nesting is bounded before
-// parsing, and what goes into an error message is cut to an excerpt.
+// input.hpp: the input rule, for every file zfcore reads (a user, or anyone, hands it over). Only
+// regular files are opened (a FIFO or a device would block or never end), sizes are bounded, JSON
+// nesting is bounded before parsing, a path named inside a file stays inside that file's directory,
+// and what goes into an error message is cut to an excerpt. Writing: runtime/files.hpp.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -22,6 +23,16 @@ int open_regular_file(const std::string &path, std::string *why);
 // Reads the whole regular file into *text; "" on success, else why not (including "is larger
 // than N bytes" past max_bytes).
 std::string read_regular_file(const std::string &path, uint64_t max_bytes, std::string *text);
+
+// "" when `relative`, a path one file names for another of `directory` (a weight_map entry, a
+// shard), stays inside `directory`: not absolute, no ".." component, no link on the way leading
+// outside it; else why not ("is an absolute path", "leaves the directory through ..", "is a link
+// to ... outside ...").
+std::string path_inside_problem(const std::string &directory, const std::string &relative);
+
+// The file's JSON, read through the rule (a regular file of at most max_bytes, nesting bounded):
+// throws zf::Error "<path>: ..." saying what is wrong.
+nlohmann::json read_json_file(const std::string &path, uint64_t max_bytes = 16 << 20);
 
 // Parses JSON text, first checking that arrays and objects nest at most kMaxJsonDepth deep;
 // throws zf::Error "<source>: not valid JSON: ..." with an excerpt of the parser's message.
