@@ -11,8 +11,8 @@ std::vector<zf_param_decl> model_schema() {
            "model architecture (default: the preset's or init_from's, else linear_stack)", 0, 0, 0,
            "linear_stack|gpt2|llama|qwen2"),
       decl("preset", ZF_PARAM_STRING, "",
-           "published shape: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, qwen2-1.5b, "
-           "qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b"),
+           "published shape: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, llama2-70b, "
+           "qwen2-1.5b, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b, qwen2.5-32b"),
       decl("init_from", ZF_PARAM_STRING, "",
            "Hugging Face checkpoint directory (config.json + model.safetensors or a sharded index) to start from"),
       decl("hidden", ZF_PARAM_INT, "64", "hidden size (linear_stack: features and classes)", kRange, 1, kMaxWidth),

@@ -58,11 +58,14 @@ const std::map<std::string, TransformerShape> &presets() {
       {"gpt2-xl", gpt2_preset(1600, 48, 25)},
       {"llama2-7b", llama_preset("llama", 4096, 11008, 32, 32, 32, 32000, 4096, 1e4, 1e-5, false)},
       {"llama2-13b", llama_preset("llama", 5120, 13824, 40, 40, 40, 32000, 4096, 1e4, 1e-5, false)},
+      {"llama2-70b", llama_preset("llama", 8192, 28672, 80, 64, 8, 32000, 4096, 1e4, 1e-5, false)},
       {"qwen2-1.5b", llama_preset("qwen2", 1536, 8960, 28, 12, 2, 151936, 131072, 1e6, 1e-6, true)},
       {"qwen2.5-0.5b", llama_preset("qwen2", 896, 4864, 24, 14, 2, 151936, 32768, 1e6, 1e-6, true)},
       {"qwen2.5-1.5b", llama_preset("qwen2", 1536, 8960, 28, 12, 2, 151936, 131072, 1e6, 1e-6, true)},
       {"qwen2.5-3b", llama_preset("qwen2", 2048, 11008, 36, 16, 2, 151936, 32768, 1e6, 1e-6, true)},
       {"qwen2.5-7b", llama_preset("qwen2", 3584, 18944, 28, 28, 4, 152064, 131072, 1e6, 1e-6, false)},
+      {"qwen2.5-14b", llama_preset("qwen2", 5120, 13824, 48, 40, 8, 152064, 131072, 1e6, 1e-5, false)},
+      {"qwen2.5-32b", llama_preset("qwen2", 5120, 27648, 64, 40, 8, 152064, 131072, 1e6, 1e-5, false)},
   };
   return table;
 }

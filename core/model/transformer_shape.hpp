@@ -53,8 +53,8 @@ struct TransformerOptions {
 std::string shape_difference(const TransformerShape &a, const TransformerShape &b, const char *a_name,
                              const char *b_name);
 
-// Preset names: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, qwen2-1.5b,
-// qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b.
+// Preset names: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, llama2-70b,
+// qwen2-1.5b, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b, qwen2.5-32b.
 std::vector<std::string> preset_names();
 std::optional<TransformerShape> find_preset(const std::string &name);
 // Parameter count of a preset without allocating anything; throws for an unknown name.

@@ -196,6 +196,23 @@ TEST_CASE("model: preset parameter counts match the published counts", "[model]"
   CHECK(preset_parameter_count("qwen2-1.5b") == 1543714304ull);
   CHECK(preset_parameter_count("llama2-7b") == 6738415616ull);
   CHECK(preset_parameter_count("llama2-13b") == 13015864320ull);
+  // The models people offload for, as their published safetensors count them (14.8B, 32.8B, 69.0B).
+  CHECK(preset_parameter_count("qwen2.5-14b") == 14770033664ull);
+  CHECK(preset_parameter_count("qwen2.5-32b") == 32763876352ull);
+  CHECK(preset_parameter_count("llama2-70b") == 68976648192ull);
+  // What the count does not see: the published config.json's norm epsilon, RoPE base and context.
+  for (const char *name : {"qwen2.5-14b", "qwen2.5-32b"}) {
+    const TransformerShape shape = *find_preset(name);
+    CHECK(shape.norm_eps == 1e-5);  // 1e-6 up to Qwen2.5-7B, 1e-5 from 14B
+    CHECK(shape.rope_theta == 1e6);
+    CHECK(shape.max_seq == 131072);
+    CHECK(shape.qkv_bias);
+    CHECK(!shape.tie_embeddings);
+  }
+  const TransformerShape llama70 = *find_preset("llama2-70b");
+  CHECK(llama70.kv_heads == 8);
+  CHECK(llama70.rope_theta == 1e4);
+  CHECK(llama70.max_seq == 4096);
   CHECK_THROWS_WITH(preset_parameter_count("gpt3"), Catch::Contains("gpt3"));
   for (const std::string &name : preset_names()) {
     INFO(name);
