@@ -50,6 +50,29 @@ void print_offload(const ConfigEstimate &e) {
   }
 }
 
+// A transformer's activations and the GPU peak they make with the config's own stage and offload:
+// the device tier's bytes plus the activations at their peak.
+void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config) {
+  if (e.tokens == 0) return;
+  const ActivationEstimate &a = e.activations;
+  const bool checkpointing = config.boolean("model", "activation_checkpointing");
+  std::printf("activations per rank (%llu tokens a micro-step, activation checkpointing %s): %s at the peak "
+              "(%llu layers x %s, then the larger of the head's %s and %s)\n",
+              (unsigned long long)e.tokens, checkpointing ? "on" : "off", format_bytes(a.peak).c_str(),
+              (unsigned long long)e.input.blocks.size() - 2, format_bytes(a.per_layer).c_str(),
+              format_bytes(a.head).c_str(),
+              checkpointing ? ("a layer recomputed, " + format_bytes(a.layer_recompute)).c_str() : "nothing else");
+  for (size_t i = 0; i < e.stages.size(); ++i) {
+    if (e.stages[i].plugin != e.stage) continue;
+    const PluginEstimate &o = e.offloaded[i], &s = e.stages[i];
+    if (!s.estimated) return;
+    const uint64_t device = o.estimated ? o.tiers[ZF_TIER_DEVICE] : s.total();
+    std::printf("GPU peak per rank (%s, offload %s): %s of buffers + %s of activations = %s (%llu bytes)\n",
+                e.stage.c_str(), e.offload.c_str(), format_bytes(device).c_str(), format_bytes(a.peak).c_str(),
+                format_bytes(device + a.peak).c_str(), (unsigned long long)(device + a.peak));
+  }
+}
+
 }  // namespace
 
 int command_estimate(const std::vector<std::string> &args) {
@@ -96,6 +119,7 @@ int command_estimate(const std::vector<std::string> &args) {
                 (unsigned long long)s.total(), s.reference ? format_bytes(s.reference).c_str() : "-", mark);
   }
   print_offload(e);
+  print_gpu_peak(e, config);
   std::printf("formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state "
               "bytes), as each stage plugin reports them:\n",
               (unsigned long long)input.compute_bytes);

@@ -104,6 +104,10 @@ ConfigEstimate estimate_config(const RunConfig &config, uint64_t world) {
   ConfigEstimate out;
   PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
   out.input = estimate_input(config, registry, world, &out.what, &out.note);
+  if (is_transformer_config(config)) {
+    out.tokens = uint64_t(config.integer("train", "micro_batch") * config.integer("data", "seq_len"));
+    out.activations = estimate_activations(transformer_options(config), out.tokens);
+  }
   const PluginSection &stages = config.plugin(ZF_KIND_STAGE), &offloads = config.plugin(ZF_KIND_OFFLOAD);
   out.stage = stages.candidates.front();
   out.offload = offloads.candidates.front();

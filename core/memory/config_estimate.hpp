@@ -6,6 +6,7 @@
 
 #include "config/config.hpp"
 #include "memory/memory_estimate.hpp"
+#include "model/activation_estimate.hpp"
 #include "plugin/plugin_registry.hpp"
 
 #include <string>
@@ -25,6 +26,10 @@ struct ConfigEstimate {
   std::string stage, offload;            // the config's plugins
   std::vector<PluginEstimate> stages;    // the built-in stages and the config's, by name
   std::vector<PluginEstimate> offloaded; // the offload plugin's answer for each of them
+  // A transformer's activations on one rank (micro_batch x data.seq_len tokens a micro-step);
+  // tokens == 0 for other models.
+  uint64_t tokens = 0;
+  ActivationEstimate activations;
 };
 // Loads the plugins (the config's plugin path included) and asks them.
 ConfigEstimate estimate_config(const RunConfig &config, uint64_t world);

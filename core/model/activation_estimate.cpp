@@ -1,0 +1,48 @@
+#include "model/activation_estimate.hpp"
+
+#include <algorithm>
+
+namespace zf {
+
+namespace {
+
+// Bytes per token that one layer's backward needs, element size e (2 bf16, 4 float32).
+uint64_t layer_bytes_per_token(const TransformerShape &s, uint64_t e) {
+  const uint64_t h = uint64_t(s.hidden), q = uint64_t(s.heads * s.head_dim()),
+                 kv = uint64_t(s.kv_heads * s.head_dim()), i = uint64_t(s.intermediate), heads = uint64_t(s.heads);
+  if (s.is_gpt2()) {
+    // ln_1: its input and output; c_attn's q, k, v (one tensor, viewed by attention); attention's
+    // output and its reshaped copy (c_proj's input); ln_2: input and output; c_fc's output (GELU's
+    // input) and GELU's output (c_proj's input); attention's log-sum-exp in float32.
+    return e * (2 * h + 3 * h + 2 * h + 2 * h + 2 * i) + 4 * heads;
+  }
+  // Each RMSNorm keeps its float32 input, the normalized value in the compute dtype and its output
+  // (the next linears' input); attention keeps the rotated q and k, v, its output and the
+  // reshaped copy (o_proj's input), and its log-sum-exp; the MLP keeps gate, silu(gate), up and
+  // their product (down_proj's input).
+  const uint64_t norm = 4 * h + 2 * e * h;
+  return 2 * norm + e * (3 * q + 2 * kv + 4 * i) + 4 * heads;
+}
+
+}  // namespace
+
+ActivationEstimate estimate_activations(const TransformerOptions &options, uint64_t tokens) {
+  const TransformerShape &s = options.shape;
+  const uint64_t e = options.dtype == "bfloat16" ? 2 : 4, h = uint64_t(s.hidden), v = uint64_t(s.vocab);
+  const uint64_t layer = layer_bytes_per_token(s, e) * tokens;
+  ActivationEstimate a;
+  // The head: the final norm's saved tensors, the logits in the compute dtype, their float32 copy
+  // and log_softmax's float32 output (one tensor when the compute dtype is float32).
+  const uint64_t norm = s.is_gpt2() ? 2 * e * h : 4 * h + 2 * e * h;
+  a.head = (norm + v * (e == 4 ? 8 : e + 8)) * tokens;
+  if (options.activation_checkpointing) {
+    a.per_layer = e * h * tokens;  // only the layer's input
+    a.layer_recompute = layer;
+  } else {
+    a.per_layer = layer;
+  }
+  a.peak = uint64_t(s.layers) * a.per_layer + std::max(a.head, a.layer_recompute);
+  return a;
+}
+
+}  // namespace zf

@@ -1,0 +1,25 @@
+// activation_estimate.hpp: the bytes a transformer's forward keeps for its backward (the
+// activations), per rank, from its shape, the micro-batch and the sequence length: what the GPU
+// holds beyond the plan's buffers at its peak. Counted from what autograd saves in this zoo's
+// layers (model/llama.cpp, model/gpt2.cpp: each saved tensor once), at the two moments the peak
+// can fall on: the loss at the end of the forward, or a layer recomputed in the backward under
+// activation checkpointing.
+#pragma once
+
+#include "model/transformer_shape.hpp"
+
+#include <cstdint>
+
+namespace zf {
+
+struct ActivationEstimate {
+  uint64_t per_layer = 0;  // bytes one layer keeps for its backward (its input alone when checkpointed)
+  uint64_t layer_recompute = 0;  // under activation checkpointing: one layer's full set while it is recomputed
+  uint64_t head = 0;       // the final norm, the logits and the loss's float32 copies at the end of the forward
+  uint64_t peak = 0;       // the most at once: the layers' sets plus the larger of head and recompute
+};
+
+// tokens: micro_batch x seq_len of one micro-step on this rank.
+ActivationEstimate estimate_activations(const TransformerOptions &options, uint64_t tokens);
+
+}  // namespace zf
