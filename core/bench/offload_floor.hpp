@@ -4,9 +4,10 @@
 // way (pinned copies). A
 // row's floor is the longest of: the bytes its CPU optimizer streams per step (summary.json's
 // host_update_bytes; the ranks of the host share its bandwidth) over the first, its gradient bytes
-// down and its parameter bytes up per step over the PCIe rates; and the GPU's own step, the `none`
-// row's in the same suite (a row that keeps part of the update on the GPU, offload.ratio = auto,
-// can be no faster than the step without offload).
+// down and its parameter bytes up per step over the PCIe rates; and on a GPU the GPU's own step,
+// the `none` row's in the same suite (a row that keeps part of the update on the GPU,
+// offload.ratio = auto, can be no faster than the step without offload). On a CPU no other row's
+// step counts: the `none` row there is as noisy as the row it would judge.
 #pragma once
 
 #include "bench/suite.hpp"
@@ -20,7 +21,7 @@ LinkRates measure_host_rate();
 void measure_pcie(LinkRates &rates);
 
 // The row's floor in ms; 0 when it moves nothing (no offload) or a rate is unknown. compute_ms:
-// the step without offload (0: not measured).
+// the GPU's step without offload (0: not measured, or a CPU run).
 double floor_ms(const RowResult &row, const LinkRates &rates, int ranks, double compute_ms);
 
 }  // namespace zf::bench
