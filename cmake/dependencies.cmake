@@ -1,7 +1,8 @@
 # Finds every dependency once and exposes it as a target:
 #   zf::torch (libtorch, CPU or CUDA), MPI::MPI_C, tomlplusplus::tomlplusplus, Boost::headers,
 #   nlohmann_json::nlohmann_json, PkgConfig::SENTENCEPIECE, PkgConfig::URING (found here, required
-#   by core/CMakeLists.txt), and, when ZF_CUDA resolves ON, CUDA::cudart and zf::nccl.
+#   by core/CMakeLists.txt), protobuf::libprotobuf with protoc (TensorBoard's event files), and, when
+#   ZF_CUDA resolves ON, CUDA::cudart and zf::nccl.
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(tomlplusplus REQUIRED)
@@ -10,6 +11,7 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(URING IMPORTED_TARGET liburing)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+find_package(Protobuf REQUIRED)  # Debian: libprotobuf-dev and protobuf-compiler (tools/setup.sh installs them)
 
 # libtorch comes from the PyPI torch wheel (torch==2.11.0); ZF_TORCH_DIR overrides the lookup.
 set(ZF_TORCH_DIR "" CACHE PATH "torch package directory (contains include/ and lib/)")

@@ -20,7 +20,8 @@ esac
 # catch2 is a few headers: installed for both, so that both configure the same build tree (the tests'
 # CMake needs it) and --tests after a plain setup only adds targets.
 packages=(cmake ninja-build g++ pkg-config python3 python3-venv libboost-dev libtomlplusplus-dev
-          libopenmpi-dev openmpi-bin liburing-dev catch2 nlohmann-json3-dev libsentencepiece-dev)
+          libopenmpi-dev openmpi-bin liburing-dev catch2 nlohmann-json3-dev libsentencepiece-dev
+          libprotobuf-dev protobuf-compiler)  # protobuf: TensorBoard's event files
 if ((tests)); then
   packages+=(procps chromium iproute2)  # procps: pgrep in the tests; chromium: the report tests load the
                                         # HTML reports in it, headless; iproute2: the two-host test's
@@ -38,19 +39,34 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# libtorch: the torch wheel from PyPI, in the current Python if it can take it, else in .venv.
+cuda=${ZF_CUDA:-}
+if [ -z "$cuda" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then cuda=ON; else cuda=OFF; fi
+fi
+
+# libtorch: the torch wheel, in the current Python if it can take it, else in .venv. Without CUDA the
+# CPU-only wheel of PyTorch's own index (about 0.2 GB instead of PyPI's 4 GB with the CUDA libraries)
+# where that index answers, else PyPI's; both are torch 2.11.0 ("2.11.0+cpu" for the first).
 python=${PYTHON:-python3}
-torch_version() { "$1" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true; }
+torch_version() { "$1" -c 'import importlib.metadata as m; print(m.version("torch").split("+")[0])' 2>/dev/null || true; }
 if [ "$(torch_version "$python")" != "2.11.0" ] && [ "$(torch_version .venv/bin/python3)" = "2.11.0" ]; then
   python=.venv/bin/python3
 fi
-if [ "$(torch_version "$python")" != "2.11.0" ]; then
+cpu_index=https://download.pytorch.org/whl/cpu
+install_torch() {
+  if [ "$cuda" = OFF ] && "$1" -c "import urllib.request as u; u.urlopen('$cpu_index/torch/', timeout=5)" 2>/dev/null; then
+    echo "setup: installing torch==2.11.0 (CPU only) from $cpu_index (libtorch for the C++ build)"
+    "$1" -m pip install -q torch==2.11.0 --index-url "$cpu_index" && return 0
+  fi
   echo "setup: installing torch==2.11.0 from PyPI (libtorch for the C++ build)"
-  if ! "$python" -m pip install -q torch==2.11.0; then
+  "$1" -m pip install -q torch==2.11.0
+}
+if [ "$(torch_version "$python")" != "2.11.0" ]; then
+  if ! install_torch "$python"; then
     echo "setup: this Python does not take packages; using a virtual environment in .venv"
     "$python" -m venv .venv
     python=.venv/bin/python3
-    "$python" -m pip install -q torch==2.11.0
+    install_torch "$python"
   fi
 fi
 # The tests' Python packages, in the same Python: transformers (the export tests load zfcore's exports
@@ -68,10 +84,6 @@ if ((tests)); then
 fi
 torch_dir=$("$python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
 
-cuda=${ZF_CUDA:-}
-if [ -z "$cuda" ]; then
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then cuda=ON; else cuda=OFF; fi
-fi
 build=${BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA="$cuda" -DZF_TORCH_DIR="$torch_dir" \
   -DZF_PYTHON="$("$python" -c 'import sys; print(sys.executable)')"

@@ -1,10 +1,9 @@
 // suite_html.cpp: OUTPUT_DIR/<suite>_<time>.html, the report people look at: one self-contained
-// file (inline CSS and SVG, no library, nothing fetched) with the rows' table, (convergence) the
+// file (svg::html_page: inline CSS and SVG, no library, nothing fetched) with the rows' table, (convergence) the
 // held-out loss over steps and over training time, the step-time breakdown, the memory per tier
-// beside the estimate, the step times over steps, every timer's mean, and a few lines of script
-// that check the charts drew and say so on <body> (the test reads that in a headless browser).
+// beside the estimate, the step times over steps and every timer's mean.
 #include "bench/suite.hpp"
-#include "bench/svg_chart.hpp"
+#include "report/svg_chart.hpp"
 
 #include "runtime/error.hpp"
 #include "runtime/memory.hpp"
@@ -169,41 +168,13 @@ std::string timers_table(const SuiteOptions &o, const std::vector<RowResult> &ro
   return out + "</table>\n";
 }
 
-const char *kStyle =
-    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}"
-    "h2{font-size:16px;margin-top:28px}table{border-collapse:collapse;font-size:12px}"
-    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-    "td:first-child,th:first-child,td:nth-last-child(-n+2){text-align:left}td:first-child{white-space:nowrap}"
-    "tr.chosen{background:#e6f4e6;font-weight:600}tr.within-noise{background:#f3f9f3}tr.status-OOM,tr.status-error{background:#fbe9e9}"
-    "svg.chart{font:12px system-ui,sans-serif;display:block}svg .grid{stroke:#e3e3e3}svg .tick{fill:#555}"
-    "svg .note{fill:#b22}svg .warmup{fill:#f0f0f0}p.note{color:#555;max-width:900px}\n";
-
-// Runs in the browser after the page is parsed: every chart must have drawn something with an
-// area, and no script may have failed; the verdict goes on <body data-report="...">.
-const char *kCheck =
-    "<script>\n"
-    "(function () {\n"
-    "  var charts = document.querySelectorAll('svg.chart'), broken = window.reportErrors.slice();\n"
-    "  charts.forEach(function (svg) {\n"
-    "    var box = svg.getBBox();\n"
-    "    if (!svg.querySelector('.mark') || !(box.width > 0 && box.height > 0)) broken.push(svg.dataset.chart);\n"
-    "  });\n"
-    "  document.body.setAttribute('data-charts', String(charts.length));\n"
-    "  document.body.setAttribute('data-report', broken.length ? 'broken: ' + broken.join(', ') : 'ok');\n"
-    "})();\n"
-    "</script>\n";
-
 }  // namespace
 
 std::string suite_html(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
                        const Recommendation &rec) {
   std::string stem = std::filesystem::path(report.stem).filename().string();
   std::string title = format("zfcore bench %s", o.suite.c_str());
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) + " " +
-                    escape(stem) + "</title>\n<style>" + kStyle + "</style>\n" +
-                    "<script>window.reportErrors = []; window.addEventListener('error', function (e) { "
-                    "window.reportErrors.push('script error: ' + e.message); });</script>\n</head>\n<body>\n";
-  out += "<h1>" + escape(title) + "</h1>\n";
+  std::string out = "<h1>" + escape(title) + "</h1>\n";
   const bool convergence = o.suite == "convergence";
   if (convergence)
     out += format("<p>The held-out loss every %lld steps. Target: %s (%s). Time is training time: the sum of the "
@@ -248,7 +219,7 @@ std::string suite_html(const SuiteOptions &o, const SuiteReport &report, const s
   out += "<h2>Timers</h2>\n<p class=\"note\">Mean ms per timed step; timers nest (waits inside the forward or the "
          "optimizer step) and some run on the update thread, so a row does not add up to the step.</p>\n" +
          timers_table(o, rows);
-  return out + kCheck + "</body></html>\n";
+  return svg::html_page(title + " " + stem, out);
 }
 
 }  // namespace zf

@@ -124,10 +124,14 @@ int command_run(const std::vector<std::string> &args) {
     if (runtime.comm->rank() == 0 && summary.steps < summary.first_step) {
       std::printf("zfcore: step %lld, param_digest %s\n", (long long)summary.steps, summary.param_digest.c_str());
     } else if (runtime.comm->rank() == 0) {
-      std::printf("zfcore: %lld steps, loss %.4f -> %.4f, mean step %.1f ms, param_digest %s\n",
-                  (long long)summary.steps, summary.initial_loss, summary.final_loss, summary.mean_step_ms,
+      // What this run trained: after a resume that is not every step up to the last.
+      const long long trained = summary.steps - summary.first_step + 1;
+      std::string resumed = summary.first_step > 1 ? format(", resumed from step %lld", (long long)summary.first_step - 1) : "";
+      std::printf("zfcore: trained %lld step%s (%lld-%lld%s), loss %.4f -> %.4f, mean step %.1f ms, param_digest %s\n",
+                  trained, trained == 1 ? "" : "s", (long long)summary.first_step, (long long)summary.steps,
+                  resumed.c_str(), summary.initial_loss, summary.final_loss, summary.mean_step_ms,
                   summary.param_digest.c_str());
-      std::printf("zfcore: wrote %s/{steps.jsonl,steps.csv,summary.json}\n", summary.output_dir.c_str());
+      std::printf("zfcore: wrote %s/{steps.jsonl,steps.csv,summary.json,report.html}\n", summary.output_dir.c_str());
     }
     runtime.comm->barrier();
     return summary.stop_signal ? 128 + summary.stop_signal : 0;

@@ -138,7 +138,8 @@ class Converter {
     if (key == "activation_checkpointing") return "ignored: set model.activation_checkpointing = true to recompute layers";
     if (key == "seed") return "ignored: the seed is run.seed";
     if (key == "tensorboard" || key == "wandb" || key == "csv_monitor")
-      return "ignored: every run writes steps.jsonl, steps.csv and summary.json";
+      return "ignored: every run writes steps.jsonl, steps.csv, summary.json, report.html and TensorBoard event files "
+             "(OUTPUT_DIR/tensorboard; run.tensorboard = false turns them off)";
     if (key == "zero_allow_untested_optimizer" || key == "zero_force_ds_cpu_optimizer")
       return "ignored: every optimizer plugin works with every stage";
     if (key == "amp") return "ignored: model.dtype = \"bfloat16\" is zfcore's mixed precision";

@@ -20,7 +20,7 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
       {"run",
        {decl("name", ZF_PARAM_STRING, "run", "name of the run, used for the output directory"),
         decl("seed", ZF_PARAM_INT, "1234", "seed of parameters, data order and dropout", kMin, 0),
-        decl("output_dir", ZF_PARAM_STRING, "", "where steps.jsonl, steps.csv and summary.json go (default runs/NAME)"),
+        decl("output_dir", ZF_PARAM_STRING, "", "where steps.jsonl, steps.csv, summary.json, report.html and tensorboard/ go (default runs/NAME)"),
         decl("log_every", ZF_PARAM_INT, "1", "print one step line every N steps", kRange, 1, kMaxSteps),
         decl("wall_clock_breakdown", ZF_PARAM_BOOL, "false",
              "under each step line, the step's timers in ms (fwd, bwd, cpu_update, update_wait, ...; DeepSpeed's "
@@ -44,6 +44,9 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
              "offload.ratio = \"auto\" plan for (0 = the GPU's memory; a CPU run has no GPU, and auto there needs "
              "this set)", kRange, 0, 1 << 24),
         decl("progress", ZF_PARAM_STRING, "auto", "progress bar: auto (on a terminal), on, off", 0, 0, 0, "auto|on|off"),
+        decl("tensorboard", ZF_PARAM_BOOL, "true",
+             "write TensorBoard event files of the step scalars (loss, eval loss, lr, grad norm, step time, tokens/s, "
+             "memory, timers) to OUTPUT_DIR/tensorboard/"),
         decl("comm_timeout_s", ZF_PARAM_FLOAT, "0",
              "seconds an MPI collective may wait for its peers before the rank ends, naming it (a stopped, dead or "
              "unreachable rank); 0 = automatic: ZF_COMM_TIMEOUT_S or 600 s, and during the steps 20 x the slowest "

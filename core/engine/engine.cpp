@@ -24,6 +24,7 @@
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
+#include "tokenizer/tokenizer_export.hpp"
 #include "tokenizer/unicode.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
@@ -76,7 +77,7 @@ class Trainer {
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
     if (comm_.rank() == 0) {  // rank 0 writes them
       check_output_paths(config, options_);
-      lock_directories();
+      locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"));
     }
     const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
     const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
@@ -92,11 +93,9 @@ class Trainer {
   RunSummary run() {
     if (start_step_ >= options_.steps) return complete_run();
     const int64_t steps = options_.steps, warmup = options_.timing_warmup, checkpoint_every = options_.checkpoint_every;
-    const std::string &output_dir = options_.output_dir, &progress = options_.progress;
-    // Under mpirun a rank's stdout is a pseudo-terminal whatever the user's is: no bar by default.
-    bool show_progress = progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO) && !launched_under_mpi());
-    RunReport report(output_dir, comm_.rank() == 0, show_progress, options_.log_every, options_.wall_clock_breakdown,
-                     start_step_);
+    const std::string &output_dir = options_.output_dir;
+    RunReport report(output_dir, comm_.rank() == 0, options_.progress, options_.log_every, options_.wall_clock_breakdown,
+                     start_step_, options_.tensorboard);
     print_run_start(runtime_, model_->name(), flat_->layout(), place_->dtype, plugins_);
     if (comm_.rank() == 0) std::printf("zfcore: ready to train after %s\n", stats_.phases().c_str());
 
@@ -145,14 +144,14 @@ class Trainer {
         update().drain();
         set_comm_timeout(false);
         checkpoints_->save(step, update());
+        report.write_html();
         set_comm_timeout(true);
       }
       if (summary.stop_signal) {
-        if (comm_.rank() == 0)
-          std::printf("zfcore: stopped by signal %d after step %lld; resume with the same command\n",
-                      summary.stop_signal, (long long)step);
+        report.stopped(summary.stop_signal, step);
         break;
       }
+      report.show_progress();  // after the step's checkpoint line
     }
     set_comm_timeout(false);
     update().complete();
@@ -191,6 +190,7 @@ class Trainer {
     const SampleOptions &sample = options_.sample;
     if (!export_dir.empty() || sample.tokens > 0) residency().gather_whole_model();
     HfExportOptions export_options = hf_export_options(config_, update().master(), &flat_->layout());
+    export_options.tokenizer_files = exported_tokenizer_files(config_);
     // An fp32 export of a sharded master: rank 0 gathers the whole master (every rank takes part).
     if (!export_dir.empty() && export_options.dtype == "float32" && place_->shard_numel() < place_->padded_numel) {
       torch::Tensor whole = comm_.rank() == 0 ? torch::empty({int64_t(place_->padded_numel)}, torch::kFloat32) : torch::Tensor();
@@ -298,16 +298,6 @@ class Trainer {
       step_timeout_said_ = true;
     }
     comm_.set_timeout_s(seconds);
-  }
-
-  // One run per directory: rank 0 locks the output directory, and checkpoint.dir where it is another.
-  void lock_directories() {
-    locks_.push_back(std::make_unique<RunLock>(options_.output_dir,
-                                               format("run.output_dir = \"%s\"", options_.output_dir.c_str())));
-    const std::string checkpoints = config_.string("checkpoint", "dir");
-    std::error_code ec;
-    if (!checkpoints.empty() && !std::filesystem::equivalent(checkpoints, options_.output_dir, ec))
-      locks_.push_back(std::make_unique<RunLock>(checkpoints, format("checkpoint.dir = \"%s\"", checkpoints.c_str())));
   }
 
   // Continues from the checkpoint that checkpoint.resume names, if any.

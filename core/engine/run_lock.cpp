@@ -44,4 +44,14 @@ RunLock::~RunLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+std::vector<std::unique_ptr<RunLock>> lock_run_directories(const std::string &output_dir,
+                                                           const std::string &checkpoint_dir) {
+  std::vector<std::unique_ptr<RunLock>> locks;
+  locks.push_back(std::make_unique<RunLock>(output_dir, format("run.output_dir = \"%s\"", output_dir.c_str())));
+  std::error_code ec;
+  if (!checkpoint_dir.empty() && !std::filesystem::equivalent(checkpoint_dir, output_dir, ec))
+    locks.push_back(std::make_unique<RunLock>(checkpoint_dir, format("checkpoint.dir = \"%s\"", checkpoint_dir.c_str())));
+  return locks;
+}
+
 }  // namespace zf

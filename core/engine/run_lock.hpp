@@ -6,7 +6,9 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace zf {
 
@@ -22,5 +24,10 @@ class RunLock {
  private:
   int fd_ = -1;
 };
+
+// One run per directory: the locks on run.output_dir, and on checkpoint.dir where that is another
+// directory (rank 0 takes them; they are held until the run ends).
+std::vector<std::unique_ptr<RunLock>> lock_run_directories(const std::string &output_dir,
+                                                           const std::string &checkpoint_dir);
 
 }  // namespace zf

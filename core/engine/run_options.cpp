@@ -21,6 +21,7 @@ RunOptions RunOptions::read(const RunConfig &config) {
   o.log_every = config.integer("run", "log_every");
   o.wall_clock_breakdown = config.boolean("run", "wall_clock_breakdown");
   o.rank_timers = config.boolean("run", "rank_timers");
+  o.tensorboard = config.boolean("run", "tensorboard");
   o.timing_warmup = config.integer("run", "timing_warmup");
   o.host_memory_limit_gb = config.real("run", "host_memory_limit_gb");
   o.comm_timeout_s = config.real("run", "comm_timeout_s");

@@ -20,6 +20,7 @@ struct RunOptions {
   int64_t log_every = 1, timing_warmup = 0;
   bool wall_clock_breakdown = false;  // a line of timers under each step line
   bool rank_timers = false;           // every rank's timers in steps.jsonl
+  bool tensorboard = true;            // event files in OUTPUT_DIR/tensorboard/
   double host_memory_limit_gb = 0;
   double comm_timeout_s = 0;  // 0: automatic (Trainer::set_comm_timeout)
   // [train]

@@ -166,6 +166,7 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   write_text_atomically(directory + "/config.json", config.dump(2) + "\n");
   write_generation_config(config, options.init_from, directory);
   if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, directory);
+  for (const auto &[name, text] : options.tokenizer_files) write_text_atomically(directory + "/" + name, text);
 }
 }  // namespace
 

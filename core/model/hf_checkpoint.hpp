@@ -8,6 +8,8 @@
 #include <zf/zf_plugin.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace zf {
 
@@ -21,6 +23,9 @@ struct HfExportOptions {
   std::string init_from;
   // The directory whose tokenizer files (tokenizer.json, tokenizer_config.json, ...) are copied.
   std::string tokenizer_dir;
+  // Tokenizer files written as they are, name -> contents (the byte tokenizer's, which has no files
+  // to copy: tokenizer/tokenizer_export.hpp).
+  std::vector<std::pair<std::string, std::string>> tokenizer_files;
   // dtype float32 of a model that computes in another dtype: the fp32 master weights of the whole
   // model in `layout` order (undefined: such an export is refused).
   torch::Tensor master;

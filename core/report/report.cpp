@@ -1,27 +1,27 @@
 #include "report/report.hpp"
 
+#include "comm/communicator.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/timers.hpp"
+#include "report/step_columns.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
 namespace zf {
-
-const std::vector<std::string> &standard_timers() {
-  static const std::vector<std::string> names = {
-      "fwd", "bwd", "bwd_inner", "bwd_reduce", "step",
-      "fwd_microstep", "bwd_microstep", "bwd_inner_microstep", "bwd_reduce_microstep", "step_microstep"};
-  return names;
-}
 
 namespace {
 std::FILE *open_output(const std::filesystem::path &path, bool append) {
@@ -53,17 +53,14 @@ void drop_rows_after(const std::filesystem::path &path, int64_t last_step) {
   ZF_REQUIRE(out.good(), "cannot rewrite %s: %s", path.c_str(), std::strerror(errno));
 }
 
-double timer_value(const StepRecord &record, const std::string &name) {
-  for (const auto &[timer, ms] : record.timers_ms)
-    if (timer == name) return ms;
-  return 0;
-}
 }  // namespace
 
-RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, bool progress, int64_t log_every,
-                     bool breakdown, int64_t resumed_step)
-    : output_dir_(output_dir), writer_(writer), progress_(progress && writer), log_every_(log_every),
-      breakdown_(breakdown) {
+// Under mpirun a rank's stdout is a pseudo-terminal whatever the user's is: no bar by default.
+RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, const std::string &progress,
+                     int64_t log_every, bool breakdown, int64_t resumed_step, bool tensorboard)
+    : output_dir_(output_dir), writer_(writer),
+      progress_(writer && (progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO) && !launched_under_mpi()))),
+      log_every_(log_every), breakdown_(breakdown) {
   if (!writer_) return;
   std::error_code ec;
   std::filesystem::create_directories(output_dir_, ec);
@@ -74,15 +71,18 @@ RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, bool 
       if (std::filesystem::exists(output_dir_ / name)) drop_rows_after(output_dir_ / name, resumed_step);
   jsonl_ = open_output(output_dir_ / "steps.jsonl", continuing);
   csv_ = open_output(output_dir_ / "steps.csv", continuing);
-  if (continuing) return;
-  std::string header = "step,loss,step_ms,samples_per_s,tokens_per_s,lr";
-  // Timer columns carry a prefix: the step timer (the optimizer step) must not read as step_ms.
-  for (const std::string &name : standard_timers()) header += ",timer_" + name + "_ms";
-  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) header += format(",mem_%s_bytes", tier_name(tier));
-  append_line(csv_, header + "\n", "steps.csv");
+  started_s_ = process_seconds();
+  if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(output_dir_ / "tensorboard");
+  if (!continuing) return;
+  points_ = read_run_points(output_dir_ / "steps.jsonl");
+  std::ifstream csv(output_dir_ / "steps.csv");
+  std::string header;
+  if (std::getline(csv, header) && !header.empty()) csv_columns_ = csv_fields(header);
 }
 
 RunReport::~RunReport() {
+  if (bar_shown_) std::printf("\n");  // an error's message goes below the bar
+  std::fflush(stdout);
   if (jsonl_) std::fclose(jsonl_);
   if (csv_) std::fclose(csv_);
 }
@@ -119,13 +119,14 @@ void RunReport::step(const StepRecord &r) {
   json.end_object();
   append_line(jsonl_, json.str() + "\n", "steps.jsonl");
 
-  std::string row = format("%lld,%.6f,%.3f,%.2f,%.2f,%.6g", (long long)r.step, r.loss, r.step_ms, r.samples_per_s,
-                           r.tokens_per_s, r.lr);
-  for (const std::string &name : standard_timers()) row += format(",%.3f", timer_value(r, name));
-  for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) row += format(",%llu", (unsigned long long)r.memory[tier]);
-  append_line(csv_, row + "\n", "steps.csv");
+  write_csv(r);
+  if (tensorboard_) tensorboard_->write(r.step, tensorboard_scalars(r));
+  if (first_step_ < 0) first_step_ = r.step;
+  points_.push_back(run_point(r));
+  last_ = r;
 
-  if (progress_) std::printf("\r\033[K");
+  if (bar_shown_) std::printf("\r\033[K");
+  bar_shown_ = false;
   if (r.step == 1 || r.step == r.steps || r.step % log_every_ == 0 || r.eval_loss >= 0) {
     std::string memory;
     for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
@@ -133,9 +134,12 @@ void RunReport::step(const StepRecord &r) {
     if (r.device_allocated_peak) memory += format(" | gpu peak %s", format_bytes(r.device_allocated_peak).c_str());
     std::string eval = r.eval_loss >= 0 ? format(" | eval loss %.4f", r.eval_loss) : "";
     std::string update = r.update.empty() ? "" : " | update " + r.update;
-    std::printf("step %*lld/%lld | loss %.4f%s | %.1f ms | %.0f samples/s | %.0f tokens/s%s%s\n",
+    // Without a bar (a file, a pipe, mpirun) the line says how far the run is.
+    std::string timing_part = progress_ ? "" : " | " + timing(r);
+    std::printf("step %*lld/%lld | loss %.4f%s | lr %.3g | %.1f ms | %.0f samples/s | %.0f tokens/s%s%s%s\n",
                 int(std::to_string(r.steps).size()), (long long)r.step, (long long)r.steps, r.loss, eval.c_str(),
-                r.step_ms, r.samples_per_s, r.tokens_per_s, memory.c_str(), update.c_str());
+                r.lr, r.step_ms, r.samples_per_s, r.tokens_per_s, memory.c_str(), update.c_str(),
+                timing_part.c_str());
     if (breakdown_) {  // the step's own timers (the _microstep ones repeat them per micro-step)
       std::string line;
       for (const auto &[name, ms] : r.timers_ms)
@@ -143,16 +147,93 @@ void RunReport::step(const StepRecord &r) {
       std::printf("  time (ms)%s\n", line.c_str());
     }
   }
-  if (progress_) draw_progress(r);
   std::fflush(stdout);
 }
 
-void RunReport::draw_progress(const StepRecord &r) {
+void RunReport::show_progress() {
+  if (!progress_ || first_step_ < 0) return;
+  const StepRecord &r = last_;
   const int width = 30;
   int filled = int(width * r.step / std::max<int64_t>(1, r.steps));
   std::string bar(size_t(filled), '=');
   if (filled < width) bar += '>' + std::string(size_t(width - filled - 1), ' ');
-  std::printf("[%s] %lld/%lld loss %.4f", bar.c_str(), (long long)r.step, (long long)r.steps, r.loss);
+  std::printf("[%s] %lld/%lld loss %.4f | %s", bar.c_str(), (long long)r.step, (long long)r.steps, r.loss,
+              timing(r).c_str());
+  std::fflush(stdout);
+  bar_shown_ = true;
+}
+
+void RunReport::stopped(int signal, int64_t step) {
+  if (!writer_) return;
+  if (bar_shown_) std::printf("\r\033[K");
+  bar_shown_ = false;
+  // Under mpirun the ranks see SIGTERM whatever the user sent mpirun (a Ctrl-C too): say so.
+  const char *name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : signal == SIGHUP ? "SIGHUP" : "a signal";
+  std::printf("zfcore: stopped by %s (%d) after step %lld%s; resume with the same command\n", name, signal,
+              (long long)step, launched_under_mpi() ? " (mpirun passes a Ctrl-C on to the ranks as SIGTERM)" : "");
+  std::fflush(stdout);
+}
+
+namespace {
+std::string duration(double seconds) {  // "1:05", "2:03:04"
+  long long s = std::llround(std::max(0.0, seconds));
+  return s >= 3600 ? format("%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60) : format("%lld:%02lld", s / 60, s % 60);
+}
+}  // namespace
+
+std::string RunReport::timing(const StepRecord &r) const {
+  const double elapsed = process_seconds() - started_s_;
+  const double rate = elapsed > 0 ? double(r.step - first_step_ + 1) / elapsed : 0;
+  std::string eta = rate > 0 ? duration(double(r.steps - r.step) / rate) : "?";
+  return format("%s elapsed, ETA %s, %.*f steps/s", duration(elapsed).c_str(), eta.c_str(), rate < 10 ? 2 : 1, rate);
+}
+
+// steps.csv takes every column of the record; a column it has not had yet (eval_loss at the first
+// evaluation, a timer a plugin starts later) rewrites the file with that column added.
+void RunReport::write_csv(const StepRecord &r) {
+  if (!csv_) return;
+  const StepColumns columns = step_columns(r);
+  const std::vector<std::string> before = csv_columns_;
+  if (merge_columns(csv_columns_, columns)) {
+    struct stat file {};
+    if (before.empty() && ::fstat(fileno(csv_), &file) == 0 && file.st_size == 0) {  // a new file: the header
+      append_line(csv_, csv_line(csv_columns_) + "\n", "steps.csv");
+    } else {
+      rewrite_csv(before);
+    }
+  }
+  append_line(csv_, csv_row(csv_columns_, columns) + "\n", "steps.csv");
+}
+
+void RunReport::rewrite_csv(const std::vector<std::string> &old_columns) {
+  const std::filesystem::path path = output_dir_ / "steps.csv";
+  std::string text;
+  {
+    std::ifstream in(path, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::string rewritten = csv_line(csv_columns_) + "\n";
+  std::istringstream rows(text);
+  std::string line;
+  std::getline(rows, line);  // the old header
+  while (std::getline(rows, line)) {
+    std::vector<std::string> fields = csv_fields(line);
+    StepColumns cells;
+    for (size_t i = 0; i < fields.size() && i < old_columns.size(); ++i) cells.emplace_back(old_columns[i], fields[i]);
+    rewritten += csv_row(csv_columns_, cells) + "\n";
+  }
+  std::fclose(csv_);
+  csv_ = nullptr;
+  try {  // whole or not at all, and never through a link
+    const Directory directory = Directory::open(output_dir_.string(), false);
+    directory.write_atomically("steps.csv", rewritten);
+    const int fd = directory.open_append("steps.csv");
+    csv_ = ::fdopen(fd, "a");
+    if (!csv_) ::close(fd);
+  } catch (const Error &error) {
+    log_warn(format("cannot rewrite %s with the new columns %s (%s): it ends at the step before; training goes on",
+                    path.c_str(), csv_line(csv_columns_).c_str(), error.what()));
+  }
 }
 
 // One whole line or nothing: a write cut short (a full disk) is cut off the file again, so that it
@@ -174,9 +255,22 @@ void RunReport::append_line(std::FILE *&file, const std::string &line, const cha
                   (output_dir_ / name).c_str(), why.c_str()));
 }
 
+void RunReport::write_html() {
+  if (!writer_) return;
+  try {  // whole or not at all, and never through a link
+    const std::filesystem::path name = output_dir_.filename().empty() ? output_dir_.parent_path().filename()
+                                                                       : output_dir_.filename();  // "runs/x/"
+    Directory::open(output_dir_.string(), false).write_atomically("report.html", run_html(name.string(), points_));
+  } catch (const Error &error) {
+    log_warn(format("%s; the run goes on", error.what()));
+  }
+}
+
 std::string RunReport::finish(const std::string &summary_json) {
   if (!writer_) return "";
-  if (progress_) std::printf("\r\033[K");
+  write_html();
+  if (bar_shown_) std::printf("\n");  // the last bar stays, with the run's time
+  bar_shown_ = false;
   std::fflush(stdout);
   // Through a temporary file and a rename: a full disk leaves the summary of an earlier run, not a cut one.
   const std::filesystem::path path = output_dir_ / "summary.json", temporary = output_dir_ / "summary.json.tmp";

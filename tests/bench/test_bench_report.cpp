@@ -5,6 +5,7 @@
 // broken, so the check can fail. Also: the report of recorded rows (OOM and error rows, ZenFlow's
 // boundary steps), and a convergence report of recorded rows in the browser: both loss charts.
 #include "bench/suite.hpp"
+#include "support/browser.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -17,40 +18,13 @@
 #include <vector>
 
 using namespace zf;
+using zf::test::chart;
+using zf::test::chromium;
+using zf::test::count;
+using zf::test::dump_dom;
 namespace fs = std::filesystem;
 
 namespace {
-
-size_t count(const std::string &text, const std::string &what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
-
-// The markup of the chart <svg class="chart" data-chart="id">...</svg> in an HTML text.
-std::string chart(const std::string &html, const std::string &id) {
-  size_t begin = html.find("<svg class=\"chart\" data-chart=\"" + id + "\"");
-  if (begin == std::string::npos) return "";
-  return html.substr(begin, html.find("</svg>", begin) + 6 - begin);
-}
-
-std::string chromium() {
-  for (const char *name : {"chromium", "chromium-browser"})
-    if (test::run_command(std::string("command -v ") + name).exit_code == 0) return name;
-  return "";
-}
-
-// The DOM after the page loaded and its scripts ran. A profile directory of each page's own: ctest
-// runs the test cases as processes side by side, and one must not empty another's profile.
-std::string dump_dom(const std::string &browser, const std::string &html_file) {
-  std::string profile = test::scratch_dir("bench_report_profile_" + fs::path(html_file).stem().string());
-  auto outcome = test::run_command("timeout 60 " + browser + " --headless --no-sandbox --disable-gpu " +
-                                   "--user-data-dir=" + profile + " --dump-dom file://" +
-                                   fs::absolute(html_file).string() + " 2>/dev/null");
-  INFO(outcome.output);
-  REQUIRE(outcome.exit_code == 0);
-  return outcome.output;
-}
 
 std::string only_file(const std::string &dir, const std::string &ext) {
   std::vector<std::string> found;

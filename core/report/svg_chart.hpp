@@ -1,6 +1,6 @@
-// svg_chart.hpp: the three kinds of chart the suite's HTML report draws, as inline SVG text (no
-// script, no library): horizontal bars stacked or grouped per configuration, and lines over steps
-// or seconds.
+// svg_chart.hpp: the charts of zfcore's HTML reports (a run's report.html, the bench suites'
+// reports), as inline SVG text (no script, no library): horizontal bars stacked or grouped per
+// configuration, and lines over steps or seconds; and the self-contained page around them.
 // Every drawn datum has class "mark" and a <title> (the browser's tooltip); every configuration's
 // name is a <text class="label">. A configuration without data (OOM, error) is a label with its
 // status where its bars would be.
@@ -55,5 +55,11 @@ struct LineAxes {
   std::string marker = "boundary"; // class of the dots: "boundary" (steps), "point" (evaluations)
 };
 std::string lines(const std::string &id, const std::vector<Line> &series, const LineAxes &axes);
+
+// A whole HTML page around `body` (markup), self-contained: inline CSS, nothing fetched. A few lines
+// of script at its end check that every chart drew something with an area and that no script
+// failed, and say so on <body data-report="ok" (or "broken: ...") data-charts="N"> (the report
+// tests read that in headless Chromium).
+std::string html_page(const std::string &title, const std::string &body);
 
 }  // namespace zf::svg

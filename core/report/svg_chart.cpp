@@ -1,6 +1,6 @@
 // svg_chart.cpp: bar and line charts as SVG text (see svg_chart.hpp). Fixed width, a label column
 // sized to the longest configuration name, axis ticks at 1, 2 or 5 times a power of ten.
-#include "bench/svg_chart.hpp"
+#include "report/svg_chart.hpp"
 
 #include "runtime/error.hpp"
 
@@ -248,6 +248,41 @@ std::string lines(const std::string &id, const std::vector<Line> &series, const 
   if (std::all_of(series.begin(), series.end(), [](const Line &l) { return l.values.empty(); }))
     out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"mark note\">no configuration ran</text>", left + 6, top + 16);
   return out + "</svg>\n";
+}
+
+namespace {
+const char *kStyle =
+    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}"
+    "h2{font-size:16px;margin-top:28px}table{border-collapse:collapse;font-size:12px}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+    "td:first-child,th:first-child,td:nth-last-child(-n+2){text-align:left}td:first-child{white-space:nowrap}"
+    "tr.chosen{background:#e6f4e6;font-weight:600}tr.within-noise{background:#f3f9f3}tr.status-OOM,tr.status-error{background:#fbe9e9}"
+    "svg.chart{font:12px system-ui,sans-serif;display:block}svg .grid{stroke:#e3e3e3}svg .tick{fill:#555}"
+    "svg .note{fill:#b22}svg .warmup{fill:#f0f0f0}p.note{color:#555;max-width:900px}\n";
+
+// Runs in the browser after the page is parsed: every chart must have drawn something with an
+// area, and no script may have failed; the verdict goes on <body data-report="...">.
+const char *kCheck =
+    "<script>\n"
+    "(function () {\n"
+    "  var charts = document.querySelectorAll('svg.chart'), broken = window.reportErrors.slice();\n"
+    "  charts.forEach(function (svg) {\n"
+    "    var box = svg.getBBox();\n"
+    "    if (!svg.querySelector('.mark') || !(box.width > 0 && box.height > 0)) broken.push(svg.dataset.chart);\n"
+    "  });\n"
+    "  document.body.setAttribute('data-charts', String(charts.length));\n"
+    "  document.body.setAttribute('data-report', broken.length ? 'broken: ' + broken.join(', ') : 'ok');\n"
+    "})();\n"
+    "</script>\n";
+
+}  // namespace
+
+std::string html_page(const std::string &title, const std::string &body) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) +
+         "</title>\n<style>" + kStyle + "</style>\n" +
+         "<script>window.reportErrors = []; window.addEventListener('error', function (e) { "
+         "window.reportErrors.push('script error: ' + e.message); });</script>\n</head>\n<body>\n" + body + kCheck +
+         "</body></html>\n";
 }
 
 }  // namespace zf::svg

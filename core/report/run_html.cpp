@@ -1,0 +1,161 @@
+#include "report/run_html.hpp"
+
+#include "report/report.hpp"
+#include "report/svg_chart.hpp"
+#include "runtime/error.hpp"
+#include "runtime/memory.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+namespace zf {
+
+RunPoint run_point(const StepRecord &r) {
+  RunPoint p;
+  p.step = r.step;
+  p.loss = r.loss;
+  p.eval_loss = r.eval_loss;
+  p.lr = r.lr;
+  p.step_ms = r.step_ms;
+  p.memory = r.memory;
+  p.gpu_peak = r.device_allocated_peak;
+  return p;
+}
+
+std::vector<RunPoint> read_run_points(const std::filesystem::path &steps_jsonl) {
+  std::vector<RunPoint> points;
+  std::ifstream in(steps_jsonl);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
+    RunPoint p;
+    p.step = j.value("step", int64_t(0));
+    p.loss = j.value("loss", 0.0);
+    p.eval_loss = j.value("eval_loss", -1.0);
+    p.lr = j.value("lr", 0.0);
+    p.step_ms = j.value("step_ms", 0.0);
+    if (j.contains("memory_bytes") && j["memory_bytes"].is_object())
+      for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) p.memory[tier] = j["memory_bytes"].value(tier_name(zf_tier(tier)), uint64_t(0));
+    if (j.contains("gpu_peak_bytes") && j["gpu_peak_bytes"].is_object())
+      p.gpu_peak = j["gpu_peak_bytes"].value("allocated", uint64_t(0));
+    points.push_back(p);
+  }
+  return points;
+}
+
+namespace {
+
+// Over steps (x = the step) or over training time (x = the steps' own seconds up to the point).
+std::string loss_chart(const std::vector<RunPoint> &points, bool over_time) {
+  svg::Line train{"training loss", {}, {}, {}, {}}, eval{"held-out loss", {}, {}, {}, {}};
+  double seconds = 0;
+  for (const RunPoint &p : points) {
+    seconds += p.step_ms / 1000;
+    const double x = over_time ? seconds : double(p.step);
+    train.values.push_back(p.loss);
+    train.x.push_back(x);
+    if (p.eval_loss < 0) continue;
+    eval.marked.push_back(eval.values.size());
+    eval.marked_notes.push_back(format("step %lld", (long long)p.step));
+    eval.values.push_back(p.eval_loss);
+    eval.x.push_back(x);
+  }
+  std::vector<svg::Line> lines{train};
+  if (!eval.values.empty()) lines.push_back(eval);
+  svg::LineAxes axes;
+  axes.y = {"loss", 1};
+  axes.x_unit = over_time ? "s of training" : "step";
+  axes.y_from_zero = false;
+  axes.marker = "point";
+  return svg::lines(over_time ? "loss-time" : "loss-step", lines, axes);
+}
+
+std::string lr_chart(const std::vector<RunPoint> &points) {
+  svg::Line lr{"learning rate", {}, {}, {}, {}};
+  for (const RunPoint &p : points) lr.values.push_back(p.lr), lr.x.push_back(double(p.step));
+  svg::LineAxes axes;
+  axes.y = {"lr", 1};
+  return svg::lines("lr", {lr}, axes);
+}
+
+// Every step's time; a dot on each step over kSpikeFactor x the median, its factor in the tooltip.
+std::string step_time_chart(const std::vector<RunPoint> &points, size_t &spikes) {
+  svg::Line time{"step time", {}, {}, {}, {}};
+  std::vector<double> sorted;
+  for (const RunPoint &p : points) sorted.push_back(p.step_ms);
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  for (const RunPoint &p : points) {
+    if (median > 0 && p.step_ms > kSpikeFactor * median) {
+      time.marked.push_back(time.values.size());
+      time.marked_notes.push_back(format("%.1fx the median %.1f ms", p.step_ms / median, median));
+    }
+    time.values.push_back(p.step_ms);
+    time.x.push_back(double(p.step));
+  }
+  spikes = time.marked.size();
+  svg::LineAxes axes;
+  axes.y = {"ms", 1};
+  axes.marker = "spike";
+  return svg::lines("step-time", {time}, axes);
+}
+
+// One line per tier that held memory (and the GPU's allocator peak on GPU runs).
+std::string memory_chart(const std::vector<RunPoint> &points) {
+  std::vector<svg::Line> lines;
+  uint64_t largest = 0;
+  for (int tier = 0; tier <= ZF_TIER_COUNT; ++tier) {
+    const bool gpu = tier == ZF_TIER_COUNT;
+    svg::Line l{gpu ? "GPU allocator peak" : std::string(tier_name(zf_tier(tier))) + " tier", {}, {}, {}, {}};
+    uint64_t most = 0;
+    for (const RunPoint &p : points) {
+      const uint64_t bytes = gpu ? p.gpu_peak : p.memory[tier];
+      most = std::max(most, bytes);
+      l.values.push_back(double(bytes));
+      l.x.push_back(double(p.step));
+    }
+    largest = std::max(largest, most);
+    if (most > 0) lines.push_back(l);
+  }
+  svg::LineAxes axes;
+  axes.y = largest >= (uint64_t(1) << 30) ? svg::Axis{"GiB", double(uint64_t(1) << 30)}
+                                          : svg::Axis{"MiB", double(uint64_t(1) << 20)};
+  return lines.empty() ? "<p class=\"note\">No tier held memory.</p>\n" : svg::lines("memory", lines, axes);
+}
+
+}  // namespace
+
+std::string run_html(const std::string &title, const std::vector<RunPoint> &points) {
+  using svg::escape;
+  std::string body = "<h1>zfcore run " + escape(title) + "</h1>\n";
+  if (points.empty()) return svg::html_page("zfcore run " + title, body + "<p>No step has run yet.</p>\n");
+  const RunPoint &last = points.back();
+  double seconds = 0;
+  for (const RunPoint &p : points) seconds += p.step_ms / 1000;
+  body += format("<p>%zu steps (to step %lld), %.1f s of training (the steps' own time). Loss %.4f at the last step",
+                 points.size(), (long long)last.step, seconds, last.loss);
+  for (auto p = points.rbegin(); p != points.rend(); ++p)
+    if (p->eval_loss >= 0) {
+      body += format(", held-out loss %.4f at step %lld", p->eval_loss, (long long)p->step);
+      break;
+    }
+  body += ". Data: <a href=\"steps.csv\">steps.csv</a>, <a href=\"steps.jsonl\">steps.jsonl</a>, <a "
+          "href=\"summary.json\">summary.json</a>; <code>tensorboard --logdir tensorboard</code> here for TensorBoard.</p>\n";
+  body += "<h2>Loss over steps</h2>\n<p class=\"note\">The training loss of every step; a dot per evaluation on the "
+          "held-out data.</p>\n" + loss_chart(points, false);
+  body += "<h2>Loss over training time</h2>\n<p class=\"note\">Time is the sum of the steps' own times (evaluations, "
+          "checkpoints and start-up left out).</p>\n" + loss_chart(points, true);
+  body += "<h2>Learning rate</h2>\n" + lr_chart(points);
+  size_t spikes = 0;
+  std::string time = step_time_chart(points, spikes);
+  body += format("<h2>Step time</h2>\n<p class=\"note\">Every step; a dot on each of the %zu step%s that took over "
+                 "%.0fx the median step.</p>\n", spikes, spikes == 1 ? "" : "s", kSpikeFactor) + time;
+  body += "<h2>Memory per tier</h2>\n<p class=\"note\">Rank 0's memory ledger after each step: the device, pinned "
+          "and host tiers (a CPU run keeps the model and its state in the host tier) and, on GPU runs, the CUDA "
+          "allocator's peak in the step.</p>\n" + memory_chart(points);
+  return svg::html_page("zfcore run " + title, body);
+}
+
+}  // namespace zf

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""A run's TensorBoard event files hold the scalars of steps.jsonl, read back by TensorBoard itself.
+
+Trains linear_stack with evaluations and clipping, then loads OUTPUT_DIR/tensorboard with the
+`tensorboard` package's EventAccumulator (what `tensorboard --logdir` uses) and checks that every
+step of steps.jsonl is there under its tag: train/loss, train/learning_rate, train/grad_norm,
+eval/loss (at the evaluated steps only), perf/step_ms, perf/tokens_per_s, memory/host_bytes and
+time/<timer>_ms for each timer (float32 in the file: compared to 1e-6 relative). A run with
+run.tensorboard = false writes no event file. Exits 4 (skipped) when tensorboard is not importable.
+Usage: check_tensorboard.py ZFCORE SOURCE_DIR SCRATCH_DIR
+"""
+import glob
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+except ImportError as error:
+    print(f"SKIP: the Python package tensorboard is not importable ({error}); tools/setup.sh --tests installs it")
+    sys.exit(4)
+
+zfcore, source, scratch = sys.argv[1:4]
+shutil.rmtree(scratch, ignore_errors=True)
+os.makedirs(scratch)
+
+
+def run(out, *overrides):
+    command = [zfcore, "run", os.path.join(source, "examples", "linear_stack.toml"), f"--set=run.output_dir={out}",
+               "--set=run.progress=off", "--set=model.hidden=64", "--set=train.steps=8", "--set=train.micro_batch=16",
+               "--set=data.eval_fraction=0.25", "--set=train.eval_every=3", "--set=train.clip_grad_norm=1"]
+    command += [f"--set={o}" for o in overrides]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(command)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+
+
+failures = []
+
+
+def check(ok, what):
+    print(f"{'ok  ' if ok else 'FAIL'} {what}")
+    if not ok:
+        failures.append(what)
+
+
+out = os.path.join(scratch, "run")
+run(out)
+files = glob.glob(os.path.join(out, "tensorboard", "events.out.tfevents.*"))
+check(len(files) == 1, f"one event file in OUTPUT_DIR/tensorboard: {files}")
+events = EventAccumulator(os.path.join(out, "tensorboard"), size_guidance={"scalars": 0})
+events.Reload()
+tags = set(events.Tags()["scalars"])
+steps = [json.loads(line) for line in open(os.path.join(out, "steps.jsonl"))]
+
+expected = {}  # tag -> {step: value}
+for s in steps:
+    pairs = {"train/loss": s["loss"], "train/learning_rate": s["lr"], "train/grad_norm": s.get("grad_norm"),
+             "eval/loss": s.get("eval_loss"), "perf/step_ms": s["step_ms"], "perf/tokens_per_s": s["tokens_per_s"],
+             "memory/host_bytes": s["memory_bytes"]["host"]}
+    for name, ms in s["timers_ms"].items():
+        if not name.endswith("_microstep"):
+            pairs[f"time/{name}_ms"] = ms
+    for tag, value in pairs.items():
+        if value is not None:
+            expected.setdefault(tag, {})[s["step"]] = value
+
+check(expected["eval/loss"].keys() == {3, 6, 8}, f"steps.jsonl has eval_loss at steps 3, 6, 8")
+for tag, values in sorted(expected.items()):
+    if tag not in tags:
+        check(False, f"{tag} is in the event file (tags: {sorted(tags)})")
+        continue
+    got = {e.step: e.value for e in events.Scalars(tag)}
+    same = got.keys() == values.keys() and all(
+        math.isclose(got[k], values[k], rel_tol=1e-6, abs_tol=1e-30) for k in values)
+    check(same, f"{tag}: the steps and values of steps.jsonl ({len(values)} points)")
+
+off = os.path.join(scratch, "off")
+run(off, "run.tensorboard=false")
+check(not os.path.exists(os.path.join(off, "tensorboard")), "run.tensorboard = false writes no event file")
+
+if failures:
+    sys.exit(f"FAIL: {len(failures)} check(s): {failures}")
+print("PASS")
