@@ -90,6 +90,7 @@ void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
   const zf_tier tier = buffers_.model_tier;
   planned.push_back({tier, "zenflow.gradient_sum", numel * element});
   planned.push_back({tier, "zenflow.staging", numel * element});
+  if (lookahead()) planned.push_back({tier, "zenflow.last_cpu_update", numel * element});
   const uint64_t matrix = matrix_numel();
   const double topk = auto_topk_ ? kMinAutoTopk : options_.topk_ratio;  // auto: at least
   uint64_t selected = uint64_t(std::ceil(topk * double(matrix))) + (numel - matrix);
@@ -103,6 +104,9 @@ void ZenFlow::allocate() {
   sum_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.gradient_sum");
   staging_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.staging");
   counters_ = torch::zeros({6}, torch::kLong);
+  if (lookahead()) last_cpu_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.last_cpu_update");
+  if (options_.correction != ZenFlowOptions::Correction::none)
+    correction_ = torch::zeros({int64_t(groups_.size() + 1)}, torch::kFloat64);
   if (auto_topk_) topk_ = torch::zeros({1}, torch::kFloat64);
 }
 
@@ -264,6 +268,7 @@ void ZenFlow::select(int64_t step) {
   buffers_.plugins.selector.select(select_args(step_.grads),
                                  zf_tensor_view{scored.data(), columns_, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
                                  zf_tensor_view{mask.data(), columns_, ZF_DTYPE_U8, ZF_DEVICE_CPU, 0, 0});
+  keep_leaving_columns();
   use_selection(make_selection(layout_, buffers_.shard_begin, buffers_.shard_end, std::move(mask)));
   last_selection_ = step;
   ++selections_;
@@ -318,18 +323,5 @@ void ZenFlow::use_selection(Selection selection) {
   optimizer_.bind_state(uint64_t(count), views);
   for (size_t i = 0; i < state_.size(); ++i) state_[i].copy_(gather_state(i));
 }
-
-
-void ZenFlow::complete() {
-  host_.drain();
-  if (options_.staggered && selected_) {
-    if (swap_group_ >= 0) swap_in_group();
-    flush_groups();  // the last, partial sums
-  }
-  if (summed_steps_ > 0 && selected_) start_host_update();  // the last, partial interval
-  if (swap_due_) swap_in();
-  if (selected_) store_device_columns();
-}
-
 
 }  // namespace zf

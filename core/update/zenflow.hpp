@@ -67,10 +67,14 @@ class ZenFlow : public UpdateSchedule {
   // A group of the staggered schedule: shard elements [begin, end), the steps summed since its
   // last CPU update, its CPU updates (bias correction), and its selected columns' positions
   // [compact_begin, compact_end) in the compact tensors.
+  // weight: what the window's gradients weigh together (summed, unless correction = age_gate
+  // weighed a stale one less); swapped_at: the step whose end swapped in the group's last update.
   struct Group {
     uint64_t begin = 0, end = 0;
     int64_t summed = 0, updates = 0;
     int64_t compact_begin = 0, compact_end = 0;
+    double weight = 0;
+    int64_t swapped_at = 0;
   };
   bool active(int64_t step) const { return step > options_.warm_up; }
   // Every element of the shard is the device's (topk 1): no index, the result written in place, no
@@ -85,7 +89,15 @@ class ZenFlow : public UpdateSchedule {
   void hand_over_group(size_t group);
   void swap_in_group();
   void flush_groups();
-  void hand_over(HostJob job, int64_t summed);  // both schedules
+  void hand_over(HostJob job, double weight);  // both schedules
+  // zenflow.correction (zenflow_correction.cpp)
+  bool lookahead() const { return options_.correction == ZenFlowOptions::Correction::lookahead; }
+  bool age_gate() const { return options_.correction == ZenFlowOptions::Correction::age_gate; }
+  void write_group(const Group &g);
+  void keep_leaving_columns();
+  void settle_lookahead();
+  void correction_state(std::vector<std::pair<std::string, torch::Tensor>> &out);
+  void restore_correction(const torch::Tensor &params_shard);
   bool boundary();
   void select(int64_t step);
   void choose_topk();  // topk_ratio = "auto"
@@ -134,6 +146,11 @@ class ZenFlow : public UpdateSchedule {
   const bool auto_topk_;  // topk_ratio = "auto": options_.topk_ratio is 0 until chosen
   torch::Tensor topk_;    // checkpoint view of the chosen topk_ratio (float64; auto only)
   torch::Tensor saved_params_;  // the working parameters a checkpoint holds
+  // correction = lookahead: each element's last CPU result (compute precision, the model's tier),
+  // from which the next one is extrapolated; settling_: the run's end swaps in without looking ahead.
+  torch::Tensor last_cpu_;
+  bool settling_ = false;
+  torch::Tensor correction_;  // checkpoint view: each group's weight, then 1 when last_cpu_ is kept (float64)
   std::string events_;
   StepTensors step_;
   EveryStep warm_up_;  // after host_updates_: it counts the warm-up's CPU steps there

@@ -47,6 +47,33 @@ double auto_cpu_lr_scale(const RunConfig &config, const ZenFlowOptions &o) {
              : 1.0;
 }
 
+// zenflow.correction and its factor ("auto": lookahead 1, one whole step ahead; age_gate 0, the
+// stale gradient dropped).
+void read_correction(const RunConfig &config, ZenFlowOptions &o) {
+  using Correction = ZenFlowOptions::Correction;
+  const std::string name = config.string("zenflow", "correction");
+  o.correction = name == "lookahead" ? Correction::lookahead : name == "age_gate" ? Correction::age_gate : Correction::none;
+  ZF_REQUIRE(o.correction == Correction::none || o.staggered,
+             "%s: zenflow.correction = \"%s\" corrects the staggered schedule's one step of delay; it needs "
+             "zenflow.schedule = \"staggered\"", config.where("zenflow", "correction").str().c_str(), name.c_str());
+  const std::string text = config.string("zenflow", "correction_factor");
+  if (text == "auto") {
+    o.correction_factor = o.correction == Correction::lookahead ? 1.0 : 0.0;
+    return;
+  }
+  char *end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  const bool lookahead = o.correction == Correction::lookahead;
+  const double most = lookahead ? 4.0 : 1.0;
+  ZF_REQUIRE(!text.empty() && *end == '\0' && errno == 0 && std::isfinite(value) && value >= 0 && value <= most,
+             "%s: zenflow.correction_factor = \"%s\": expected %s or \"auto\"",
+             config.where("zenflow", "correction_factor").str().c_str(), text.c_str(),
+             lookahead ? "the share of the last CPU step to look ahead, in [0, 4]"
+                       : "the stale gradient's weight, in [0, 1]");
+  o.correction_factor = value;
+}
+
 }  // namespace
 
 ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_epoch) {
@@ -63,6 +90,7 @@ ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_e
              "takes an integer", config.where("zenflow", "update_interval").str().c_str());
   o.cpu_lr_scale = positive_or_auto(config, "cpu_lr_scale", 1e6, "a number > 0");
   if (o.cpu_lr_scale == 0) o.cpu_lr_scale = auto_cpu_lr_scale(config, o);
+  read_correction(config, o);
   o.warm_up = config.integer("zenflow", "full_warm_up_rounds");
   o.auto_ratio = config.real("zenflow", "auto_ratio");
   const int64_t select = interval(config, "select_interval"), epoch = std::max<int64_t>(1, steps_per_epoch);

@@ -15,6 +15,12 @@ struct ZenFlowOptions {
   bool overlap = true;
   bool staggered = true;   // schedule = "staggered"; false: "deepspeed"
   double cpu_lr_scale = 1;  // the CPU update's lr over optimizer.lr
+  // correction: what the staggered schedule does about the other columns' delay (docs/zenflow.md).
+  // lookahead: the forward reads each CPU update extrapolated by correction_factor x its step;
+  // age_gate: a gradient computed before its column's last CPU update was swapped in enters the
+  // column's next window weighted by correction_factor.
+  enum class Correction { none, lookahead, age_gate } correction = Correction::none;
+  double correction_factor = 0;
   int64_t warm_up = 0;
   double auto_ratio = 0.99;
   // steps_per_epoch: optimizer steps in one pass over the training data (select_interval "auto",

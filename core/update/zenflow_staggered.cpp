@@ -36,10 +36,15 @@ void ZenFlow::accumulate_groups(float clip) {
   for (Group &g : groups_) {
     const int64_t begin = int64_t(g.begin), length = int64_t(g.end - g.begin);
     torch::Tensor sum = sum_.narrow(0, begin, length), grads = step_.grads.narrow(0, begin, length);
-    if (g.summed > 0) sum.add_(grads, clip);
-    else if (clip == 1.0f) sum.copy_(grads);
-    else sum.copy_(grads.mul(clip));
+    // age_gate: this step's forward ran before the group's last CPU update was swapped in.
+    const double weight = age_gate() && g.swapped_at == step_.step ? options_.correction_factor : 1.0;
+    if (weight == 0) continue;  // dropped: the window starts at the next step
+    const float scale = weight == 1.0 ? clip : float(double(clip) * weight);
+    if (g.summed > 0) sum.add_(grads, scale);
+    else if (scale == 1.0f) sum.copy_(grads);
+    else sum.copy_(grads.mul(scale));
     ++g.summed;
+    g.weight += weight;
   }
   timers.stop(process, stream);
 }
@@ -51,27 +56,29 @@ void ZenFlow::hand_over_group(size_t index) {
   HostJob job;
   job.ranges = clip_ranges(selection_.host, g.begin, g.end);
   const int64_t summed = g.summed;
+  const double weight = g.weight;
   g.summed = 0;
+  g.weight = 0;
   if (job.ranges.empty() || summed == 0) return;  // every column of the group is the device's
   job.begin = g.begin;
   job.end = g.end;
   job.step = options_.warm_up + ++g.updates;  // the warm-up's CPU steps updated every column
   ++host_updates_;
-  hand_over(std::move(job), summed);
+  hand_over(std::move(job), weight);
   swap_group_ = int64_t(index);
 }
 
 // The group's CPU update replaces its working parameters, but for the device's columns.
 void ZenFlow::swap_in_group() {
-  const Group &g = groups_[size_t(swap_group_)];
+  Group &g = groups_[size_t(swap_group_)];
   Timers &timers = buffers_.runtime.timers;
   uint32_t sync = timers.id("selective_optimizer_sync");
   timers.start(sync);
   host_.drain();
   synchronize_event(host_.transfers_done(ZF_TRANSFER_PARAMETERS_IN));  // before the next job writes their source
   torch::NoGradGuard no_grad;
-  const int64_t begin = int64_t(g.begin), length = int64_t(g.end - g.begin);
-  step_.params.narrow(0, begin, length).copy_(staging_.narrow(0, begin, length));
+  write_group(g);
+  g.swapped_at = step_.step;
   if (g.compact_end > g.compact_begin) {
     const torch::Tensor &device_values = params_out_.defined() ? params_out_ : master_;
     const int64_t count = g.compact_end - g.compact_begin;
@@ -92,12 +99,13 @@ void ZenFlow::flush_groups() {
   }
 }
 
-// A CPU update over job.ranges from the mean of `summed` steps' gradients in sum_, at the CPU
-// update's learning rate, uploaded into staging_: the update thread issues the copies down.
-void ZenFlow::hand_over(HostJob job, int64_t summed) {
+// A CPU update over job.ranges from the mean of the gradients in sum_ (weighing `weight`
+// together: the steps summed, unless age_gate weighed one less), at the CPU update's learning
+// rate, uploaded into staging_: the update thread issues the copies down.
+void ZenFlow::hand_over(HostJob job, double weight) {
   job.groups = buffers_.groups;
   for (zf_optimizer_group &group : job.groups) group.lr = float(double(group.lr) * options_.cpu_lr_scale);
-  job.scale = float(double(mean_scale_) / double(summed));
+  job.scale = float(double(mean_scale_) / weight);
   job.grads = sum_;
   job.upload_to = staging_;
   job.upload_after = record_event(buffers_.runtime.compute_stream);  // staging_ read by the last swap

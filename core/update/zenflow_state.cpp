@@ -1,5 +1,5 @@
 // zenflow_state.cpp: the selected columns' master and state between the host's tensors (in
-// memory or on disk) and the device's compact copies, and ZenFlow's checkpoints.
+// memory or on disk) and the device's compact copies, the end of the run, and ZenFlow's checkpoints.
 #include "update/zenflow.hpp"
 
 #include "update/disk_state.hpp"
@@ -73,6 +73,20 @@ void ZenFlow::store_device_columns() {
   for (size_t i = 0; i < state_.size(); ++i) scatter_state(i);
 }
 
+// After the last step: every gradient still owed applied, the device's columns in the host master.
+void ZenFlow::complete() {
+  settling_ = true;  // the model the run ends with is the master, not a look-ahead from it
+  host_.drain();
+  if (options_.staggered && selected_) {
+    if (swap_group_ >= 0) swap_in_group();
+    flush_groups();  // the last, partial sums
+  }
+  if (summed_steps_ > 0 && selected_) start_host_update();  // the last, partial interval
+  if (swap_due_) swap_in();
+  if (selected_) store_device_columns();
+  settle_lookahead();
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
   if (selected_) store_device_columns();
   int64_t *c = counters_.data_ptr<int64_t>();
@@ -105,12 +119,16 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
     g[2 * count + 1] = swap_group_;
     out.emplace_back("zenflow.groups", group_counters_);
   }
+  correction_state(out);
   return out;
 }
 
 std::vector<std::string> ZenFlow::optional_state() const {
-  if (!auto_topk_) return {};
-  return {"zenflow.topk_ratio"};
+  std::vector<std::string> names;
+  if (auto_topk_) names.push_back("zenflow.topk_ratio");
+  if (options_.correction != ZenFlowOptions::Correction::none) names.push_back("zenflow.correction");
+  if (lookahead()) names.push_back("zenflow.last_cpu_update");
+  return names;
 }
 
 void ZenFlow::restore(const torch::Tensor &params_shard) {
@@ -138,6 +156,7 @@ void ZenFlow::restore(const torch::Tensor &params_shard) {
   torch::NoGradGuard no_grad;
   params_shard.copy_(saved_params_);
   saved_params_ = torch::Tensor();
+  restore_correction(params_shard);
 }
 
 std::vector<std::pair<std::string, double>> ZenFlow::facts() const {

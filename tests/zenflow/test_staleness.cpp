@@ -36,6 +36,8 @@ bool on_device(uint64_t i) { return i >= kRows * kCols || heavy_column(i / kRows
 struct Schedule {
   bool staggered = true, overlap = true;
   int64_t interval = 1, warm_up = 0;
+  std::string correction = "none";  // zenflow.correction, with zenflow.correction_factor = factor
+  double factor = 0;
 };
 
 // The reference: one fp64 master and moment chain per element, as one AdamW.
@@ -44,6 +46,17 @@ struct Reference {
   std::vector<double> master = std::vector<double>(kNumel, 0.0), m = master, v = master, visible = master, sum = master;
   std::vector<double> pending = master;  // a CPU update's result not yet visible
   std::vector<int64_t> summed = std::vector<int64_t>(kNumel, 0), updates = summed, visible_at = summed;
+  // correction: the weight of each window (age_gate), each element's last CPU result (lookahead).
+  std::vector<double> weight = master, last = master;
+
+  // A CPU result becomes visible: lookahead shows it extrapolated from the last one by `factor`
+  // of their difference (not at the end of the run: `settled`).
+  void show(uint64_t i, bool settled = false) {
+    visible[i] = pending[i];
+    if (s.correction != "lookahead") return;
+    if (!settled) visible[i] = pending[i] + s.factor * (pending[i] - last[i]);
+    last[i] = pending[i];
+  }
 
   void adam(uint64_t i, double g, int64_t count) {
     const double decay = i < kRows * kCols ? kDecay : 0.0;
@@ -66,19 +79,23 @@ struct Reference {
   }
   // Element i's CPU update from its window's mean, visible after step `at`.
   void cpu_update(uint64_t i, int64_t at) {
-    adam(i, sum[i] / double(summed[i]), s.warm_up + ++updates[i]);
+    adam(i, sum[i] / weight[i], s.warm_up + ++updates[i]);
     pending[i] = master[i];
     visible_at[i] = at;
     summed[i] = 0;
+    weight[i] = 0;
   }
   // One step from the gradients of the visible parameters.
   void step(int64_t t) {
     std::vector<double> g(kNumel);
     for (uint64_t i = 0; i < kNumel; ++i) g[i] = gradient(t, i, visible[i]);
+    if (t == s.warm_up + 1) last = visible;  // the first selection: lookahead starts where the columns are
     for (uint64_t i = 0; i < kNumel; ++i) {
+      bool swapped = false;  // after this step's gradient was taken: that gradient is stale
       if (visible_at[i] == t) {  // swapped in at this step
-        visible[i] = pending[i];
+        show(i);
         visible_at[i] = 0;
+        swapped = true;
       }
       if (t <= s.warm_up) {  // plain synchronous offload
         adam(i, g[i], t);
@@ -87,13 +104,17 @@ struct Reference {
         adam(i, g[i], t);  // the device's step count is the run's
         visible[i] = master[i];
       } else {
-        sum[i] = summed[i] ? sum[i] + g[i] : g[i];
-        ++summed[i];
-        if (!due(i, t)) continue;
+        const double w = s.correction == "age_gate" && swapped ? s.factor : 1.0;
+        if (w != 0) {  // age_gate 0 drops the stale gradient: the window starts at the next step
+          sum[i] = summed[i] ? sum[i] + w * g[i] : w * g[i];
+          ++summed[i];
+          weight[i] += w;
+        }
+        if (!due(i, t) || summed[i] == 0) continue;
         const int64_t delay = !s.overlap ? 0 : s.staggered ? 1 : s.interval;
         cpu_update(i, t + delay);
         if (delay == 0) {
-          visible[i] = pending[i];
+          show(i);
           visible_at[i] = 0;
         }
       }
@@ -102,11 +123,12 @@ struct Reference {
   // The end of the run: what is pending is swapped in, then every partial window applied.
   void complete(int64_t t) {
     for (uint64_t i = 0; i < kNumel; ++i) {
-      if (visible_at[i] > 0) visible[i] = pending[i];
+      if (visible_at[i] > 0) show(i, /*settled=*/true);
       if (!on_device(i) && summed[i] > 0) {
         cpu_update(i, t);
-        visible[i] = pending[i];
+        show(i, /*settled=*/true);
       }
+      if (s.correction == "lookahead" && !on_device(i)) visible[i] = last[i];
     }
   }
 };
@@ -119,7 +141,8 @@ std::string config_text(const Schedule &s) {
          "schedule = \"" + std::string(s.staggered ? "staggered" : "deepspeed") + "\"\n" +
          "update_interval = " + std::to_string(s.interval) + "\n" +
          "overlap_step = " + (s.overlap ? "true" : "false") + "\n" +
-         "full_warm_up_rounds = " + std::to_string(s.warm_up) + "\n";
+         "full_warm_up_rounds = " + std::to_string(s.warm_up) + "\n" +
+         "correction = \"" + s.correction + "\"\ncorrection_factor = \"" + std::to_string(s.factor) + "\"\n";
 }
 
 // Runs the update plan `steps` steps under schedule s and compares the parameters the next
@@ -178,4 +201,24 @@ TEST_CASE("ZenFlow's CPU updates land when the schedule says: a serial delayed-A
   SECTION("deepspeed U 4 overlap") { check_schedule({false, true, 4, 0}, 14); }
   SECTION("deepspeed U 4 synchronous") { check_schedule({false, false, 4, 0}, 14); }
   SECTION("deepspeed U 3 synchronous after 2 warm-up rounds") { check_schedule({false, false, 3, 2}, 12); }
+}
+
+TEST_CASE("ZenFlow's corrections of the delayed update: serial references of their math", "[zenflow]") {
+  // lookahead: each CPU result shows extrapolated by `factor` of its step from the last one; the
+  // master keeps the result, and the run ends on it.
+  SECTION("lookahead 1, staggered U 4 overlap") { check_schedule({true, true, 4, 0, "lookahead", 1.0}, 13); }
+  SECTION("lookahead 0.5, staggered U 1 overlap") { check_schedule({true, true, 1, 0, "lookahead", 0.5}, 9); }
+  SECTION("lookahead 1, U 3 synchronous after 2 warm-up rounds") {
+    check_schedule({true, false, 3, 2, "lookahead", 1.0}, 12);
+  }
+  // age_gate: the gradient taken before the column's last CPU update was swapped in weighs `factor`
+  // in its next window (0: dropped; at U 1 the column then moves every other step).
+  SECTION("age_gate 0, staggered U 4 overlap") { check_schedule({true, true, 4, 0, "age_gate", 0.0}, 13); }
+  SECTION("age_gate 0.5, staggered U 1 overlap") { check_schedule({true, true, 1, 0, "age_gate", 0.5}, 9); }
+  SECTION("age_gate 0, staggered U 1 overlap") { check_schedule({true, true, 1, 0, "age_gate", 0.0}, 9); }
+  SECTION("age_gate 0.25, U 3 overlap after 2 warm-up rounds") {
+    check_schedule({true, true, 3, 2, "age_gate", 0.25}, 12);
+  }
+  // Without overlap nothing is stale: age_gate is the plain schedule.
+  SECTION("age_gate 0, U 4 synchronous") { check_schedule({true, false, 4, 0, "age_gate", 0.0}, 13); }
 }
