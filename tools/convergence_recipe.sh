@@ -6,18 +6,21 @@
 #                                   fine-tune: Python's reference documentation (pydoc's topics)
 #        heldout (never tuned on)   pretrain: the standard library's packages (asyncio, email, ...)
 #                                   fine-tune: the licences in /usr/share/common-licenses
+#        docs    (prose to code)    pretrain: Python's reference documentation and the licences
+#                                   fine-tune: the standard library's top-level modules
 #   2. pretrains a byte-level GPT on the first with AdamW and exports it (checkpoint.export_hf);
 #   3. runs `zfcore bench convergence` for the fine-tune on the second from that export, and from
 #      scratch on the first: AdamW, synchronous offload and ZenFlow by default.
 #
 #   tools/convergence_recipe.sh                           # CPU, the quickstart's model size
 #   tools/convergence_recipe.sh --device cuda             # one GPU, the GPT-2-small shape, bf16
-#   tools/convergence_recipe.sh --pair heldout            # the other text pair
+#   tools/convergence_recipe.sh --pair heldout            # the other text pair (or docs, a third)
 #   tools/convergence_recipe.sh -- --rows none zenflow 'zf-u1:zenflow,zenflow.update_interval=1'
 #
 # Options: --zfcore PATH (default $ZFCORE, else build/bin/zfcore), --device cpu|cuda (default cuda
-# when nvidia-smi sees a GPU), --pair python|heldout (default python), --output-dir DIR (default
-# results/convergence-PAIR-DEVICE), --python PATH (the Python whose standard library is read;
+# when nvidia-smi sees a GPU), --pair python|heldout|docs (default python), --output-dir DIR (default
+# results/convergence-PAIR-DEVICE), --part finetune|scratch (one of the two benchmarks; default
+# both), --python PATH (the Python whose standard library is read;
 # default /usr/bin/python3, else python3). Arguments after `--` go to both benchmark runs.
 # Sizes (environment; defaults CPU / GPU): HIDDEN 128 / 768, LAYERS 4 / 12, HEADS 4 / 12, SEQ 128 /
 # 512, BATCH 16 / 16, PRETRAIN_STEPS 600, PRETRAIN_LR 3e-3 / 6e-4, FINETUNE_STEPS 300, FINETUNE_LR
@@ -29,6 +32,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 zfcore=${ZFCORE:-$repo/build/bin/zfcore}
 device=""
 pair=python
+part=both
 out=""
 python=""
 while (($#)); do
@@ -36,6 +40,7 @@ while (($#)); do
     --zfcore) zfcore=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
     --pair) pair=$2; shift 2 ;;
+    --part) part=$2; shift 2 ;;
     --output-dir) out=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --) shift; break ;;
@@ -50,7 +55,8 @@ if [ -z "$device" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then device=cuda; else device=cpu; fi
 fi
 case "$device" in cpu|cuda) ;; *) echo "convergence_recipe.sh: --device $device: expected cpu or cuda" >&2; exit 2 ;; esac
-case "$pair" in python|heldout) ;; *) echo "convergence_recipe.sh: --pair $pair: expected python or heldout" >&2; exit 2 ;; esac
+case "$part" in both|finetune|scratch) ;; *) echo "convergence_recipe.sh: --part $part: expected finetune or scratch" >&2; exit 2 ;; esac
+case "$pair" in python|heldout|docs) ;; *) echo "convergence_recipe.sh: --pair $pair: expected python, heldout or docs" >&2; exit 2 ;; esac
 if [ -z "$python" ]; then
   if [ -x /usr/bin/python3 ]; then python=/usr/bin/python3; else python=python3; fi
 fi
@@ -105,7 +111,11 @@ def licences():
     return [read(os.path.join(root, n)) for n in sorted(os.listdir(root))
             if os.path.isfile(os.path.join(root, n)) and not os.path.islink(os.path.join(root, n))]
 
-sources = {"python": (top_level_modules, reference_topics), "heldout": (packages, licences)}[pair]
+def prose():
+    return reference_topics() + licences()
+
+sources = {"python": (top_level_modules, reference_topics), "heldout": (packages, licences),
+           "docs": (prose, top_level_modules)}[pair]
 for name, build in zip(("pretrain", "finetune"), sources):
     text = "\n\n".join(build())
     with open(os.path.join(out, name + ".txt"), "w", encoding="utf-8") as f:
@@ -133,10 +143,10 @@ fi
 
 # 3. The benchmark: the fine-tune from the export, then from scratch on the pretraining text.
 common=(--model "$base" --device "$device" --batch-size "$BATCH" --seq-length "$SEQ" "${shape[@]}")
-"$zfcore" bench convergence "${common[@]}" --output-dir "$out/finetune" --num-steps "$FINETUNE_STEPS" \
-  --eval-every "$EVAL_EVERY" --set model.init_from="$out/pretrained" --set data.path="$out/corpus/finetune.txt" \
-  --set optimizer.lr="$FINETUNE_LR" "${bench_args[@]}"
-"$zfcore" bench convergence "${common[@]}" --output-dir "$out/scratch" --num-steps "$SCRATCH_STEPS" \
-  --eval-every $((2 * EVAL_EVERY)) --set data.path="$out/corpus/pretrain.txt" --set optimizer.lr="$SCRATCH_LR" \
-  "${bench_args[@]}"
+[ "$part" = scratch ] || "$zfcore" bench convergence "${common[@]}" --output-dir "$out/finetune" \
+  --num-steps "$FINETUNE_STEPS" --eval-every "$EVAL_EVERY" --set model.init_from="$out/pretrained" \
+  --set data.path="$out/corpus/finetune.txt" --set optimizer.lr="$FINETUNE_LR" "${bench_args[@]}"
+[ "$part" = finetune ] || "$zfcore" bench convergence "${common[@]}" --output-dir "$out/scratch" \
+  --num-steps "$SCRATCH_STEPS" --eval-every $((2 * EVAL_EVERY)) --set data.path="$out/corpus/pretrain.txt" \
+  --set optimizer.lr="$SCRATCH_LR" "${bench_args[@]}"
 echo "convergence_recipe.sh: reports in $out/finetune/ and $out/scratch/ (convergence_*.html)"

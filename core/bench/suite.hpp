@@ -19,6 +19,7 @@ struct SuiteRow {
   bool bind_at_launch = false;         // each rank started under numactl/taskset on its share of the cores
   std::vector<std::pair<std::string, std::string>> labels;  // extra table columns (zenflow: topk_ratio, ...)
   int simplicity = 0;  // lower is simpler (zero0 < zero1, none < cpu_optimizer): the last tie-break
+  double steps_factor = 0;  // convergence: trains this many times --num-steps (0: --steps-factor's, 1 for the first row)
 };
 
 struct SuiteOptions {
@@ -37,6 +38,10 @@ struct SuiteOptions {
   std::vector<std::string> extra;      // --set overrides for every row
   int64_t eval_every = 0;              // convergence: train.eval_every (0: the base config's, else num_steps / 10)
   double target_loss = -1;             // convergence: -1: the first row's final held-out loss
+  // convergence: a row reaches the target within this fraction of it (one trial of the first row
+  // measures no spread; with trials the highest of their finals is the spread)
+  double target_tolerance = 0;
+  double steps_factor = 1;             // convergence: the rows after the first train this many times num_steps
   std::vector<SuiteRow> rows;
 };
 
@@ -83,6 +88,9 @@ struct RowResult {
   double loss_ratio = 0;              // final held-out loss / the first row's (0: unknown)
   double target_s = -1;               // training seconds until the held-out loss first reached the target; -1: never
   int64_t target_step = -1;           // the step of that evaluation; -1: never
+  double best_over_target = 0;        // the lowest held-out loss over the target (how close a row that misses came)
+  // steps and training time to the target over the first row's (the median of its trials'); 0: unknown
+  double steps_over_first = 0, time_over_first = 0;
 };
 
 // The rates an offloaded step's floor is measured against (offload_floor.hpp; 0: not measured).
@@ -121,8 +129,11 @@ std::string noise_note(int trials);
 std::string convergence_noise_note(int trials);
 
 // convergence: the target (target_loss when >= 0, else the first row's final held-out loss; -1
-// when there is none), and each row's loss ratio to the first row and time and steps to the target.
-double convergence_figures(std::vector<RowResult> &rows, double target_loss);
+// when there is none), and each row's loss ratio to the first row and time and steps to the target:
+// the first evaluation at or below target x (1 + tolerance).
+double convergence_figures(std::vector<RowResult> &rows, double target_loss, double tolerance = 0);
+// The steps a row trains: num_steps times its factor (the first row: 1 unless its spec gives one).
+int64_t convergence_steps(const SuiteOptions &options, const SuiteRow &row, bool first);
 // convergence: the configuration that reaches the target first in training time (median over its
 // trials, every trial must reach it); OOM and error rows are out.
 Recommendation recommend_convergence(const std::vector<RowResult> &rows, double target);
@@ -139,6 +150,7 @@ struct SuiteReport {
   MachineLimits limits;
   LinkRates rates;          // offload: the host's before the rows, PCIe after them
   double target_loss = -1;  // convergence: the target the rows were judged on (-1: none)
+  double target_tolerance = 0;  // convergence: reached within this fraction of it
   std::string target_from;  // convergence: where it came from
 };
 void write_suite_outputs(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
@@ -146,6 +158,10 @@ void write_suite_outputs(const SuiteOptions &options, const SuiteReport &report,
 // suite_html.cpp: the self-contained HTML report (table, SVG charts), written beside the JSON.
 std::string suite_html(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
                        const Recommendation &recommendation);
+// convergence's cells: "12.3 s (1.25x)" (over the first row's) or "not reached (closest 1.0123x)"
+// (the lowest held-out loss over the target); "330 (1.10x)" or "-".
+std::string time_to_target_text(const RowResult &r);
+std::string steps_to_target_text(const RowResult &r);
 void print_suite_table(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
                        const Recommendation &recommendation);
 // OUTPUT_DIR/recommended-<suite>.toml: each suite its own, so one does not overwrite another's.

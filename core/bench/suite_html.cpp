@@ -128,19 +128,19 @@ std::string rows_table(const std::vector<RowResult> &rows, const Recommendation 
 }
 
 std::string convergence_table(const std::vector<RowResult> &rows, const Recommendation &rec) {
-  std::string out = "<table id=\"rows\"><tr><th>config</th><th>trial</th><th>status</th><th>held-out loss</th>"
-                    "<th>/ first</th><th>train s</th><th>time to target</th><th>steps to target</th><th>step ms</th>"
+  std::string out = "<table id=\"rows\"><tr><th>config</th><th>trial</th><th>status</th><th>steps</th>"
+                    "<th>held-out loss</th><th>/ first</th><th>train s</th><th>time to target</th><th>steps to target</th><th>step ms</th>"
                     "<th>GPU peak</th><th>host RSS</th><th>recommendation</th><th>message</th></tr>\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
-    bool ok = r.status == "ok", evaluated = !r.evals.empty(), reached = r.target_step >= 0;
+    bool ok = r.status == "ok", evaluated = !r.evals.empty();
     out += format("<tr class=\"status-%s%s\">", escape(r.status).c_str(), rec.picks(rows, i) ? " chosen" : "");
     out += cell(r.row.name) + cell(std::to_string(r.trial)) + cell(r.status);
+    out += cell(evaluated ? std::to_string(r.evals.back().step) : "-");
     out += cell(evaluated ? format("%.4f", r.evals.back().loss) : "-");
     out += cell(r.loss_ratio > 0 ? format("%.3f", r.loss_ratio) : "-");
     out += cell(evaluated ? format("%.1f", r.evals.back().train_s) : "-");
-    out += cell(reached ? format("%.1f s", r.target_s) : ok ? "not reached" : "-");
-    out += cell(reached ? std::to_string(r.target_step) : "-") + ms_cell(ok, r.mean_step_ms);
+    out += cell(time_to_target_text(r)) + cell(steps_to_target_text(r)) + ms_cell(ok, r.mean_step_ms);
     out += bytes_cell(r.gpu_peak) + bytes_cell(r.host_rss) + cell(rec.reasons[i]) + cell(r.message) + "</tr>\n";
   }
   return out + "</table>\n";

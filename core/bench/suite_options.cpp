@@ -53,12 +53,17 @@ const char *kUsage =
     "                        zenflow, zenflow_auto; on a GPU the default adds zenflow_auto and\n"
     "                        cpu_optimizer_auto), or\n"
     "                        NAME:ITEM,ITEM,... where an ITEM is a table.key=value\n"
-    "                        override or a named row: \"zf-u1:zenflow,zenflow.update_interval=1\"\n"
+    "                        override or a named row: \"zf-u1:zenflow,zenflow.update_interval=1\";\n"
+    "                        steps_factor=F trains that row F times --num-steps\n"
     "          --num-steps N          training steps per row (default: the config's train.steps)\n"
+    "          --steps-factor F       the rows after the first train F times --num-steps (default 1):\n"
+    "                                 how much longer each needs to reach the first row's loss\n"
     "          --eval-every N         held-out evaluation every N steps (default: the config's\n"
     "                                 train.eval_every, else num-steps / 10)\n"
     "          --target-loss X        the held-out loss to reach (default: the first row's final;\n"
     "                                 with --trials, the highest of its trials' finals)\n"
+    "          --target-tolerance X   a row reaches the target within this fraction of it (default 0;\n"
+    "                                 one trial of the first row measures no spread: 0.005 states one)\n"
     "          --nvme-path DIR        directory for the nvme row\n";
 
 // The strategies, as overrides. {optimizer} is the device's own optimizer (gpu_adam on cuda,
@@ -168,6 +173,10 @@ SuiteRow convergence_row(const std::string &spec, const std::map<std::string, st
   SuiteRow row{name, {}, false, {}};
   for (const std::string &item : items) {
     const size_t equals = item.find('=');
+    if (item.rfind("steps_factor=", 0) == 0) {
+      row.steps_factor = bench::parse_number("--rows " + spec + ": steps_factor", item.substr(equals + 1), 0, 100);
+      continue;
+    }
     if (equals != std::string::npos && item.find('.') < equals) {
       row.overrides.push_back(item);
       continue;
@@ -176,7 +185,7 @@ SuiteRow convergence_row(const std::string &spec, const std::map<std::string, st
     if (equals != std::string::npos || std::find(names.begin(), names.end(), item) == names.end()) {
       std::string known;
       for (const std::string &n : names) known += (known.empty() ? "" : ", ") + n;
-      throw UsageError(format("--rows %s: '%s' is neither a table.key=value override nor a named row (%s)",
+      throw UsageError(format("--rows %s: '%s' is neither a table.key=value override, steps_factor=F nor a named row (%s)",
                               spec.c_str(), item.c_str(), known.c_str()));
     }
     if (item == "nvme" && values.at("nvme_path").empty())
@@ -355,6 +364,13 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
       only_for(flag, {"convergence"});
       const std::string text = value_after(i);
       o.target_loss = bench::parse_number(flag, text, 0, 1e9);
+    } else if (flag == "--target-tolerance") {
+      only_for(flag, {"convergence"});
+      const std::string text = value_after(i);
+      o.target_tolerance = text == "0" ? 0.0 : bench::parse_number(flag, text, 0, 0.5);
+    } else if (flag == "--steps-factor") {
+      only_for(flag, {"convergence"});
+      o.steps_factor = bench::parse_number(flag, value_after(i), 0, 100);
     } else {
       throw UsageError("unknown option '" + flag + "'\n" + kUsage);
     }

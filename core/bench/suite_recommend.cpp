@@ -5,7 +5,8 @@
 // are within noise of each other, and among those within noise of the fastest the one with the
 // least memory wins, then the simplest. One trial measures no noise, and the verdict says so.
 // The convergence suite judges a configuration on the center of its trials' times to the target
-// loss instead (the first to reach it wins; no within-noise verdict there).
+// loss instead: the first to reach it wins, unless others reach it at the same step in about the
+// same time (within 5%, or the trials' spreads): then the first listed of those wins.
 #include "bench/suite.hpp"
 
 #include "runtime/error.hpp"
@@ -23,6 +24,7 @@ struct Configuration {
   const RowResult *failed = nullptr;  // its first trial that did not run
   double center_ms = 0, min_ms = 0, max_ms = 0;
   double median_target_s = 0;         // convergence: the center of its trials' times to the target
+  double min_target_s = 0, max_target_s = 0, center_target_step = 0;
   const RowResult *missed = nullptr;  // convergence: its first trial that did not reach the target
   uint64_t gpu_peak = 0, host_rss = 0, host_peak = 0, pinned_peak = 0;  // the largest over its trials
   std::string reason;                                  // why it cannot be chosen ("" if it can)
@@ -50,13 +52,14 @@ std::vector<Configuration> configurations(const std::vector<RowResult> &rows) {
     all[size_t(at - names.begin())].rows.push_back(i);
   }
   for (Configuration &c : all) {
-    std::vector<double> times, target_times;
+    std::vector<double> times, target_times, target_steps;
     for (size_t i : c.rows) {
       const RowResult &r = rows[i];
       if (r.status != "ok" && !c.failed) c.failed = &r;
       if (r.status == "ok" && r.target_step < 0 && !c.missed) c.missed = &r;
       times.push_back(r.mean_step_ms);
       target_times.push_back(r.target_s);
+      target_steps.push_back(double(r.target_step));
       c.gpu_peak = std::max(c.gpu_peak, r.gpu_peak);
       c.host_rss = std::max(c.host_rss, r.host_rss);
       c.host_peak = std::max(c.host_peak, r.host_ledger_peak);
@@ -66,6 +69,9 @@ std::vector<Configuration> configurations(const std::vector<RowResult> &rows) {
     c.min_ms = *std::min_element(times.begin(), times.end());
     c.max_ms = *std::max_element(times.begin(), times.end());
     c.median_target_s = center(target_times);
+    c.min_target_s = *std::min_element(target_times.begin(), target_times.end());
+    c.max_target_s = *std::max_element(target_times.begin(), target_times.end());
+    c.center_target_step = center(target_steps);
   }
   return all;
 }
@@ -184,16 +190,20 @@ std::string noise_note(int trials) {
 
 std::string convergence_noise_note(int trials) {
   if (trials == 1)
-    return "one trial per row: the time to the target has no noise estimate (--trials 3 measures one)";
+    return "one trial per row: the time to the target has no noise estimate (--trials 3 measures one), and the "
+           "target no spread (--target-tolerance X counts a row within X of it as reaching it; a row that misses "
+           "shows how close it came); rows that reach the target at the same step within 5% of the first's time "
+           "are within noise of it, and the first listed of them is recommended";
   return format("%d trials per row, taken in turns: a row's time to the target is the %s of its trials', and the "
-                "first by it is recommended (no within-noise verdict; compare the trials' times in the table)",
+                "first by it is recommended; rows that reach the target at the same step within their trials' "
+                "spreads (or 5%%) of that time are within noise of it, and the first listed of them is recommended",
                 trials, trials == 2 ? "mean" : "median");
 }
 
 // The reference is the first row's configuration: those of its trials that ran. The default target is the
 // highest of their final losses, so that every trial of the reference reaches it (one trial: its
 // final loss); the ratios are over their mean final loss.
-double convergence_figures(std::vector<RowResult> &rows, double target_loss) {
+double convergence_figures(std::vector<RowResult> &rows, double target_loss, double tolerance) {
   double worst = -1, sum = 0;
   int ran = 0;
   for (const RowResult &r : rows)
@@ -203,19 +213,46 @@ double convergence_figures(std::vector<RowResult> &rows, double target_loss) {
       ++ran;
     }
   const double reference = ran > 0 ? sum / ran : 0;
-  const double target = target_loss >= 0 ? target_loss : worst;
+  const double target = target_loss >= 0 ? target_loss : worst, reached = target * (1 + tolerance);
   for (RowResult &r : rows) {
-    r.loss_ratio = 0, r.target_s = -1, r.target_step = -1;
+    r.loss_ratio = 0, r.target_s = -1, r.target_step = -1, r.best_over_target = 0;
     if (r.status != "ok" || r.evals.empty()) continue;
     if (ran > 0) r.loss_ratio = r.evals.back().loss / reference;
+    if (target > 0)
+      for (const EvalPoint &point : r.evals)
+        r.best_over_target = std::min(r.best_over_target > 0 ? r.best_over_target : INFINITY, point.loss / target);
     for (const EvalPoint &point : r.evals)
-      if (target >= 0 && point.loss <= target) {
+      if (target >= 0 && point.loss <= reached) {
         r.target_s = point.train_s;
         r.target_step = point.step;
         break;
       }
   }
+  // How much longer each row needs than the first: over the center of its trials' arrivals.
+  std::vector<double> first_steps, first_times;
+  for (const RowResult &r : rows)
+    if (r.row.name == rows[0].row.name && r.target_step >= 0) {
+      first_steps.push_back(double(r.target_step));
+      first_times.push_back(r.target_s);
+    }
+  const double steps = center(first_steps), seconds = center(first_times);
+  for (RowResult &r : rows) {
+    r.steps_over_first = r.target_step >= 0 && steps > 0 ? double(r.target_step) / steps : 0;
+    r.time_over_first = r.target_step >= 0 && seconds > 0 ? r.target_s / seconds : 0;
+  }
   return target;
+}
+
+int64_t convergence_steps(const SuiteOptions &options, const SuiteRow &row, bool first) {
+  const double factor = row.steps_factor > 0 ? row.steps_factor : first ? 1.0 : options.steps_factor;
+  return std::max<int64_t>(1, std::llround(double(options.num_steps) * factor));
+}
+
+// convergence: b reaches the target at a's step, in a's time within the spreads of both (or 5%).
+bool same_arrival(const Configuration &a, const Configuration &b) {
+  const double spreads = (a.max_target_s - a.min_target_s) + (b.max_target_s - b.min_target_s);
+  return a.center_target_step == b.center_target_step &&
+         std::abs(a.median_target_s - b.median_target_s) <= std::max(0.05 * a.median_target_s, spreads);
 }
 
 Recommendation recommend_convergence(const std::vector<RowResult> &rows, double target) {
@@ -245,6 +282,15 @@ Recommendation recommend_convergence(const std::vector<RowResult> &rows, double 
   auto time_text = [](const Configuration &c) {
     return format(c.rows.size() > 1 ? "median %.1f s" : "%.1f s", c.median_target_s);
   };
+  // Those that arrive with the first (the same step, about the same time): the first listed of them wins.
+  const Configuration *fastest = best;
+  std::vector<std::string> tied;
+  for (size_t k = 0; fastest && k < all.size(); ++k)
+    if (reason[k].empty() && &all[k] != fastest && same_arrival(*fastest, all[k])) {
+      if (&all[k] < best) best = &all[k];
+      tied.push_back(all[k].name(rows));
+    }
+  if (!tied.empty()) tied.push_back(fastest->name(rows));
   for (size_t k = 0; k < all.size(); ++k) {
     const Configuration &c = all[k];
     if (&c == best) {
@@ -252,6 +298,12 @@ Recommendation recommend_convergence(const std::vector<RowResult> &rows, double 
       verdict[k] = "chosen";
       reason[k] = format("first to held-out loss %.4f: %s of training (step %lld)", target, time_text(c).c_str(),
                          (long long)rows[c.rows.front()].target_step);
+      if (!tied.empty())
+        reason[k] += format("; %zu rows arrive together (the same step, within noise): the first listed", tied.size());
+    } else if (reason[k].empty() && fastest && same_arrival(*fastest, c)) {
+      verdict[k] = "within noise";
+      reason[k] = format("within noise of %s: %s vs %.1f s, both at step %lld", best->name(rows).c_str(),
+                         time_text(c).c_str(), best->median_target_s, (long long)rows[c.rows.front()].target_step);
     } else if (reason[k].empty()) {
       verdict[k] = "later";
       reason[k] = format("later to %.4f: %s vs %.1f s (%s)", target, time_text(c).c_str(), best->median_target_s,

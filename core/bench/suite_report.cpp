@@ -56,6 +56,7 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     json.key("eval_every").value(o.eval_every);
     json.key("target_loss").value(report.target_loss >= 0 ? report.target_loss : std::nan(""));
     json.key("target_from").value(report.target_from);
+    json.key("target_tolerance").value(report.target_tolerance);
   }
   json.key("limits").begin_object().key("gpu_bytes").value(report.limits.gpu_bytes);
   json.key("host_bytes").value(report.limits.host_bytes).end_object();
@@ -105,6 +106,9 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
       json.key("train_s").value(r.evals.empty() ? std::nan("") : r.evals.back().train_s);
       json.key("time_to_target_s").value(r.target_step >= 0 ? r.target_s : std::nan(""));
       json.key("steps_to_target").value(r.target_step >= 0 ? double(r.target_step) : std::nan(""));
+      json.key("steps_over_first").value(r.steps_over_first > 0 ? r.steps_over_first : std::nan(""));
+      json.key("time_over_first").value(r.time_over_first > 0 ? r.time_over_first : std::nan(""));
+      json.key("closest_over_target").value(r.best_over_target > 0 ? r.best_over_target : std::nan(""));
     }
     json.key("run_dir").value(r.run_dir).key("log").value(r.run_dir + ".log");
     json.end_object();
@@ -201,27 +205,46 @@ void print_columns(const std::vector<std::vector<std::string>> &table) {
 
 std::string loss_text(const RowResult &r) { return r.evals.empty() ? "-" : format("%.4f", r.evals.back().loss); }
 
+// " (1.25x)": an arrival over the first row's ("how much longer to the same model").
+std::string over_first(double ratio) { return ratio > 0 ? format(" (%.2fx)", ratio) : std::string(); }
+
+}  // namespace
+
+std::string time_to_target_text(const RowResult &r) {
+  if (r.target_step >= 0) return format("%.1f s", r.target_s) + over_first(r.time_over_first);
+  if (r.status != "ok") return "-";
+  return r.best_over_target > 0 ? format("not reached (closest %.4fx)", r.best_over_target) : "not reached";
+}
+
+std::string steps_to_target_text(const RowResult &r) {
+  return r.target_step >= 0 ? std::to_string(r.target_step) + over_first(r.steps_over_first) : "-";
+}
+
+namespace {
+
 // convergence: the rows' final held-out loss, its ratio to the first row's and the time to the
 // target, then the curves: each row's held-out loss (and training seconds) at every evaluation.
 void print_convergence_tables(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
                               const Recommendation &rec) {
-  std::vector<std::vector<std::string>> table{{"config", "trial", "status", "held-out loss", "/ first", "train s",
-                                               "time to target", "steps to target", "step ms", "GPU peak",
+  std::vector<std::vector<std::string>> table{{"config", "trial", "status", "steps", "held-out loss", "/ first",
+                                               "train s", "time to target", "steps to target", "step ms", "GPU peak",
                                                "host RSS", "message"}};
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
-    bool ok = r.status == "ok", reached = r.target_step >= 0;
-    table.push_back({(rec.picks(rows, i) ? "* " : "  ") + r.row.name, std::to_string(r.trial), r.status, loss_text(r),
+    bool ok = r.status == "ok";
+    table.push_back({(rec.picks(rows, i) ? "* " : "  ") + r.row.name, std::to_string(r.trial), r.status,
+                     r.evals.empty() ? "-" : std::to_string(r.evals.back().step), loss_text(r),
                      r.loss_ratio > 0 ? format("%.3f", r.loss_ratio) : "-",
-                     r.evals.empty() ? "-" : format("%.1f", r.evals.back().train_s),
-                     reached ? format("%.1f s", r.target_s) : ok ? "not reached" : "-",
-                     reached ? std::to_string(r.target_step) : "-", ok ? format("%.1f", r.mean_step_ms) : "-",
-                     bytes_text(r.gpu_peak), bytes_text(r.host_rss), rec.reasons[i]});
+                     r.evals.empty() ? "-" : format("%.1f", r.evals.back().train_s), time_to_target_text(r),
+                     steps_to_target_text(r), ok ? format("%.1f", r.mean_step_ms) : "-", bytes_text(r.gpu_peak),
+                     bytes_text(r.host_rss), rec.reasons[i]});
     if (o.trials == 1) table.back().erase(table.back().begin() + 1);
   }
   if (o.trials == 1) table[0].erase(table[0].begin() + 1);
-  std::printf("zfcore bench convergence: %s, %d rank%s, %lld steps, held-out loss every %lld; target %s (%s)\n",
-              o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps, (long long)o.eval_every,
+  std::printf("zfcore bench convergence: %s, %d rank%s, %lld steps%s, held-out loss every %lld; target %s (%s)\n",
+              o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps,
+              o.steps_factor != 1 ? format(" (the rows after the first: %gx)", o.steps_factor).c_str() : "",
+              (long long)o.eval_every,
               report.target_loss >= 0 ? format("%.4f", report.target_loss).c_str() : "none",
               report.target_from.c_str());
   std::printf("(%s)\n", convergence_noise_note(o.trials).c_str());

@@ -109,9 +109,12 @@ std::vector<std::string> common_overrides(const SuiteOptions &o) {
 // cool-down step after the timed ones, left out too: a step's time holds what the step before
 // left of its update (an offloaded update overlaps the next forward), and the run's last step
 // also waits for its own, so the timed steps would hold one update more than they are steps.
-std::vector<std::string> measurement_overrides(const SuiteOptions &o, const std::string &name, const std::string &dir) {
+// A convergence row may train longer than the first (its steps factor): its learning-rate
+// schedule then spans its own steps, as a run given more steps would.
+std::vector<std::string> measurement_overrides(const SuiteOptions &o, const SuiteRow &row, bool first,
+                                               const std::string &name, const std::string &dir) {
   const bool convergence = o.suite == "convergence";
-  return {format("train.steps=%lld", (long long)(convergence ? o.num_steps : o.warmup_steps + o.num_steps + 1)),
+  return {format("train.steps=%lld", (long long)(convergence ? convergence_steps(o, row, first) : o.warmup_steps + o.num_steps + 1)),
           format("run.timing_warmup=%lld", (long long)o.warmup_steps),
           "run.name=" + name, "run.output_dir=" + dir, "run.progress=off",
           "checkpoint.every=0", "checkpoint.final=false", "checkpoint.resume=never", "checkpoint.export_hf=",
@@ -213,7 +216,7 @@ void estimate_row(RowResult &r, const std::string &base, const std::vector<std::
 }
 
 RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const std::string &base,
-                  const std::vector<std::string> &common, const std::string &rows_dir) {
+                  const std::vector<std::string> &common, const std::string &rows_dir, bool first) {
   RowResult r;
   r.row = row;
   r.trial = trial;
@@ -222,7 +225,7 @@ RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const s
   std::vector<std::string> overrides = common;
   overrides.insert(overrides.end(), row.overrides.begin(), row.overrides.end());
   estimate_row(r, base, overrides, o.ranks);
-  for (const std::string &item : measurement_overrides(o, fs::path(r.run_dir).filename(), r.run_dir))
+  for (const std::string &item : measurement_overrides(o, row, first, fs::path(r.run_dir).filename(), r.run_dir))
     overrides.push_back(item);
 
   std::string log_path = r.run_dir + ".log";
@@ -338,7 +341,7 @@ int run_suite(const SuiteOptions &options) {
         std::fprintf(stderr, "[%zu/%zu] %s%s ...", ++done, total, row.name.c_str(),
                      o.trials > 1 ? format(" (trial %d of %d)", trial, o.trials).c_str() : "");
       RowResult &r = rows[k * size_t(o.trials) + size_t(trial - 1)];
-      r = run_row(o, row, trial, report.base_config, report.common, rows_dir);
+      r = run_row(o, row, trial, report.base_config, report.common, rows_dir, k == 0);
       std::string figure = format(" %.1f ms/step", r.mean_step_ms);
       if (!r.evals.empty()) figure += format(", held-out loss %.4f", r.evals.back().loss);
       if (terminal)
@@ -360,12 +363,20 @@ int run_suite(const SuiteOptions &options) {
     if (r.status == "ok") r.floor_ms = bench::floor_ms(r, report.rates, o.ranks, compute_ms);
   Recommendation recommendation;
   if (o.suite == "convergence") {
-    report.target_loss = convergence_figures(rows, o.target_loss);
+    int reference_trials = 0;
+    for (const RowResult &r : rows) reference_trials += r.row.name == rows[0].row.name && r.status == "ok";
+    // One trial of the reference measures no spread: --target-tolerance states one (the note says so).
+    const bool one = o.target_loss < 0 && reference_trials == 1;
+    report.target_tolerance = o.target_tolerance > 0 ? o.target_tolerance : 0.0;
+    report.target_loss = convergence_figures(rows, o.target_loss, report.target_tolerance);
     report.target_from = o.target_loss >= 0          ? "--target-loss"
-                         : report.target_loss >= 0 ? (o.trials > 1 ? "the highest final held-out loss over the trials of "
-                                                                    : "the final held-out loss of ") +
+                         : report.target_loss >= 0 ? (reference_trials > 1 ? "the highest final held-out loss over the trials of "
+                                                                           : "the final held-out loss of ") +
                                                          rows[0].row.name
                                                    : "none: the first row did not run";
+    if (report.target_tolerance > 0)
+      report.target_from += format(", reached within %.1f%%%s", 100 * report.target_tolerance,
+                                   one ? " (--target-tolerance: one trial measures no spread)" : "");
     recommendation = recommend_convergence(rows, report.target_loss);
   } else {
     recommendation = recommend(rows, report.limits, o.ranks);
