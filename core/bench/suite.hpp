@@ -1,4 +1,4 @@
-// suite.hpp: `zfcore bench stages | offload | zenflow | binding | convergence`: one base config, a
+// suite.hpp: `zfcore bench stages | offload | zenflow | binding | convergence | scale`: one base config, a
 // list of configurations (rows) that each add `--set table.key=value` overrides to it, every row
 // trained in its own process, its own summary.json and steps.jsonl read back, and a recommendation
 // from the measurements: the fastest step that fits, or (convergence) the first to a held-out loss.
@@ -12,6 +12,8 @@
 
 namespace zf {
 
+class RunConfig;
+
 // One configuration of a suite.
 struct SuiteRow {
   std::string name;                    // "zero2", "cpu_optimizer", "topk0.1-u4-overlap-pin", ...
@@ -23,7 +25,7 @@ struct SuiteRow {
 };
 
 struct SuiteOptions {
-  std::string suite;                   // stages | offload | zenflow | binding | convergence
+  std::string suite;                   // stages | offload | zenflow | binding | convergence | scale
   std::string model;                   // preset name, Hugging Face directory or TOML file ("" = built-in)
   int64_t batch_size = 0;              // 0: the base config's (train.micro_batch)
   int64_t seq_length = 0;              // 0: the base config's (data.seq_len)
@@ -42,6 +44,7 @@ struct SuiteOptions {
   // measures no spread; with trials the highest of their finals is the spread)
   double target_tolerance = 0;
   double steps_factor = 1;             // convergence: the rows after the first train this many times num_steps
+  double peak_tflops = 0;              // scale: the GPU's dense bf16 peak per GPU (0: from its name)
   std::vector<SuiteRow> rows;
 };
 
@@ -78,12 +81,16 @@ struct RowResult {
   double wall_s = 0;                  // the run's processes, from start to exit
   double startup_s = 0;               // of which until step 1 (rank 0's summary.json process_seconds)
   uint64_t estimate = 0;              // `zfcore estimate`'s bytes per rank for this stage (0: none)
+  uint64_t estimate_device = 0, estimate_pinned = 0;  // ... of them on the GPU, in pinned host memory (offload plugin's)
   std::string estimate_note;          // why there is none
   std::vector<EvalPoint> evals;       // every evaluation the run logged (train.eval_every)
   // per step of the run: bytes the CPU optimizer streamed through host memory, gradient bytes
   // copied down, parameter bytes copied up (summary.json), and the floor they set (offload suite)
   double host_update_bytes_per_step = 0, down_bytes_per_step = 0, up_bytes_per_step = 0;
   double floor_ms = 0;  // offload_floor.hpp; 0: none
+  // scale (scale_figures): model FLOPs utilisation (6 x parameters x tokens over the GPUs' peak),
+  // the GPU's compute per step (fwd + bwd, their collectives inside) and its share of the step
+  double mfu = 0, compute_ms = 0, practicality = 0;
   // convergence (convergence_figures): against the first row and the target loss
   double loss_ratio = 0;              // final held-out loss / the first row's (0: unknown)
   double target_s = -1;               // training seconds until the held-out loss first reached the target; -1: never
@@ -152,7 +159,22 @@ struct SuiteReport {
   double target_loss = -1;  // convergence: the target the rows were judged on (-1: none)
   double target_tolerance = 0;  // convergence: reached within this fraction of it
   std::string target_from;  // convergence: where it came from
+  // scale: the model's parameters, the peak the MFU is over (per GPU, FLOP/s) and where it came from
+  double parameters = 0, peak_flops = 0;
+  std::string peak_source;
 };
+
+// suite_scale.cpp: the scale suite's figures, table, JSON fields and CSV columns.
+// The dense bf16 peak of the GPUs of this machine (nvidia-smi's name: H100 SXM and H200 989 TFLOP/s,
+// H100 PCIe 756, A100 312), `tflops` when > 0; 0 and why on a CPU run or an unknown GPU.
+std::pair<double, std::string> gpu_peak_flops(const std::string &device, double tflops);
+// Trainable parameters of the config's model (a tied head counted once).
+double model_parameters(const RunConfig &config);
+// MFU, compute ms and practicality of each ok row.
+void scale_figures(std::vector<RowResult> &rows, const SuiteReport &report, int ranks);
+void print_scale_table(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows);
+std::string scale_csv_header();
+std::string scale_csv_fields(const RowResult &r);
 void write_suite_outputs(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
                          const Recommendation &recommendation);
 // suite_html.cpp: the self-contained HTML report (table, SVG charts), written beside the JSON.

@@ -20,7 +20,7 @@ using bench::one_of;
 using bench::parse_int;
 
 const char *kUsage =
-    "usage: zfcore bench stages|offload|zenflow|binding|convergence [options]\n"
+    "usage: zfcore bench stages|offload|zenflow|binding|convergence|scale [options]\n"
     "common options:\n"
     "  --model M             preset name (gpt2, qwen2.5-1.5b, ...), Hugging Face directory (config.json)\n"
     "                        or TOML config (default: a tiny GPT on CPU, gpt2 on a GPU)\n"
@@ -46,6 +46,10 @@ const char *kUsage =
     "zenflow:  --topk-ratios 0.05 0.1 0.2  --update-intervals 2 4 8  --overlap-steps true\n"
     "          --pin-memory-opts true\n"
     "binding:  --strategies zero_offload zenflow  --bindings unbound inside launch\n"
+    "scale:    ZeRO-3 + offload rows on a large model (--model qwen2.5-14b), activation checkpointing on\n"
+    "          --strategies zero3_cpu_optimizer zero3_cpu_optimizer_auto zero3_zenflow\n"
+    "          --peak-tflops X    the GPU's dense bf16 peak for the MFU (default: from its name, H100/H200\n"
+    "                             SXM 989)\n"
     "convergence: the held-out loss over training time of each row on the same model, data and\n"
     "          schedule; the first row is the reference, the first to its final loss is recommended\n"
     "          --rows none cpu_optimizer zenflow   a named row (none, cpu_optimizer,\n"
@@ -94,6 +98,20 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> &binding_mod
       {"unbound", {"run.bind_cores=false"}},
       {"inside", {"run.bind_cores=true"}},   // the engine binds its own threads (the default)
       {"launch", {"run.bind_cores=false"}},  // every rank started on its share of the cores
+  };
+  return table;
+}
+
+// The scale suite's rows: ZeRO-3 with the optimizer on the host, then with the GPU memory left
+// keeping part of it (offload.ratio = auto), then ZenFlow choosing its columns from that memory.
+const std::vector<std::pair<std::string, std::vector<std::string>>> &scale_table() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
+      {"zero3_cpu_optimizer", {"stage.plugin=zero3", "offload.plugin=cpu_optimizer", "optimizer.plugin=cpu_adam"}},
+      {"zero3_cpu_optimizer_auto",
+       {"stage.plugin=zero3", "offload.plugin=cpu_optimizer", "offload.ratio=auto", "optimizer.plugin=cpu_adam"}},
+      {"zero3_zenflow",
+       {"stage.plugin=zero3", "offload.plugin=cpu_optimizer", "optimizer.plugin=cpu_adam", "zenflow.topk_ratio=auto",
+        "zenflow.update_interval=4", "zenflow.overlap_step=true", "offload.pin_memory=true"}},
   };
   return table;
 }
@@ -251,6 +269,10 @@ std::vector<SuiteRow> build_rows(const std::string &suite, const Sweep &sweep, c
         if (rows[i].name == rows.back().name)
           throw UsageError("--rows: two rows named '" + rows.back().name + "' (each names its run directory)");
     }
+  } else if (suite == "scale") {
+    std::vector<std::string> names = sweep.strategies.empty() ? names_of(scale_table()) : sweep.strategies;
+    for (const std::string &name : names)
+      rows.push_back({name, overrides_of(scale_table(), name), false, {}, index_of(scale_table(), name)});
   } else {  // binding
     std::vector<std::string> workloads = sweep.strategies;
     if (workloads.empty()) workloads = names_of(binding_workloads());
@@ -328,8 +350,10 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
       for (const std::string &v : values_after(i))
         sweep.stages.push_back(one_of(flag, v, {"0", "1", "2", "3"}));
     } else if (flag == "--strategies") {
-      only_for(flag, {"offload", "binding"});
-      auto names = suite == "offload" ? names_of(offload_table()) : names_of(binding_workloads());
+      only_for(flag, {"offload", "binding", "scale"});
+      auto names = suite == "offload" ? names_of(offload_table())
+                   : suite == "scale" ? names_of(scale_table())
+                                      : names_of(binding_workloads());
       for (const std::string &v : values_after(i)) sweep.strategies.push_back(one_of(flag, v, names));
     } else if (flag == "--nvme-path") {
       only_for(flag, {"offload", "convergence"});
@@ -357,6 +381,9 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
     } else if (flag == "--rows") {
       only_for(flag, {"convergence"});
       sweep.convergence_rows = values_after(i);
+    } else if (flag == "--peak-tflops") {
+      only_for(flag, {"scale"});
+      o.peak_tflops = bench::parse_number(flag, value_after(i), 1e-6, 1e9);
     } else if (flag == "--eval-every") {
       only_for(flag, {"convergence"});
       o.eval_every = parse_int(flag, value_after(i), 1);

@@ -60,6 +60,10 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
   }
   json.key("limits").begin_object().key("gpu_bytes").value(report.limits.gpu_bytes);
   json.key("host_bytes").value(report.limits.host_bytes).end_object();
+  if (o.suite == "scale") {
+    json.key("parameters").value(report.parameters).key("peak_flops_per_gpu").value(report.peak_flops);
+    json.key("peak_source").value(report.peak_source);
+  }
   if (o.suite == "offload") {
     json.key("link_rates").begin_object().key("host_bytes_per_s").value(report.rates.host_bytes_per_s);
     json.key("down_bytes_per_s").value(report.rates.down_bytes_per_s);
@@ -88,6 +92,11 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     json.key("offload_bytes_down_per_step").value(r.down_bytes_per_step);
     json.key("offload_bytes_up_per_step").value(r.up_bytes_per_step);
     json.key("floor_ms").value(r.floor_ms);
+    json.key("estimate_device_bytes").value(r.estimate_device).key("estimate_pinned_bytes").value(r.estimate_pinned);
+    if (o.suite == "scale") {
+      json.key("mfu").value(r.mfu).key("compute_ms").value(r.compute_ms).key("practicality").value(r.practicality);
+      json.key("time_to_first_step_s").value(r.startup_s);
+    }
     json.key("wall_s").value(r.wall_s).key("startup_s").value(r.startup_s);
     json.key("timers_ms").begin_object();
     for (const auto &[name, ms] : r.timers_ms) json.key(name).value(ms);
@@ -124,7 +133,7 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
   if (!rows.empty())
     for (const auto &[name, value] : rows[0].row.labels) labels += "," + name;
   const bool convergence = o.suite == "convergence";
-  std::string text = "suite,config,trial" + labels + ",status" +
+  std::string text = "suite,config,trial" + labels + ",status" + (o.suite == "scale" ? scale_csv_header() : "") +
                      (convergence ? ",final_eval_loss,loss_ratio,train_s,time_to_target_s,steps_to_target" : "") +
                      ",mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,floor_ms,"
                      "gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,wall_s,"
@@ -134,6 +143,7 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
     text += o.suite + "," + csv_field(r.row.name) + "," + std::to_string(r.trial);
     for (const auto &[name, value] : r.row.labels) text += "," + csv_field(value);
     text += "," + r.status;
+    if (o.suite == "scale") text += scale_csv_fields(r);
     if (convergence) {  // empty fields where a row has no figure
       bool evaluated = !r.evals.empty(), reached = r.target_step >= 0;
       text += "," + (evaluated ? format("%.6f", r.evals.back().loss) : "") + "," +
@@ -382,6 +392,8 @@ void print_suite_table(const SuiteOptions &o, const SuiteReport &report, const s
                        const Recommendation &rec) {
   if (o.suite == "convergence") {
     print_convergence_tables(o, report, rows, rec);
+  } else if (o.suite == "scale") {
+    print_scale_table(o, report, rows);
   } else {
     print_speed_tables(o, report, rows, rec);
   }

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 namespace zf {
 namespace {
@@ -68,6 +69,7 @@ std::string prepare_base(const SuiteOptions &o, const std::string &stem) {
     model_lines = "preset = \"" + preset + "\"\n";
   }
   if (o.device == "cuda") model_lines += "dtype = \"bfloat16\"\n";
+  if (o.suite == "scale") model_lines += "activation_checkpointing = true\n";  // as the large models train
   std::string text = format("# The base config of `zfcore bench %s`: every configuration adds its overrides to it.\n"
                             "[run]\nname = \"bench\"\ndevice = \"%s\"\n\n[model]\n%s\n",
                             o.suite.c_str(), o.device.c_str(), model_lines.c_str());
@@ -205,11 +207,16 @@ void estimate_row(RowResult &r, const std::string &base, const std::vector<std::
     RunConfig config = RunConfig::load(base, overrides);
     config.apply_global_batch(ranks);
     ConfigEstimate estimate = estimate_config(config, uint64_t(ranks));
-    for (const PluginEstimate &e : estimate.stages)
-      if (e.plugin == estimate.stage) {
-        r.estimate = e.estimated ? e.total() : 0;
-        if (!e.estimated) r.estimate_note = e.why;
+    for (size_t i = 0; i < estimate.stages.size(); ++i) {
+      const PluginEstimate &e = estimate.stages[i], &placed = estimate.offloaded[i];
+      if (e.plugin != estimate.stage) continue;
+      r.estimate = e.estimated ? e.total() : 0;
+      if (!e.estimated) r.estimate_note = e.why;
+      if (placed.estimated) {
+        r.estimate_device = placed.tiers[ZF_TIER_DEVICE];
+        r.estimate_pinned = placed.tiers[ZF_TIER_PINNED_HOST];
       }
+    }
   } catch (const std::exception &error) {
     r.estimate_note = error_message(error);
   }
@@ -318,12 +325,16 @@ int run_suite(const SuiteOptions &options) {
   const std::vector<std::string> &stage = base.plugin(ZF_KIND_STAGE).candidates;
   const bool stage_set = std::any_of(o.extra.begin(), o.extra.end(),
                                      [](const std::string &item) { return item.rfind("stage.plugin=", 0) == 0; });
-  if (o.ranks > 1 && o.suite != "stages" && !stage_set && stage == std::vector<std::string>{"zero0"}) {
+  if (o.ranks > 1 && o.suite != "stages" && o.suite != "scale" && !stage_set && stage == std::vector<std::string>{"zero0"}) {
     report.common.push_back("stage.plugin=zero2");
     std::printf("zfcore bench %s: the rows run under stage.plugin = \"zero2\" on %d ranks (set another stage with "
                 "--set stage.plugin=...)\n", o.suite.c_str(), o.ranks);
   }
   report.limits = machine_limits(o.device);
+  if (o.suite == "scale") {
+    report.parameters = model_parameters(base);
+    std::tie(report.peak_flops, report.peak_source) = gpu_peak_flops(o.device, o.peak_tflops);
+  }
   if (o.suite == "offload") {  // on the idle machine, before the rows
     report.rates = bench::measure_host_rate();
     std::printf("zfcore bench offload: host memory %.1f GB/s (Adam-shaped)\n", report.rates.host_bytes_per_s / 1e9);
@@ -361,6 +372,7 @@ int run_suite(const SuiteOptions &options) {
   if (trials > 0) compute_ms /= trials;
   for (RowResult &r : rows)
     if (r.status == "ok") r.floor_ms = bench::floor_ms(r, report.rates, o.ranks, compute_ms);
+  if (o.suite == "scale") scale_figures(rows, report, o.ranks);
   Recommendation recommendation;
   if (o.suite == "convergence") {
     int reference_trials = 0;

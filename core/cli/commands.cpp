@@ -227,15 +227,15 @@ int command_plugins(const std::vector<std::string> &args) {
 }
 
 int command_bench(const std::vector<std::string> &args) {
-  if (args.empty()) throw UsageError("which benchmark? zfcore bench optimizer|disk|stages|offload|zenflow|binding|convergence [options]");
+  if (args.empty()) throw UsageError("which benchmark? zfcore bench optimizer|disk|stages|offload|zenflow|binding|convergence|scale [options]");
   std::vector<std::string> rest(args.begin() + 1, args.end());
 #ifdef ZF_HAVE_BENCH
   if (args[0] == "optimizer") return bench_optimizer(rest);
   if (args[0] == "disk") return bench_disk(rest);
-  for (const char *suite : {"stages", "offload", "zenflow", "binding", "convergence"})
+  for (const char *suite : {"stages", "offload", "zenflow", "binding", "convergence", "scale"})
     if (args[0] == suite) return bench_suite(suite, rest);
 #endif
-  throw UsageError("unknown benchmark '" + args[0] + "' (available: optimizer, disk, stages, offload, zenflow, binding, convergence)");
+  throw UsageError("unknown benchmark '" + args[0] + "' (available: optimizer, disk, stages, offload, zenflow, binding, convergence, scale)");
 }
 
 }  // namespace zf

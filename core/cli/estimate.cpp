@@ -4,7 +4,10 @@
 #include "cli/commands.hpp"
 
 #include "config/config.hpp"
+#include "engine/run_options.hpp"
+#include "engine/training_checkpoint.hpp"
 #include "memory/config_estimate.hpp"
+#include "memory/host_plan.hpp"
 #include "runtime/memory.hpp"
 
 #include <algorithm>
@@ -73,11 +76,86 @@ void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config) {
   }
 }
 
+// Whether the config's optimizer takes bf16 moments (its descriptor declares moment_dtype).
+bool optimizer_halves_moments(const RunConfig &config, uint64_t state_bytes) {
+  try {
+    PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
+    const PluginFile &file = registry.find(ZF_KIND_OPTIMIZER, config.plugin(ZF_KIND_OPTIMIZER).candidates.front());
+    return moments_halvable(*file.descriptor, state_bytes);
+  } catch (const Error &) {  // not installed here (a GPU optimizer in a CPU build): suggest nothing of it
+    return false;
+  }
+}
+
+// The config's own stage per rank and per host, beside what this host has; its checkpoints beside
+// their directory's space. The same sums and ways out as the run's check before step 1.
+void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t world, uint64_t ranks_per_host) {
+  const PluginEstimate *stage = nullptr, *placed = nullptr;
+  for (size_t i = 0; i < e.stages.size(); ++i)
+    if (e.stages[i].plugin == e.stage) stage = &e.stages[i], placed = &e.offloaded[i];
+  if (!stage || !stage->estimated) return;
+  const bool cpu = config.string("run", "device") == "cpu";
+  HostDemand d;
+  d.world = world;
+  d.ranks_per_host = int(ranks_per_host);
+  if (placed->estimated) {
+    d.rank = {placed->tiers[ZF_TIER_DEVICE], placed->tiers[ZF_TIER_PINNED_HOST], placed->tiers[ZF_TIER_HOST],
+              placed->tiers[ZF_TIER_NVME]};
+  } else {
+    d.rank.device = stage->total();
+  }
+  if (cpu) d.rank.pageable += d.rank.device, d.rank.device = 0;  // a CPU run computes in host memory
+  d.state_on_host = std::min(stage->state, d.rank.host());
+  d.moments_halvable = optimizer_halves_moments(config, e.input.state_bytes);
+  d.nvme_available = nvme_plugin_installed() && e.offload != "nvme" && e.offload != "none";
+  const HostMemoryLimit limit = host_memory_limit(config.real("run", "host_memory_limit_gb"));
+  const uint64_t hosts = (world + ranks_per_host - 1) / ranks_per_host;
+
+  std::printf("\nthis config (stage %s, offload %s): %llu rank%s, %llu per host (%llu host%s)\n", e.stage.c_str(),
+              e.offload.c_str(), (unsigned long long)world, world == 1 ? "" : "s", (unsigned long long)ranks_per_host,
+              (unsigned long long)hosts, hosts == 1 ? "" : "s");
+  std::printf("  %-14s %14s %14s  %s\n", "tier", "per rank", "per host", "(per host)");
+  const std::pair<const char *, uint64_t> rows[] = {{cpu ? "device (CPU)" : "GPU", d.rank.device},
+                                                    {"pinned host", d.rank.pinned},
+                                                    {"pageable host", d.rank.pageable},
+                                                    {"disk (nvme)", d.rank.nvme}};
+  for (const auto &[name, bytes] : rows)
+    std::printf("  %-14s %s %s  %s\n", name, bytes_cell(bytes).c_str(), bytes_cell(bytes * ranks_per_host).c_str(),
+                format_bytes(bytes * ranks_per_host).c_str());
+  std::printf("  %-14s %s %s  %s; this host allows %s (%s): %s\n", "host memory", bytes_cell(d.rank.host()).c_str(),
+              bytes_cell(d.per_host()).c_str(), format_bytes(d.per_host()).c_str(), format_bytes(limit.bytes).c_str(),
+              limit.source.c_str(), limit.bytes == 0 ? "unknown" : d.per_host() <= limit.bytes ? "fits" : "does not fit");
+  std::printf("  (GPU: before activations; the run adds its activations and, on the host, its own few GiB)\n");
+  if (limit.bytes > 0 && d.per_host() > limit.bytes) std::printf("  %s\n", host_ways_out(d, limit.bytes).c_str());
+
+  CheckpointDemand saves;
+  const RunOptions options = RunOptions::read(config);
+  saves.directory = checkpoint_dir(config, options.output_dir);
+  saves.bytes_per_rank = stage->master + stage->state;  // the fp32 master and the optimizer state of a shard
+  saves.state_per_rank = stage->state;
+  saves.world = world;
+  saves.keep = config.integer("checkpoint", "keep");
+  saves.copies = checkpoint_copies(options.steps, options.checkpoint_every, options.checkpoint_final, saves.keep);
+  saves.existing = existing_checkpoint_bytes(saves.directory);
+  saves.moments_halvable = d.moments_halvable;
+  const DiskSpace space = disk_space(saves.directory, config.real("checkpoint", "disk_limit_gb"));
+  std::printf("checkpoint: %s (%llu x %s: fp32 master and optimizer state per shard); %lld on disk at once at most: "
+              "%s in %s, which has %s (%s)\n",
+              format_bytes(saves.checkpoint_bytes()).c_str(), (unsigned long long)world,
+              format_bytes(saves.bytes_per_rank).c_str(), (long long)saves.copies, format_bytes(saves.needed()).c_str(),
+              saves.directory.c_str(), format_bytes(space.bytes).c_str(), space.source.c_str());
+  try {
+    check_checkpoint_space(saves, space);
+  } catch (const Error &refused) {
+    std::printf("  %s\n", refused.what());
+  }
+}
+
 }  // namespace
 
 int command_estimate(const std::vector<std::string> &args) {
   std::vector<std::string> rest;
-  uint64_t world = 1;
+  uint64_t world = 1, ranks_per_host = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--world") {
       if (i + 1 >= args.size()) throw UsageError("--world needs a number of ranks");
@@ -87,10 +165,19 @@ int command_estimate(const std::vector<std::string> &args) {
       if (text.empty() || *end != '\0' || value < 1 || value > (1 << 20))
         throw UsageError("--world " + text + ": must be an integer in [1, 1048576]");
       world = uint64_t(value);
+    } else if (args[i] == "--ranks-per-host") {
+      if (i + 1 >= args.size()) throw UsageError("--ranks-per-host needs a number of ranks");
+      const std::string &text = args[++i];
+      char *end = nullptr;
+      long long value = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || value < 1 || value > (1 << 20))
+        throw UsageError("--ranks-per-host " + text + ": must be an integer in [1, 1048576]");
+      ranks_per_host = uint64_t(value);
     } else {
       rest.push_back(args[i]);
     }
   }
+  if (ranks_per_host == 0 || ranks_per_host > world) ranks_per_host = world;  // default: all on one host
   RunArgs run = parse_run_args(rest, "estimate");
   RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
   config.apply_global_batch(int(world));
@@ -131,6 +218,7 @@ int command_estimate(const std::vector<std::string> &args) {
       "  that reduces block by block stages a reduction only with train.grad_accum > 1); grads: from\n"
       "  the backward to the update.\n"
       "  CPU float32 runs: c = 4, so the per-parameter bytes are 4 + 4 + 4 + k instead of 2 + 2 + 12.\n");
+  print_host_plan(config, e, world, ranks_per_host);
   return 0;
 }
 

@@ -22,12 +22,12 @@ const char *kUsage =
     "  checkpoint verify DIR                     check checkpoints against their checksums, train nothing\n"
     "  plugins [--params]                        list the plugins found (and their parameters)\n"
     "  config --keys                             list the core tables' keys, types, defaults\n"
-    "  estimate FILE [--world N] [--set ...]     per-rank memory of FILE's model for each ZeRO stage\n"
+    "  estimate FILE [--world N] [--set ...]     per-rank and per-host memory of FILE's model, checkpoint size\n"
     "  convert DS_CONFIG.json                    a DeepSpeed config as zfcore TOML, on stdout\n"
     "  bench optimizer [options]                 compare CPU optimizers (zfcore bench optimizer --help)\n"
     "  bench disk PATH [options]                 O_DIRECT write/read bandwidth of the filesystem under PATH\n"
     "  bench stages|offload|zenflow|binding      train configurations side by side and recommend one\n"
-    "  bench convergence [options]               held-out loss over training time of configurations\n"
+    "  bench convergence [options]               held-out loss over training time of configurations\n"    "  bench scale [options]                     ZeRO-3 offload rows on a large model: MFU, compute share\n"
     "  --version                                 print the version and ABI\n"
     "\n"
     "zfcore COMMAND --help describes a command.\n";
@@ -68,9 +68,13 @@ std::string command_usage(const std::string &command) {
                        "Checks FILE and the parameters of the plugins it names; runs nothing.\n\noptions:\n") +
            kConfigOptions;
   if (command == "estimate")
-    return std::string("usage: zfcore estimate FILE [--world N] [--set table.key=value]... [--unset table.key]...\n\n"
-                       "Prints the per-rank memory of FILE's model under each ZeRO stage, before anything runs.\n\n"
-                       "options:\n  --world N               ranks to spread over (default 1)\n") +
+    return std::string("usage: zfcore estimate FILE [--world N] [--ranks-per-host N] [--set table.key=value]... "
+                       "[--unset table.key]...\n\n"
+                       "Prints the per-rank memory of FILE's model under each ZeRO stage, before anything runs, then\n"
+                       "the config's own plan per rank and per host (GPU, pinned host, pageable host, disk) beside\n"
+                       "what this host has, and its checkpoints beside their directory's free space.\n\n"
+                       "options:\n  --world N               ranks to spread over (default 1)\n"
+                       "  --ranks-per-host N      ranks that share one host's memory (default: all of them)\n") +
            kConfigOptions;
   if (command == "convert")
     return "usage: zfcore convert DS_CONFIG.json > train.toml\n\nWrites DeepSpeed's config as zfcore TOML: batch (train_batch_size is train.global_batch,\n"
@@ -96,12 +100,14 @@ std::string command_usage(const std::string &command) {
            "  --keys                  the listing (plugin tables' own keys: zfcore plugins --params)\n"
            "  --markdown              as the Markdown reference page docs/config.md\n";
   if (command == "bench")
-    return "usage: zfcore bench optimizer|disk|stages|offload|zenflow|binding|convergence [options]\n\n"
+    return "usage: zfcore bench optimizer|disk|stages|offload|zenflow|binding|convergence|scale [options]\n\n"
            "  optimizer [options]               CPU optimizer plugins against torch's AdamW\n"
            "  disk PATH [options]               sequential O_DIRECT write and read bandwidth under PATH\n"
            "  stages|offload|zenflow|binding    train configurations side by side and recommend one\n"
            "  convergence [options]             the held-out loss of configurations over steps and training\n"
-           "                                    time; recommends the first to reach a target loss\n\n"
+           "                                    time; recommends the first to reach a target loss\n"
+           "  scale [options]                   ZeRO-3 with cpu_optimizer, offload.ratio = auto and ZenFlow on a\n"
+           "                                    large model: MFU, compute share of the step, memory per rank\n\n"
            "zfcore bench NAME --help describes each.\n";
   return "";
 }

@@ -82,6 +82,9 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
              "save a checkpoint after the last step: zfcore eval reads the trained model, a failed export loses "
              "nothing, and running the finished run again trains nothing"),
         decl("keep", ZF_PARAM_INT, "2", "keep the newest N checkpoints", kRange, 1, kMaxBatch),
+        decl("disk_limit_gb", ZF_PARAM_FLOAT, "0",
+             "disk space (GiB) the run's checkpoints may fill in checkpoint.dir, checked before step 1 against "
+             "keep + 1 checkpoints (0 = the free space of its filesystem)", kRange, 0, 1 << 24),
         decl("resume", ZF_PARAM_STRING, "auto", "auto: from the newest checkpoint in dir if any; never; or a path"),
         decl("export_hf", ZF_PARAM_STRING, "", "at the end, export the model in Hugging Face format to this directory"),
         decl("export_dtype", ZF_PARAM_STRING, "auto",

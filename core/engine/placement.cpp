@@ -1,6 +1,7 @@
 #include "engine/placement.hpp"
 
 #include "update/zenflow_options.hpp"
+#include "engine/training_checkpoint.hpp"
 #include "memory/memory_estimate.hpp"
 #include "model/zoo.hpp"
 #include "runtime/device.hpp"
@@ -11,6 +12,36 @@
 #include <cmath>
 
 namespace zf {
+namespace {
+
+// The checkpoints before step 1: every rank's fp32 master and optimizer state of its shard, in one
+// directory, keep + 1 of them at once, against the directory's free space or checkpoint.disk_limit_gb.
+// Rank 0 prints the plan.
+void check_checkpoints(const RunConfig &config, const RunOptions &options, const PluginSet &plugins,
+                       uint64_t shard_numel, uint64_t world, bool print) {
+  CheckpointDemand saves;
+  uint64_t state_bytes = 0;
+  for (const StateSpec &spec : plugins.optimizer.state_specs()) state_bytes += c10::elementSize(spec.dtype);
+  if (state_bytes == 0) state_bytes = 8;  // an optimizer that keeps its own state: Adam's
+  saves.directory = checkpoint_dir(config, options.output_dir);
+  saves.state_per_rank = shard_numel * state_bytes;
+  saves.bytes_per_rank = shard_numel * 4 + saves.state_per_rank;
+  saves.world = world;
+  saves.keep = config.integer("checkpoint", "keep");
+  saves.copies = checkpoint_copies(options.steps, options.checkpoint_every, options.checkpoint_final, saves.keep);
+  saves.existing = existing_checkpoint_bytes(saves.directory);
+  saves.moments_halvable = moments_halvable(*plugins.optimizer.file().descriptor, state_bytes);
+  const DiskSpace disk = disk_space(saves.directory, config.real("checkpoint", "disk_limit_gb"));
+  if (print && saves.copies > 0) {
+    std::printf("zfcore: checkpoints: %s each, up to %lld on disk at once in %s (%s: %s)\n",
+                format_bytes(saves.checkpoint_bytes()).c_str(), (long long)saves.copies, saves.directory.c_str(),
+                disk.source.c_str(), format_bytes(disk.bytes).c_str());
+    std::fflush(stdout);
+  }
+  check_checkpoint_space(saves, disk);
+}
+
+}  // namespace
 
 Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime &runtime, PluginSet &plugins,
                      FlatBuffers &flat, const Model &model, int64_t steps_per_epoch, RunStats &stats)
@@ -32,6 +63,7 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
                                         options_.optimizer, ZenFlowOptions::read(config, steps_per_epoch));
   param_tier = update->param_tier();
   check_memory(numel, plugins);
+  check_checkpoints(config, options_, plugins, shard_numel(), uint64_t(comm.world_size()), comm.rank() == 0);
   flat_.materialize(numel, dtype, runtime_.memory, model_tier(), /*with_grads=*/true, param_tier);
 
   // Every rank starts from rank 0's parameters.
@@ -58,7 +90,8 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
   stats.mark("stage");
 }
 
-// Bytes per tier before anything large is allocated, printed, and refused when they cannot fit.
+// Bytes per tier before anything large is allocated, printed, and refused when they cannot fit:
+// host memory summed over the host's ranks, with the settings that would fit it.
 void Placement::check_memory(uint64_t numel, const PluginSet &plugins) {
   const Communicator &comm = *runtime_.comm;
   const bool on_gpu = runtime_.device == ZF_DEVICE_CUDA;
@@ -83,11 +116,15 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins) {
                 tiers.c_str(), format_bytes(host.bytes).c_str(), host.source.c_str(), comm.local_size());
     std::fflush(stdout);
   }
-  check_memory_plan(plan, host, comm.local_size(), on_gpu ? device_free_bytes() : 0,
-                    [&] {
-                      return memory_advice(plugins, flat_.layout(), uint64_t(comm.world_size()),
-                                           c10::elementSize(dtype), uint64_t(options_.grad_accum));
-                    });
+  // check_memory_plan checks the host first: the advice it asks for then is the host's.
+  const bool host_short = host.bytes > 0 && plan.host_bytes() * uint64_t(std::max(1, comm.local_size())) > host.bytes;
+  check_memory_plan(plan, host, comm.local_size(), on_gpu ? device_free_bytes() : 0, [&] {
+    std::string ways;
+    if (host_short)
+      ways = host_ways_out(host_demand(plan, plugins, comm.local_size(), uint64_t(comm.world_size())), host.bytes) + " ";
+    return ways + memory_advice(plugins, flat_.layout(), uint64_t(comm.world_size()), c10::elementSize(dtype),
+                                uint64_t(options_.grad_accum));
+  });
 }
 
 zf_step_buffers Placement::buffers(int64_t step, uint32_t micro) const {

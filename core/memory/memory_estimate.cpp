@@ -1,6 +1,10 @@
 #include "memory/memory_estimate.hpp"
 
+#include "plugin/plugin_registry.hpp"
 #include "plugin/plugin_set.hpp"
+
+#include <cstring>
+#include <filesystem>
 
 namespace zf {
 
@@ -80,6 +84,37 @@ std::string memory_advice(const PluginSet &plugins, const zf_layout &layout, uin
   if (!o.advice.empty()) advice += "offload " + o.plugin + ": " + o.advice + "; ";
   return advice + "optimizer.moment_dtype = \"bf16\" where the optimizer has it (halves the optimizer state), "
                   "or a smaller model";
+}
+
+bool moments_halvable(const zf_descriptor &optimizer, uint64_t state_bytes_per_element) {
+  bool declared = false;
+  for (uint32_t i = 0; i < optimizer.param_count; ++i)
+    declared = declared || std::strcmp(optimizer.params[i].key, "moment_dtype") == 0;
+  return declared && state_bytes_per_element >= 8;  // two fp32 moments (bf16: 4)
+}
+
+bool nvme_plugin_installed() {
+  std::error_code ec;
+  return std::filesystem::exists(PluginRegistry::builtin_dir() / "zf-offload-nvme.so", ec);
+}
+
+HostDemand host_demand(const MemoryPlan &plan, const PluginSet &plugins, int ranks_per_host, uint64_t world) {
+  HostDemand d;
+  d.rank = {plan.bytes(ZF_TIER_DEVICE), plan.bytes(ZF_TIER_PINNED_HOST), plan.bytes(ZF_TIER_HOST),
+            plan.bytes(ZF_TIER_NVME)};
+  d.ranks_per_host = ranks_per_host;
+  d.world = world;
+  const OptimizerPlugin &optimizer = plugins.optimizer;
+  const std::string prefix = std::string(optimizer.name()) + ".";
+  for (const PlannedBuffer &b : plan.buffers)  // the state tensors, not their disk tiles
+    if ((b.tier == ZF_TIER_HOST || b.tier == ZF_TIER_PINNED_HOST) && b.tag.rfind(prefix, 0) == 0 &&
+        b.tag.find("(disk tiles)") == std::string::npos)
+      d.state_on_host += b.bytes;
+  uint64_t state_bytes = 0;
+  for (const StateSpec &spec : optimizer.state_specs()) state_bytes += c10::elementSize(spec.dtype);
+  d.moments_halvable = moments_halvable(*optimizer.file().descriptor, state_bytes);
+  d.nvme_available = nvme_plugin_installed() && std::string(plugins.offload.name()) != "nvme";
+  return d;
 }
 
 }  // namespace zf

@@ -5,6 +5,7 @@
 // plugins' advice.
 #pragma once
 
+#include "memory/host_plan.hpp"
 #include "plugin/memory_entry.hpp"
 
 #include <cstdint>
@@ -46,5 +47,13 @@ PluginEstimate estimate_offload(const PluginFile &offload, const PluginConfig &c
 // state), then what holds for any run.
 std::string memory_advice(const PluginSet &plugins, const zf_layout &layout, uint64_t world, uint64_t compute_bytes,
                           uint64_t grad_accum);
+
+// What could shrink this run's host memory (host_plan.hpp): its optimizer's state in host tiers,
+// whether the optimizer takes bf16 moments, whether the nvme plugin is installed.
+HostDemand host_demand(const MemoryPlan &plan, const PluginSet &plugins, int ranks_per_host, uint64_t world);
+// Whether `optimizer` (a plugin's descriptor) declares moment_dtype and its state is still fp32.
+bool moments_halvable(const zf_descriptor &optimizer, uint64_t state_bytes_per_element);
+// Whether the nvme offload plugin is installed beside the built-in plugins.
+bool nvme_plugin_installed();
 
 }  // namespace zf

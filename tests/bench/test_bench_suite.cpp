@@ -221,6 +221,47 @@ TEST_CASE("bench offload: the floor is the CPU update's bytes per step over the 
         Approx(1e3 * 2 * half_bytes / two.result["link_rates"]["host_bytes_per_s"].get<double>()).epsilon(1e-6));
 }
 
+// The scale suite's figures from the rows' own measurements: MFU = 6 x parameters x tokens per step
+// over (step time x ranks x peak), compute = fwd + bwd, practicality = compute / step.
+TEST_CASE("bench scale on 2 MPI ranks: ZeRO-3 offload rows with MFU, compute share, memory and start-up",
+          "[bench][mpi]") {
+  SuiteRun run = bench_ok("scale", "--gpus 2 --peak-tflops 1", "bench_scale_mpi");
+  // The tiny GPT (hidden 32, 2 layers, MLP 128, vocab 97, 32 positions, tied head): embeddings 3104 +
+  // positions 1024 + 2 x 12704 per layer + the final norm's 64.
+  CHECK(run.result["parameters"].get<double>() == 29600);
+  CHECK(run.result["peak_flops_per_gpu"].get<double>() == 1e12);
+  for (const char *name : {"zero3_cpu_optimizer", "zero3_cpu_optimizer_auto", "zero3_zenflow"}) {
+    const auto &row = row_named(run.result, name);
+    INFO(name << ": " << row.dump());
+    REQUIRE(row["status"] == "ok");
+    nlohmann::json summary = nlohmann::json::parse(test::read_text(row["run_dir"].get<std::string>() + "/summary.json"));
+    CHECK(summary["world_size"] == 2);
+    CHECK(summary["plugins"]["stage"]["name"] == "zero3");
+    CHECK(summary["plugins"]["offload"]["name"] == "cpu_optimizer");
+    const double step = row["mean_step_ms"].get<double>(), compute = row["compute_ms"].get<double>();
+    CHECK(compute == Approx(row["fwd_ms"].get<double>() + row["bwd_ms"].get<double>()));
+    CHECK(row["practicality"].get<double>() == Approx(compute / step));
+    const double tokens_per_step = row["tokens_per_s"].get<double>() * step / 1e3;
+    CHECK(tokens_per_step > 0);
+    CHECK(tokens_per_step <= 2 * 4 * 32);  // 2 ranks x 4 samples x at most 32 tokens
+    CHECK(row["mfu"].get<double>() == Approx(6 * 29600 * tokens_per_step / (step / 1e3 * 2 * 1e12)));
+    CHECK(row["time_to_first_step_s"].get<double>() > 0);
+    CHECK(row["pinned_peak_bytes"].get<uint64_t>() > 0);
+    CHECK(row["estimate_pinned_bytes"].get<uint64_t>() > 0);
+  }
+  // ZenFlow chose its columns (topk auto: 0.1 on a CPU run without run.device_memory_limit_gb).
+  const auto &zenflow = row_named(run.result, "zero3_zenflow");
+  nlohmann::json selected = nlohmann::json::parse(test::read_text(zenflow["run_dir"].get<std::string>() + "/summary.json"));
+  CHECK(selected["selected_column_fraction"].get<double>() > 0);
+  CHECK(selected["selected_column_fraction"].get<double>() < 1);
+  for (const char *column : {"MFU", "compute ms", "practicality", "pinned/rank", "est. pinned", "first step s",
+                             "peak: 1 TFLOP/s per GPU, --peak-tflops 1"})
+    CHECK_THAT(run.outcome.output, Catch::Contains(column));
+  CHECK_THAT(test::read_text(output_file(run.dir, "scale", ".csv")),
+             Catch::Contains(",status,mfu,compute_ms,practicality,estimate_device_bytes,estimate_pinned_bytes,"));
+  CHECK(fs::exists(output_file(run.dir, "scale", ".html")));
+}
+
 TEST_CASE("bench binding on 2 ranks: unbound ranks share every core, bound ones each have their own", "[bench][mpi]") {
   SuiteRun run = bench_ok("binding", "--gpus 2", "bench_binding");
   const nlohmann::json &result = run.result;
