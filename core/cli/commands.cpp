@@ -1,13 +1,14 @@
 #include "cli/commands.hpp"
 
 #include "config/limits.hpp"
-#include "data/sequences.hpp"
 #include "engine/engine.hpp"
 #include "engine/evaluate.hpp"
+#include "engine/run_options.hpp"
+#include "engine/setup_checks.hpp"
 #include "plugin/plugin_set.hpp"
-#include "update/zenflow_options.hpp"
 #include "plugin/memory_entry.hpp"
 #include "plugin/plugin_entry.hpp"
+#include "plugin/known_plugins.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/log.hpp"
 #include "runtime/runtime.hpp"
@@ -23,6 +24,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 
 namespace zf {
@@ -62,6 +64,8 @@ RunArgs parse_run_args(const std::vector<std::string> &args, const char *command
       out.overrides.push_back(arg.substr(6));
     } else if (arg.rfind("--unset=", 0) == 0) {
       out.unsets.push_back(arg.substr(8));
+    } else if (arg == "--verbose" && std::string(command) == "run") {
+      out.verbose = true;
     } else if (!arg.empty() && arg[0] == '-') {
       throw UsageError("unknown option '" + arg + "' (zfcore " + command + " --help lists them)");
     } else if (out.file.empty()) {
@@ -75,9 +79,17 @@ RunArgs parse_run_args(const std::vector<std::string> &args, const char *command
   return out;
 }
 
-void print_config_notes(const RunConfig &config) {
+void print_config_notes(const RunConfig &config, const std::string &run_dir) {
   if (config.notes().empty()) return;
-  std::printf("zfcore: DeepSpeed keys without a zfcore key of their own:\n");
+  std::error_code ec;
+  if (!run_dir.empty() && std::filesystem::exists(run_dir + "/steps.jsonl", ec)) {
+    std::printf("zfcore: %zu notes on the DeepSpeed keys, printed at the first run in %s (--verbose prints them "
+                "again; zfcore convert %s lists them)\n", config.notes().size(), run_dir.c_str(),
+                config.file().substr(0, config.file().find(" (as `zfcore convert")).c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("zfcore: DeepSpeed keys without a zfcore key of their own, or whose value differs from DeepSpeed's:\n");
   for (const std::string &note : config.notes()) std::printf("  %s\n", note.c_str());
   std::fflush(stdout);
 }
@@ -101,7 +113,7 @@ int on_every_rank(const RunArgs &run, const std::function<int(const RunConfig &,
   try {
     RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
     config.apply_global_batch(runtime->comm->world_size());
-    if (runtime->comm->rank() == 0) print_config_notes(config);
+    if (runtime->comm->rank() == 0) print_config_notes(config, run.verbose ? "" : RunOptions::read(config).output_dir);
     check_same_config_on_all_ranks(config, *runtime->comm);
     check_run_limits(config, runtime->comm->world_size());
     if (config.real("run", "comm_timeout_s") > 0) runtime->comm->set_timeout_s(config.real("run", "comm_timeout_s"));
@@ -120,6 +132,10 @@ int on_every_rank(const RunArgs &run, const std::function<int(const RunConfig &,
 int command_run(const std::vector<std::string> &args) {
   return on_every_rank(parse_run_args(args, "run"), [](const RunConfig &config, Runtime &runtime) {
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
+    std::vector<std::string> notes;  // what `zfcore validate` checks, first and alike (setup_checks.hpp)
+    check_before_setup(config, registry, &notes);
+    if (runtime.comm->rank() == 0)
+      for (const std::string &note : notes) log_warn(note);
     RunSummary summary = train(config, runtime, registry);
     if (runtime.comm->rank() == 0 && summary.steps < summary.first_step) {
       std::printf("zfcore: step %lld, param_digest %s\n", (long long)summary.steps, summary.param_digest.c_str());
@@ -173,21 +189,18 @@ int command_validate(const std::vector<std::string> &args) {
   config.apply_global_batch(0);  // the ranks of the launch are not known here
   print_config_notes(config);
   check_run_limits(config, 1);
-  ZenFlowOptions zenflow = ZenFlowOptions::read(config, 1);  // its keys and their combinations
-  const std::string data_type = config.string("data", "type");  // the files the run will read exist
-  if (data_type == "text") data_path(config, "a text file");
-  if (data_type == "alpaca") data_path(config, "an Alpaca JSON file");
-  if (!config.string("data", "eval_path").empty() && data_type != "tokens") data_path(config, "a file", true, "eval_path");
   PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
+  std::vector<std::string> notes;
+  check_before_setup(config, registry, &notes);  // what a run checks first, the same way
+  for (const std::string &note : notes) std::printf("zfcore: %s\n", note.c_str());
   std::string chosen;
   for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR}) {
-    const PluginSection &section = config.plugin(kind);
-    for (const std::string &name : section.candidates) resolve_plugin(section, name, registry, nullptr);
     std::string names;
-    for (const std::string &name : section.candidates) names += (names.empty() ? "" : "|") + name;
+    for (const std::string &name : candidates_here(config.plugin(kind), registry, nullptr))
+      names += (names.empty() ? "" : "|") + name;
     chosen += format("%s%s %s", chosen.empty() ? "" : ", ", kind_name(kind), names.c_str());
   }
-  if (zenflow.enabled) chosen += ", zenflow";
+  if (config.has_table("zenflow")) chosen += ", zenflow";
   std::printf("%s: valid (%s)\n", run.file.c_str(), chosen.c_str());
   return 0;
 }
@@ -219,6 +232,14 @@ int command_plugins(const std::vector<std::string> &args) {
       if (d.param_count == 0) std::printf("    (no parameters)\n");
     }
   }
+  std::string absent;
+  for (const KnownPlugin &known : known_plugins())
+    if (!installed(registry, known.kind, known.name))
+      absent += format("  %-25s (zfcore has it in %s)\n", format("%s/%s", kind_name(known.kind), known.name).c_str(),
+                       known.built);
+  if (!absent.empty())
+    std::printf("\nknown, not installed here (a fallback list such as optimizer.plugin = [\"gpu_adam\", "
+                "\"cpu_adam\"] skips them):\n%s", absent.c_str());
   if (!rejected.empty()) {
     std::printf("\nrejected:\n");
     for (const Rejection &r : rejected) std::printf("  %s: %s\n", r.path.c_str(), r.reason.c_str());

@@ -17,6 +17,7 @@ struct RunArgs {
   std::string file;
   std::vector<std::string> overrides;  // "table.key=value"
   std::vector<std::string> unsets;     // "table.key"
+  bool verbose = false;                // --verbose (run): the DeepSpeed notes on every run
 };
 // Throws UsageError for anything else, and for `--set table.key value` says to write table.key=value.
 RunArgs parse_run_args(const std::vector<std::string> &args, const char *command);
@@ -33,8 +34,9 @@ int command_config(const std::vector<std::string> &args);
 int command_checkpoint(const std::vector<std::string> &args);  // checkpoint_command.cpp
 
 // A DeepSpeed JSON's notes (RunConfig::notes), printed before a command that runs it starts, as
-// `zfcore convert` lists them at the top of its TOML.
-void print_config_notes(const RunConfig &config);
+// `zfcore convert` lists them at the top of its TOML. With `run_dir`: once per run directory (a run
+// that finds the reports of an earlier one there says how many notes there are instead).
+void print_config_notes(const RunConfig &config, const std::string &run_dir = "");
 
 // One declared parameter as a line of `zfcore plugins --params` and `zfcore config --keys`.
 std::string param_text(const zf_param_decl &p);

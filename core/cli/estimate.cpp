@@ -151,6 +151,24 @@ void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t 
   }
 }
 
+std::string gib(uint64_t bytes) { return format("%.2f GiB", double(bytes) / double(1ull << 30)); }
+
+// The config's own row in GiB, on each tier its offload plugin uses: the figure to hold against a
+// GPU's or a host's memory.
+void print_this_config(const ConfigEstimate &e) {
+  for (size_t i = 0; i < e.stages.size(); ++i) {
+    const PluginEstimate &s = e.stages[i];
+    if (s.plugin != e.stage || !s.estimated) continue;
+    const PluginEstimate *o = i < e.offloaded.size() && e.offloaded[i].estimated ? &e.offloaded[i] : nullptr;
+    std::string where = gib(o ? o->tiers[ZF_TIER_DEVICE] : s.total()) + " where the model computes";
+    if (o && o->tiers[ZF_TIER_PINNED_HOST]) where += ", " + gib(o->tiers[ZF_TIER_PINNED_HOST]) + " pinned host";
+    if (o && o->tiers[ZF_TIER_HOST]) where += ", " + gib(o->tiers[ZF_TIER_HOST]) + " host";
+    if (o && o->tiers[ZF_TIER_NVME]) where += ", " + gib(o->tiers[ZF_TIER_NVME]) + " on NVMe";
+    std::printf("this config (%s, offload %s): per rank %s, before activations\n", e.stage.c_str(), e.offload.c_str(),
+                where.c_str());
+  }
+}
+
 }  // namespace
 
 int command_estimate(const std::vector<std::string> &args) {
@@ -179,6 +197,11 @@ int command_estimate(const std::vector<std::string> &args) {
   }
   if (ranks_per_host == 0 || ranks_per_host > world) ranks_per_host = world;  // default: all on one host
   RunArgs run = parse_run_args(rest, "estimate");
+  // A DeepSpeed config names no data, and the estimate reads none: only the model must be added.
+  const bool json = run.file.size() > 5 && run.file.compare(run.file.size() - 5, 5, ".json") == 0;
+  if (json && std::none_of(run.overrides.begin(), run.overrides.end(),
+                           [](const std::string &set) { return set.rfind("data.", 0) == 0; }))
+    run.overrides.push_back("data.type=random");
   RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
   config.apply_global_batch(int(world));
   print_config_notes(config);
@@ -207,6 +230,7 @@ int command_estimate(const std::vector<std::string> &args) {
   }
   print_offload(e);
   print_gpu_peak(e, config);
+  print_this_config(e);
   std::printf("formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state "
               "bytes), as each stage plugin reports them:\n",
               (unsigned long long)input.compute_bytes);

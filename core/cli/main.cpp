@@ -43,10 +43,12 @@ const char *kConfigOptions =
 // zfcore COMMAND --help.
 std::string command_usage(const std::string &command) {
   if (command == "run")
-    return std::string("usage: zfcore run FILE [--set table.key=value]... [--unset table.key]...\n\n"
+    return std::string("usage: zfcore run FILE [--set table.key=value]... [--unset table.key]... [--verbose]\n\n"
                        "Trains as FILE (TOML, or a DeepSpeed JSON as zfcore convert reads it) says; under mpirun,\n"
                        "one process per rank.\n\noptions:\n") +
            kConfigOptions +
+           "  --verbose               a DeepSpeed JSON's notes on every run, not only on the first run of its\n"
+           "                          run directory\n" +
            "\nexit codes:\n"
            "  0    trained to train.steps (or the checkpoint resumed from is already there)\n"
            "  1    an error: the config, a plugin, the data, or a failure while training (the message says which)\n"
@@ -79,12 +81,14 @@ std::string command_usage(const std::string &command) {
   if (command == "convert")
     return "usage: zfcore convert DS_CONFIG.json > train.toml\n\nWrites DeepSpeed's config as zfcore TOML: batch (train_batch_size is train.global_batch,\n"
            "checked against micro-batch x accumulation x ranks when the run starts), precision, ZeRO stage\n"
-           "and its knobs, offload_optimizer (cpu, nvme), aio, zenflow, optimizer, scheduler (with DeepSpeed's\n"
-           "defaults: log warm-up, 1000 warm-up steps), clipping. Keys without a zfcore key are listed at\n"
-           "the top with what happens to them; a key DeepSpeed does not have is an error at its line, with\n"
-           "the nearest key suggested. Add [model] and [data] (or --set them when running). zfcore run,\n"
-           "validate, eval and estimate take a .json config directly, through the same conversion, and\n"
-           "print the same notes.\n";
+           "and its knobs, offload_optimizer (cpu, nvme), aio, zenflow, optimizer, scheduler (DeepSpeed's\n"
+           "learning rate step for step, with its defaults: log warm-up, 1000 warm-up steps), clipping.\n"
+           "\"auto\" is what the Hugging Face Trainer fills in by default (lr 5e-5, 8 per device, ...).\n"
+           "Keys without a zfcore key, \"auto\" values and values that differ from DeepSpeed's are listed at\n"
+           "the top, each with the value that applies; what DeepSpeed refuses is refused. A key DeepSpeed does\n"
+           "not have is an error at its line, with the nearest key suggested. Add [model] and [data] (or\n"
+           "--set them when running). zfcore run, validate, eval and estimate take a .json config directly,\n"
+           "through the same conversion, and print the same notes (run: at a run directory's first run).\n";
   if (command == "checkpoint")
     return "usage: zfcore checkpoint verify DIR\n\nChecks the checkpoints in DIR (one checkpoint step-N, a checkpoint directory, or a\n"
            "run's output directory) as a resume does: every rank file, its header and metadata, and every\n"

@@ -1,9 +1,10 @@
 // deepspeed.hpp: a DeepSpeed config (ds_config.json) as zfcore TOML, for `zfcore convert` and for
 // `zfcore run | validate | eval | estimate ds_config.json`. Every key DeepSpeed documents for
 // training either becomes a zfcore key or is a note (a TOML comment at the top of the output, and
-// printed by the commands that run the JSON) saying what happens to it. Where DeepSpeed has a
-// default that differs from zfcore's (the scheduler's warm-up type and length, WarmupCosineLR's
-// cos_min_ratio, WarmupLR's peak), the output writes DeepSpeed's. A key DeepSpeed does not have is an
+// printed by the commands that run the JSON) saying what happens to it and the value that applies.
+// Where DeepSpeed has a default or a semantics that differs from zfcore's (its schedulers' steps and
+// warm-up, ZenFlow's defaults), the output writes DeepSpeed's; what DeepSpeed refuses is refused, at
+// the key's line. "auto" is the Hugging Face Trainer's default value. A key DeepSpeed does not have is an
 // error at its line and column with the nearest known key suggested, as an unknown TOML key is.
 // [model] and [data] are not part of a DeepSpeed config: the output says to add them.
 #pragma once
@@ -15,7 +16,7 @@ namespace zf {
 
 struct DeepSpeedConversion {
   std::string toml;                // the whole TOML text, notes included as comments
-  std::vector<std::string> notes;  // "ds.key: what happens", one per key without a zfcore key
+  std::vector<std::string> notes;  // "ds.key: what happens", one per key noted
 };
 
 // `json_text` converted; `source` (the file) is named in errors and in the output's header.

@@ -63,8 +63,19 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
              "constant|cosine|linear"),
         decl("warmup_steps", ZF_PARAM_INT, "0", "learning-rate warm-up from 0 over this many steps", kRange, 0, kMaxSteps),
         decl("warmup_type", ZF_PARAM_STRING, "linear",
-             "shape of the warm-up: linear (step / warmup_steps) or log (log(step + 1) / log(warmup_steps + 1), "
-             "DeepSpeed's default: fast at first)", 0, 0, 0, "linear|log"),
+             "shape of the warm-up: linear (step / warmup_steps) or log (log(step + 1) / log(warmup_steps + 1): "
+             "fast at first, the shape of DeepSpeed's default)", 0, 0, 0, "linear|log"),
+        decl("warmup_min_ratio", ZF_PARAM_FLOAT, "0",
+             "the warm-up starts at this fraction of optimizer.lr (DeepSpeed's warmup_min_lr / warmup_max_lr)",
+             kUnitClosed, 0, 1),
+        decl("lr_decay_steps", ZF_PARAM_INT, "0",
+             "the step at which the decay reaches min_lr_ratio and stays (DeepSpeed's total_num_steps; 0 = "
+             "train.steps)", kRange, 0, kMaxSteps),
+        decl("lr_schedule_steps", ZF_PARAM_STRING, "zfcore",
+             "zfcore: step 1 is the warm-up's first step; deepspeed: the lr DeepSpeed's schedulers give each "
+             "optimizer step (step 1 at the warm-up's start, warm-up over max(2, warmup_steps) steps after it, "
+             "the log warm-up log(i + 1) / log(warmup_steps)); zfcore convert writes it for a DeepSpeed scheduler",
+             0, 0, 0, "zfcore|deepspeed"),
         decl("min_lr_ratio", ZF_PARAM_FLOAT, "0.1", "decay ends at this fraction of optimizer.lr", kUnitClosed, 0, 1),
         decl("clip_grad_norm", ZF_PARAM_FLOAT, "0.0", "clip gradients to this global L2 norm (0 = no clipping)", kMin, 0),
         decl("eval_every", ZF_PARAM_INT, "0", "evaluate the held-out split every N steps (0 = never)", kRange, 0, kMaxSteps),

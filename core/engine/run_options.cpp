@@ -35,8 +35,10 @@ RunOptions RunOptions::read(const RunConfig &config) {
   o.schedule.kind = config.string("train", "lr_schedule");
   o.schedule.warmup_steps = config.integer("train", "warmup_steps");
   o.schedule.warmup_type = config.string("train", "warmup_type");
-  o.schedule.total_steps = o.steps;
+  o.schedule.total_steps = config.integer("train", "lr_decay_steps") > 0 ? config.integer("train", "lr_decay_steps") : o.steps;
   o.schedule.min_lr_ratio = config.real("train", "min_lr_ratio");
+  o.schedule.warmup_min_ratio = config.real("train", "warmup_min_ratio");
+  o.schedule.steps = config.string("train", "lr_schedule_steps");
 
   o.checkpoint_every = config.integer("checkpoint", "every");
   o.checkpoint_final = config.boolean("checkpoint", "final");

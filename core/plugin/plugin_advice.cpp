@@ -11,7 +11,14 @@ namespace zf {
 
 namespace {
 
-uint32_t traits_of(const zf_descriptor &d) {
+bool meets(const zf_descriptor &d, const PluginNeeds &needs) {
+  return (d.capabilities & needs.capabilities) == needs.capabilities && (plugin_traits(d) & needs.traits) == needs.traits &&
+         !(needs.except && std::strcmp(d.name, needs.except) == 0);
+}
+
+}  // namespace
+
+uint32_t plugin_traits(const zf_descriptor &d) {
   uint32_t traits = 0;
   if (d.kind == ZF_KIND_OPTIMIZER) {
     zf_optimizer_api api = api_copy<zf_optimizer_api>(d.api);
@@ -22,13 +29,6 @@ uint32_t traits_of(const zf_descriptor &d) {
   }
   return traits;
 }
-
-bool meets(const zf_descriptor &d, const PluginNeeds &needs) {
-  return (d.capabilities & needs.capabilities) == needs.capabilities && (traits_of(d) & needs.traits) == needs.traits &&
-         !(needs.except && std::strcmp(d.name, needs.except) == 0);
-}
-
-}  // namespace
 
 std::string installed_with(PluginRegistry &registry, zf_kind kind, const PluginNeeds &needs) {
   std::vector<const PluginFile *> found;

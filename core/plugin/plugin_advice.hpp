@@ -29,6 +29,9 @@ struct PluginNeeds {
   const char *except = nullptr;  // not the plugin of this name (the refused one)
 };
 
+// The PluginTrait bits a plugin's table shows.
+uint32_t plugin_traits(const zf_descriptor &descriptor);
+
 // The installed plugins of `kind` (the first loadable file of each name in the search path) that
 // meet `needs`, as the setting that picks one: `KIND.plugin = "a", "b" or "c"`, sorted; or a text
 // that says none is installed. Loads every plugin file of the search path: for failure paths.

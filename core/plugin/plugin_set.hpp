@@ -35,6 +35,17 @@ class PluginSet {
   std::unique_ptr<OptimizerPlugin> device_optimizer_;
 };
 
+// The candidates of `section` to try on this machine, in order. A name that some zfcore build has
+// but this one does not (known_plugins.hpp: gpu_adam without CUDA) is left out, with a note in
+// `skipped`, as a plugin that declines is; a name no build has stays (resolving it is an error that
+// names the nearest). Throws when every name is left out. `zfcore validate` and a run share it.
+std::vector<std::string> candidates_here(const PluginSection &section, const PluginRegistry &registry,
+                                         std::vector<std::string> *skipped);
+
+// Every plugin table's candidates resolved and their parameters validated, without creating any
+// plugin; the notes of candidates_here in `skipped`. `zfcore validate` and a run share it.
+void check_plugin_tables(const RunConfig &config, PluginRegistry &registry, std::vector<std::string> *skipped);
+
 // Resolves and validates a plugin table without creating the plugin (`zfcore validate`).
 const PluginFile &resolve_plugin(const PluginSection &section, const std::string &name, PluginRegistry &registry,
                                  std::unique_ptr<PluginConfig> *config_out);

@@ -1,0 +1,154 @@
+#include "engine/setup_checks.hpp"
+
+#include "config/limits.hpp"
+#include "data/sequences.hpp"
+#include "model/transformer_shape.hpp"
+#include "plugin/plugin_advice.hpp"
+#include "plugin/plugin_registry.hpp"
+#include "plugin/plugin_set.hpp"
+#include "runtime/error.hpp"
+#include "update/zenflow_options.hpp"
+
+#include <algorithm>
+
+namespace zf {
+
+namespace {
+
+const ConfigEntry *entry_of(const PluginSection &section, const char *key) {
+  auto found = std::find_if(section.entries.begin(), section.entries.end(),
+                            [&](const ConfigEntry &entry) { return entry.key == key; });
+  return found == section.entries.end() ? nullptr : &*found;
+}
+
+// The files the run reads exist, and the held-out data an evaluation needs is there.
+void check_data(const RunConfig &config) {
+  const std::string type = config.string("data", "type");
+  if (type == "text") data_path(config, "a text file");
+  if (type == "alpaca") data_path(config, "an Alpaca JSON file");
+  if (!config.string("data", "eval_path").empty() && type != "tokens") data_path(config, "a file", true, "eval_path");
+  ZF_REQUIRE(config.integer("train", "eval_every") == 0 || !config.string("data", "eval_path").empty() ||
+                 config.real("data", "eval_fraction") > 0,
+             "%s: train.eval_every = %lld but the data has no held-out part; set data.eval_path (a file) or "
+             "data.eval_fraction",
+             config.where("train", "eval_every").str().c_str(), (long long)config.integer("train", "eval_every"));
+}
+
+// The model's shape from the [model] table and init_from's config.json (no weights read), and
+// what the run will do with it.
+void check_model(const RunConfig &config, std::vector<std::string> *notes) {
+  if (!is_transformer_config(config)) {
+    for (const char *key : {"preset", "init_from"})
+      ZF_REQUIRE(config.string("model", key).empty() || config.string("model", "type") != "linear_stack",
+                 "%s: model.%s does not apply to model.type = \"linear_stack\"",
+                 config.where("model", key).str().c_str(), key);
+    ZF_REQUIRE(config.string("checkpoint", "export_hf").empty(),
+               "%s: checkpoint.export_hf: model.type = \"%s\" has no Hugging Face format (only gpt2, llama and qwen2 "
+               "do); remove checkpoint.export_hf", config.where("checkpoint", "export_hf").str().c_str(),
+               config.string("model", "type").c_str());
+    return;
+  }
+  const TransformerOptions options = transformer_options(config);
+  // The byte tokenizer's ids are bytes: a larger vocabulary trains embeddings no id reaches.
+  const std::string type = config.string("data", "type");
+  if ((type == "text" || type == "alpaca") && config.string("data", "tokenizer") == "byte" &&
+      options.shape.vocab != 256 && notes)
+    notes->push_back(format("%s: data.tokenizer = \"byte\" gives 256 ids, and the model has a vocabulary of %lld "
+                            "(model.preset or init_from): %lld embeddings are never trained. Use the model's "
+                            "tokenizer (data.tokenizer = \"hf\" or \"sentencepiece\" with data.tokenizer_path), or "
+                            "a model of vocab = 256 for byte-level text",
+                            config.where("data", "tokenizer").str().c_str(), (long long)options.shape.vocab,
+                            (long long)(options.shape.vocab - 256)));
+}
+
+// [zenflow] chooses what the device updates and needs the master weights in host memory; the
+// offload keys that choose otherwise are named where they are written, with the fix.
+void check_zenflow_offload(const RunConfig &config, PluginRegistry &registry) {
+  if (!config.has_table("zenflow")) return;
+  const PluginSection &offload = config.plugin(ZF_KIND_OFFLOAD);
+  if (const ConfigEntry *ratio = entry_of(offload, "ratio")) {
+    const bool whole = std::holds_alternative<double>(ratio->value) && std::get<double>(ratio->value) == 1.0;
+    const bool whole_int = std::holds_alternative<int64_t>(ratio->value) && std::get<int64_t>(ratio->value) == 1;
+    ZF_REQUIRE(whole || whole_int,
+               "%s: offload.ratio = %s and [zenflow] both choose what the device updates: ZenFlow keeps the selected "
+               "columns there; drop offload.ratio (--unset offload.ratio)",
+               ratio->where.str().c_str(), value_to_string(ratio->value).c_str());
+  }
+  if (const ConfigEntry *params = entry_of(offload, "offload_params")) {
+    const bool on = std::holds_alternative<bool>(params->value) && std::get<bool>(params->value);
+    ZF_REQUIRE(!on,
+               "%s: offload.offload_params = true keeps the working parameters in host memory, but [zenflow] updates "
+               "the selected columns where the model computes every step: drop it (--unset offload.offload_params)",
+               params->where.str().c_str());
+  }
+  // The offload plugin moves gradients out and parameters in, as keeping the master weights in
+  // host memory needs (each candidate installed here).
+  for (const std::string &name : candidates_here(offload, registry, nullptr)) {
+    const PluginFile &file = resolve_plugin(offload, name, registry, nullptr);
+    ZF_REQUIRE(plugin_traits(*file.descriptor) & kMovesData,
+               "%s: [zenflow] updates the unselected columns on the CPU, so it needs an offload plugin that keeps the "
+               "master weights in host memory and moves gradients and parameters (%s), not '%s' (offload.plugin)",
+               offload.where.str().c_str(), installed_with(registry, ZF_KIND_OFFLOAD, {0, kMovesData}).c_str(),
+               name.c_str());
+  }
+}
+
+// The optimizer runs where the offload keeps the master weights, and holds its state where the
+// offload needs it held (per pair of candidates installed here; a GPU-only optimizer declines on a
+// CPU run, so a list like ["gpu_adam", "cpu_adam"] is checked by its CPU entries there).
+void check_optimizer_offload(const RunConfig &config, PluginRegistry &registry) {
+  const PluginSection &optimizers = config.plugin(ZF_KIND_OPTIMIZER), &offloads = config.plugin(ZF_KIND_OFFLOAD);
+  const bool gpu = config.string("run", "device") == "cuda";
+  const bool low_precision = config.string("model", "dtype") != "float32";
+  const ConfigEntry *ratio = entry_of(offloads, "ratio");
+  const bool split = ratio && !(std::holds_alternative<double>(ratio->value) && std::get<double>(ratio->value) == 1.0) &&
+                     !(std::holds_alternative<int64_t>(ratio->value) && std::get<int64_t>(ratio->value) == 1);
+  const std::string where_text = optimizers.where.str();
+  const char *where = where_text.c_str();
+  auto host_optimizers = [&](uint32_t traits) {
+    return installed_with(registry, ZF_KIND_OPTIMIZER,
+                          {ZF_CAP_CPU | (low_precision ? ZF_CAP_LOW_PRECISION_OUT : 0), traits, nullptr});
+  };
+  for (const std::string &offload_name : candidates_here(offloads, registry, nullptr)) {
+    const zf_descriptor &offload = *resolve_plugin(offloads, offload_name, registry, nullptr).descriptor;
+    const bool on_host = plugin_traits(offload) & kMovesData;  // the master weights in host memory
+    for (const std::string &name : candidates_here(optimizers, registry, nullptr)) {
+      const zf_descriptor &optimizer = *resolve_plugin(optimizers, name, registry, nullptr).descriptor;
+      const uint64_t caps = optimizer.capabilities;
+      if (!gpu && !(caps & ZF_CAP_CPU)) continue;  // declines on a CPU run
+      if (!on_host) continue;  // the master where the model computes (a GPU run checks its optimizer there)
+      ZF_REQUIRE(caps & ZF_CAP_CPU,
+                 "%s: optimizer plugin '%s' runs on the GPU but offload plugin '%s' keeps the master weights in host "
+                 "memory: use a CPU optimizer (%s)", where, name.c_str(), offload_name.c_str(), host_optimizers(0).c_str());
+      ZF_REQUIRE(!low_precision || (caps & ZF_CAP_LOW_PRECISION_OUT),
+                 "%s: optimizer plugin '%s' cannot write %s parameters in its step (ZF_CAP_LOW_PRECISION_OUT), which "
+                 "offload plugin '%s' needs: use one that can (%s)", where, name.c_str(),
+                 config.string("model", "dtype").c_str(), offload_name.c_str(), host_optimizers(0).c_str());
+      const bool held = plugin_traits(optimizer) & kHostHeldState;
+      const std::string moves = (offload.capabilities & ZF_CAP_NVME)
+                                    ? format("offload plugin '%s' puts the optimizer state on disk", offload_name.c_str())
+                                : config.has_table("zenflow")
+                                    ? std::string("[zenflow] moves each column's optimizer state between the host and "
+                                                  "the device")
+                                : split ? std::string("offload.ratio < 1 moves the device part's optimizer state between "
+                                                      "the host and the device")
+                                        : std::string();
+      ZF_REQUIRE(moves.empty() || held,
+                 "%s: %s, so the host must hold it: optimizer plugin '%s' keeps its own (use one that lets the host "
+                 "hold it: %s)", where, moves.c_str(), name.c_str(), host_optimizers(kHostHeldState).c_str());
+    }
+  }
+}
+
+}  // namespace
+
+void check_before_setup(const RunConfig &config, PluginRegistry &registry, std::vector<std::string> *notes) {
+  ZenFlowOptions::read(config, 1);  // its keys and their combinations
+  check_data(config);
+  check_model(config, notes);
+  check_plugin_tables(config, registry, notes);
+  check_zenflow_offload(config, registry);
+  check_optimizer_offload(config, registry);
+}
+
+}  // namespace zf
