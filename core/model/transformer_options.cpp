@@ -8,6 +8,7 @@
 #include "runtime/log.hpp"
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 
 namespace zf {
@@ -135,7 +136,9 @@ TransformerOptions transformer_options(const RunConfig &config) {
     shape = stored;
     // Hugging Face trains with config.json's dropout; zfcore with model.dropout: say which.
     const double stored_dropout = read_hf_dropout(options.init_from);
-    if (!wrote("dropout") && stored_dropout > 0)
+    // Once per process: a run reads its model's shape twice (its checks before setup, then setup).
+    static std::set<std::string> said;
+    if (!wrote("dropout") && stored_dropout > 0 && said.insert(source).second)
       log_info(format("%s has dropout %g; this run trains without dropout (model.dropout = 0): set model.dropout = "
                       "%g to train with it%s", source.c_str(), stored_dropout, stored_dropout,
                       options.activation_checkpointing ? " (and model.activation_checkpointing = false)" : ""));

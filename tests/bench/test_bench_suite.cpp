@@ -243,7 +243,7 @@ TEST_CASE("bench scale on 2 MPI ranks: ZeRO-3 offload rows with MFU, compute sha
     CHECK(row["practicality"].get<double>() == Approx(compute / step));
     const double tokens_per_step = row["tokens_per_s"].get<double>() * step / 1e3;
     CHECK(tokens_per_step > 0);
-    CHECK(tokens_per_step <= 2 * 4 * 32);  // 2 ranks x 4 samples x at most 32 tokens
+    CHECK(tokens_per_step <= 2 * 4 * 32 * (1 + 1e-6));  // 2 ranks x 4 samples x at most 32 tokens (the rate rounds)
     CHECK(row["mfu"].get<double>() == Approx(6 * 29600 * tokens_per_step / (step / 1e3 * 2 * 1e12)));
     CHECK(row["time_to_first_step_s"].get<double>() > 0);
     CHECK(row["pinned_peak_bytes"].get<uint64_t>() > 0);

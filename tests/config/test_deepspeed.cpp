@@ -301,7 +301,7 @@ TEST_CASE("deepspeed: estimate takes a DeepSpeed JSON with a model alone, and gi
                                   Catch::Contains(" GiB pinned host"));
 }
 
-TEST_CASE("deepspeed: a run prints the notes at its run directory's first run; --verbose every time",
+TEST_CASE("deepspeed: a run prints the notes at its run directory's first run, and with --verbose every time",
           "[config][convert]") {
   std::string dir = test::scratch_dir("deepspeed_notes_once");
   const std::string config = fixture("hf_trainer_zero3_offload.json");

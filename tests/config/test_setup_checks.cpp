@@ -124,7 +124,7 @@ TEST_CASE("validate: a combination error's fix, applied as written, validates an
   }
 }
 
-TEST_CASE("plugins: a fallback list skips a known plugin not installed here; zfcore plugins lists both kinds",
+TEST_CASE("plugins: a fallback list skips a known plugin not installed here, and zfcore plugins lists both kinds",
           "[config][cli]") {
   std::string dir = test::scratch_dir("fallback_lists");
   const std::string file = write(dir, "list.toml", kBase + "[optimizer]\nplugin = [\"gpu_adam\", \"cpu_adam\"]\n");

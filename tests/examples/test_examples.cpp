@@ -235,7 +235,7 @@ TEST_CASE("examples: the Alpaca fine-tune examples train on CPU with a tiny mode
     Invocation v = zfcore_on("run", example, s, sets);
     INFO(v.command << "\n" << v.outcome.output);
     CHECK(v.outcome.exit_code == 0);
-    CHECK_THAT(v.outcome.output, Catch::Contains("zfcore: 9 steps"));
+    CHECK_THAT(v.outcome.output, Catch::Contains("zfcore: trained 9 steps"));
     CHECK(fs::exists(out + "/checkpoints/step-00000005"));
     CHECK(fs::exists(out + "/hf/config.json"));
     CHECK(fs::exists(out + "/hf/model.safetensors"));

@@ -157,7 +157,7 @@ TEST_CASE("a plan over the host's budget is refused before step 1 naming bf16 mo
   CHECK_THAT(tiny.outcome.output, Catch::Contains("No setting of this run fits alone"));
 }
 
-TEST_CASE("checkpoints that cannot fit their disk are refused before step 1; the plan's size is the real one",
+TEST_CASE("checkpoints that cannot fit their disk are refused before step 1, and the plan's size is the real one",
           "[offload][mpi]") {
   test::StageRun saved = test::run_stage_ok("ckpt_real", "zero3", 2, kRun);
   const double real = double(directory_bytes(saved.dir + "/checkpoints/step-00000001"));

@@ -187,7 +187,7 @@ TEST_CASE("offload.ratio with ZenFlow, with cpu_full or out of range is refused 
   };
   const std::string nvme_params = "--set offload.plugin=nvme --set offload.offload_params=true --set offload.path=" +
                                   test::scratch_dir("ratio_refused_nvme") + " --set offload.ratio=auto";
-  for (const Case &c : {Case{ratio("0.5") + "--set zenflow.topk_ratio=0.1", "leave offload.ratio at 1 with [zenflow]"},
+  for (const Case &c : {Case{ratio("0.5") + "--set zenflow.topk_ratio=0.1", "both choose what the device updates"},
                         Case{ratio("auto") + "--set zenflow.topk_ratio=0.1", "offload.ratio = \"auto\" and [zenflow]"},
                         Case{"--set offload.plugin=cpu_full --set offload.ratio=0.5", "offload.ratio"},
                         Case{nvme_params, "offload.offload_params = true needs offload.ratio = 1"},

@@ -328,7 +328,8 @@ TEST_CASE("ZenFlow settings that make no sense are located errors", "[zenflow]")
   CHECK(bad.exit_code != 0);
   CHECK(bad.output.find("zenflow.update_interval = \"sometimes\"") != std::string::npos);
   test::Outcome good =
-      test::run_command(validate + kOffload + "--set zenflow.update_interval=auto --set zenflow.schedule=deepspeed");
+      test::run_command(validate + kOffload + "--set optimizer.plugin=cpu_adam --set zenflow.update_interval=auto "
+                        "--set zenflow.schedule=deepspeed");
   INFO(good.output);
   CHECK(good.exit_code == 0);
   CHECK(good.output.find("zenflow") != std::string::npos);
