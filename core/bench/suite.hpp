@@ -172,6 +172,8 @@ std::pair<double, std::string> gpu_peak_flops(const std::string &device, double 
 double model_parameters(const RunConfig &config);
 // MFU, compute ms and practicality of each ok row.
 void scale_figures(std::vector<RowResult> &rows, const SuiteReport &report, int ranks);
+// A console table: columns padded to their widest cell, separated by two spaces.
+void print_columns(const std::vector<std::vector<std::string>> &table);
 void print_scale_table(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows);
 std::string scale_csv_header();
 std::string scale_csv_fields(const RowResult &r);

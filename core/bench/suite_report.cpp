@@ -197,7 +197,13 @@ std::string toml_text(const toml::table &root) {
   return out;
 }
 
-// Columns padded to their widest cell, separated by two spaces.
+std::string loss_text(const RowResult &r) { return r.evals.empty() ? "-" : format("%.4f", r.evals.back().loss); }
+
+// " (1.25x)": an arrival over the first row's ("how much longer to the same model").
+std::string over_first(double ratio) { return ratio > 0 ? format(" (%.2fx)", ratio) : std::string(); }
+
+}  // namespace
+
 void print_columns(const std::vector<std::vector<std::string>> &table) {
   std::vector<size_t> width;
   for (const auto &line : table)
@@ -212,13 +218,6 @@ void print_columns(const std::vector<std::vector<std::string>> &table) {
     std::printf("%s\n", text.c_str());
   }
 }
-
-std::string loss_text(const RowResult &r) { return r.evals.empty() ? "-" : format("%.4f", r.evals.back().loss); }
-
-// " (1.25x)": an arrival over the first row's ("how much longer to the same model").
-std::string over_first(double ratio) { return ratio > 0 ? format(" (%.2fx)", ratio) : std::string(); }
-
-}  // namespace
 
 std::string time_to_target_text(const RowResult &r) {
   if (r.target_step >= 0) return format("%.1f s", r.target_s) + over_first(r.time_over_first);

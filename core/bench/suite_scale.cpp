@@ -18,22 +18,6 @@ namespace {
 
 std::string bytes_or_dash(uint64_t bytes) { return bytes ? format_bytes(bytes) : "-"; }
 
-// Columns padded to their widest cell (as the other suites' tables).
-void print_padded(const std::vector<std::vector<std::string>> &table) {
-  std::vector<size_t> width;
-  for (const auto &line : table)
-    for (size_t c = 0; c < line.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], line[c].size());
-    }
-  for (const auto &line : table) {
-    std::string text;
-    for (size_t c = 0; c < line.size(); ++c)
-      text += c + 1 == line.size() ? line[c] : line[c] + std::string(width[c] - line[c].size() + 2, ' ');
-    std::printf("%s\n", text.c_str());
-  }
-}
-
 }  // namespace
 
 std::pair<double, std::string> gpu_peak_flops(const std::string &device, double tflops) {
@@ -94,7 +78,7 @@ void print_scale_table(const SuiteOptions &o, const SuiteReport &report, const s
                                                               : report.peak_source.c_str());
   std::printf("compute = fwd + bwd on the GPU's stream (their gathers and reductions inside, rank 0); practicality = "
               "compute / step; GPU peak: the allocator's, pinned/rank: the ledger's, rank 0; est.: zfcore estimate's\n");
-  print_padded(table);
+  print_columns(table);
 }
 
 std::string scale_csv_header() { return ",mfu,compute_ms,practicality,estimate_device_bytes,estimate_pinned_bytes"; }
