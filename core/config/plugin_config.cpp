@@ -156,6 +156,7 @@ std::string PluginConfig::check(const zf_param_decl &decl, Value &value) {
     double number = decl.type == ZF_PARAM_INT ? double(std::get<int64_t>(value))
                                               : std::get<double>(value);
     if (std::isnan(number)) return "must be a number, got nan";
+    if (std::isinf(number)) return format("must be a finite number, got %s", number > 0 ? "inf" : "-inf");
     bool min_exclusive = decl.flags & ZF_PARAM_MIN_EXCLUSIVE;
     bool max_exclusive = decl.flags & ZF_PARAM_MAX_EXCLUSIVE;
     bool low = (decl.flags & ZF_PARAM_HAS_MIN) && (min_exclusive ? number <= decl.min : number < decl.min);
