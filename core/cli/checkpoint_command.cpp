@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "cli/commands.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 
@@ -14,7 +15,14 @@ int command_checkpoint(const std::vector<std::string> &args) {
     throw UsageError("expected: zfcore checkpoint verify DIR (a checkpoint, a checkpoint directory or a run's "
                      "output directory)");
   const fs::path dir = args[1];
-  ZF_REQUIRE(fs::is_directory(dir), "%s: no such directory", dir.c_str());
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);  // links followed; a loop is an error, not a throw
+  ZF_REQUIRE(!ec || ec.value() != ELOOP,
+             "%s: a link that leads back to itself (a link loop): give the checkpoint's real directory", dir.c_str());
+  ZF_REQUIRE(!ec || ec.value() == ENOENT, "%s: cannot be read: %s", dir.c_str(), ec.message().c_str());
+  ZF_REQUIRE(fs::exists(status), "%s: no such file or directory", dir.c_str());
+  ZF_REQUIRE(fs::is_directory(status), "%s is a file, not a directory: give a checkpoint (its step-N directory), a "
+             "checkpoint directory or a run's output directory", dir.c_str());
   std::vector<fs::path> checkpoints;
   if (fs::exists(dir / "checkpoint.json")) checkpoints = {dir};
   if (checkpoints.empty()) checkpoints = checkpoints_in(dir);

@@ -42,6 +42,15 @@ std::shared_ptr<const SequenceSet> load_sequences(const RunConfig &config, const
 
 }  // namespace
 
+Batch DataSource::batch_of_step(int64_t step, int64_t chunk, int64_t micro_batch) {
+  try {
+    return batch(chunk, micro_batch);
+  } catch (const Error &e) {
+    throw Error(format("step %lld: %s (a resumed run stops at this step again until the data is fixed)",
+                       (long long)step, e.what()));
+  }
+}
+
 std::unique_ptr<DataSource> make_data_source(const RunConfig &config, Split split) {
   std::string type = config.string("data", "type");
   const std::string eval_path = config.string("data", "eval_path");

@@ -28,6 +28,9 @@ class DataSource {
  public:
   virtual ~DataSource() = default;
   virtual Batch batch(int64_t chunk, int64_t micro_batch) = 0;
+  // batch() for training step `step`: an error (an id outside the vocabulary, a changed shard)
+  // names the step, which a resumed run reaches again.
+  Batch batch_of_step(int64_t step, int64_t chunk, int64_t micro_batch);
   // Sequences (samples) in this split: one epoch for training, one pass for evaluation.
   virtual int64_t size() const = 0;
   // Every token id is below this (the model's vocabulary must be at least as large); 0 for

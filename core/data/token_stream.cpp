@@ -5,11 +5,15 @@
 
 #include "data/token_shard.hpp"
 #include "model/model.hpp"
+#include "model/transformer_shape.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
+#include "runtime/memory.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <new>
 
 namespace zf {
 namespace {
@@ -49,8 +53,9 @@ class TokenStreamSequences final : public SequenceSet {
     for (int64_t t = 0; t <= seq_len_; ++t) {
       int64_t id = stream.at(start + t);
       ZF_REQUIRE(!check_ids_ || id < vocab_,
-                 "%s: id %lld at position %lld is not below the vocabulary size %lld (set data.vocab to the "
-                 "tokenizer's vocabulary, or rewrite the shard)",
+                 "%s: id %lld at position %lld is not below the vocabulary size %lld (of data.vocab, the shards' "
+                 "headers or model.vocab, whichever is smallest): rewrite the shard, or use a model and data.vocab "
+                 "that hold its ids",
                  stream.name.c_str(), (long long)id, (long long)(start + t), (long long)vocab_);
       if (t < seq_len_) inputs[t] = id;
       if (t > 0) targets[t - 1] = id;
@@ -96,7 +101,30 @@ std::vector<std::pair<size_t, size_t>> text_blocks(const std::string &text, size
   return blocks;
 }
 
+// The vocabulary of the model the config builds, when the config alone tells it (a transformer of
+// model.vocab or a preset); 0 otherwise. Ids are checked against it as they are read, so an id the
+// model cannot embed is reported with its file and position, not by the embedding.
+int64_t model_vocab(const RunConfig &config) {
+  if (!is_transformer_config(config)) return 0;
+  if (config.integer("model", "vocab") > 0) return config.integer("model", "vocab");
+  if (!config.string("model", "init_from").empty()) return 0;  // known once the model is read
+  return transformer_options(config).shape.vocab;
+}
+
+// The smallest of the bounds that are known (> 0), or 0.
+int64_t tightest(std::initializer_list<int64_t> bounds) {
+  int64_t tight = 0;
+  for (int64_t b : bounds)
+    if (b > 0 && (tight == 0 || b < tight)) tight = b;
+  return tight;
+}
+
 void require_windows(const RunConfig &config, const SequenceSet &set, int64_t longest, const std::string &what) {
+  // One token or none: no seq_len would do (a sequence needs seq_len + 1 tokens, seq_len at least 1).
+  ZF_REQUIRE(set.count() > 0 || longest >= 2,
+             "%s: %s has %lld token(s) in its longest piece, too few to train on (a sequence needs data.seq_len + 1 "
+             "tokens): give data with more text", config.where("data", "path").str().c_str(), what.c_str(),
+             (long long)longest);
   ZF_REQUIRE(set.count() > 0,
              "%s: data.seq_len = %lld is larger than the data: %s has %lld tokens at most in one piece, and a sequence "
              "needs seq_len + 1; lower data.seq_len to at most %lld or add data",
@@ -134,14 +162,15 @@ std::shared_ptr<const SequenceSet> load_token_shard_sequences(const RunConfig &c
     throw Error(format("%s: %s", where.c_str(), e.what()));
   }
   // Without data.vocab the shards' headers bound the ids (unknown if one shard records none).
-  int64_t bound = vocab > 0 ? vocab : all_recorded ? recorded_vocab : 0;
+  int64_t bound = tightest({vocab > 0 ? vocab : all_recorded ? recorded_vocab : 0, model_vocab(config)});
   auto set = std::make_shared<TokenStreamSequences>(std::move(streams), seq_len, bound, true, "tokens " + pattern);
   require_windows(config, *set, longest, pattern);
   return set;
 }
 
-std::shared_ptr<const SequenceSet> load_text_sequences(const RunConfig &config, const char *key) {
-  std::string path = data_path(config, "a text file", true, key);
+namespace {
+std::shared_ptr<const SequenceSet> tokenize_text_file(const RunConfig &config, const std::string &path,
+                                                      const char *key) {
   std::string text = read_data_file(config, path, key);
   ZF_REQUIRE(!text.empty(), "%s: data.%s: %s is empty", config.where("data", key).str().c_str(), key, path.c_str());
   std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(config);
@@ -156,11 +185,31 @@ std::shared_ptr<const SequenceSet> load_text_sequences(const RunConfig &config, 
     for (int64_t id : tokenizer->encode(text.substr(begin, end - begin))) stream.ids.push_back(uint32_t(id));
   }
   int64_t tokens = stream.size();
+  // A tokenizer with more ids than the model: each id is checked as it is read.
+  const int64_t model = model_vocab(config);
+  const bool beyond_model = model > 0 && vocab > model;
   auto set = std::make_shared<TokenStreamSequences>(std::vector<Stream>{std::move(stream)},
-                                                    config.integer("data", "seq_len"), vocab, false,
+                                                    config.integer("data", "seq_len"), beyond_model ? model : vocab,
+                                                    beyond_model,
                                                     "text " + path + " (" + tokenizer->name() + ")");
   require_windows(config, *set, tokens, path + " (tokenizer " + tokenizer->name() + ")");
   return set;
+}
+}  // namespace
+
+std::shared_ptr<const SequenceSet> load_text_sequences(const RunConfig &config, const char *key) {
+  std::string path = data_path(config, "a text file", true, key);
+  try {
+    return tokenize_text_file(config, path, key);
+  } catch (const std::bad_alloc &) {
+    // The text and its ids are held whole (up to 5 bytes a byte of text with a byte tokenizer).
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(path, ec);
+    throw Error(format("%s: data.%s: %s (%s) does not fit in this host's memory with its token ids (a text file is "
+                       "read and tokenized whole, up to 5 x its size): split it, or write it as token shards "
+                       "(data.type = \"tokens\", docs/data.md)", config.where("data", key).str().c_str(), key,
+                       path.c_str(), ec ? "?" : format_bytes(bytes).c_str()));
+  }
 }
 
 }  // namespace zf

@@ -322,7 +322,7 @@ class Trainer {
     for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
       zf_step_buffers b = place_->buffers(step, uint32_t(micro));
       int64_t chunk = ((step - 1) * options_.grad_accum + micro) * comm_.world_size() + comm_.rank();
-      Batch batch = on_device(data_->batch(chunk, options_.micro_batch), runtime_);
+      Batch batch = on_device(data_->batch_of_step(step, chunk, options_.micro_batch), runtime_);
       stats_.count_batch(batch.samples, batch.tokens);
 
       if (micro == 0) stats_.note_device_memory("step_start");

@@ -143,6 +143,29 @@ std::string TrainingCheckpoints::newest() const {
   return format("the newest checkpoint is %s (step %lld)", saved_path_.c_str(), (long long)saved_step_);
 }
 
+namespace {
+// checkpoint.resume names one checkpoint (a step-N directory with its checkpoint.json): a Hugging
+// Face model, a run's output directory or a directory of checkpoints is named for what it is.
+void require_checkpoint_directory(const std::string &resume, const std::string &where) {
+  const std::filesystem::path dir(resume);
+  std::error_code ec;
+  auto has = [&](const char *name) { return std::filesystem::exists(std::filesystem::symlink_status(dir / name, ec)); };
+  if (has("checkpoint.json")) return;
+  const char *key = "checkpoint.resume";
+  ZF_REQUIRE(!has("config.json"), "%s: %s = \"%s\" is a Hugging Face model directory, not a checkpoint: start from "
+             "its weights with model.init_from = \"%s\" (and checkpoint.resume = \"never\")", where.c_str(), key,
+             excerpt(resume).c_str(), excerpt(resume).c_str());
+  ZF_REQUIRE(!has("checkpoints") && !has("summary.json") && !has("steps.jsonl"),
+             "%s: %s = \"%s\" is a run's output directory, not a checkpoint: name one of its checkpoints (%s/"
+             "checkpoints/step-N), or resume its newest with checkpoint.dir = \"%s/checkpoints\" and "
+             "checkpoint.resume = \"auto\"", where.c_str(), key, excerpt(resume).c_str(), excerpt(resume).c_str(),
+             excerpt(resume).c_str());
+  ZF_REQUIRE(checkpoints_in(dir).empty(), "%s: %s = \"%s\" is a directory of checkpoints, not one checkpoint: name "
+             "one of them (%s/step-N), or resume the newest with checkpoint.dir = \"%s\" and checkpoint.resume = "
+             "\"auto\"", where.c_str(), key, excerpt(resume).c_str(), excerpt(resume).c_str(), excerpt(resume).c_str());
+}
+}  // namespace
+
 std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
                                                           Communicator &comm, bool move_damaged_aside) {
   std::string resume = config.string("checkpoint", "resume");
@@ -162,6 +185,7 @@ std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &confi
   std::error_code ec;
   ZF_REQUIRE(std::filesystem::is_directory(resume, ec), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
              where.c_str(), excerpt(resume).c_str());
+  require_checkpoint_directory(resume, where);
   const std::string damage = store.damage(resume);
   ZF_REQUIRE(damage.empty(), "%s: checkpoint.resume = \"%s\" is damaged: %s; choose another checkpoint",
              where.c_str(), excerpt(resume).c_str(), damage.c_str());

@@ -255,6 +255,8 @@ class HfTokenizer final : public Tokenizer {
     if (config_text) {
       std::string config_path = config_path_beside(path_);
       json config = parse_json(*config_text, config_path);
+      ZF_REQUIRE(config.is_object(), "%s: expected a JSON object (Hugging Face's tokenizer_config.json), got %s",
+                 config_path.c_str(), config.type_name());
       eos_ = special_id(config, "eos_token", config_path);
       pad_ = special_id(config, "pad_token", config_path);
     }
@@ -271,7 +273,13 @@ class HfTokenizer final : public Tokenizer {
   std::optional<int64_t> special_id(const json &config, const char *key, const std::string &config_path) const {
     if (!config.contains(key) || config[key].is_null()) return std::nullopt;
     const json &value = config[key];
-    std::string content = value.is_string() ? value.get<std::string>() : value.value("content", "");
+    // A token's text, or an added token's object {"content": text, ...}; anything else names the key.
+    const bool object_with_text = value.is_object() && value.contains("content") && value["content"].is_string();
+    ZF_REQUIRE(value.is_string() || object_with_text,
+               "%s: \"%s\" must be a token's text or an object with its \"content\" text, not %s: fix the file, or "
+               "remove the key (the tokenizer then finds its end-of-text token itself)", config_path.c_str(), key,
+               excerpt(value.dump(), 60).c_str());
+    std::string content = value.is_string() ? value.get<std::string>() : value["content"].get<std::string>();
     auto id = lookup(content);
     if (!id) log_warn(format("%s: %s \"%s\" is not a token of %s; ignored", config_path.c_str(), key, content.c_str(), path_.c_str()));
     return id;
