@@ -19,6 +19,7 @@
 #include "plugin/plugin_kinds.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/json.hpp"
 #include "runtime/runtime.hpp"
 
@@ -256,9 +257,7 @@ void write_json(const Options &o, unsigned threads, const MemoryCeilings &ceilin
   }
   json.end_array();
   json.end_object();
-  std::ofstream file(o.json);
-  ZF_REQUIRE(file.good(), "--json %s: cannot write the file", o.json.c_str());
-  file << json.str() << "\n";
+  write_file_atomically(o.json, json.str() + "\n");
   std::printf("wrote %s\n", o.json.c_str());
 }
 

@@ -7,6 +7,7 @@
 #include "bench/bench_flags.hpp"
 #include "bench/disk_io.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/error.hpp"
 #include "runtime/json.hpp"
 
@@ -219,10 +220,7 @@ void write_json(const DiskOptions &o, const DiskResult &r) {
   json.key("write_seconds").value(r.write_seconds);
   json.key("read_seconds").value(r.read_seconds);
   json.end_object();
-  std::ofstream file(o.json);
-  file << json.str() << "\n";
-  file.close();
-  ZF_REQUIRE(file.good(), "--json %s: cannot write the file", o.json.c_str());
+  write_file_atomically(o.json, json.str() + "\n");
   std::printf("wrote %s\n", o.json.c_str());
 }
 

@@ -3,6 +3,8 @@
 
 #include "runtime/affinity.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
+#include "runtime/input.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -66,10 +68,9 @@ std::vector<std::string> bind_command(const std::string &cores) {
 }  // namespace
 
 std::string read_file(const std::string &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text;
+  if (!read_regular_file(path, uint64_t(1) << 30, &text).empty()) return "";  // a FIFO, a device: not read
+  return text;
 }
 
 // The command line of one row: zfcore run, under mpirun for several ranks, each rank under
@@ -110,8 +111,8 @@ Exit spawn(const std::vector<std::string> &argv, const std::string &log_path, do
   std::vector<char *> args;
   for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
   args.push_back(nullptr);
-  int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ZF_REQUIRE(log >= 0, "cannot write %s: %s", log_path.c_str(), std::strerror(errno));
+  const std::filesystem::path where(log_path);
+  int log = Directory::open(where.parent_path().string(), false).create_new(where.filename().string());
   std::fflush(nullptr);
   pid_t pid = fork();
   ZF_REQUIRE(pid >= 0, "cannot start a process: %s", std::strerror(errno));

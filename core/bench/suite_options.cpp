@@ -5,6 +5,7 @@
 
 #include "bench/bench_flags.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/device.hpp"
 
 #include <algorithm>
@@ -178,10 +179,10 @@ int index_of(const Table &table, const std::string &name) {
 SuiteRow convergence_row(const std::string &spec, const std::map<std::string, std::string> &values) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
-  if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-                          std::string::npos)
-    throw UsageError("--rows " + spec + ": a row's name is letters, digits, '.', '_' or '-' (it names its run "
-                     "directory), followed by ':' and its overrides");
+  if (!entry_name_problem(name).empty() ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
+    throw UsageError("--rows " + spec + ": a row's name is letters, digits, '.', '_' or '-', and not '.' or '..' "
+                     "(it names its run directory), followed by ':' and its overrides");
   std::vector<std::string> items;
   if (colon == std::string::npos) items.push_back(name);
   std::stringstream list(colon == std::string::npos ? "" : spec.substr(colon + 1));

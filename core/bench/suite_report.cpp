@@ -4,6 +4,7 @@
 
 #include "config/config.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/json.hpp"
 #include "runtime/memory.hpp"
 
@@ -34,11 +35,7 @@ std::vector<std::string> config_overrides(const SuiteReport &report, const Suite
   return all;
 }
 
-void write_text(const std::string &path, const std::string &text) {
-  std::ofstream out(path);
-  out << text;
-  ZF_REQUIRE(out.good(), "cannot write %s", path.c_str());
-}
+void write_text(const std::string &path, const std::string &text) { write_file_atomically(path, text); }
 
 std::string json_text(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows,
                       const Recommendation &rec) {

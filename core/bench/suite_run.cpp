@@ -10,6 +10,7 @@
 #include "config/config.hpp"
 #include "model/transformer_shape.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 
 #include <unistd.h>
 
@@ -34,12 +35,6 @@ using bench::Exit;
 using bench::read_file;
 using bench::row_command;
 using bench::spawn;
-
-void write_file(const fs::path &path, const std::string &text) {
-  std::ofstream out(path);
-  out << text;
-  ZF_REQUIRE(out.good(), "cannot write %s", path.c_str());
-}
 
 // The text a generated convergence base trains on: every Debian and Ubuntu system has it.
 const char *kConvergenceText = "/usr/share/common-licenses/GPL-3";
@@ -91,7 +86,7 @@ std::string prepare_base(const SuiteOptions &o, const std::string &stem) {
   text += format("\n[optimizer]\nplugin = \"%s\"\nlr = %s\n", o.device == "cuda" ? "gpu_adam" : "cpu_adam",
                  tiny ? (convergence ? "3e-3" : "1e-3") : "1e-4");
   std::string path = stem + ".base.toml";
-  write_file(path, text);
+  write_file_atomically(path, text);
   return path;
 }
 
@@ -227,8 +222,10 @@ RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const s
   RowResult r;
   r.row = row;
   r.trial = trial;
+  // A new directory of this suite's own (run_suite made rows_dir): nothing of anyone's is replaced.
   r.run_dir = rows_dir + "/" + row.name + (o.trials > 1 ? format("-trial%d", trial) : "");
-  fs::remove_all(r.run_dir);
+  ZF_REQUIRE(!fs::exists(fs::symlink_status(r.run_dir)), "internal: %s exists already (two rows of one name?)",
+             r.run_dir.c_str());
   std::vector<std::string> overrides = common;
   overrides.insert(overrides.end(), row.overrides.begin(), row.overrides.end());
   estimate_row(r, base, overrides, o.ranks);
@@ -309,11 +306,15 @@ std::string timestamp() {
 
 int run_suite(const SuiteOptions &options) {
   SuiteOptions o = options;
-  fs::create_directories(o.output_dir);
+  // The suite's files are new names in --output-dir: a directory of its own for the rows (marked as
+  // this process's), SUITE_TIME.{json,csv,html}; an earlier suite of the same second gets "-2" and on.
+  const Directory output = Directory::open(o.output_dir, true, "--output-dir " + o.output_dir);
   SuiteReport report;
-  report.stem = o.output_dir + "/" + o.suite + "_" + timestamp();
+  std::string stem_name = o.suite + "_" + timestamp();
+  for (int n = 2; !output.kind_of(stem_name).empty(); ++n) stem_name = o.suite + "_" + timestamp() + format("-%d", n);
+  output.create_owned(stem_name, "bench " + process_token());
+  report.stem = output.path_of(stem_name);
   std::string rows_dir = report.stem;
-  fs::create_directories(rows_dir);
   report.base_config = prepare_base(o, report.stem);
   // A bad base or --set is the user's error, once.
   const RunConfig base = RunConfig::load(report.base_config, common_overrides(o));

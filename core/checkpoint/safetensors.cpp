@@ -3,6 +3,7 @@
 #include "checkpoint/checksum.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/input.hpp"
 #include "runtime/parallel.hpp"
 
@@ -188,8 +189,9 @@ std::vector<std::string> SafetensorsFile::damaged_tensors() const {
 
 // ---- writing -------------------------------------------------------------------------------
 
-void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
+void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
                        const std::map<std::string, std::string> &metadata, const std::vector<TensorPieces> &pieces) {
+  const std::string path = out.temporary_path();
   const char *file = path.c_str();
   nlohmann::json header = nlohmann::json::object();
   std::map<std::string, std::string> fields = metadata;  // + the checksums, known once the data is written
@@ -224,22 +226,7 @@ void write_safetensors(const std::string &path, const std::vector<std::pair<std:
   std::string text = header_text();
   uint64_t header_bytes = text.size();
 
-  int fd = ::open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ZF_REQUIRE(fd >= 0, "%s: cannot create: %s", file, errno_text().c_str());
-  auto write_all = [&](const void *data, size_t bytes) {
-    const char *p = static_cast<const char *>(data);
-    while (bytes > 0) {
-      ssize_t n = ::write(fd, p, std::min<size_t>(bytes, size_t(1) << 30));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        std::string why = errno_text();
-        ::close(fd);
-        throw Error(format("%s: write failed: %s (disk full?)", file, why.c_str()));
-      }
-      p += n;
-      bytes -= size_t(n);
-    }
-  };
+  auto write_all = [&](const void *data, size_t bytes) { out.write(data, bytes); };
   write_all(&header_bytes, 8);
   write_all(text.data(), text.size());
   // One contiguous CPU copy at a time (only where needed), so saving a large model does not
@@ -267,17 +254,18 @@ void write_safetensors(const std::string &path, const std::vector<std::pair<std:
   for (size_t i = 0; i < pieces.size(); ++i) fields[checksum_key(pieces[i].name)] = checksums[tensors.size() + i].hex();
   text = header_text();
   ZF_REQUIRE(text.size() == header_bytes, "%s: internal: the header changed size with its checksums", file);
-  if (::pwrite(fd, text.data(), text.size(), 8) != ssize_t(text.size())) {
-    std::string why = errno_text();
-    ::close(fd);
-    throw Error(format("%s: write failed: %s (disk full?)", file, why.c_str()));
-  }
-  if (::fsync(fd) != 0) {
-    std::string why = errno_text();
-    ::close(fd);
-    throw Error(format("%s: fsync failed: %s", file, why.c_str()));
-  }
-  ZF_REQUIRE(::close(fd) == 0, "%s: close failed: %s", file, errno_text().c_str());
+  ZF_REQUIRE(::pwrite(out.fd(), text.data(), text.size(), 8) == ssize_t(text.size()),
+             "%s: write failed: %s (disk full?)", file, errno_text().c_str());
+  out.finish();
+}
+
+void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
+                       const std::map<std::string, std::string> &metadata, const std::vector<TensorPieces> &pieces) {
+  const std::filesystem::path where(path);
+  const Directory directory = Directory::open(where.has_parent_path() ? where.parent_path().string() : ".", false);
+  PendingFile out(directory, where.filename().string());
+  write_safetensors(out, tensors, metadata, pieces);
+  out.commit();
 }
 
 // ---- sharded sets --------------------------------------------------------------------------

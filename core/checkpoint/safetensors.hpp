@@ -22,6 +22,8 @@
 
 namespace zf {
 
+class PendingFile;  // runtime/files.hpp
+
 // A 1-D tensor that is not in memory as a whole (optimizer state on disk): saved and loaded piece
 // by piece, `piece_numel` elements at a time (the last piece may be shorter).
 struct TensorPieces {
@@ -62,10 +64,16 @@ class SafetensorsFile {
 };
 
 // Writes `tensors` (any device, dtype in the supported set, any strides) in the given order, then
-// `pieces` (through their read), to `path` and fsyncs it. The caller renames into place for
-// atomicity. Names must be unique. The metadata gains "checksum.NAME" for every tensor (its bytes'
-// Checksum, checksum.hpp), which SafetensorsFile::damaged_tensors checks.
+// `pieces` (through their read), to `path` through the filesystem rule (runtime/files.hpp: a
+// temporary of this process, fsynced, renamed onto `path`, never through a link). Names must be
+// unique. The metadata gains "checksum.NAME" for every tensor (its bytes' Checksum, checksum.hpp),
+// which SafetensorsFile::damaged_tensors checks.
 void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
+                       const std::map<std::string, std::string> &metadata = {},
+                       const std::vector<TensorPieces> &pieces = {});
+// The same into a pending file, written and fsynced but not committed: the caller commits it,
+// alone or together with the files that belong with it (commit_together).
+void write_safetensors(PendingFile &file, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
                        const std::map<std::string, std::string> &metadata = {},
                        const std::vector<TensorPieces> &pieces = {});
 

@@ -1,11 +1,13 @@
 #include "data/token_shard.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/input.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <dirent.h>
@@ -57,11 +59,12 @@ void write_token_shard(const std::string &path, const std::vector<int64_t> &ids,
     else
       put<uint32_t>(body.data() + 4 * i, uint32_t(ids[i]));
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  ZF_REQUIRE(out.good(), "%s: cannot create the token shard: %s", path.c_str(), std::strerror(errno));
-  out.write(reinterpret_cast<const char *>(header), sizeof header);
-  out.write(reinterpret_cast<const char *>(body.data()), std::streamsize(body.size()));
-  ZF_REQUIRE(out.good(), "%s: writing the token shard failed: %s", path.c_str(), std::strerror(errno));
+  const std::filesystem::path where(path);
+  const Directory directory = Directory::open(where.has_parent_path() ? where.parent_path().string() : ".", false);
+  PendingFile out(directory, where.filename().string());
+  out.write(header, sizeof header);
+  out.write(body.data(), body.size());
+  out.commit();
 }
 
 TokenShard::TokenShard(const std::string &path) : path_(path) {

@@ -1,6 +1,7 @@
 #include "engine/run_lock.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/log.hpp"
 
 #include <fcntl.h>
@@ -13,11 +14,14 @@
 namespace zf {
 
 RunLock::RunLock(const std::filesystem::path &directory, const std::string &what) {
-  std::error_code ec;
-  std::filesystem::create_directories(directory, ec);
+  // The lock file is opened without following a link and only when it is a regular file of one name
+  // (runtime/files.hpp): a link named .zfcore.lock never truncates the file it points to.
   const std::filesystem::path path = directory / ".zfcore.lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  ZF_REQUIRE(fd_ >= 0, "%s: cannot create %s: %s", what.c_str(), path.c_str(), std::strerror(errno));
+  try {
+    fd_ = Directory::open(directory.string(), true).open_append(".zfcore.lock");
+  } catch (const Error &e) {
+    throw Error(format("%s: %s", what.c_str(), e.what()));
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     char holder[256] = {};
@@ -36,7 +40,8 @@ RunLock::RunLock(const std::filesystem::path &directory, const std::string &what
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   const std::string holder = format("pid %d on %s\n", int(::getpid()), host);
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, holder.data(), holder.size(), 0) != ssize_t(holder.size()))
+  // Appending (O_APPEND) to the emptied file: the holder is its only line.
+  if (::ftruncate(fd_, 0) != 0 || ::write(fd_, holder.data(), holder.size()) != ssize_t(holder.size()))
     log_warn(format("%s: cannot write %s (%s)", what.c_str(), path.c_str(), std::strerror(errno)));
 }
 

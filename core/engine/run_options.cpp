@@ -2,6 +2,7 @@
 
 #include "model/transformer_shape.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/input.hpp"
 
 #include <cerrno>
@@ -66,14 +67,17 @@ void check_output_paths(const RunConfig &config, const RunOptions &options) {
       {"checkpoint", "export_hf", options.export_hf}};
   for (const auto &[table, key, dir] : keys) {
     if (dir.empty()) continue;
+    // A file of a generated name, created without following links and removed again: nothing of
+    // the user's (a link named like a probe) is ever written or removed.
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    std::filesystem::path probe = std::filesystem::path(dir) / ".zfcore-write-test";
-    std::FILE *file = ec ? nullptr : std::fopen(probe.c_str(), "w");
-    std::string why = ec ? ec.message() : file ? "" : std::strerror(errno);
-    if (file) {
-      std::fclose(file);
-      std::filesystem::remove(probe, ec);
+    std::string why = ec ? ec.message() : "";
+    if (why.empty()) {
+      try {
+        why = Directory::open(dir, false).writable_problem();
+      } catch (const Error &) {
+        why = "cannot open it";
+      }
     }
     // The default output directory, runs/NAME, comes from run.name: the error points there.
     const bool from_name = std::string(key) == "output_dir" && config.string("run", "output_dir").empty();

@@ -4,17 +4,22 @@
 #include "config/config.hpp"
 #include "model/transformer.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
+#include "runtime/input.hpp"
 #include "runtime/log.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <set>
 
 namespace zf {
 namespace {
+
+constexpr uint64_t kMaxHfJsonBytes = 16 << 20;          // config.json, generation_config.json
+constexpr uint64_t kMaxTokenizerFileBytes = 1ull << 30;  // what hf_tokenizer reads too
 
 TransformerModel &transformer(Model &model) {
   auto *t = dynamic_cast<TransformerModel *>(&model);
@@ -23,17 +28,12 @@ TransformerModel &transformer(Model &model) {
   return *t;
 }
 
-// Writes text to path through a temporary file and a rename, so a crash leaves no half file.
-void write_text_atomically(const std::string &path, const std::string &text) {
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    ZF_REQUIRE(out.good(), "%s: cannot write (disk full or read-only?)", temporary.c_str());
-  }
-  ZF_REQUIRE(std::rename(temporary.c_str(), path.c_str()) == 0, "cannot rename %s to %s", temporary.c_str(),
-             path.c_str());
+// The export's files, each written to a temporary of this process; committed together at the end.
+using PendingFiles = std::vector<std::unique_ptr<PendingFile>>;
+
+void add_text_file(PendingFiles &files, const Directory &directory, const std::string &name, const std::string &text) {
+  files.push_back(std::make_unique<PendingFile>(directory, name));
+  files.back()->write(text);
 }
 
 // Buffers and copies transformers keeps in some checkpoints that are not parameters.
@@ -44,22 +44,13 @@ bool is_known_buffer(const std::string &name) {
   return ends_with(".attn.bias") || ends_with(".attn.masked_bias") || ends_with("rotary_emb.inv_freq");
 }
 
-nlohmann::json read_json_file(const std::string &path) {
-  std::ifstream in(path);
-  ZF_REQUIRE(in.good(), "%s: cannot read", path.c_str());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception &e) {
-    throw Error(format("%s: not valid JSON: %s", path.c_str(), e.what()));
-  }
-}
-
 // config.json rebuilt from the shape, with what the source checkpoint's config.json says beyond
 // the shape: its other fields, its token ids, and its dropout unless this run set model.dropout.
 nlohmann::json keep_source_fields(const nlohmann::json &rebuilt, const std::string &source, double dropout) {
   std::string path = source + "/config.json";
-  if (!std::filesystem::exists(path)) return rebuilt;
-  nlohmann::json merged = read_json_file(path);
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return rebuilt;
+  nlohmann::json merged = read_json_file(path, kMaxHfJsonBytes);
   const std::set<std::string> kept = {"bos_token_id", "eos_token_id", "pad_token_id"};
   const std::set<std::string> dropouts = {"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout"};
   for (const auto &[key, value] : rebuilt.items()) {
@@ -69,31 +60,34 @@ nlohmann::json keep_source_fields(const nlohmann::json &rebuilt, const std::stri
   return merged;
 }
 
-// generation_config.json: the source checkpoint's when it has one, else its token ids.
-void write_generation_config(const nlohmann::json &config, const std::string &source, const std::string &directory) {
+// generation_config.json: the source checkpoint's when it has one (read through the input rule:
+// a regular file, its size and nesting bounded), else its token ids.
+std::string generation_config(const nlohmann::json &config, const std::string &source) {
   std::string path = source + "/generation_config.json";
   nlohmann::json generation = {{"_from_model_config", true}};
-  if (!source.empty() && std::filesystem::exists(path)) {
-    generation = read_json_file(path);
+  std::error_code ec;
+  if (!source.empty() && std::filesystem::exists(std::filesystem::symlink_status(path, ec))) {
+    generation = read_json_file(path, kMaxHfJsonBytes);
   } else {
     for (const char *key : {"bos_token_id", "eos_token_id", "pad_token_id"})
       if (config.contains(key) && !config[key].is_null()) generation[key] = config[key];
   }
-  write_text_atomically(directory + "/generation_config.json", generation.dump(2) + "\n");
+  return generation.dump(2) + "\n";
 }
 
-// The files transformers' AutoTokenizer reads, those of them that `from` has.
-void copy_tokenizer_files(const std::string &from, const std::string &directory) {
+// The files transformers' AutoTokenizer reads, those of them that `from` has, read through the
+// input rule (a FIFO or a device named like one is refused, not read).
+void copy_tokenizer_files(const std::string &from, const Directory &directory, PendingFiles &files) {
   for (const char *name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                            "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja"}) {
     std::string source = from + "/" + name;
-    if (!std::filesystem::exists(source)) continue;
-    std::string target = directory + "/" + name;
-    std::error_code error;
-    std::filesystem::copy_file(source, target + ".tmp", std::filesystem::copy_options::overwrite_existing, error);
-    ZF_REQUIRE(!error, "cannot copy %s to %s: %s", source.c_str(), directory.c_str(), error.message().c_str());
-    ZF_REQUIRE(std::rename((target + ".tmp").c_str(), target.c_str()) == 0, "cannot rename %s.tmp to %s",
-               target.c_str(), target.c_str());
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(source, ec))) continue;
+    std::string text;
+    std::string why = read_regular_file(source, kMaxTokenizerFileBytes, &text);
+    ZF_REQUIRE(why.empty(), "%s: cannot copy it into the export %s: %s", source.c_str(), directory.path().c_str(),
+               why.c_str());
+    add_text_file(files, directory, name, text);
   }
 }
 
@@ -148,7 +142,7 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
     ZF_REQUIRE(options.master.defined() && options.layout && options.master.numel() >= int64_t(options.layout->numel),
                "internal: checkpoint.export_dtype = \"float32\" without the fp32 master weights of the whole model");
   torch::Tensor master = from_master ? options.master.to(torch::kCPU) : torch::Tensor();
-  std::filesystem::create_directories(directory);
+  const Directory out = Directory::open(directory, true, "the export directory");
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   for (const HfTensor &p : t.hf_tensors()) {
     torch::Tensor value = from_master ? master_of(master, *options.layout, p.name, p.tensor)
@@ -156,29 +150,27 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
     if (p.transposed) value = value.t();
     tensors.emplace_back(p.name, value.to(stored));  // a view until write_safetensors copies it out
   }
-  std::string weights = directory + "/model.safetensors";
-  write_safetensors(weights + ".tmp", tensors, {{"format", "pt"}});  // transformers requires format=pt
-  ZF_REQUIRE(std::rename((weights + ".tmp").c_str(), weights.c_str()) == 0, "cannot rename %s.tmp to %s",
-             weights.c_str(), weights.c_str());
+  // Every file is written (and fsynced) before the first one is renamed into place: a failure (a
+  // full disk) leaves the directory as it was, not new weights beside an old config.json, and
+  // removes only the export's own temporaries.
+  PendingFiles files;
+  files.push_back(std::make_unique<PendingFile>(out, "model.safetensors"));
+  write_safetensors(*files.back(), tensors, {{"format", "pt"}});  // transformers requires format=pt
   std::string dtype_name = stored == torch::kBFloat16 ? "bfloat16" : stored == torch::kFloat16 ? "float16" : "float32";
   nlohmann::json config = hf_config(t.shape(), dtype_name, t.options().dropout);
   if (!options.init_from.empty()) config = keep_source_fields(config, options.init_from, t.options().dropout);
-  write_text_atomically(directory + "/config.json", config.dump(2) + "\n");
-  write_generation_config(config, options.init_from, directory);
-  if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, directory);
-  for (const auto &[name, text] : options.tokenizer_files) write_text_atomically(directory + "/" + name, text);
+  add_text_file(files, out, "config.json", config.dump(2) + "\n");
+  add_text_file(files, out, "generation_config.json", generation_config(config, options.init_from));
+  if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, out, files);
+  for (const auto &[name, text] : options.tokenizer_files) add_text_file(files, out, name, text);
+  std::vector<PendingFile *> together;
+  for (auto &file : files) together.push_back(file.get());
+  commit_together(together);
 }
 }  // namespace
 
 void save_hf_checkpoint(Model &model, const std::string &directory, const HfExportOptions &options) {
-  try {
-    write_hf_files(model, directory, options);
-  } catch (...) {  // a full disk: no half-written file.tmp stays behind
-    std::error_code ec;
-    for (const auto &entry : std::filesystem::directory_iterator(directory, ec))
-      if (entry.path().extension() == ".tmp") std::filesystem::remove(entry.path(), ec);
-    throw;
-  }
+  write_hf_files(model, directory, options);  // a failure removes the export's own temporaries, nothing else
 }
 
 void load_hf_checkpoint(Model &model, const std::string &directory) {

@@ -3,6 +3,7 @@
 #include "comm/communicator.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
+#include "runtime/input.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
 #include "runtime/memory.hpp"
@@ -18,27 +19,30 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 
 namespace zf {
 
 namespace {
-std::FILE *open_output(const std::filesystem::path &path, bool append) {
-  std::FILE *file = std::fopen(path.c_str(), append ? "a" : "w");
-  ZF_REQUIRE(file != nullptr, "cannot write %s: %s", path.c_str(), std::strerror(errno));
+constexpr uint64_t kMaxStepLogBytes = uint64_t(16) << 30;
+
+// The step log `name`, opened to append without following a link (runtime/files.hpp).
+std::FILE *open_output(const Directory &out, const std::string &name) {
+  int fd = out.open_append(name);
+  std::FILE *file = fdopen(fd, "a");
+  if (!file) close(fd);
+  ZF_REQUIRE(file != nullptr, "cannot write %s: %s", out.path_of(name).c_str(), std::strerror(errno));
   return file;
 }
 
 // Keeps the header (a line that does not start with a step number) and the rows of steps up to
 // `last_step` ("N,..." in CSV, {"step":N,...} in JSON lines). A last line without its newline (a
 // write an older zfcore cut short) goes too.
-void drop_rows_after(const std::filesystem::path &path, int64_t last_step) {
+void drop_rows_after(const Directory &out, const std::string &name, int64_t last_step) {
   std::string text;
-  {
-    std::ifstream in(path, std::ios::binary);
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  const std::string why = read_regular_file(out.path_of(name), kMaxStepLogBytes, &text);
+  ZF_REQUIRE(why.empty(), "%s: cannot read it to resume the step log: %s; move it away (the run writes a new one)",
+             out.path_of(name).c_str(), why.c_str());
   text.erase(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
   std::istringstream in(text);
   std::string line, kept;
@@ -48,9 +52,7 @@ void drop_rows_after(const std::filesystem::path &path, int64_t last_step) {
     if (row && std::strtoll(line.c_str() + digits, nullptr, 10) > last_step) continue;
     kept += line + "\n";
   }
-  std::ofstream out(path, std::ios::trunc);
-  out << kept;
-  ZF_REQUIRE(out.good(), "cannot rewrite %s: %s", path.c_str(), std::strerror(errno));
+  out.write_atomically(name, kept);
 }
 
 }  // namespace
@@ -62,15 +64,16 @@ RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, const
       progress_(writer && (progress == "on" || (progress == "auto" && isatty(STDOUT_FILENO) && !launched_under_mpi()))),
       log_every_(log_every), breakdown_(breakdown) {
   if (!writer_) return;
-  std::error_code ec;
-  std::filesystem::create_directories(output_dir_, ec);
-  ZF_REQUIRE(!ec, "cannot create the output directory %s: %s", output_dir_.c_str(), ec.message().c_str());
-  bool continuing = resumed_step > 0 && std::filesystem::exists(output_dir_ / "steps.csv");
-  if (continuing)
-    for (const char *name : {"steps.jsonl", "steps.csv"})
-      if (std::filesystem::exists(output_dir_ / name)) drop_rows_after(output_dir_ / name, resumed_step);
-  jsonl_ = open_output(output_dir_ / "steps.jsonl", continuing);
-  csv_ = open_output(output_dir_ / "steps.csv", continuing);
+  const Directory out = Directory::open(output_dir_.string(), true, "the output directory");
+  bool continuing = resumed_step > 0 && !out.kind_of("steps.csv").empty();
+  // A resumed run keeps the rows up to its step; a new one starts empty files. Either way the file
+  // is replaced by a rename, never written through a link named like it.
+  for (const char *name : {"steps.jsonl", "steps.csv"}) {
+    if (!continuing) out.write_atomically(name, "");
+    else if (!out.kind_of(name).empty()) drop_rows_after(out, name, resumed_step);
+  }
+  jsonl_ = open_output(out, "steps.jsonl");
+  csv_ = open_output(out, "steps.csv");
   started_s_ = process_seconds();
   if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(output_dir_ / "tensorboard");
   if (!continuing) return;
@@ -273,21 +276,14 @@ std::string RunReport::finish(const std::string &summary_json) {
   bar_shown_ = false;
   std::fflush(stdout);
   // Through a temporary file and a rename: a full disk leaves the summary of an earlier run, not a cut one.
-  const std::filesystem::path path = output_dir_ / "summary.json", temporary = output_dir_ / "summary.json.tmp";
-  bool written = false;
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << summary_json << "\n";
-    out.flush();
-    written = out.good();
+  try {
+    write_file_atomically((output_dir_ / "summary.json").string(), summary_json + "\n");
+    return "";
+  } catch (const Error &e) {
+    std::string failure = format("cannot write %s (%s)", (output_dir_ / "summary.json").c_str(), e.what());
+    log_warn(failure + ": the export and the sample still follow");
+    return failure;
   }
-  std::error_code ec;
-  if (written) std::filesystem::rename(temporary, path, ec);
-  if (written && !ec) return "";
-  std::filesystem::remove(temporary, ec);
-  std::string failure = format("cannot write %s (disk full?)", path.c_str());
-  log_warn(failure + ": the export and the sample still follow");
-  return failure;
 }
 
 }  // namespace zf

@@ -4,6 +4,7 @@
 
 #include "plugin/plugin_registry.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "tokenizer/sentencepiece/sentencepiece_module.h"
 
 #include <dlfcn.h>
@@ -35,6 +36,10 @@ const zf_sp_api &sentencepiece_module() {
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   explicit SentencePieceTokenizer(const std::string &path) : api_(sentencepiece_module()), path_(path) {
+    // The library opens the file itself: the input rule first (a FIFO would block it forever).
+    const std::string problem = regular_file_problem(path);
+    ZF_REQUIRE(problem.empty(), "%s: cannot load the SentencePiece model: %s (set data.tokenizer_path to a "
+               "tokenizer.model)", path.c_str(), problem.c_str());
     const char *error = nullptr;
     model_ = api_.load(path.c_str(), &error);
     ZF_REQUIRE(model_, "%s: cannot load the SentencePiece model: %s (set data.tokenizer_path to a tokenizer.model)",

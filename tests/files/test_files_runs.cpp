@@ -1,0 +1,240 @@
+// Runs, exports and bench suites under the filesystem rule: a link named like one of zfcore's files
+// is never written through, a failed export removes only its own temporaries and leaves the old
+// files together, a FIFO input is refused instead of waited on, names that would leave their
+// directory are refused, and values that cannot train are refused where they are set.
+#include "data/token_shard.hpp"
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using zf::test::read_text;
+using zf::test::run_command;
+using zf::test::scratch_dir;
+
+namespace {
+
+void write_text(const std::string &path, const std::string &text) { std::ofstream(path) << text; }
+
+// A tiny GPT on a short text file: a run of a few steps takes about a second. Every command is
+// bounded by `timeout`: a FIFO that were waited on fails the test instead of hanging it.
+std::string tiny_run(const std::string &data_dir, int steps = 2) {
+  std::ofstream train(data_dir + "/train.txt");
+  for (int i = 0; i < 40; ++i) train << "Line " << i << ": the quick brown fox jumps over " << i % 13 << " dogs.\n";
+  return "timeout 120 " + zf::test::zfcore() + " run " + zf::test::source_dir() + "/examples/quickstart.toml" +
+         " --set run.progress=off --set model.hidden=32 --set model.layers=1 --set model.heads=2" +
+         " --set model.max_seq=32 --set data.seq_len=32 --set data.path=" + data_dir + "/train.txt" +
+         " --set data.eval_fraction=0 --set train.micro_batch=2 --set train.eval_every=0 --set sample.tokens=0" +
+         " --set train.warmup_steps=0 --set train.steps=" + std::to_string(steps) + " ";
+}
+
+const char *kPrecious = "the user's own file\n";
+
+}  // namespace
+
+TEST_CASE("runs: links named like the run's own files leave the files they point to untouched", "[files]") {
+  const std::string dir = scratch_dir("runs_links"), out = dir + "/out";
+  fs::create_directories(out);
+  for (const char *name : {"steps.jsonl", "steps.csv", "summary.json", ".zfcore-write-test"}) {
+    write_text(dir + "/victim-" + name, kPrecious);
+    fs::create_symlink(dir + "/victim-" + name, out + "/" + name);
+  }
+  auto run = run_command(tiny_run(dir) + "--set run.output_dir=" + out);
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  for (const char *name : {"steps.jsonl", "steps.csv", "summary.json", ".zfcore-write-test"})
+    CHECK(read_text(dir + "/victim-" + std::string(name)) == kPrecious);
+  // The run wrote files of its own in their place.
+  CHECK(!fs::is_symlink(out + "/steps.jsonl"));
+  CHECK(read_text(out + "/steps.jsonl").find("\"step\":2") != std::string::npos);
+  CHECK(zf::test::json_field(read_text(out + "/summary.json"), "steps") == "2");
+}
+
+TEST_CASE("runs: a link named .zfcore.lock is refused, the file it points to untouched", "[files]") {
+  const std::string dir = scratch_dir("runs_lock_link"), out = dir + "/out";
+  fs::create_directories(out);
+  write_text(dir + "/victim", kPrecious);
+  fs::create_symlink(dir + "/victim", out + "/.zfcore.lock");
+  auto run = run_command(tiny_run(dir) + "--set run.output_dir=" + out);
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, Catch::Contains(out + "/.zfcore.lock is a symbolic link"));
+  CHECK(read_text(dir + "/victim") == kPrecious);
+}
+
+TEST_CASE("runs: a FIFO named steps.jsonl stops a resumed run with its name, without hanging", "[files]") {
+  const std::string dir = scratch_dir("runs_fifo_log"), out = dir + "/out";
+  auto first = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out);
+  REQUIRE(first.exit_code == 0);
+  fs::remove(out + "/steps.jsonl");
+  REQUIRE(mkfifo((out + "/steps.jsonl").c_str(), 0644) == 0);
+  auto resumed = run_command(tiny_run(dir, 4) + "--set run.output_dir=" + out);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 1);  // not 124: timeout's code for a run that hung
+  CHECK_THAT(resumed.output, Catch::Contains(out + "/steps.jsonl") && Catch::Contains("FIFO"));
+}
+
+TEST_CASE("export: a failure removes only its own temporaries and leaves the old files together", "[files]") {
+  const std::string dir = scratch_dir("export_failed"), exported = dir + "/hf";
+  fs::create_directories(exported + "/generation_config.json/in-the-way");  // the export cannot put its file there
+  write_text(exported + "/config.json", "{\"old\": true}\n");
+  write_text(exported + "/notes.tmp", kPrecious);
+  auto run = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/out --set checkpoint.export_hf=" + exported);
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, Catch::Contains("generation_config.json: a directory of that name is in the way"));
+  CHECK(read_text(exported + "/notes.tmp") == kPrecious);
+  CHECK(read_text(exported + "/config.json") == "{\"old\": true}\n");
+  CHECK(!fs::exists(exported + "/model.safetensors"));  // no new weights beside the old config.json
+  size_t entries = 0;
+  for (const auto &entry : fs::directory_iterator(exported)) entries += entry.path().filename() != "" ? 1 : 0;
+  CHECK(entries == 3);  // config.json, notes.tmp, generation_config.json/: no temporary left
+}
+
+TEST_CASE("export: a link named like an export temporary is left alone", "[files]") {
+  const std::string dir = scratch_dir("export_tmp_link"), exported = dir + "/hf";
+  fs::create_directories(exported);
+  write_text(dir + "/victim", kPrecious);
+  for (const char *name : {"model.safetensors.tmp", "config.json.tmp", "generation_config.json.tmp"})
+    fs::create_symlink(dir + "/victim", exported + "/" + name);
+  auto run = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/out --set checkpoint.export_hf=" + exported);
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(read_text(dir + "/victim") == kPrecious);
+  CHECK(fs::is_regular_file(fs::symlink_status(exported + "/model.safetensors")));
+  CHECK(fs::is_symlink(exported + "/model.safetensors.tmp"));  // the user's link, not zfcore's to remove
+}
+
+TEST_CASE("export: init_from's generation_config.json as a FIFO or nested too deep is refused, not read",
+          "[files]") {
+  const std::string dir = scratch_dir("export_generation_config"), model = dir + "/model";
+  auto seed = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/seed --set checkpoint.export_hf=" + model);
+  REQUIRE(seed.exit_code == 0);
+  fs::remove(model + "/generation_config.json");
+  REQUIRE(mkfifo((model + "/generation_config.json").c_str(), 0644) == 0);
+  const std::string command = tiny_run(dir) + "--set model.init_from=" + model + " --set run.output_dir=" + dir +
+                              "/out --set checkpoint.resume=never --set checkpoint.export_hf=" + dir + "/hf";
+  auto fifo = run_command(command);
+  INFO(fifo.output);
+  CHECK(fifo.exit_code == 1);  // not 124: the export did not wait on the FIFO
+  CHECK_THAT(fifo.output, Catch::Contains("generation_config.json") && Catch::Contains("FIFO"));
+
+  fs::remove(model + "/generation_config.json");
+  write_text(model + "/generation_config.json", std::string(200000, '[') + std::string(200000, ']'));
+  auto deep = run_command(command);
+  INFO(deep.output);
+  CHECK(deep.exit_code == 1);  // not a crash
+  CHECK_THAT(deep.output, Catch::Contains("generation_config.json: not valid JSON") &&
+                              Catch::Contains("nest deeper"));
+}
+
+TEST_CASE("config: values that cannot train and run names that leave runs/ are refused where they are set",
+          "[files]") {
+  const std::string dir = scratch_dir("config_untrainable");
+  const std::string run = tiny_run(dir) + "--set run.output_dir=" + dir + "/out ";
+  for (const auto &[set, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"optimizer.eps=inf", "optimizer.eps = inf: must be a finite number"},
+           {"model.norm_eps=inf", "model.norm_eps = inf: must be a finite number"},
+           {"optimizer.eps=1e39", "optimizer.eps = 1e+39 is beyond what fp32 holds"},
+           {"model.norm_eps=1e39", "model.norm_eps = 1e+39 is beyond what fp32 holds"}}) {
+    auto outcome = run_command(run + "--set " + set);
+    INFO(set << "\n" << outcome.output);
+    CHECK(outcome.exit_code == 1);
+    CHECK_THAT(outcome.output, Catch::Contains(expected));
+  }
+  for (const char *name : {"../escaped", "a/b", ".."}) {
+    auto outcome = run_command(tiny_run(dir) + "--set run.name=" + name);
+    INFO(outcome.output);
+    CHECK(outcome.exit_code == 1);
+    CHECK_THAT(outcome.output, Catch::Contains("run.name = \"" + std::string(name) + "\""));
+  }
+  CHECK(!fs::exists("escaped"));
+}
+
+TEST_CASE("bench: a row named '..' or '.' is refused before anything is written", "[files]") {
+  const std::string dir = scratch_dir("bench_dot_rows");
+  write_text(dir + "/keep.txt", kPrecious);
+  for (const char *row : {"..:none", ".:none"}) {
+    auto outcome = run_command("timeout 60 " + zf::test::zfcore() + " bench convergence --device cpu --num-steps 2 "
+                               "--rows '" + std::string(row) + "' --output-dir " + dir);
+    INFO(outcome.output);
+    CHECK(outcome.exit_code == 2);
+    CHECK_THAT(outcome.output, Catch::Contains("not '.' or '..'"));
+    CHECK(read_text(dir + "/keep.txt") == kPrecious);
+  }
+}
+
+TEST_CASE("messages: token ids beyond the model's vocabulary name the shard, the position and the step", "[files]") {
+  const std::string dir = scratch_dir("messages_token_ids");
+  std::vector<int64_t> ids(400);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t(i % 250);
+  ids[300] = 300;  // beyond model.vocab = 257; the shard records no vocabulary
+  zf::write_token_shard(dir + "/bad.bin", ids, 0);
+  auto run = run_command(tiny_run(dir, 20) + "--set data.type=tokens --set data.path=" + dir +
+                         "/bad.bin --set data.shuffle=false --set run.output_dir=" + dir + "/out");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, Catch::Contains("step ") && Catch::Contains(dir + "/bad.bin: id 300 at position 300") &&
+                             Catch::Contains("vocabulary size 257"));
+}
+
+TEST_CASE("messages: too little data, a wrong tokenizer_config.json and a resume of something not a checkpoint",
+          "[files]") {
+  const std::string dir = scratch_dir("messages_inputs");
+  write_text(dir + "/one.txt", "a");
+  auto tiny = run_command(tiny_run(dir) + "--set data.path=" + dir + "/one.txt --set run.output_dir=" + dir + "/o1");
+  INFO(tiny.output);
+  CHECK(tiny.exit_code == 1);
+  CHECK_THAT(tiny.output, Catch::Contains("too few to train on"));
+  CHECK_THAT(tiny.output, !Catch::Contains("at most 0"));
+
+  const std::string tokenizer = dir + "/tokenizer";
+  fs::create_directories(tokenizer);
+  fs::copy_file(zf::test::source_dir() + "/tests/fixtures/hf/gpt2_tokenizer/tokenizer.json", tokenizer + "/tokenizer.json");
+  write_text(tokenizer + "/tokenizer_config.json", "{\"eos_token\": 5}");
+  auto config = run_command(tiny_run(dir) + "--set data.tokenizer=hf --set data.tokenizer_path=" + tokenizer +
+                            " --set model.vocab=0 --set run.output_dir=" + dir + "/o2");
+  INFO(config.output);
+  CHECK(config.exit_code == 1);
+  CHECK_THAT(config.output, Catch::Contains("tokenizer_config.json: \"eos_token\" must be a token's text"));
+  CHECK_THAT(config.output, !Catch::Contains("internal error"));
+
+  auto first = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/run --set checkpoint.export_hf=" + dir +
+                           "/hf");
+  REQUIRE(first.exit_code == 0);
+  for (const auto &[resume, expected] : std::vector<std::pair<std::string, std::string>>{
+           {dir + "/run", "is a run's output directory, not a checkpoint"},
+           {dir + "/hf", "is a Hugging Face model directory, not a checkpoint"},
+           {dir + "/run/checkpoints", "is a directory of checkpoints, not one checkpoint"}}) {
+    auto outcome = run_command(tiny_run(dir, 3) + "--set run.output_dir=" + dir + "/o3 --set checkpoint.resume=" + resume);
+    INFO(outcome.output);
+    CHECK(outcome.exit_code == 1);
+    CHECK_THAT(outcome.output, Catch::Contains(expected));
+  }
+}
+
+TEST_CASE("messages: convert refuses what run would, checkpoint verify names a file and a link loop", "[files]") {
+  const std::string dir = scratch_dir("messages_cli");
+  write_text(dir + "/ds.json", "{\"train_micro_batch_size_per_gpu\": -4}");
+  auto convert = run_command(zf::test::zfcore() + " convert " + dir + "/ds.json");
+  INFO(convert.output);
+  CHECK(convert.exit_code == 1);
+  CHECK_THAT(convert.output, Catch::Contains("train.micro_batch = -4"));
+  CHECK_THAT(convert.output, !Catch::Contains("[train]"));  // no TOML written
+
+  write_text(dir + "/file", "x");
+  fs::create_symlink(dir + "/loop", dir + "/loop");
+  auto file = run_command(zf::test::zfcore() + " checkpoint verify " + dir + "/file");
+  INFO(file.output);
+  CHECK(file.exit_code == 1);
+  CHECK_THAT(file.output, Catch::Contains("is a file, not a directory"));
+  auto loop = run_command(zf::test::zfcore() + " checkpoint verify " + dir + "/loop");
+  INFO(loop.output);
+  CHECK(loop.exit_code == 1);
+  CHECK_THAT(loop.output, Catch::Contains("a link loop"));
+}
