@@ -37,7 +37,12 @@ void put_le(std::string &out, uint64_t value, int bytes) {
 }  // namespace
 
 TensorBoardWriter::TensorBoardWriter(const std::filesystem::path &directory) {
-  const Directory events = Directory::open(directory.string(), true, "run.tensorboard");
+  // The output directory as the user named it (links in its path are theirs), then its
+  // subdirectory without following a link named like it (runtime/files.hpp): the event files go
+  // where the run's other files are, not where such a link points.
+  const std::filesystem::path parent = directory.parent_path();
+  const Directory events = Directory::open(parent.empty() ? "." : parent.string(), true, "run.tensorboard")
+                               .subdirectory(directory.filename().string(), true);
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
   // TensorBoard's own name for the file (it finds event files by "tfevents" in the name), numbered

@@ -129,7 +129,8 @@ Directory Directory::subdirectory(const std::string &name, bool create) const {
   if (create && mkdirat(fd_, name.c_str(), 0755) != 0 && errno != EEXIST)
     throw Error(format("cannot create the directory %s: %s", path_of(name).c_str(), errno_text().c_str()));
   int fd = openat(fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 && errno == ELOOP)
+  // A link fails with ELOOP, or with ENOTDIR where O_DIRECTORY is checked first (Linux).
+  if (fd < 0 && (errno == ELOOP || errno == ENOTDIR) && kind_of(name) == "link")
     throw Error(format("%s is a symbolic link: zfcore does not write where a link points; remove the link or "
                        "choose another directory", path_of(name).c_str()));
   ZF_REQUIRE(fd >= 0, "cannot open the directory %s: %s", path_of(name).c_str(), errno_text().c_str());

@@ -52,6 +52,17 @@ TEST_CASE("files: appending refuses a link and a FIFO named like the file", "[fi
   close(fd);
 }
 
+TEST_CASE("files: a subdirectory that is a link is refused, whether or not it is to be created", "[files]") {
+  const std::string dir = scratch_dir("files_subdirectory_link");
+  fs::create_directory(dir + "/elsewhere");
+  fs::create_directory_symlink(dir + "/elsewhere", dir + "/tensorboard");
+  zf::Directory out = zf::Directory::open(dir, false);
+  for (bool create : {true, false})
+    CHECK_THROWS_WITH(out.subdirectory("tensorboard", create),
+                      Catch::Contains(dir + "/tensorboard is a symbolic link"));
+  CHECK(fs::is_empty(dir + "/elsewhere"));
+}
+
 TEST_CASE("files: a pending file never committed leaves the old file and no temporary", "[files]") {
   const std::string dir = scratch_dir("files_pending");
   write_text(dir + "/config.json", "old\n");

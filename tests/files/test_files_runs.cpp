@@ -67,6 +67,18 @@ TEST_CASE("runs: a link named .zfcore.lock is refused, the file it points to unt
   CHECK(read_text(dir + "/victim") == kPrecious);
 }
 
+TEST_CASE("runs: a link named tensorboard is refused, the directory it points to left empty", "[files]") {
+  const std::string dir = scratch_dir("runs_tensorboard_link"), out = dir + "/out";
+  fs::create_directories(out);
+  fs::create_directories(dir + "/elsewhere");
+  fs::create_directory_symlink(dir + "/elsewhere", out + "/tensorboard");
+  auto run = run_command(tiny_run(dir) + "--set run.output_dir=" + out + " --set run.tensorboard=true");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, Catch::Contains(out + "/tensorboard is a symbolic link"));
+  CHECK(fs::is_empty(dir + "/elsewhere"));
+}
+
 TEST_CASE("runs: a FIFO named steps.jsonl stops a resumed run with its name, without hanging", "[files]") {
   const std::string dir = scratch_dir("runs_fifo_log"), out = dir + "/out";
   auto first = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out);
