@@ -3,6 +3,7 @@
 
 #include "config/config.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 
 #include <sys/stat.h>
 
@@ -21,8 +22,9 @@ std::unique_ptr<Tokenizer> make_tokenizer(const RunConfig &config) {
   struct stat info {};
   if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
     path += kind == "hf" ? "/tokenizer.json" : "/tokenizer.model";
-  ZF_REQUIRE(stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode),
-             "%s: data.tokenizer_path: no file %s", where.c_str(), path.c_str());
+  // Says which: missing, a directory, a FIFO (read, it would wait for a writer forever).
+  const std::string problem = regular_file_problem(path);
+  ZF_REQUIRE(problem.empty(), "%s: data.tokenizer_path: %s: %s", where.c_str(), path.c_str(), problem.c_str());
   try {
     return kind == "hf" ? load_hf_tokenizer(path) : load_sentencepiece_tokenizer(path);
   } catch (const Error &e) {

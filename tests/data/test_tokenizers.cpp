@@ -12,6 +12,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <random>
 
 using namespace zf;
@@ -157,11 +159,17 @@ TEST_CASE("make_tokenizer: byte by default, a missing tokenizer_path is a locate
   CHECK_THROWS_WITH(make_tokenizer(test::data_config("tokenizer = \"hf\"")),
                     Catch::Contains("test.toml:4:13") && Catch::Contains("needs data.tokenizer_path"));
   CHECK_THROWS_WITH(make_tokenizer(test::data_config("tokenizer = \"sentencepiece\"\ntokenizer_path = \"/no/such.model\"")),
-                    Catch::Contains("test.toml:5:18") && Catch::Contains("no file /no/such.model"));
+                    Catch::Contains("test.toml:5:18") &&
+                        Catch::Contains("/no/such.model: No such file or directory"));
   std::string directory = test::scratch_dir("data_tokenizer_dir");
   tiny_tokenizer(directory, false);
   // A directory stands for the tokenizer.json inside it.
   CHECK(make_tokenizer(test::data_config("tokenizer = \"hf\"\ntokenizer_path = \"" + directory + "\""))->vocab_size() == 11);
+  // One that is a FIFO is named as one (reading it would wait for a writer).
+  std::string fifo = test::scratch_dir("data_tokenizer_fifo");
+  REQUIRE(mkfifo((fifo + "/tokenizer.json").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH(make_tokenizer(test::data_config("tokenizer = \"hf\"\ntokenizer_path = \"" + fifo + "\"")),
+                    Catch::Contains(fifo + "/tokenizer.json: is a FIFO"));
 }
 
 TEST_CASE("valid_utf8 replaces what is not UTF-8 as Python's errors=\"replace\" does", "[tokenizer]") {
