@@ -45,6 +45,13 @@ void check_run_limits(const RunConfig &config, int world_size) {
   ZF_REQUIRE(std::isfinite(float(norm_eps)), "%s: model.norm_eps = %.15g is beyond what fp32 holds (every "
              "normalization would output 0): use a small value such as 1e-5, or 0 for the preset's",
              config.where("model", "norm_eps").str().c_str(), norm_eps);
+  // lr = 1e39 was accepted and failed in the optimizer at step 1, naming no key.
+  for (const char *key : {"lr", "weight_decay"}) {
+    const double value = config.real("optimizer", key);
+    ZF_REQUIRE(std::isfinite(float(value)), "%s: optimizer.%s = %.15g is beyond what fp32 holds (the optimizers "
+               "compute in fp32; it would be inf there and every weight nan): use at most %g",
+               config.where("optimizer", key).str().c_str(), key, value, double(FLT_MAX));
+  }
   for (const char *key : {"beta1", "beta2"}) {
     const double beta = config.real("optimizer", key);
     ZF_REQUIRE(float(beta) < 1.0f, "%s: optimizer.%s = %.15g rounds to 1 in fp32, where the optimizers compute "

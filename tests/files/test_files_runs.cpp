@@ -153,7 +153,9 @@ TEST_CASE("config: values that cannot train and run names that leave runs/ are r
            {"optimizer.eps=inf", "optimizer.eps = inf: must be a finite number"},
            {"model.norm_eps=inf", "model.norm_eps = inf: must be a finite number"},
            {"optimizer.eps=1e39", "optimizer.eps = 1e+39 is beyond what fp32 holds"},
-           {"model.norm_eps=1e39", "model.norm_eps = 1e+39 is beyond what fp32 holds"}}) {
+           {"model.norm_eps=1e39", "model.norm_eps = 1e+39 is beyond what fp32 holds"},
+           {"optimizer.lr=1e39", "optimizer.lr = 1e+39 is beyond what fp32 holds"},
+           {"optimizer.weight_decay=1e39", "optimizer.weight_decay = 1e+39 is beyond what fp32 holds"}}) {
     auto outcome = run_command(run + "--set " + set);
     INFO(set << "\n" << outcome.output);
     CHECK(outcome.exit_code == 1);
