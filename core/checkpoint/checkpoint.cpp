@@ -1,8 +1,10 @@
 #include "checkpoint/checkpoint.hpp"
 
 #include "checkpoint/checkpoint_metadata.hpp"
+#include "checkpoint/reshard.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/log.hpp"
 
 #include <fcntl.h>
@@ -10,7 +12,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 namespace zf {
 namespace fs = std::filesystem;
@@ -20,6 +21,12 @@ namespace {
 std::string step_name(int64_t step) { return format("step-%08lld", (long long)step); }
 std::string rank_file(int rank) { return format("rank-%05d.safetensors", rank); }
 
+// ---- the file operations of the store, through the filesystem rule (runtime/files.hpp) ------------
+// A checkpoint directory is created by its run with an ownership marker naming the run id, under a
+// name that carries the id too (step-N.RUNID.tmp, renamed step-N when whole; step-N.RUNID.deleting
+// while pruned). A save removes only directories whose marker names its run: never an entry matched
+// by a pattern alone, never another run's checkpoint, never one of an older zfcore (no marker).
+
 void fsync_path(const fs::path &path) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) return;
@@ -27,56 +34,91 @@ void fsync_path(const fs::path &path) {
   ::close(fd);
 }
 
-// The step of a checkpoint directory's name step-N (any number of digits), or -1.
-int64_t step_of(const fs::path &checkpoint) {
-  const std::string name = checkpoint.filename().string();
-  if (name.size() <= 5 || name.rfind("step-", 0) != 0 || name.size() > 5 + 18) return -1;
-  if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
-  return std::stoll(name.substr(5));
+std::string own_name(int64_t step, const std::string &owner, const char *suffix) {
+  return step_name(step) + "." + owner + suffix;
 }
 
 bool ends_with(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Out of the store first (one rename), then deleted: a kill in the middle leaves a
-// step-N.deleting directory, which the next save removes, never a half-deleted checkpoint that
-// looks like a step.
-void remove_checkpoint(const fs::path &checkpoint) {
-  std::error_code ec;
-  fs::path doomed = checkpoint;
-  doomed += ".deleting";
-  fs::rename(checkpoint, doomed, ec);
-  fs::remove_all(ec ? checkpoint : doomed, ec);
+// Out of the store first (one rename to a name of this run), then deleted: a kill in the middle
+// leaves step-N.RUNID.deleting, which this run's next save removes, never a half-deleted
+// checkpoint that looks like a step. "" or why it was left.
+std::string remove_checkpoint(const Directory &store, const std::string &name, const std::string &run_id) {
+  if (store.owner_of(name) != run_id) return "not this run's (no marker of run " + run_id + ")";
+  const std::string doomed = own_name(checkpoint_step_of_name(name), run_id, ".deleting");
+  const std::string why = store.rename_entry(name, doomed);
+  return why.empty() ? store.remove_owned(doomed, run_id) : why;
 }
 
-// What an interrupted save or prune left behind (called after a save completed): step-N.deleting,
-// step-N.tmp, and step-N directories without checkpoint.json (half-deleted by an older zfcore).
-void remove_leftovers(const fs::path &directory) {
+// What an interrupted save or prune of this run left behind: step-N.RUNID.tmp and
+// step-N.RUNID.deleting carrying its marker. Anything else (a user's step-notes/, an export under
+// step-5-hf/, another run's leftovers) is not this run's to remove.
+void remove_leftovers(const Directory &store, const std::string &run_id) {
+  if (run_id.empty()) return;
   std::error_code ec;
-  std::vector<fs::path> doomed;
-  for (const auto &entry : fs::directory_iterator(directory, ec)) {
+  std::vector<std::string> doomed;
+  for (const auto &entry : fs::directory_iterator(store.path(), ec)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("step-", 0) != 0) continue;
-    const bool leftover = name.find('.') != std::string::npos ? ends_with(name, ".deleting") || ends_with(name, ".tmp")
-                                                             : !fs::exists(entry.path() / "checkpoint.json");
-    if (leftover) doomed.push_back(entry.path());
+    if (ends_with(name, "." + run_id + ".tmp") || ends_with(name, "." + run_id + ".deleting")) doomed.push_back(name);
   }
-  for (const fs::path &path : doomed) fs::remove_all(path, ec);
+  for (const std::string &name : doomed) store.remove_owned(name, run_id);
+}
+
+// The run name recorded in a checkpoint's rank-0 file ("" for checkpoints of format 1 or
+// unreadable ones: the damage check says what is wrong with those).
+std::string run_name_of(const fs::path &checkpoint) {
+  try {
+    const fs::path first = checkpoint / rank_file(0);
+    return read_checkpoint_metadata(SafetensorsFile::open(first.string()).metadata(), first.string()).run_name;
+  } catch (const Error &) {
+    return "";
+  }
 }
 
 }  // namespace
 
-std::vector<fs::path> checkpoints_in(const fs::path &directory) {
+int64_t checkpoint_step_of_name(const fs::path &checkpoint) {
+  const std::string name = checkpoint.filename().string();
+  if (name.size() <= 5 || name.rfind("step-", 0) != 0 || name.size() > 5 + 18) return -1;
+  if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
+  return std::stoll(name.substr(5));
+}
+
+std::vector<fs::path> checkpoints_in(const fs::path &directory, bool strict) {
   std::vector<fs::path> found;
   std::error_code ec;
   if (!fs::is_directory(directory, ec)) return found;
-  for (const auto &entry : fs::directory_iterator(directory, ec))
-    if (entry.is_directory() && step_of(entry.path()) >= 0 && fs::exists(entry.path() / "checkpoint.json"))
-      found.push_back(entry.path());
+  for (const auto &entry : fs::directory_iterator(directory, ec)) {
+    if (checkpoint_step_of_name(entry.path()) < 0) continue;
+    std::error_code link_ec;
+    const bool is_directory = fs::is_directory(entry.path(), link_ec);  // through a link
+    if (link_ec) {  // a link to itself, a loop, a dangling link
+      const std::string why = format("%s cannot be read as a checkpoint: %s; remove it or make it a checkpoint "
+                                     "directory", entry.path().c_str(), link_ec.message().c_str());
+      if (strict) throw Error(why);
+      log_warn(why + " (skipped)");
+      continue;
+    }
+    if (is_directory && fs::exists(entry.path() / "checkpoint.json", link_ec)) found.push_back(entry.path());
+  }
   // By the step number: step-100000000 is newer than step-99999999, though it sorts before it as text.
-  std::sort(found.begin(), found.end(), [](const fs::path &a, const fs::path &b) { return step_of(a) < step_of(b); });
+  std::sort(found.begin(), found.end(), [](const fs::path &a, const fs::path &b) {
+    return checkpoint_step_of_name(a) < checkpoint_step_of_name(b);
+  });
   return found;
+}
+
+std::vector<fs::path> checkpoints_of_run(const fs::path &directory, const std::string &run_name,
+                                         std::vector<fs::path> *others, bool strict) {
+  std::vector<fs::path> mine;
+  for (const fs::path &checkpoint : checkpoints_in(directory, strict)) {
+    const std::string name = run_name_of(checkpoint);
+    if (name.empty() || name == run_name) mine.push_back(checkpoint);
+    else if (others) others->push_back(checkpoint);
+  }
+  return mine;
 }
 
 std::string checkpoint_damage(const fs::path &checkpoint, int first_file, int stride) {
@@ -84,7 +126,12 @@ std::string checkpoint_damage(const fs::path &checkpoint, int first_file, int st
     ZF_REQUIRE(fs::exists(checkpoint / "checkpoint.json"), "%s is not a complete checkpoint (no checkpoint.json)",
                checkpoint.c_str());
     const fs::path first = checkpoint / rank_file(0);
-    const uint64_t world = read_checkpoint_metadata(SafetensorsFile::open(first).metadata(), first).world_size;
+    const CheckpointMetadata recorded = read_checkpoint_metadata(SafetensorsFile::open(first).metadata(), first);
+    const uint64_t world = recorded.world_size;
+    const int64_t named = checkpoint_step_of_name(checkpoint);
+    ZF_REQUIRE(named < 0 || named == recorded.step, "%s holds step %lld, not the step of its name (copied or "
+               "renamed?); resume it under its own name step-%08lld", first.c_str(), (long long)recorded.step,
+               (long long)recorded.step);
     for (uint64_t rank = uint64_t(first_file); rank < world; rank += uint64_t(stride)) {
       const fs::path file = checkpoint / rank_file(int(rank));
       SafetensorsFile stored = SafetensorsFile::open(file.string());  // the header's structure
@@ -116,6 +163,9 @@ int64_t read_checkpoint_master(const fs::path &checkpoint, const std::string &la
     if (rank == 0) {
       world = metadata.world_size;
       step = metadata.step;
+      const int64_t named = checkpoint_step_of_name(checkpoint);
+      ZF_REQUIRE(named < 0 || named == step, "%s holds step %lld, not the step of its name (copied or renamed?)",
+                 file.c_str(), (long long)step);
       ZF_REQUIRE(metadata.layout == layout_digest,
                  "%s was written for another model layout; check [model] against the run that wrote it",
                  checkpoint.c_str());
@@ -134,48 +184,53 @@ CheckpointStore::CheckpointStore(fs::path directory, int64_t keep, Communicator 
     : directory_(std::move(directory)), keep_(keep), comm_(comm) {}
 
 fs::path CheckpointStore::save(const TrainingState &state, const std::string &info_json) {
-  fs::path final_dir = directory_ / step_name(state.step);
-  fs::path temp_dir = directory_ / (step_name(state.step) + ".tmp");
+  const std::string owner = state.run_id.empty() ? "run" : state.run_id;  // the marker's text (a test's state has no id)
+  const std::string final_name = step_name(state.step), temp_name = own_name(state.step, owner, ".tmp");
+  const fs::path final_dir = directory_ / final_name, temp_dir = directory_ / temp_name;
+  std::optional<Directory> store;
   if (comm_.rank() == 0) {
+    store.emplace(Directory::open(directory_.string(), /*create=*/true, "checkpoint.dir"));
+    // A checkpoint of this step from another run (run.name) is not ours to replace.
     std::error_code ec;
-    fs::create_directories(directory_, ec);
-    ZF_REQUIRE(!ec, "cannot create the checkpoint directory %s: %s", directory_.c_str(), ec.message().c_str());
-    fs::remove_all(temp_dir, ec);
-    fs::create_directories(temp_dir, ec);
-    ZF_REQUIRE(!ec, "cannot create %s: %s", temp_dir.c_str(), ec.message().c_str());
+    const std::string holder = fs::exists(final_dir / "checkpoint.json", ec) ? run_name_of(final_dir) : "";
+    ZF_REQUIRE(holder.empty() || holder == state.run_name,
+               "%s already holds step %lld of the run \"%s\"; this run (run.name = \"%s\") does not replace it: "
+               "give this run its own checkpoint.dir", directory_.c_str(), (long long)state.step, holder.c_str(),
+               state.run_name.c_str());
+    store->remove_owned(temp_name, owner);  // this run's own, from a save that was interrupted
+    store->create_owned(temp_name, owner);
   }
   comm_.barrier();
 
   std::vector<std::pair<std::string, at::Tensor>> tensors = {{"master", state.master}, {"rng", state.rng}};
   if (state.device_rng.defined()) tensors.emplace_back("device_rng", state.device_rng);
   for (const auto &[name, tensor] : state.optimizer) tensors.emplace_back("optimizer." + name, tensor);
-  CheckpointMetadata written{state.step, uint64_t(comm_.world_size()), state.shard_begin, state.shard_end,
-                             state.layout_digest};
+  CheckpointMetadata written{state.step,         uint64_t(comm_.world_size()), state.shard_begin, state.shard_end,
+                             state.layout_digest, state.run_name,               state.run_id,      state.config_digest};
   std::map<std::string, std::string> metadata = checkpoint_metadata_fields(written, comm_.rank());
   std::vector<TensorPieces> pieces = state.optimizer_pieces;
   for (TensorPieces &p : pieces) p.name = "optimizer." + p.name;
-  write_safetensors((temp_dir / rank_file(comm_.rank())).string(), tensors, metadata, pieces);
+  write_safetensors((temp_dir / rank_file(comm_.rank())).string(), tensors, metadata, pieces, /*block_checksums=*/true);
   comm_.barrier();
 
   if (comm_.rank() == 0) {
-    fs::path info = temp_dir / "checkpoint.json";
-    {
-      std::ofstream out(info);
-      out << info_json << "\n";
-      ZF_REQUIRE(out.good(), "cannot write %s", info.c_str());
-    }
-    fsync_path(info);
+    store->subdirectory(temp_name, false).write_atomically("checkpoint.json", info_json + "\n");
     fsync_path(temp_dir);
-    std::error_code ec;
-    fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier run
-    fs::rename(temp_dir, final_dir, ec);
-    ZF_REQUIRE(!ec, "cannot move %s into place: %s", temp_dir.c_str(), ec.message().c_str());
+    // The same step of this run's earlier life (resumed from an earlier checkpoint) is replaced.
+    if (!store->kind_of(final_name).empty()) {
+      const std::string kept = remove_checkpoint(*store, final_name, owner);
+      ZF_REQUIRE(kept.empty(), "%s is in the way of this run's checkpoint of step %lld and is %s: move it away or "
+                 "give this run its own checkpoint.dir", final_dir.c_str(), (long long)state.step, kept.c_str());
+    }
+    const std::string moved = store->rename_entry(temp_name, final_name);
+    ZF_REQUIRE(moved.empty(), "cannot move %s into place: %s", temp_dir.c_str(), moved.c_str());
     fsync_path(directory_);
-    // The oldest go; never the one just written (a run resumed from an earlier step may find newer ones).
-    std::vector<fs::path> all = checkpoints_in(directory_);
+    // The oldest of this run go (never another run's, never a link, never the one just written: a
+    // run resumed from an earlier step may find newer ones).
+    std::vector<fs::path> all = checkpoints_of_run(directory_, state.run_name, nullptr, /*strict=*/false);
     for (size_t i = 0; i + size_t(keep_) < all.size(); ++i)
-      if (step_of(all[i]) < state.step) remove_checkpoint(all[i]);
-    remove_leftovers(directory_);
+      if (checkpoint_step_of_name(all[i]) < state.step) remove_checkpoint(*store, all[i].filename().string(), owner);
+    remove_leftovers(*store, owner);
   }
   comm_.barrier();
   return final_dir;
@@ -185,8 +240,13 @@ std::string CheckpointStore::damage(const fs::path &checkpoint) const {
   return first_finding(comm_, checkpoint_damage(checkpoint, comm_.rank(), comm_.world_size()));
 }
 
-std::optional<fs::path> CheckpointStore::newest_whole(bool move_damaged_aside) const {
-  std::vector<fs::path> all = checkpoints_in(directory_);
+std::optional<fs::path> CheckpointStore::newest_whole(const std::string &run_name, bool move_damaged_aside) const {
+  std::vector<fs::path> others;
+  std::vector<fs::path> all = checkpoints_of_run(directory_, run_name, &others, /*strict=*/true);
+  if (!others.empty() && comm_.rank() == 0)
+    log_warn(format("%s holds %zu checkpoint(s) of other runs (another run.name), e.g. %s of \"%s\": not resumed "
+                    "from by run.name = \"%s\"", directory_.c_str(), others.size(), others.back().c_str(),
+                    run_name_of(others.back()).c_str(), run_name.c_str()));
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     const std::string found = damage(*it);
     if (found.empty()) return *it;
@@ -196,8 +256,8 @@ std::optional<fs::path> CheckpointStore::newest_whole(bool move_damaged_aside) c
       fs::path damaged = *it;
       damaged += ".damaged";
       std::error_code ec;
-      fs::remove_all(damaged, ec);
-      fs::rename(*it, damaged, ec);
+      if (!fs::exists(damaged, ec)) fs::rename(*it, damaged, ec);  // an older one of that name stays
+      else ec = std::make_error_code(std::errc::file_exists);
       if (!ec) aside = format(", moved to %s", damaged.c_str());
     }
     log_warn(format("checkpoint %s is damaged (%s)%s; trying the one before it", it->c_str(), found.c_str(),
@@ -206,25 +266,46 @@ std::optional<fs::path> CheckpointStore::newest_whole(bool move_damaged_aside) c
   return std::nullopt;
 }
 
+bool CheckpointStore::same_layout(const fs::path &checkpoint, const TrainingState &state) const {
+  int64_t differs[1] = {1};
+  try {
+    const fs::path file = checkpoint / rank_file(comm_.rank());
+    if (fs::exists(file)) {
+      CheckpointMetadata metadata = read_checkpoint_metadata(SafetensorsFile::open(file.string()).metadata(), file);
+      differs[0] = metadata.world_size != uint64_t(comm_.world_size()) || metadata.shard_begin != state.shard_begin ||
+                   metadata.shard_end != state.shard_end;
+    }
+  } catch (const Error &) {  // load() says what is wrong with it
+    differs[0] = 0;
+  }
+  comm_.all_reduce(zf_tensor_view{differs, 1, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MAX, nullptr);
+  return differs[0] == 0;
+}
+
+ReshardReport CheckpointStore::load_resharded(const fs::path &checkpoint, TrainingState &state,
+                                              const std::vector<std::string> &restart, uint64_t *bytes_read) const {
+  CheckpointShards shards = CheckpointShards::open(checkpoint);
+  ReshardReport report = zf::load_resharded(shards, comm_.rank(), state, restart);
+  if (bytes_read) *bytes_read = shards.bytes_read();
+  return report;
+}
+
 void CheckpointStore::load(const fs::path &checkpoint, TrainingState &state) const {
   fs::path file = checkpoint / rank_file(comm_.rank());
   ZF_REQUIRE(fs::exists(checkpoint / "checkpoint.json"), "%s is not a complete checkpoint (no checkpoint.json)",
              checkpoint.c_str());
-  ZF_REQUIRE(fs::exists(file), "%s has no file for rank %d (it was written by fewer ranks?)", checkpoint.c_str(),
-             comm_.rank());
+  ZF_REQUIRE(fs::exists(file), "%s has no file for rank %d", checkpoint.c_str(), comm_.rank());
   SafetensorsFile stored = SafetensorsFile::open(file.string());
   CheckpointMetadata metadata = read_checkpoint_metadata(stored.metadata(), file.string());
-  ZF_REQUIRE(metadata.world_size == uint64_t(comm_.world_size()),
-             "%s was written by %llu ranks; this run has %d. Resume with the same world size (or export the "
-             "model and start a new run from it)",
-             checkpoint.c_str(), (unsigned long long)metadata.world_size, comm_.world_size());
   ZF_REQUIRE(metadata.layout == state.layout_digest,
              "%s was written for another model layout; check [model] against the run that wrote it",
              checkpoint.c_str());
-  ZF_REQUIRE(metadata.shard_begin == state.shard_begin && metadata.shard_end == state.shard_end,
-             "%s holds the shard [%llu, %llu) for rank %d; this run owns [%llu, %llu) (another stage plugin?)",
-             file.c_str(), (unsigned long long)metadata.shard_begin, (unsigned long long)metadata.shard_end,
-             comm_.rank(), (unsigned long long)state.shard_begin, (unsigned long long)state.shard_end);
+  ZF_REQUIRE(metadata.world_size == uint64_t(comm_.world_size()) && metadata.shard_begin == state.shard_begin &&
+                 metadata.shard_end == state.shard_end,
+             "%s holds the shard [%llu, %llu) of %llu ranks; this rank owns [%llu, %llu) of %d: load it with "
+             "load_resharded", file.c_str(), (unsigned long long)metadata.shard_begin,
+             (unsigned long long)metadata.shard_end, (unsigned long long)metadata.world_size,
+             (unsigned long long)state.shard_begin, (unsigned long long)state.shard_end, comm_.world_size());
   stored.read_into("master", state.master);
   for (auto &[name, tensor] : state.optimizer) {
     const bool optional = std::find(state.optional.begin(), state.optional.end(), name) != state.optional.end();

@@ -2,9 +2,11 @@
 // safetensors file per rank (its fp32 master shard, its optimizer state, the RNG state) and
 // checkpoint.json (step, world size, layout). It appears atomically: every rank writes into
 // step-NNNNNNNN.tmp/, files are fsynced, then rank 0 renames the directory into place, so a crash
-// mid-save leaves the previous checkpoint intact. Only the newest `keep` are kept (by step number).
-// Every tensor carries a checksum (safetensors.hpp): a checkpoint whose bytes changed on disk is
-// found before it is used, named by file and tensor.
+// mid-save leaves the previous checkpoint intact. Only the newest `keep` of this run (run.name) are
+// kept (by step number); a save removes only what this run created (names with its run id).
+// Every tensor carries a checksum (safetensors.hpp), in blocks for ranges, and the metadata its own
+// (checkpoint_metadata.hpp): a checkpoint whose bytes changed on disk is found before it is used,
+// named by file and tensor. Another layout reads it through reshard.hpp.
 #pragma once
 
 #include "checkpoint/safetensors.hpp"
@@ -21,12 +23,15 @@
 
 namespace zf {
 
+struct ReshardReport;
+
 // This rank's part of the training state. Tensors are views of the live buffers: save reads
 // them, load writes into them (shapes and dtypes must match what was saved).
 struct TrainingState {
   int64_t step = 0;
   uint64_t shard_begin = 0, shard_end = 0;
   std::string layout_digest;  // identifies the model's flat layout
+  std::string run_name, run_id, config_digest;  // the run's identity (checkpoint_metadata.hpp)
   at::Tensor master;          // fp32 master shard
   std::vector<std::pair<std::string, at::Tensor>> optimizer;  // named optimizer state tensors
   std::vector<TensorPieces> optimizer_pieces;  // ... and those not in memory as a whole (on disk)
@@ -42,8 +47,15 @@ struct TrainingState {
 int64_t read_checkpoint_master(const std::filesystem::path &checkpoint, const std::string &layout_digest,
                                const std::function<void(uint64_t begin, const at::Tensor &values)> &take);
 
-// The complete checkpoints (step-N with a checkpoint.json) in `directory`, oldest first by step.
-std::vector<std::filesystem::path> checkpoints_in(const std::filesystem::path &directory);
+// The complete checkpoints (step-N with a checkpoint.json) in `directory`, oldest first by step. A
+// step-N entry that cannot be followed (a link to itself, a loop) is an error naming it (strict),
+// or skipped with a warning.
+std::vector<std::filesystem::path> checkpoints_in(const std::filesystem::path &directory, bool strict = true);
+// ... of the run named `run_name` (and those of format 1, which name no run); the others' go to `others`.
+std::vector<std::filesystem::path> checkpoints_of_run(const std::filesystem::path &directory, const std::string &run_name,
+                                                      std::vector<std::filesystem::path> *others, bool strict = true);
+// N of a directory named step-N, or -1.
+int64_t checkpoint_step_of_name(const std::filesystem::path &checkpoint);
 
 // What is wrong with `checkpoint` ("" when it is whole): its checkpoint.json, and the headers,
 // metadata and tensor checksums of its rank files first_file, first_file + stride, ... (all of them
@@ -57,14 +69,22 @@ class CheckpointStore {
   const std::filesystem::path &directory() const { return directory_; }
   // Collective: every rank calls it at the same step. Returns the new checkpoint's directory.
   std::filesystem::path save(const TrainingState &state, const std::string &info_json);
-  // Collective: the newest whole checkpoint in the directory, if any (the ranks check its files
-  // between them). A damaged newer one is reported, and with `move_damaged_aside` renamed to
-  // step-N.damaged (kept for a look, never resumed from nor counted by `keep`).
-  std::optional<std::filesystem::path> newest_whole(bool move_damaged_aside) const;
+  // Collective: the newest whole checkpoint of the run `run_name` in the directory, if any (the ranks
+  // check its files between them; other runs' are named in a warning). A damaged newer one is
+  // reported, and with `move_damaged_aside` renamed to step-N.damaged (kept for a look, never
+  // resumed from nor counted by `keep`).
+  std::optional<std::filesystem::path> newest_whole(const std::string &run_name, bool move_damaged_aside) const;
   // Collective: checkpoint_damage(checkpoint), its files shared among the ranks; the same on every rank.
   std::string damage(const std::filesystem::path &checkpoint) const;
-  // Fills `state` from `checkpoint` (this rank's file); checks world size, shard and layout.
+  // Collective: whether every rank's file of `checkpoint` holds exactly this rank's shard of `state`
+  // (the same world size and shard bounds; the stage and offload plugins may differ).
+  bool same_layout(const std::filesystem::path &checkpoint, const TrainingState &state) const;
+  // Fills `state` from `checkpoint` (this rank's file) when same_layout; checks shard and layout.
   void load(const std::filesystem::path &checkpoint, TrainingState &state) const;
+  // Fills `state` from a checkpoint of another layout (reshard.hpp); `bytes_read` gets the bytes of
+  // tensor data this rank read.
+  ReshardReport load_resharded(const std::filesystem::path &checkpoint, TrainingState &state,
+                               const std::vector<std::string> &restart, uint64_t *bytes_read) const;
 
  private:
   std::filesystem::path directory_;

@@ -1,11 +1,14 @@
 #include "checkpoint/checkpoint_metadata.hpp"
 
+#include "checkpoint/checksum.hpp"
 #include "config/limits.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
 
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
+#include <random>
 
 namespace zf {
 namespace {
@@ -30,19 +33,60 @@ uint64_t number(const std::map<std::string, std::string> &fields, const char *ke
   return value;
 }
 
+constexpr const char *kChecksumField = "metadata_checksum";
+
+// The checksum of every field but the tensors' checksums and itself, as "key=value\n" in key order.
+std::string metadata_checksum(const std::map<std::string, std::string> &fields) {
+  Checksum checksum;
+  for (const auto &[key, value] : fields) {
+    if (key == kChecksumField || key.rfind("checksum", 0) == 0) continue;
+    const std::string line = key + "=" + value + "\n";
+    checksum.update(line.data(), line.size());
+  }
+  return checksum.hex();
+}
+
 }  // namespace
 
+std::string new_run_id() {
+  std::random_device source;
+  char text[17];
+  std::snprintf(text, sizeof text, "%08x%08x", unsigned(source()), unsigned(source()));
+  return text;
+}
+
 std::map<std::string, std::string> checkpoint_metadata_fields(const CheckpointMetadata &metadata, int rank) {
-  return {{"step", std::to_string(metadata.step)},
-          {"world_size", std::to_string(metadata.world_size)},
-          {"rank", std::to_string(rank)},
-          {"shard_begin", std::to_string(metadata.shard_begin)},
-          {"shard_end", std::to_string(metadata.shard_end)},
-          {"layout", metadata.layout}};
+  std::map<std::string, std::string> fields = {{"format", "2"},
+                                               {"step", std::to_string(metadata.step)},
+                                               {"world_size", std::to_string(metadata.world_size)},
+                                               {"rank", std::to_string(rank)},
+                                               {"shard_begin", std::to_string(metadata.shard_begin)},
+                                               {"shard_end", std::to_string(metadata.shard_end)},
+                                               {"layout", metadata.layout},
+                                               {"run_name", metadata.run_name},
+                                               {"run_id", metadata.run_id},
+                                               {"config_digest", metadata.config_digest}};
+  fields[kChecksumField] = metadata_checksum(fields);
+  return fields;
 }
 
 CheckpointMetadata read_checkpoint_metadata(const std::map<std::string, std::string> &fields, const std::string &file) {
   CheckpointMetadata metadata;
+  auto format_field = fields.find("format");
+  if (format_field != fields.end()) {
+    ZF_REQUIRE(format_field->second == "2",
+               "%s: metadata field 'format' = \"%s\": this zfcore reads checkpoint formats 1 and 2 (a newer zfcore "
+               "wrote it, or the checkpoint is corrupt)", file.c_str(), excerpt(format_field->second).c_str());
+    const std::string &recorded = field(fields, kChecksumField, file);
+    const std::string actual = metadata_checksum(fields);
+    ZF_REQUIRE(recorded == actual,
+               "%s: the metadata (step, world size, shard, layout, run) does not match its checksum (written %s, "
+               "read %s): the checkpoint is damaged; resume from another one (checkpoint.resume = DIR)",
+               file.c_str(), excerpt(recorded).c_str(), actual.c_str());
+    metadata.run_name = field(fields, "run_name", file);
+    metadata.run_id = field(fields, "run_id", file);
+    metadata.config_digest = field(fields, "config_digest", file);
+  }
   metadata.step = int64_t(number(fields, "step", file, format("a step number (0 to %lld)", (long long)kMaxSteps), 0,
                                  uint64_t(kMaxSteps)));
   metadata.world_size = number(fields, "world_size", file, "a number of ranks (1 or more)", 1);

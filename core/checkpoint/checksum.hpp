@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace zf {
 
@@ -26,5 +27,28 @@ class Checksum {
 
 // The checksum of one buffer.
 std::string checksum_hex(const void *data, size_t bytes);
+
+// Checksums of the consecutive blocks of one tensor's bytes, so that a reader of part of a tensor
+// (a rank loading its shard of a checkpoint written by another number of ranks) checks only the
+// blocks it reads. Blocks are 64 KiB, doubled until a tensor has at most 4096 of them (a header of
+// a few tens of kB per tensor). Stored as text "BLOCK_BYTES:" followed by 16 hex digits per block.
+class BlockChecksums {
+ public:
+  explicit BlockChecksums(uint64_t total_bytes);
+  void update(const void *data, size_t bytes);
+  std::string text() const;  // the same length before, during and after the updates
+
+ private:
+  uint64_t block_bytes_, total_bytes_, done_ = 0;
+  Checksum current_;
+  std::vector<uint64_t> values_;
+};
+
+// A parsed BlockChecksums text; block_bytes = 0 when `text` is not one for `total_bytes`.
+struct BlockChecksumList {
+  uint64_t block_bytes = 0;
+  std::vector<std::string> hex;  // one per block
+};
+BlockChecksumList parse_block_checksums(const std::string &text, uint64_t total_bytes);
 
 }  // namespace zf

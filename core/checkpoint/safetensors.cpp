@@ -36,8 +36,9 @@ const std::vector<std::pair<std::string, c10::ScalarType>> &dtype_table() {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// The metadata key of a tensor's checksum.
+// The metadata key of a tensor's checksum, and of its blocks' (BlockChecksums).
 std::string checksum_key(const std::string &tensor) { return "checksum." + tensor; }
+std::string block_checksum_key(const std::string &tensor) { return "checksum_blocks." + tensor; }
 
 }  // namespace
 
@@ -157,6 +158,21 @@ void SafetensorsFile::read_pieces(const TensorPieces &pieces) const {
   }
 }
 
+std::pair<const unsigned char *, uint64_t> SafetensorsFile::bytes(const std::string &name) const {
+  const TensorInfo &i = info(name);
+  return {mapping_->data + i.begin, i.end - i.begin};
+}
+
+std::string SafetensorsFile::block_checksums(const std::string &name) const {
+  auto it = mapping_->header.metadata.find(block_checksum_key(name));
+  return it == mapping_->header.metadata.end() ? std::string() : it->second;
+}
+
+std::string SafetensorsFile::checksum(const std::string &name) const {
+  auto it = mapping_->header.metadata.find(checksum_key(name));
+  return it == mapping_->header.metadata.end() ? std::string() : it->second;
+}
+
 bool SafetensorsFile::has_checksums() const {
   for (const auto &[key, value] : mapping_->header.metadata)
     if (key.rfind(checksum_key(""), 0) == 0) return true;
@@ -190,12 +206,14 @@ std::vector<std::string> SafetensorsFile::damaged_tensors() const {
 // ---- writing -------------------------------------------------------------------------------
 
 void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
-                       const std::map<std::string, std::string> &metadata, const std::vector<TensorPieces> &pieces) {
+                       const std::map<std::string, std::string> &metadata, const std::vector<TensorPieces> &pieces,
+                       bool block_checksums) {
   const std::string path = out.temporary_path();
   const char *file = path.c_str();
   nlohmann::json header = nlohmann::json::object();
   std::map<std::string, std::string> fields = metadata;  // + the checksums, known once the data is written
   std::vector<Checksum> checksums(tensors.size() + pieces.size());
+  std::vector<BlockChecksums> blocks;  // with block_checksums: per tensor, as checksums
   uint64_t offset = 0;
   auto describe = [&](const std::string &name, c10::ScalarType type, const std::vector<int64_t> &shape,
                       uint64_t bytes) {
@@ -209,6 +227,10 @@ void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string
     }
     header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
     fields[checksum_key(name)] = Checksum().hex();  // a placeholder of the same width
+    if (block_checksums) {
+      blocks.emplace_back(bytes);
+      fields[block_checksum_key(name)] = blocks.back().text();
+    }
     offset += bytes;
   };
   for (const auto &[name, tensor] : tensors) {
@@ -236,6 +258,7 @@ void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string
     if (tensor.numel() == 0) continue;
     at::Tensor data = tensor.detach().to(at::kCPU).contiguous();
     checksums[t].update(data.data_ptr(), size_t(data.numel()) * data.element_size());
+    if (block_checksums) blocks[t].update(data.data_ptr(), size_t(data.numel()) * data.element_size());
     write_all(data.data_ptr(), size_t(data.numel()) * data.element_size());
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -246,12 +269,15 @@ void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string
       const uint64_t count = std::min(p.piece_numel, p.numel - first);
       p.read(first, count, buffer.data());
       checksums[tensors.size() + i].update(buffer.data(), count * element);
+      if (block_checksums) blocks[tensors.size() + i].update(buffer.data(), count * element);
       write_all(buffer.data(), count * element);
     }
   }
   // The header again, with the checksums in place of the placeholders (the same length).
   for (size_t t = 0; t < tensors.size(); ++t) fields[checksum_key(tensors[t].first)] = checksums[t].hex();
   for (size_t i = 0; i < pieces.size(); ++i) fields[checksum_key(pieces[i].name)] = checksums[tensors.size() + i].hex();
+  for (size_t i = 0; i < blocks.size(); ++i)
+    fields[block_checksum_key(i < tensors.size() ? tensors[i].first : pieces[i - tensors.size()].name)] = blocks[i].text();
   text = header_text();
   ZF_REQUIRE(text.size() == header_bytes, "%s: internal: the header changed size with its checksums", file);
   ZF_REQUIRE(::pwrite(out.fd(), text.data(), text.size(), 8) == ssize_t(text.size()),
@@ -260,11 +286,12 @@ void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string
 }
 
 void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
-                       const std::map<std::string, std::string> &metadata, const std::vector<TensorPieces> &pieces) {
+                       const std::map<std::string, std::string> &metadata, const std::vector<TensorPieces> &pieces,
+                       bool block_checksums) {
   const std::filesystem::path where(path);
   const Directory directory = Directory::open(where.has_parent_path() ? where.parent_path().string() : ".", false);
   PendingFile out(directory, where.filename().string());
-  write_safetensors(out, tensors, metadata, pieces);
+  write_safetensors(out, tensors, metadata, pieces, block_checksums);
   out.commit();
 }
 

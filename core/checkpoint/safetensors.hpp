@@ -57,6 +57,11 @@ class SafetensorsFile {
   // whose bytes no longer match it, each as "tensor 'NAME' ..." (empty: the file is whole).
   bool has_checksums() const;
   std::vector<std::string> damaged_tensors() const;
+  // The stored bytes of a tensor (in the read-only mapping: only the pages touched are read), its
+  // recorded checksum and block checksums ("" when the writer recorded none).
+  std::pair<const unsigned char *, uint64_t> bytes(const std::string &name) const;
+  std::string checksum(const std::string &name) const;
+  std::string block_checksums(const std::string &name) const;
 
  private:
   struct Mapping;
@@ -67,15 +72,16 @@ class SafetensorsFile {
 // `pieces` (through their read), to `path` through the filesystem rule (runtime/files.hpp: a
 // temporary of this process, fsynced, renamed onto `path`, never through a link). Names must be
 // unique. The metadata gains "checksum.NAME" for every tensor (its bytes' Checksum, checksum.hpp),
-// which SafetensorsFile::damaged_tensors checks.
+// which SafetensorsFile::damaged_tensors checks, and with block_checksums "checksum_blocks.NAME"
+// (BlockChecksums: checkpoints, whose ranges are read by other layouts).
 void write_safetensors(const std::string &path, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
                        const std::map<std::string, std::string> &metadata = {},
-                       const std::vector<TensorPieces> &pieces = {});
+                       const std::vector<TensorPieces> &pieces = {}, bool block_checksums = false);
 // The same into a pending file, written and fsynced but not committed: the caller commits it,
 // alone or together with the files that belong with it (commit_together).
 void write_safetensors(PendingFile &file, const std::vector<std::pair<std::string, at::Tensor>> &tensors,
                        const std::map<std::string, std::string> &metadata = {},
-                       const std::vector<TensorPieces> &pieces = {});
+                       const std::vector<TensorPieces> &pieces = {}, bool block_checksums = false);
 
 // The weights of a Hugging Face checkpoint directory: `model.safetensors`, or the shards listed in
 // `model.safetensors.index.json` ("weight_map": tensor name -> shard file).

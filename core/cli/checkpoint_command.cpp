@@ -1,7 +1,12 @@
 // zfcore checkpoint verify DIR: the checks a resume makes on a checkpoint (its files, their
 // headers and metadata, every tensor against its checksum), without training.
+// zfcore checkpoint info DIR: what a checkpoint holds (step, run, layout, tensors), from its headers
+// alone (nothing of the tensor data is read).
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/reshard.hpp"
 #include "cli/commands.hpp"
+#include "engine/resume_layout.hpp"
+#include "runtime/input.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -10,10 +15,75 @@
 namespace zf {
 namespace fs = std::filesystem;
 
+namespace {
+
+int checkpoint_info(const fs::path &checkpoint) {
+  CheckpointShards shards = CheckpointShards::open(checkpoint);
+  const CheckpointMetadata &m = shards.metadata();
+  std::printf("checkpoint    %s\n", checkpoint.c_str());
+  std::printf("step          %lld\n", (long long)m.step);
+  std::printf("run           %s\n", m.run_name.empty() ? "(not recorded: written by an older zfcore)"
+                                                        : format("\"%s\" (id %s)", m.run_name.c_str(), m.run_id.c_str()).c_str());
+  std::printf("config digest %s\n", m.config_digest.empty() ? "(not recorded)" : m.config_digest.c_str());
+  std::printf("layout digest %s\n", m.layout.c_str());
+  std::string text;
+  const std::string json = (checkpoint / "checkpoint.json").string();
+  if (read_regular_file(json, 1 << 20, &text).empty()) std::printf("recorded      %s", text.c_str());
+  std::printf("world size    %d ranks; shards:", shards.world_size());
+  for (int r = 0; r < shards.world_size(); ++r)
+    std::printf(" [%llu, %llu)", (unsigned long long)shards.metadata(r).shard_begin,
+                (unsigned long long)shards.metadata(r).shard_end);
+  std::printf("\ntensors       (bytes summed over the rank files)\n");
+  bool blocks = true, whole = true;
+  for (const std::string &name : shards.file(0).names()) {
+    uint64_t bytes = 0;
+    for (int r = 0; r < shards.world_size(); ++r) {
+      if (!shards.file(r).has(name)) continue;
+      bytes += shards.file(r).bytes(name).second;
+      blocks = blocks && !shards.file(r).block_checksums(name).empty();
+      whole = whole && !shards.file(r).checksum(name).empty();
+    }
+    std::printf("  %-28s %-5s %14llu bytes  %s\n", name.c_str(), shards.file(0).info(name).dtype_name.c_str(),
+                (unsigned long long)bytes, shards.per_element(name) ? "per element of the shards" : "per rank");
+  }
+  std::printf("checksums     %s; metadata %s (zfcore checkpoint verify checks them all)\n",
+              blocks ? "per tensor and per block" : whole ? "per tensor" : "none (written by an older zfcore)",
+              m.run_id.empty() ? "without checksum" : "checksummed");
+  return 0;
+}
+
+}  // namespace
+
+int command_export(const std::vector<std::string> &args) {
+  if (args.size() < 2 || args[0].rfind("--", 0) == 0 || args[1].rfind("--", 0) == 0)
+    throw UsageError("expected: zfcore export CHECKPOINT OUT_DIR [FILE] [--set table.key=value]... (CHECKPOINT a "
+                     "step-N directory, FILE the run's config: by default the one its checkpoint.json names)");
+  const fs::path checkpoint = args[0];
+  ZF_REQUIRE(fs::is_directory(checkpoint), "%s: no such checkpoint directory", checkpoint.c_str());
+  const int64_t step = CheckpointShards::open(checkpoint).metadata().step;
+  std::vector<std::string> run(args.begin() + 2, args.end());
+  if (run.empty() || run[0].rfind("--", 0) == 0) {  // no FILE: the config the checkpoint's run recorded
+    const std::string recorded = read_recorded_run(checkpoint).config;
+    std::error_code ec;
+    ZF_REQUIRE(!recorded.empty() && fs::is_regular_file(recorded, ec),
+               "%s/checkpoint.json names the config \"%s\", which is not a file here: give the run's config, "
+               "zfcore export %s %s FILE [--set ...]", checkpoint.c_str(), excerpt(recorded).c_str(),
+               checkpoint.c_str(), args[1].c_str());
+    run.insert(run.begin(), recorded);
+  }
+  for (const std::string &set : {"checkpoint.resume=" + checkpoint.string(), "train.steps=" + std::to_string(step),
+                                 "checkpoint.export_hf=" + args[1], std::string("checkpoint.final=false"),
+                                 std::string("checkpoint.resume_batch=new")}) {
+    run.push_back("--set");
+    run.push_back(set);
+  }
+  return command_run(run);
+}
+
 int command_checkpoint(const std::vector<std::string> &args) {
-  if (args.size() != 2 || args[0] != "verify")
+  if (args.size() != 2 || (args[0] != "verify" && args[0] != "info"))
     throw UsageError("expected: zfcore checkpoint verify DIR (a checkpoint, a checkpoint directory or a run's "
-                     "output directory)");
+                     "output directory), or zfcore checkpoint info DIR (a checkpoint)");
   const fs::path dir = args[1];
   std::error_code ec;
   const fs::file_status status = fs::status(dir, ec);  // links followed; a loop is an error, not a throw
@@ -23,6 +93,7 @@ int command_checkpoint(const std::vector<std::string> &args) {
   ZF_REQUIRE(fs::exists(status), "%s: no such file or directory", dir.c_str());
   ZF_REQUIRE(fs::is_directory(status), "%s is a file, not a directory: give a checkpoint (its step-N directory), a "
              "checkpoint directory or a run's output directory", dir.c_str());
+  if (args[0] == "info") return checkpoint_info(dir);
   std::vector<fs::path> checkpoints;
   if (fs::exists(dir / "checkpoint.json")) checkpoints = {dir};
   if (checkpoints.empty()) checkpoints = checkpoints_in(dir);

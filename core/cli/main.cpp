@@ -20,6 +20,8 @@ const char *kUsage =
     "  eval FILE [--json] [--set ...]            loss and perplexity of FILE's model on its held-out data\n"
     "  validate FILE [--set table.key=value]...  check FILE and the plugins it names, run nothing\n"
     "  checkpoint verify DIR                     check checkpoints against their checksums, train nothing\n"
+    "  checkpoint info DIR                       a checkpoint's step, run, layout and tensors, from its headers\n"
+    "  export CHECKPOINT OUT_DIR [FILE] [--set ...] a checkpoint's model in Hugging Face format, train nothing\n"
     "  plugins [--params]                        list the plugins found (and their parameters)\n"
     "  config --keys                             list the core tables' keys, types, defaults\n"
     "  estimate FILE [--world N] [--set ...]     per-rank and per-host memory of FILE's model, checkpoint size\n"
@@ -89,11 +91,22 @@ std::string command_usage(const std::string &command) {
            "not have is an error at its line, with the nearest key suggested. Add [model] and [data] (or\n"
            "--set them when running). zfcore run, validate, eval and estimate take a .json config directly,\n"
            "through the same conversion, and print the same notes (run: at a run directory's first run).\n";
+  if (command == "export")
+    return "usage: zfcore export CHECKPOINT OUT_DIR [FILE] [--set table.key=value]...\n\nWrites the model of the\n"
+           "checkpoint CHECKPOINT (a step-N directory) to OUT_DIR in Hugging Face format (safetensors,\n"
+           "config.json, the tokenizer where the run has one), as checkpoint.export_hf does, without\n"
+           "training. FILE is the run's config (for the model; by default the file its checkpoint.json\n"
+           "names), with the --set values the run had that change the model; any number of ranks may run\n"
+           "it (the checkpoint is resharded on load). It is `zfcore run FILE` with checkpoint.resume =\n"
+           "CHECKPOINT, train.steps = its step, checkpoint.export_hf = OUT_DIR, checkpoint.final = false.\n";
   if (command == "checkpoint")
-    return "usage: zfcore checkpoint verify DIR\n\nChecks the checkpoints in DIR (one checkpoint step-N, a checkpoint directory, or a\n"
+    return "usage: zfcore checkpoint verify DIR\n       zfcore checkpoint info DIR\n\n"
+           "verify checks the checkpoints in DIR (one checkpoint step-N, a checkpoint directory, or a\n"
            "run's output directory) as a resume does: every rank file, its header and metadata, and every\n"
            "tensor against the checksum written with it. Prints one line per checkpoint; exits 1 if one\n"
-           "is damaged.\n";
+           "is damaged.\n\ninfo prints what the checkpoint step-N in DIR holds: step, run name and id, config\n"
+           "and layout digests, what checkpoint.json records (world size, stage, offload, optimizer, batch),\n"
+           "each rank's shard, each tensor's dtype and bytes, and which checksums it carries.\n";
   if (command == "plugins")
     return "usage: zfcore plugins [--params]\n\nLists the plugins in the search path (built-in directory, then\n"
            "ZFCORE_PLUGIN_PATH) and the files rejected, with the reason.\n\noptions:\n"
@@ -151,6 +164,7 @@ int main(int argc, char **argv) {
     if (command == "config") return zf::command_config(rest);
     if (command == "convert") return zf::command_convert(rest);
     if (command == "checkpoint") return zf::command_checkpoint(rest);
+    if (command == "export") return zf::command_export(rest);
     std::fprintf(stderr, "zfcore: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const zf::UsageError &error) {

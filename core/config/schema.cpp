@@ -97,7 +97,13 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("disk_limit_gb", ZF_PARAM_FLOAT, "0",
              "disk space (GiB) the run's checkpoints may fill in checkpoint.dir, checked before step 1 against "
              "keep + 1 checkpoints (0 = the free space of its filesystem)", kRange, 0, 1 << 24),
-        decl("resume", ZF_PARAM_STRING, "auto", "auto: from the newest checkpoint in dir if any; never; or a path"),
+        decl("resume", ZF_PARAM_STRING, "auto",
+             "auto: from the newest checkpoint of this run.name in dir if any; never; or a path (any number of "
+             "ranks, stage and offload plugin may continue it)"),
+        decl("resume_batch", ZF_PARAM_STRING, "same",
+             "when the checkpoint was trained with another global batch (micro_batch x grad_accum x ranks): same "
+             "(refuse), keep (derive train.grad_accum to keep the checkpoint's; the data order continues exactly) or "
+             "new (continue with this run's)", 0, 0, 0, "same|keep|new"),
         decl("export_hf", ZF_PARAM_STRING, "", "at the end, export the model in Hugging Face format to this directory"),
         decl("export_dtype", ZF_PARAM_STRING, "auto",
              "weights of the export: auto (the compute dtype), float32 (the fp32 master) or bfloat16", 0, 0, 0,

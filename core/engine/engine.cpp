@@ -62,7 +62,7 @@ class Trainer {
   // loading libraries, MPI, reading the config).
   Trainer(const RunConfig &config, Runtime &runtime, PluginRegistry &registry, double launched)
       : config_(config), runtime_(runtime), comm_(*runtime.comm), plugins_(config, runtime, registry),
-        timers_(runtime.timers), options_(RunOptions::read(config)), stats_(runtime) {
+        timers_(runtime.timers), options_(batch_for_resume(config, *runtime.comm)), stats_(runtime) {
     stats_.mark("launch", launched);
     stats_.mark("device_and_plugins");
     torch::manual_seed(options_.seed);
@@ -82,10 +82,8 @@ class Trainer {
     const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
     const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
     place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, steps_per_epoch, stats_);
-    checkpoints_ = std::make_unique<TrainingCheckpoints>(
-        config, options_.output_dir, runtime_, flat_->layout(),
-        TrainingCheckpoints::RunIdentity{config.file(), plugins_.stage.name(), plugins_.optimizer.name(),
-                                         plugins_.optimizer.state_names(), place_->shard_begin, place_->shard_end});
+    checkpoints_ = std::make_unique<TrainingCheckpoints>(config, options_.output_dir, runtime_, flat_->layout(),
+                                                         run_identity(config, plugins_, options_, *place_));
     resume();
     stats_.mark("resume");
   }
@@ -168,8 +166,8 @@ class Trainer {
     return summary;
   }
 
-  // The checkpoint it resumed from is at train.steps already: nothing is trained, and the reports
-  // of the run that trained it stay as they are; the export and the sample are made as configured.
+  // The checkpoint it resumed from is at train.steps already: nothing is trained, the reports of the run
+  // that trained it stay as they are, one from elsewhere is saved here; export and sample as configured.
   RunSummary complete_run() {
     if (comm_.rank() == 0)
       std::printf("zfcore: the run is complete: %s is at step %lld, train.steps = %lld; nothing to train (raise "
@@ -180,6 +178,7 @@ class Trainer {
     summary.steps = start_step_;
     summary.output_dir = options_.output_dir;
     summary.param_digest = digest();
+    if (options_.checkpoint_final) checkpoints_->save_converted(start_step_, update());
     finish(start_step_);
     return summary;
   }
@@ -302,10 +301,8 @@ class Trainer {
 
   // Continues from the checkpoint that checkpoint.resume names, if any.
   void resume() {
-    start_step_ = checkpoints_->resume(update());
-    if (start_step_ == 0) return;
-    update().restore(place_->params_shard());
-    gather_parameters(start_step_);
+    start_step_ = checkpoints_->resume(update(), place_->params_shard());
+    if (start_step_ > 0) gather_parameters(start_step_);
   }
 
   // Ranks stop together: the largest signal number any rank received, or 0.

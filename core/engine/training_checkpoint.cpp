@@ -1,5 +1,11 @@
 #include "engine/training_checkpoint.hpp"
 
+#include "checkpoint/checkpoint_metadata.hpp"
+#include "checkpoint/reshard.hpp"
+#include "config/limits.hpp"
+#include "engine/placement.hpp"
+#include "engine/resume_layout.hpp"
+#include "plugin/plugin_set.hpp"
 #include "runtime/digest.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
@@ -83,7 +89,10 @@ std::string non_finite_parameter(const at::Tensor &values, uint64_t begin, const
 TrainingCheckpoints::TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime,
                                          const zf_layout &layout, RunIdentity identity)
     : config_(config), runtime_(runtime), layout_(layout), output_dir_(output_dir), layout_digest_(layout_digest(layout)),
-      identity_(std::move(identity)) {
+      identity_(std::move(identity)), run_name_(config.string("run", "name")),
+      run_id_(first_finding(*runtime.comm, runtime.comm->rank() == 0 ? new_run_id() : "")) {  // rank 0's, on every rank
+  const std::string canonical = canonical_config_text(config);
+  config_digest_ = format("%016llx", (unsigned long long)digest_bytes(canonical.data(), canonical.size(), kDigestSeed));
   store_ = std::make_unique<CheckpointStore>(checkpoint_dir(config, output_dir), config.integer("checkpoint", "keep"),
                                              *runtime.comm);
 }
@@ -94,6 +103,9 @@ TrainingState TrainingCheckpoints::state(int64_t step, UpdatePlan &update) const
   state.shard_begin = identity_.shard_begin;
   state.shard_end = identity_.shard_end;
   state.layout_digest = layout_digest_;
+  state.run_name = run_name_;
+  state.run_id = run_id_;
+  state.config_digest = config_digest_;
   state.master = update.master();
   state.optimizer = update.state_tensors();
   state.optimizer_pieces = update.state_pieces();
@@ -109,12 +121,19 @@ std::string TrainingCheckpoints::info(int64_t step) const {
   json.key("config").value(identity_.config_file).key("layout").value(layout_digest_);
   json.key("optimizer").value(identity_.optimizer).key("optimizer_state").begin_array();
   for (const std::string &name : identity_.optimizer_state) json.value(name);
-  json.end_array().key("stage").value(identity_.stage).end_object();
+  json.end_array().key("stage").value(identity_.stage).key("offload").value(identity_.offload);
+  json.key("zenflow").value(identity_.zenflow).key("micro_batch").value(identity_.micro_batch);
+  json.key("grad_accum").value(identity_.grad_accum).key("run_name").value(run_name_).key("run_id").value(run_id_);
+  json.key("config_digest").value(config_digest_).end_object();
   return json.str();
 }
 
 void TrainingCheckpoints::save(int64_t step, UpdatePlan &update) {
   TrainingState saved = state(step, update);
+  // ZenFlow hands out the working parameters of its last step; a conversion ran none: the master's.
+  if (converting_)
+    for (auto &[name, tensor] : saved.optimizer)
+      if (name == "zenflow.params") tensor.copy_(saved.master);
   // A diverged update must not replace the good checkpoints: the weights and the optimizer state
   // in memory are checked (state on disk, nvme, is not read back for it).
   const uint64_t begin = identity_.shard_begin;
@@ -173,8 +192,9 @@ std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &confi
   const std::string dir = checkpoint_dir(config, output_dir);
   CheckpointStore store(dir, 1, comm);
   if (resume == "auto") {
-    const bool any = !checkpoints_in(dir).empty();
-    std::optional<std::filesystem::path> newest = store.newest_whole(move_damaged_aside);
+    const std::string run_name = config.string("run", "name");
+    const bool any = !checkpoints_of_run(dir, run_name, nullptr).empty();
+    std::optional<std::filesystem::path> newest = store.newest_whole(run_name, move_damaged_aside);
     ZF_REQUIRE(newest || !any,
                "every checkpoint in %s is damaged (the warnings above name them); resume one by hand "
                "(checkpoint.resume = DIR) or start afresh (checkpoint.resume = \"never\")",
@@ -201,7 +221,7 @@ void TrainingCheckpoints::check_same_optimizer(const std::filesystem::path &chec
   auto recorded = [&](const char *key) {
     return info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string();
   };
-  const std::string optimizer = recorded("optimizer"), stage = recorded("stage");
+  const std::string optimizer = recorded("optimizer");
   // Optimizers with the same state (gpu_adam and cpu_adam: exp_avg, exp_avg_sq) continue each
   // other's checkpoints, as when offload is switched on or off. Older checkpoints name no state:
   // loading them names a tensor that is missing.
@@ -215,17 +235,95 @@ void TrainingCheckpoints::check_same_optimizer(const std::filesystem::path &chec
              "with checkpoint.export_hf, then model.init_from)",
              checkpoint.c_str(), excerpt(optimizer).c_str(), excerpt(joined(state)).c_str(), identity_.optimizer.c_str(),
              joined(identity_.optimizer_state).c_str(), excerpt(optimizer).c_str());
-  if (runtime_.comm->rank() == 0 && !stage.empty() && stage != identity_.stage)
-    std::printf("zfcore: %s was written under stage.plugin = \"%s\"; this run continues it under \"%s\" (each "
-                "rank's shard is the same)\n", checkpoint.c_str(), excerpt(stage).c_str(), identity_.stage.c_str());
 }
 
-int64_t TrainingCheckpoints::resume(UpdatePlan &update) {
+namespace {
+bool has_zenflow_state(const std::filesystem::path &checkpoint) {
+  try {
+    return SafetensorsFile::open((checkpoint / "rank-00000.safetensors").string()).has("optimizer.zenflow.counters");
+  } catch (const Error &) {
+    return false;  // the load says what is wrong
+  }
+}
+}  // namespace
+
+void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, TrainingState &loaded) {
+  const RecordedRun was = read_recorded_run(from);
+  const std::string owed = zenflow_owed(from);
+  ZF_REQUIRE(owed.empty(), "%s holds %s, which are exact only on the layout that wrote it (%lld ranks, stage.plugin = "
+             "\"%s\"): resume it there, or from a checkpoint that owes none (the one saved at the end of a run)",
+             from.c_str(), owed.c_str(), (long long)was.world_size, was.stage.c_str());
+  // ZenFlow's schedule state (selection, sums, counters) belongs to the shard that wrote it; its
+  // automatic topk_ratio is a fraction of the model and carries over.
+  std::vector<std::string> restart;
+  for (const auto &[name, tensor] : loaded.optimizer)
+    if (name.rfind("zenflow.", 0) == 0 && name != "zenflow.topk_ratio") restart.push_back(name);
+  uint64_t bytes[1] = {0};
+  const ReshardReport report = store_->load_resharded(from, loaded, restart, &bytes[0]);
+  // The working parameters start from the master; the sums and the staging buffer start empty (they
+  // are allocated, not written, until ZenFlow's first step, and a checkpoint checks them).
+  for (auto &[name, tensor] : loaded.optimizer)
+    if (name == "zenflow.params") tensor.copy_(loaded.master);
+    else if (name == "zenflow.gradient_sum" || name == "zenflow.staging") tensor.zero_();
+  Communicator &comm = *runtime_.comm;
+  comm.all_reduce(zf_tensor_view{bytes, 1, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
+  resharded_ = true;
+  if (comm.rank() != 0) return;
+  uint64_t stored = 0;
+  std::error_code ec;
+  for (int64_t r = 0; r < std::max<int64_t>(was.world_size, 1); ++r)
+    stored += std::filesystem::file_size(from / format("rank-%05lld.safetensors", (long long)r), ec);
+  auto described = [](const std::string &stage, const std::string &offload, bool zenflow) {
+    return format("stage %s, offload %s%s", stage.empty() ? "?" : stage.c_str(), offload.empty() ? "?" : offload.c_str(),
+                  zenflow ? ", ZenFlow" : "");
+  };
+  std::printf("zfcore: %s was written by %lld rank(s) (%s); this run continues it on %d rank(s) (%s). Exact: the fp32 "
+              "master and %s, each rank reading the ranges of its own shard (%llu bytes of tensor data read by all "
+              "ranks, of %llu in the checkpoint's files)%s%s\n",
+              from.c_str(), (long long)was.world_size, described(was.stage, was.offload, was.zenflow).c_str(),
+              comm.world_size(), described(identity_.stage, identity_.offload, identity_.zenflow).c_str(),
+              joined(report.carried).c_str(), (unsigned long long)bytes[0], (unsigned long long)stored,
+              report.restarted.empty() ? "" : ". Set up afresh by this run: ",
+              joined(report.restarted).c_str());
+  if (!restart.empty())
+    std::printf("zfcore: ZenFlow selects its columns again at the first step, and its CPU update count starts "
+                "from 0 (the moments are carried)\n");
+}
+
+TrainingCheckpoints::RunIdentity run_identity(const RunConfig &config, const PluginSet &plugins,
+                                              const RunOptions &options, const Placement &placement) {
+  return {config.file(),           plugins.stage.name(),          plugins.optimizer.name(),
+          plugins.optimizer.state_names(), placement.shard_begin,  placement.shard_end,
+          plugins.offload.name(),  config.has_table("zenflow"),   options.micro_batch,
+          options.grad_accum};
+}
+
+int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &params_shard) {
   std::optional<std::filesystem::path> from = checkpoint_to_resume(config_, output_dir_, *runtime_.comm, true);
   if (!from) return 0;
   check_same_optimizer(*from);
+  const RecordedRun recorded = read_recorded_run(*from);
+  RunOptions batch;
+  batch.micro_batch = identity_.micro_batch;
+  batch.grad_accum = identity_.grad_accum;
+  check_global_batch(recorded, batch, runtime_.comm->world_size(), config_, *from);
   TrainingState loaded = state(0, update);
-  store_->load(*from, loaded);
+  if (store_->same_layout(*from, loaded) && has_zenflow_state(*from) == identity_.zenflow) {
+    store_->load(*from, loaded);
+    if (runtime_.comm->rank() == 0 && !recorded.stage.empty() && recorded.stage != identity_.stage)
+      std::printf("zfcore: %s was written under stage.plugin = \"%s\"; this run continues it under \"%s\" (each "
+                  "rank's shard is the same)\n", from->c_str(), excerpt(recorded.stage).c_str(),
+                  identity_.stage.c_str());
+  } else {
+    load_other_layout(*from, loaded);
+  }
+  // The run continues the checkpoint's run (its id) when it carries the same run.name.
+  const CheckpointMetadata written = read_checkpoint_metadata(
+      SafetensorsFile::open((*from / "rank-00000.safetensors").string()).metadata(), (*from / "rank-00000.safetensors").string());
+  if (written.run_name == run_name_ && !written.run_id.empty()) run_id_ = written.run_id;
+  else if (!written.run_name.empty() && runtime_.comm->rank() == 0)
+    std::printf("zfcore: %s belongs to the run \"%s\"; this run (run.name = \"%s\") starts from it and keeps its "
+                "own checkpoints\n", from->c_str(), written.run_name.c_str(), run_name_.c_str());
   const std::string bad = non_finite_parameter(loaded.master, identity_.shard_begin, layout_, *runtime_.comm);
   ZF_REQUIRE(bad.empty(), "%s: the saved weight %s is not finite; resume from an earlier checkpoint "
              "(checkpoint.resume = DIR)", from->c_str(), bad.c_str());
@@ -243,7 +341,16 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update) {
     std::printf("zfcore: resumed from %s (step %lld)\n", from->c_str(), (long long)loaded.step);
   saved_step_ = loaded.step;
   saved_path_ = *from;
+  update.restore(params_shard);
   return loaded.step;
+}
+
+void TrainingCheckpoints::save_converted(int64_t step, UpdatePlan &update) {
+  std::error_code ec;
+  if (saved_path_.empty() || std::filesystem::equivalent(saved_path_.parent_path(), store_->directory(), ec)) return;
+  converting_ = true;
+  save(step, update);
+  converting_ = false;
 }
 
 }  // namespace zf

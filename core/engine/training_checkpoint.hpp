@@ -19,8 +19,8 @@ std::string layout_digest(const zf_layout &layout);
 // The run's checkpoint directory: checkpoint.dir, default OUTPUT_DIR/checkpoints.
 std::string checkpoint_dir(const RunConfig &config, const std::string &output_dir);
 
-// Collective: the checkpoint checkpoint.resume names, its files checked: the newest whole one in
-// the run's checkpoint directory for "auto" (a damaged newer one is reported and, with
+// Collective: the checkpoint checkpoint.resume names, its files checked: the newest whole one of
+// this run.name in the run's checkpoint directory for "auto" (a damaged newer one is reported and, with
 // `move_damaged_aside`, renamed step-N.damaged), none for "never", else the directory it names
 // (which must exist and be whole).
 std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
@@ -32,6 +32,13 @@ std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &confi
 std::string non_finite_parameter(const at::Tensor &values, uint64_t begin, const zf_layout &layout,
                                  Communicator &comm);
 
+class Placement;
+class PluginSet;
+struct RunOptions;
+
+// The run's options, with train.grad_accum derived when checkpoint.resume_batch = "keep" (resume_layout.hpp).
+RunOptions batch_for_resume(const RunConfig &config, Communicator &comm);
+
 class TrainingCheckpoints {
  public:
   // What a checkpoint records about the run that wrote it.
@@ -39,6 +46,9 @@ class TrainingCheckpoints {
     std::string config_file, stage, optimizer;
     std::vector<std::string> optimizer_state;  // the names of its state tensors (OptimizerPlugin::state_names)
     uint64_t shard_begin = 0, shard_end = 0;
+    std::string offload;                       // the offload plugin
+    bool zenflow = false;
+    int64_t micro_batch = 0, grad_accum = 0;   // with the world size: the global batch
   };
   TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime, const zf_layout &layout,
                       RunIdentity identity);
@@ -51,15 +61,23 @@ class TrainingCheckpoints {
   const std::filesystem::path &saved_path() const { return saved_path_; }
   // "the newest checkpoint is DIR (step N)", or that there is none: for messages that stop the run.
   std::string newest() const;
-  // Loads the checkpoint that checkpoint.resume names (the newest one for "auto") into the update
-  // plan and the generators; returns its step, or 0 when the run starts fresh.
-  int64_t resume(UpdatePlan &update);
+  // Loads the checkpoint that checkpoint.resume names (the newest one of this run.name for "auto")
+  // into the update plan and the generators, on this layout whatever layout wrote it (what changed
+  // is printed), and makes the working parameters `params_shard` match it (UpdatePlan::restore);
+  // returns its step, or 0 when the run starts fresh.
+  int64_t resume(UpdatePlan &update, const torch::Tensor &params_shard);
+  // Whether the checkpoint resumed from was written by another layout.
+  bool resharded() const { return resharded_; }
+  // After a resume from a checkpoint outside this run's checkpoint.dir, with nothing to train: saves
+  // the state at `step` there, in this run's layout (converts the checkpoint).
+  void save_converted(int64_t step, UpdatePlan &update);
 
  private:
   TrainingState state(int64_t step, UpdatePlan &update) const;
   // checkpoint.json records the optimizer and stage that wrote it: another optimizer's state is refused.
   void check_same_optimizer(const std::filesystem::path &checkpoint) const;
   std::string info(int64_t step) const;
+  void load_other_layout(const std::filesystem::path &from, TrainingState &loaded);
 
   const RunConfig &config_;
   Runtime &runtime_;
@@ -70,6 +88,13 @@ class TrainingCheckpoints {
   std::unique_ptr<CheckpointStore> store_;
   int64_t saved_step_ = 0;
   std::filesystem::path saved_path_;
+  std::string run_name_, run_id_, config_digest_;  // a new run id, or the id of the run it continues
+  bool resharded_ = false;
+  bool converting_ = false;  // save_converted: no step ran since the resume
 };
+
+// What the run's checkpoints record about it: its plugins, shard, batch and whether ZenFlow runs.
+TrainingCheckpoints::RunIdentity run_identity(const RunConfig &config, const PluginSet &plugins,
+                                              const RunOptions &options, const Placement &placement);
 
 }  // namespace zf

@@ -43,7 +43,9 @@ inline void rewrite_tensor(const std::string &file, const std::string &name,
   }
   for (auto &[tensor_name, tensor] : tensors)
     if (tensor_name == name) change(tensor);
-  write_safetensors(file, tensors, metadata);
+  bool blocks = false;  // a checkpoint's block checksums are written again too
+  for (const auto &[key, value] : metadata) blocks = blocks || key.rfind("checksum_blocks.", 0) == 0;
+  write_safetensors(file, tensors, metadata, {}, blocks);
 }
 
 }  // namespace zf::test

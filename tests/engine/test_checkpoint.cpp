@@ -116,23 +116,32 @@ TEST_CASE("an unfinished save is ignored and a damaged checkpoint is a clear err
   CHECK_THAT(other.output, Catch::Contains("another model layout"));
 }
 
-TEST_CASE("what an interrupted save or prune left is removed, and a damaged RNG state is a clear error",
-          "[checkpoint]") {
+TEST_CASE("what an interrupted save or prune of the run left is removed (only that), and a damaged RNG state is a "
+          "clear error", "[checkpoint]") {
   std::string dir = test::scratch_dir("ckpt_leftovers");
-  // A kill while pruning (step 1, renamed out of the store; step 3, half-deleted by an older
-  // zfcore: no checkpoint.json) and while saving (step 7's .tmp).
-  for (const char *leftover : {"step-00000001.deleting", "step-00000003", "step-00000007.tmp"}) {
+  const std::string command = test::zfcore() + " run " + linear_stack() + kTraining +
+                              "--set checkpoint.every=2 --set checkpoint.keep=1 --set run.output_dir=" + dir;
+  auto first = test::run_command(command + " --set train.steps=2");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  // What its saves create carries the run's id, in the name and in the ownership marker: a kill while
+  // pruning (step 1, renamed out of the store) and while saving (step 7's .tmp). Beside them a
+  // directory the run did not create.
+  const std::string id = test::json_field(test::read_text(dir + "/checkpoints/step-00000002/checkpoint.json"), "run_id");
+  REQUIRE(id.size() == 16);
+  for (std::string leftover : {"step-00000001." + id + ".deleting", std::string("step-00000003"),
+                               "step-00000007." + id + ".tmp"}) {
     fs::create_directories(dir + "/checkpoints/" + leftover);
     std::ofstream(dir + "/checkpoints/" + leftover + "/rank-00000.safetensors") << "left over";
+    if (leftover != "step-00000003") std::ofstream(dir + "/checkpoints/" + leftover + "/.zfcore-owner") << id << "\n";
   }
-  auto run = test::run_command(test::zfcore() + " run " + linear_stack() + kTraining +
-                               "--set train.steps=4 --set checkpoint.every=2 --set checkpoint.keep=1 "
-                               "--set run.output_dir=" + dir);
+  auto run = test::run_command(command + " --set train.steps=4");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   std::vector<std::string> left;
   for (const auto &entry : fs::directory_iterator(dir + "/checkpoints")) left.push_back(entry.path().filename());
-  CHECK(left == std::vector<std::string>{"step-00000004"});  // keep = 1: step 2 pruned too
+  std::sort(left.begin(), left.end());
+  CHECK(left == std::vector<std::string>{"step-00000003", "step-00000004"});  // keep = 1: step 2 pruned too
 
   // The saved CPU generator state zeroed (the file rewritten, its checksums matching): torch refuses
   // it; the message names the checkpoint.

@@ -1,0 +1,68 @@
+// reshard.hpp: a checkpoint loaded into another layout (another number of ranks, stage plugin,
+// offload tier or offload.ratio). The training state is flat: the fp32 master and each optimizer
+// tensor of the update are one range of the flat parameter space, cut into the writers' contiguous
+// rank shards [shard_begin, shard_end) (zero0: every rank holds all of it). A rank of the new layout
+// asks for the elements of its own shard and gets them from whichever rank files hold them,
+// reading only those bytes and the checksum blocks around them (BlockChecksums), which it checks:
+// no rank reads the whole state unless it owns it.
+#pragma once
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/checkpoint_metadata.hpp"
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace zf {
+
+// Every rank file of one checkpoint, opened (headers parsed, data mapped but not read).
+class CheckpointShards {
+ public:
+  // Checks that the rank files are all there and agree (step, world size, layout, run) and that the
+  // step matches the directory's name step-N. Throws zf::Error naming the file.
+  static CheckpointShards open(const std::filesystem::path &checkpoint);
+
+  const std::filesystem::path &directory() const { return directory_; }
+  const CheckpointMetadata &metadata(int rank = 0) const { return metadata_[size_t(rank)]; }
+  int world_size() const { return int(files_.size()); }
+  const SafetensorsFile &file(int rank) const { return files_[size_t(rank)]; }
+  bool has(const std::string &name) const { return files_[0].has(name); }
+  // Whether `name` holds one value per element of each file's shard (the master, the moments).
+  bool per_element(const std::string &name) const;
+  c10::ScalarType dtype(const std::string &name) const;
+  // Elements [begin, end) of the flat parameters of per-element tensor `name`, in its stored dtype,
+  // into `out`. Elements past every shard are padding of the writers' layout: zero. The blocks read
+  // are checked against their checksums; a mismatch names the file, tensor and byte range.
+  void read(const std::string &name, uint64_t begin, uint64_t end, void *out);
+  // A whole tensor of one rank's file, checked against its checksum.
+  at::Tensor load(int rank, const std::string &name);
+  // Bytes of tensor data read so far (each checked block once).
+  uint64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  void check(int rank, const std::string &name, uint64_t byte_begin, uint64_t byte_end);
+
+  std::filesystem::path directory_;
+  std::vector<SafetensorsFile> files_;
+  std::vector<CheckpointMetadata> metadata_;
+  std::set<std::tuple<int, std::string, uint64_t>> checked_;  // (rank, tensor, block); block -1: the whole tensor
+  uint64_t bytes_read_ = 0;
+};
+
+// What load_resharded did with the optimizer state: read from the checkpoint, or left as this
+// run set it up (state the new layout recomputes, or that the checkpoint does not hold).
+struct ReshardReport {
+  std::vector<std::string> carried, restarted;
+};
+
+// Fills `state` (this rank's shard [state.shard_begin, state.shard_end) of the new layout) from
+// `shards`: the master and the per-element optimizer state by ranges, state of one value for the
+// whole run (offload.ratio's choice) from rank 0's file, the generators from the file of the same
+// rank (rank 0's for ranks the writers did not have). Names in `restart` are not read.
+ReshardReport load_resharded(CheckpointShards &shards, int rank, TrainingState &state,
+                             const std::vector<std::string> &restart);
+
+}  // namespace zf

@@ -1,0 +1,124 @@
+#include "engine/resume_layout.hpp"
+
+#include "checkpoint/checkpoint.hpp"
+#include "engine/training_checkpoint.hpp"
+#include "runtime/error.hpp"
+#include "runtime/input.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace zf {
+namespace fs = std::filesystem;
+
+RecordedRun read_recorded_run(const fs::path &checkpoint) {
+  RecordedRun run;
+  std::string text;
+  const std::string path = (checkpoint / "checkpoint.json").string();
+  if (!read_regular_file(path, 1 << 20, &text).empty()) return run;  // the rank files' checks say what is wrong
+  nlohmann::json info;
+  try {
+    info = parse_json(text, path);
+  } catch (const Error &) {
+    return run;
+  }
+  if (!info.is_object()) return run;
+  auto text_of = [&](const char *key) {
+    return info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string();
+  };
+  auto number_of = [&](const char *key) {
+    return info.contains(key) && info[key].is_number_integer() ? info[key].get<int64_t>() : int64_t(0);
+  };
+  run.world_size = number_of("world_size");
+  run.micro_batch = number_of("micro_batch");
+  run.grad_accum = number_of("grad_accum");
+  run.config = text_of("config");
+  run.stage = text_of("stage");
+  run.offload = text_of("offload");
+  run.optimizer = text_of("optimizer");
+  run.run_name = text_of("run_name");
+  run.run_id = text_of("run_id");
+  run.config_digest = text_of("config_digest");
+  run.zenflow = info.contains("zenflow") && info["zenflow"].is_boolean() && info["zenflow"].get<bool>();
+  return run;
+}
+
+namespace {
+
+// The checkpoint a run would resume from, without checking its files (resume() does).
+std::optional<fs::path> resume_candidate(const RunConfig &config, const std::string &output_dir) {
+  const std::string resume = config.string("checkpoint", "resume");
+  if (resume == "never") return std::nullopt;
+  if (resume != "auto") return fs::path(resume);
+  std::vector<fs::path> mine;
+  try {
+    mine = checkpoints_of_run(checkpoint_dir(config, output_dir), config.string("run", "name"), nullptr);
+  } catch (const Error &) {
+    return std::nullopt;  // resume() reports it
+  }
+  if (mine.empty()) return std::nullopt;
+  return mine.back();
+}
+
+}  // namespace
+
+RunOptions batch_for_resume(const RunConfig &config, Communicator &comm) {
+  RunOptions options = RunOptions::read(config);
+  if (config.string("checkpoint", "resume_batch") != "keep") return options;
+  const std::optional<fs::path> from = resume_candidate(config, options.output_dir);
+  if (!from) return options;
+  const RecordedRun recorded = read_recorded_run(*from);
+  const int64_t global = recorded.global_batch(), per_step = options.micro_batch * comm.world_size();
+  if (global == 0 || global == options.micro_batch * options.grad_accum * comm.world_size()) return options;
+  ZF_REQUIRE(global % per_step == 0,
+             "%s: checkpoint.resume_batch = \"keep\": %s was trained with a global batch of %lld (micro_batch %lld x "
+             "grad_accum %lld x %lld ranks), which train.micro_batch = %lld on %d ranks does not divide; choose a "
+             "micro_batch that divides %lld / %d, or checkpoint.resume_batch = \"new\"",
+             config.where("checkpoint", "resume_batch").str().c_str(), from->c_str(), (long long)global,
+             (long long)recorded.micro_batch, (long long)recorded.grad_accum, (long long)recorded.world_size,
+             (long long)options.micro_batch, comm.world_size(), (long long)global, comm.world_size());
+  if (comm.rank() == 0)
+    std::printf("zfcore: checkpoint.resume_batch = \"keep\": train.grad_accum = %lld (not %lld) keeps the global "
+                "batch of %s, %lld samples per step, on %d ranks\n", (long long)(global / per_step),
+                (long long)options.grad_accum, from->c_str(), (long long)global, comm.world_size());
+  options.grad_accum = global / per_step;
+  return options;
+}
+
+void check_global_batch(const RecordedRun &recorded, const RunOptions &options, int world_size,
+                        const RunConfig &config, const fs::path &checkpoint) {
+  const int64_t global = recorded.global_batch(), mine = options.micro_batch * options.grad_accum * world_size;
+  if (global == 0 || global == mine || config.string("checkpoint", "resume_batch") == "new") return;
+  throw Error(format(
+      "%s was trained with a global batch of %lld samples per step (micro_batch %lld x grad_accum %lld x %lld "
+      "ranks); this run's is %lld (%lld x %lld x %d). Set checkpoint.resume_batch = \"keep\" to derive "
+      "train.grad_accum and keep %lld (the data order continues exactly), or \"new\" to continue with %lld (step s "
+      "then reads the samples [(s-1) x %lld, s x %lld) of the data order)",
+      checkpoint.c_str(), (long long)global, (long long)recorded.micro_batch, (long long)recorded.grad_accum,
+      (long long)recorded.world_size, (long long)mine, (long long)options.micro_batch, (long long)options.grad_accum,
+      world_size, (long long)global, (long long)mine, (long long)mine, (long long)mine));
+}
+
+std::string zenflow_owed(const fs::path &checkpoint) {
+  const fs::path first = checkpoint / "rank-00000.safetensors";
+  SafetensorsFile file = SafetensorsFile::open(first.string());
+  if (!file.has("optimizer.zenflow.counters")) return "";
+  const at::Tensor counters = file.load("optimizer.zenflow.counters");
+  const int64_t *c = counters.data_ptr<int64_t>();
+  int64_t summed = counters.numel() >= 5 ? c[0] : 0;
+  bool waiting = counters.numel() >= 5 && c[4] != 0;  // a CPU update's result waits to be swapped in
+  if (file.has("optimizer.zenflow.groups")) {  // the staggered schedule: per group, then next and waiting group
+    const at::Tensor groups = file.load("optimizer.zenflow.groups");
+    const int64_t *g = groups.data_ptr<int64_t>();
+    const int64_t count = (groups.numel() - 2) / 2;
+    for (int64_t i = 0; i < count; ++i) summed = std::max(summed, g[i]);
+    waiting = waiting || (count >= 0 && g[2 * count + 1] >= 0);
+  }
+  if (summed == 0 && !waiting) return "";
+  return format("ZenFlow CPU updates still owed (gradients of up to %lld steps summed for the columns not on the "
+                "device%s)", (long long)summed, waiting ? ", and a CPU update's result not yet applied" : "");
+}
+
+}  // namespace zf

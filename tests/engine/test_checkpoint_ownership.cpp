@@ -1,0 +1,123 @@
+// Checkpoints touch only what is theirs: a save removes only what its run created; checkpoints
+// carry their run's identity and a checksum over their metadata; resume, eval and pruning consider
+// only the run's own checkpoints; a step-N link that cannot be followed is a clear error.
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace zf;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSmall = " --set run.progress=off --set model.hidden=64 --set train.micro_batch=16 ";
+
+test::Outcome run_small(const std::string &dir, int steps, const std::string &extra = "") {
+  return test::run_command(test::zfcore() + " run " + test::source_dir() + "/examples/linear_stack.toml" + kSmall +
+                           extra + " --set train.steps=" + std::to_string(steps) + " --set run.output_dir=" + dir);
+}
+
+void write_file(const std::string &path, const std::string &text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+}  // namespace
+
+TEST_CASE("a save removes only what its run created: a user's step-* directories and exports stay",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_leftovers"), ck = dir + "/ck";
+  for (const char *name : {"step-by-step-notes", "step-archive.tmp", "step-5-hf", "step-00000001.tmp",
+                           "step-00000002.deleting", "step-00000007"}) {
+    fs::create_directories(ck + "/" + name);
+    write_file(ck + "/" + name + "/README", "the user's\n");
+  }
+  test::Outcome run = run_small(dir + "/out", 4, "--set checkpoint.every=1 --set checkpoint.keep=1 "
+                                                 "--set checkpoint.dir=" + ck);
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  for (const char *name : {"step-by-step-notes", "step-archive.tmp", "step-5-hf", "step-00000001.tmp",
+                           "step-00000002.deleting", "step-00000007"})
+    CHECK(fs::exists(ck + "/" + name + "/README"));
+  CHECK(fs::exists(ck + "/step-00000004/checkpoint.json"));  // keep = 1: the run's own newest
+  CHECK_FALSE(fs::exists(ck + "/step-00000003"));
+}
+
+TEST_CASE("checkpoint metadata carries a checksum and the step of its name: a flipped bit or a copy under another "
+          "name is found", "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_metadata");
+  test::Outcome run = run_small(dir, 2, "--set checkpoint.every=1");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const std::string step2 = dir + "/checkpoints/step-00000002";
+  // A copy under another step name is not that step.
+  fs::copy(step2, dir + "/checkpoints/step-00000009", fs::copy_options::recursive);
+  test::Outcome copied = test::run_command(test::zfcore() + " checkpoint verify " + dir + "/checkpoints/step-00000009");
+  CHECK(copied.exit_code == 1);
+  CHECK_THAT(copied.output, Catch::Contains("holds step 2, not the step of its name"));
+  // A resume skips it and continues at step 2, where the run really was.
+  test::Outcome resumed = run_small(dir, 4, "--set checkpoint.every=1");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "first_step") == "3");
+  // One bit of world_size flipped ("1" -> "3") in a rank file's metadata.
+  const std::string file = dir + "/checkpoints/step-00000004/rank-00000.safetensors";
+  std::string bytes = test::read_text(file);
+  const size_t at = bytes.find("\"world_size\":\"1\"");
+  REQUIRE(at != std::string::npos);
+  bytes[at + 14] = '3';
+  { std::ofstream(file, std::ios::binary) << bytes; }
+  test::Outcome verify = test::run_command(test::zfcore() + " checkpoint verify " + dir + "/checkpoints/step-00000004");
+  CHECK(verify.exit_code == 1);
+  CHECK_THAT(verify.output, Catch::Contains("rank-00000.safetensors: the metadata") &&
+                                Catch::Contains("does not match its checksum"));
+}
+
+TEST_CASE("runs sharing a checkpoint.dir keep to their own checkpoints: resume, eval and pruning", "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_runs"), ck = dir + "/ck";
+  const std::string shared = "--set checkpoint.every=1 --set checkpoint.keep=2 --set checkpoint.dir=" + ck;
+  test::Outcome a = run_small(dir + "/a", 4, shared + " --set run.name=a");
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  // Run b trains its own 2 steps (it does not take a's step 4 for its own, finished run), and its
+  // saves prune only its own checkpoints.
+  test::Outcome b = run_small(dir + "/b", 2, shared + " --set run.name=b --set checkpoint.keep=1");
+  INFO(b.output);
+  REQUIRE(b.exit_code == 0);
+  CHECK(b.output.find("the run is complete") == std::string::npos);
+  CHECK(test::json_field(test::read_text(dir + "/b/summary.json"), "first_step") == "1");
+  CHECK_THAT(b.output, Catch::Contains("checkpoint(s) of other runs"));
+  CHECK(fs::exists(ck + "/step-00000003/checkpoint.json"));
+  CHECK(fs::exists(ck + "/step-00000004/checkpoint.json"));
+  CHECK(fs::exists(ck + "/step-00000002/checkpoint.json"));  // b's
+  CHECK_FALSE(fs::exists(ck + "/step-00000001"));            // b's first, pruned by b (keep = 1)
+  // Run a goes on from its own step 4.
+  test::Outcome again = run_small(dir + "/a", 5, shared + " --set run.name=a");
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(test::json_field(test::read_text(dir + "/a/summary.json"), "first_step") == "5");
+  // A checkpoint of another run resumed by name says whose it is.
+  test::Outcome branch = run_small(dir + "/c", 3, "--set run.name=c --set checkpoint.resume=" + ck + "/step-00000002");
+  INFO(branch.output);
+  CHECK(branch.exit_code == 0);
+  CHECK_THAT(branch.output, Catch::Contains("belongs to the run \"b\""));
+}
+
+TEST_CASE("a step-N link that cannot be followed is a clear error at resume and skipped when pruning",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_link_loop"), ck = dir + "/checkpoints";
+  fs::create_directories(ck);
+  fs::create_directory_symlink("step-00000001", ck + "/step-00000001");  // a link to itself
+  test::Outcome auto_resume = run_small(dir, 2);
+  CHECK(auto_resume.exit_code != 0);
+  CHECK_THAT(auto_resume.output, Catch::Contains("step-00000001 cannot be read as a checkpoint") &&
+                                     !Catch::Contains("internal error"));
+  test::Outcome never = run_small(dir, 2, "--set checkpoint.resume=never");
+  INFO(never.output);
+  CHECK(never.exit_code == 0);
+  CHECK(fs::exists(dir + "/summary.json"));
+  CHECK(fs::is_symlink(ck + "/step-00000001"));
+}
