@@ -39,6 +39,12 @@ std::FILE *open_output(const Directory &out, const std::string &name) {
 // `last_step` ("N,..." in CSV, {"step":N,...} in JSON lines). A last line without its newline (a
 // write an older zfcore cut short) goes too.
 void drop_rows_after(const Directory &out, const std::string &name, int64_t last_step) {
+  if (out.kind_of(name) == "link") {  // not ours: its target is neither read nor written
+    log_warn(format("%s is a symbolic link: the resumed run does not read where it points and starts a new %s in "
+                    "its place", out.path_of(name).c_str(), name.c_str()));
+    out.write_atomically(name, "");
+    return;
+  }
   std::string text;
   const std::string why = read_regular_file(out.path_of(name), kMaxStepLogBytes, &text);
   ZF_REQUIRE(why.empty(), "%s: cannot read it to resume the step log: %s; move it away (the run writes a new one)",

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace fs = std::filesystem;
 using zf::test::read_text;
@@ -77,6 +78,30 @@ TEST_CASE("runs: a link named tensorboard is refused, the directory it points to
   CHECK(run.exit_code == 1);
   CHECK_THAT(run.output, Catch::Contains(out + "/tensorboard is a symbolic link"));
   CHECK(fs::is_empty(dir + "/elsewhere"));
+}
+
+TEST_CASE("runs: a resumed run reads no link named like its step logs and writes a new log in its place", "[files]") {
+  const std::string dir = scratch_dir("runs_resume_links"), out = dir + "/out";
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out).exit_code == 0);
+  const std::map<std::string, std::string> victims{{"steps.csv", "1,the user's row\n"},
+                                                   {"steps.jsonl", "{\"step\":1,\"user\":true}\n"}};
+  for (const auto &[name, text] : victims) {
+    write_text(dir + "/victim-" + name, text);
+    fs::remove(out + "/" + name);
+    fs::create_symlink(dir + "/victim-" + name, out + "/" + name);
+  }
+  auto resumed = run_command(tiny_run(dir, 4) + "--set run.output_dir=" + out);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains(out + "/steps.csv is a symbolic link"));
+  for (const auto &[name, text] : victims) {
+    CHECK(read_text(dir + "/victim-" + name) == text);
+    CHECK(!fs::is_symlink(out + "/" + name));
+    CHECK(read_text(out + "/" + name).find("user") == std::string::npos);  // nothing read through the link
+  }
+  // The new logs hold the resumed steps, the CSV under its header.
+  CHECK(read_text(out + "/steps.jsonl").find("\"step\":4") != std::string::npos);
+  CHECK(read_text(out + "/steps.csv").rfind("step,loss,", 0) == 0);
 }
 
 TEST_CASE("runs: a FIFO named steps.jsonl stops a resumed run with its name, without hanging", "[files]") {
