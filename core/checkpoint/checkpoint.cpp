@@ -252,13 +252,15 @@ std::optional<fs::path> CheckpointStore::newest_whole(const std::string &run_nam
     if (found.empty()) return *it;
     if (comm_.rank() != 0) continue;
     std::string aside;
-    if (move_damaged_aside) {
-      fs::path damaged = *it;
-      damaged += ".damaged";
-      std::error_code ec;
-      if (!fs::exists(damaged, ec)) fs::rename(*it, damaged, ec);  // an older one of that name stays
-      else ec = std::make_error_code(std::errc::file_exists);
-      if (!ec) aside = format(", moved to %s", damaged.c_str());
+    if (move_damaged_aside) {  // renamed, never over an older one of that name (the filesystem rule)
+      const std::string name = it->filename().string(), damaged = name + ".damaged";
+      std::string why;
+      try {
+        why = Directory::open(directory_.string(), /*create=*/false, "checkpoint.dir").rename_entry(name, damaged);
+      } catch (const Error &e) {
+        why = e.what();
+      }
+      if (why.empty()) aside = format(", moved to %s", (directory_ / damaged).c_str());
     }
     log_warn(format("checkpoint %s is damaged (%s)%s; trying the one before it", it->c_str(), found.c_str(),
                     aside.c_str()));

@@ -134,6 +134,32 @@ TEST_CASE("a checkpoint of zero2 on 4 ranks with cpu_optimizer resumes on other 
   CHECK_NOTHROW(broken.read("optimizer.exp_avg", 0, numel / 8, values.data()));  // rank 0's part
 }
 
+TEST_CASE("a ZenFlow run's final checkpoint continues on another layout without ZenFlow, one that owes CPU updates "
+          "is refused there", "[stage][mpi][checkpoint]") {
+  const std::string zenflow = kCommon + kCpuOptimizer + "--set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 ";
+  test::StageRun written = test::run_stage_ok("reshard_zenflow_written", "zero2", 2,
+                                              zenflow + "--set train.grad_accum=6 --set train.steps=3 "
+                                                        "--set checkpoint.every=1 --set checkpoint.keep=3");
+  const std::string checkpoints = written.dir + "/checkpoints/";
+  // The end of the run applied every owed update: its state is the optimizer's alone, carried bit for bit.
+  test::StageRun loaded = test::run_stage_ok("reshard_zenflow_final", "zero3", 1,
+                                             kCommon + kCpuOptimizer + "--set train.steps=3 --set checkpoint.resume=" +
+                                                 checkpoints + "step-00000003");
+  for (const char *tensor : {"master", "optimizer.exp_avg", "optimizer.exp_avg_sq"}) {
+    INFO(tensor);
+    CHECK(test::same_values(test::gathered(checkpoints + "step-00000003", tensor),
+                            test::gathered(loaded.dir + "/checkpoints/step-00000003", tensor)));
+  }
+  CHECK_THAT(loaded.outcome.output, Catch::Contains("param_digest " + test::json_field(written.summary, "param_digest")));
+  // Step 1 owes the CPU update of its summed gradients (update_interval 2): not on another layout.
+  test::StageRun owed = test::run_stage("reshard_zenflow_owed", "zero3", 1,
+                                        kCommon + kCpuOptimizer + "--set train.steps=3 --set checkpoint.resume=" +
+                                            checkpoints + "step-00000001");
+  CHECK(owed.outcome.exit_code != 0);
+  CHECK_THAT(owed.outcome.output, Catch::Contains("ZenFlow CPU updates still owed") &&
+                                      Catch::Contains("exact only on the layout that wrote it"));
+}
+
 TEST_CASE("zfcore export writes a checkpoint's model on another number of ranks, as the run's own export does",
           "[stage][mpi][checkpoint]") {
   const std::string data = test::scratch_dir("reshard_export_data") + "/corpus.txt";
