@@ -94,6 +94,13 @@ TEST_CASE("runs sharing a checkpoint.dir keep to their own checkpoints: resume, 
   CHECK(fs::exists(ck + "/step-00000004/checkpoint.json"));
   CHECK(fs::exists(ck + "/step-00000002/checkpoint.json"));  // b's
   CHECK_FALSE(fs::exists(ck + "/step-00000001"));            // b's first, pruned by b (keep = 1)
+  // zfcore eval of run b reads b's newest (step 2), not a's newer step 4.
+  test::Outcome eval = test::run_command(test::zfcore() + " eval " + test::source_dir() + "/examples/linear_stack.toml" +
+                                         kSmall + "--json --set data.eval_fraction=0.1 --set run.name=b " + shared +
+                                         " --set run.output_dir=" + dir + "/b");
+  INFO(eval.output);
+  CHECK(eval.exit_code == 0);
+  CHECK_THAT(eval.output, Catch::Contains("\"step\":2") && Catch::Contains("step-00000002"));
   // Run a goes on from its own step 4.
   test::Outcome again = run_small(dir + "/a", 5, shared + " --set run.name=a");
   INFO(again.output);
