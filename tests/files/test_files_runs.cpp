@@ -154,16 +154,19 @@ TEST_CASE("export: init_from's generation_config.json as a FIFO or nested too de
   REQUIRE(seed.exit_code == 0);
   fs::remove(model + "/generation_config.json");
   REQUIRE(mkfifo((model + "/generation_config.json").c_str(), 0644) == 0);
-  const std::string command = tiny_run(dir) + "--set model.init_from=" + model + " --set run.output_dir=" + dir +
-                              "/out --set checkpoint.resume=never --set checkpoint.export_hf=" + dir + "/hf";
-  auto fifo = run_command(command);
+  // Each run in an output directory of its own: a checkpoint of another run is not replaced.
+  auto command = [&](const std::string &out) {
+    return tiny_run(dir) + "--set model.init_from=" + model + " --set run.output_dir=" + dir + "/" + out +
+           " --set checkpoint.export_hf=" + dir + "/hf";
+  };
+  auto fifo = run_command(command("out-fifo"));
   INFO(fifo.output);
   CHECK(fifo.exit_code == 1);  // not 124: the export did not wait on the FIFO
   CHECK_THAT(fifo.output, Catch::Contains("generation_config.json") && Catch::Contains("FIFO"));
 
   fs::remove(model + "/generation_config.json");
   write_text(model + "/generation_config.json", std::string(200000, '[') + std::string(200000, ']'));
-  auto deep = run_command(command);
+  auto deep = run_command(command("out-deep"));
   INFO(deep.output);
   CHECK(deep.exit_code == 1);  // not a crash
   CHECK_THAT(deep.output, Catch::Contains("generation_config.json: not valid JSON") &&
