@@ -26,6 +26,12 @@ int checkpoint_info(const fs::path &checkpoint) {
                                                         : format("\"%s\" (id %s)", m.run_name.c_str(), m.run_id.c_str()).c_str());
   std::printf("config digest %s\n", m.config_digest.empty() ? "(not recorded)" : m.config_digest.c_str());
   std::printf("layout digest %s\n", m.layout.c_str());
+  const RecordedRun run = read_recorded_run(checkpoint);
+  if (!run.stage.empty())
+    std::printf("trained by    stage %s, offload %s, ZenFlow %s, optimizer %s; global batch %lld (micro_batch %lld "
+                "x grad_accum %lld x %lld ranks)\n", run.stage.c_str(), run.offload.c_str(), run.zenflow ? "on" : "off",
+                run.optimizer.c_str(), (long long)run.global_batch(), (long long)run.micro_batch,
+                (long long)run.grad_accum, (long long)run.world_size);
   std::string text;
   const std::string json = (checkpoint / "checkpoint.json").string();
   if (read_regular_file(json, 1 << 20, &text).empty()) std::printf("recorded      %s", text.c_str());
