@@ -296,6 +296,9 @@ void write_safetensors(const std::string &path, const std::vector<std::pair<std:
 }
 
 // ---- sharded sets --------------------------------------------------------------------------
+// model.safetensors wins over model.safetensors.index.json, as in transformers; each weight_map
+// entry must name a file of the directory.
+
 
 SafetensorsSet SafetensorsSet::open_directory(const std::string &directory) {
   namespace fs = std::filesystem;
@@ -303,7 +306,12 @@ SafetensorsSet SafetensorsSet::open_directory(const std::string &directory) {
   set.directory_ = directory;
   fs::path dir(directory);
   fs::path index = dir / "model.safetensors.index.json", single = dir / "model.safetensors";
-  if (fs::exists(index)) {
+  // As in transformers, a single file wins over an index beside it (an export of a fine-tune into
+  // a sharded model's directory writes model.safetensors and leaves the old shards).
+  if (fs::exists(single)) {
+    set.files_.push_back(SafetensorsFile::open(single.string()));
+    for (const std::string &name : set.files_[0].names()) set.owner_[name] = 0;
+  } else if (fs::exists(index)) {
     std::string text;
     std::string why = read_regular_file(index.string(), kMaxSafetensorsHeaderBytes, &text);
     ZF_REQUIRE(why.empty(), "%s: cannot read: %s", index.c_str(), why.c_str());
@@ -317,6 +325,11 @@ SafetensorsSet SafetensorsSet::open_directory(const std::string &directory) {
       std::string shard_name = shard.get<std::string>();
       auto it = shard_index.find(shard_name);
       if (it == shard_index.end()) {
+        // A shard is a file of the checkpoint's directory: no absolute path, no '..', no link out.
+        const std::string outside = path_inside_problem(directory, shard_name);
+        ZF_REQUIRE(outside.empty(), "%s: weight_map[\"%s\"] = \"%s\" %s; the index must name files of the "
+                   "checkpoint's directory", index.c_str(), excerpt(name).c_str(), excerpt(shard_name).c_str(),
+                   outside.c_str());
         it = shard_index.emplace(shard_name, set.files_.size()).first;
         set.files_.push_back(SafetensorsFile::open((dir / shard_name).string()));
       }
@@ -324,9 +337,6 @@ SafetensorsSet SafetensorsSet::open_directory(const std::string &directory) {
                  index.c_str(), name.c_str(), shard_name.c_str());
       set.owner_[name] = it->second;
     }
-  } else if (fs::exists(single)) {
-    set.files_.push_back(SafetensorsFile::open(single.string()));
-    for (const std::string &name : set.files_[0].names()) set.owner_[name] = 0;
   } else {
     throw Error(format("%s: no model.safetensors or model.safetensors.index.json (only safetensors checkpoints "
                        "are read; convert pytorch_model.bin with transformers' save_pretrained)",

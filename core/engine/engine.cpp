@@ -16,10 +16,8 @@
 #include "engine/run_lock.hpp"
 #include "engine/run_setup.hpp"
 #include "engine/run_options.hpp"
-#include "memory/memory_plan.hpp"
 #include "engine/training_checkpoint.hpp"
 #include "engine/placement.hpp"
-#include "model/transformer_shape.hpp"
 #include "model/zoo.hpp"
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"
@@ -43,11 +41,10 @@ namespace zf {
 
 namespace {
 
-// The step's standard timers: fwd, bwd (the whole backward of a step's micro-batches), bwd_inner
-// (autograd's backward, with the per-block hooks the stage runs in it), bwd_reduce (the stage's
-// reduce_gradients after the last micro-batch: an all-reduce under zero0/1, the end of the
-// reduce-scatter under zero2/3), step (the optimizer update). grad_reduce is zero2/3's per-block
-// reduction inside bwd_inner.
+// The step's standard timers: fwd, bwd (the whole backward of a step's micro-batches), bwd_inner (autograd's
+// backward, with the per-block hooks the stage runs in it), bwd_reduce (the stage's reduce_gradients after the
+// last micro-batch: an all-reduce under zero0/1, the end of the reduce-scatter under zero2/3), step (the
+// optimizer update). grad_reduce is zero2/3's per-block reduction inside bwd_inner.
 struct StandardTimers {
   uint32_t fwd, bwd, bwd_inner, bwd_reduce, step;
   explicit StandardTimers(Timers &t)
@@ -66,12 +63,12 @@ class Trainer {
     stats_.mark("launch", launched);
     stats_.mark("device_and_plugins");
     torch::manual_seed(options_.seed);
-    model_ = make_model(config);
+    ModelAndValues built = make_unallocated_model(config);  // memory once the plan is checked (Placement)
+    model_ = std::move(built.model);
     data_ = make_data_source(config);
     eval_data_ = make_data_source(config, Split::eval);
-    ZF_REQUIRE(options_.eval_every == 0 || eval_data_ != nullptr,
-               "%s: train.eval_every = %lld but the data has no held-out part; set data.eval_path (a file) or "
-               "data.eval_fraction",
+    ZF_REQUIRE(options_.eval_every == 0 || eval_data_ != nullptr, "%s: train.eval_every = %lld but the data has "
+               "no held-out part; set data.eval_path (a file) or data.eval_fraction",
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
     stats_.mark("model");
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
@@ -81,7 +78,8 @@ class Trainer {
     }
     const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
     const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
-    place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, steps_per_epoch, stats_);
+    place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, *built.values,
+                                         steps_per_epoch, stats_);
     checkpoints_ = std::make_unique<TrainingCheckpoints>(config, options_.output_dir, runtime_, flat_->layout(),
                                                          run_identity(config, plugins_, options_, *place_));
     resume();
@@ -427,7 +425,7 @@ class Trainer {
 
   std::string summary_json(const RunSummary &s, int64_t timed_steps) {
     stats_.selected_fraction = update().selected_fraction();
-    stats_.update_facts = update().facts();
+    stats_.update_facts = place_->facts();
     stats_.param_gathers.clear();
     const std::vector<int64_t> &gathers = residency().gather_counts();
     const std::vector<std::string> names = model_->block_names();

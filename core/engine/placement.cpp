@@ -7,8 +7,11 @@
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
+#include "runtime/tensors.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <cmath>
 
 namespace zf {
@@ -43,9 +46,22 @@ void check_checkpoints(const RunConfig &config, const RunOptions &options, const
 
 }  // namespace
 
+namespace {
+// The most host memory this process has held so far (VmHWM), 0 where /proc does not say.
+uint64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;  // in kB
+  return 0;
+}
+}  // namespace
+
 Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime &runtime, PluginSet &plugins,
-                     FlatBuffers &flat, const Model &model, int64_t steps_per_epoch, RunStats &stats)
+                     FlatBuffers &flat, const Model &model, const ParameterSource &values, int64_t steps_per_epoch,
+                     RunStats &stats)
     : options_(options), runtime_(runtime), flat_(flat) {
+  const uint64_t peak_before = peak_rss_bytes();
   Communicator &comm = *runtime.comm;
   const zf_layout &layout = flat_.layout();
   const StagePlugin &stage = plugins.stage;
@@ -62,29 +78,43 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
   update = std::make_unique<UpdatePlan>(runtime_, plugins, layout, shard_begin, shard_end, dtype, model_tier(),
                                         options_.optimizer, ZenFlowOptions::read(config, steps_per_epoch));
   param_tier = update->param_tier();
-  check_memory(numel, plugins);
+  const bool sharded = stage.shards_parameters();
+  check_memory(numel, plugins, sharded, resident, plan.prefetch_numel);  // before anything large is allocated
   check_checkpoints(config, options_, plugins, shard_numel(), uint64_t(comm.world_size()), comm.rank() == 0);
-  flat_.materialize(numel, dtype, runtime_.memory, model_tier(), /*with_grads=*/true, param_tier);
-
-  // Every rank starts from rank 0's parameters.
-  comm.broadcast(view_of(flat_.params), 0, runtime_.compute_stream);
+  MemoryLedger &ledger = runtime_.memory;
+  // A stage that gathers from the fp32 master where it lives beside the model (it converts as it
+  // copies) needs no compute-precision copy of the shard.
+  const bool from_master = sharded && stage.gathers_from_master() && !update->offloaded() && param_tier == model_tier();
+  torch::Tensor shard_values;  // sharded: this rank's part of the parameters (the store, or the master's first values)
+  if (sharded) {
+    // Each rank fills only its shard, from the values' source (a part of the random draws or of
+    // the checkpoint's bytes), all ranks at once: no rank ever holds the whole model.
+    shard_values = ledger_tensor(ledger, param_tier, shard_numel(), dtype, from_master ? "params.initial" : "params.shard",
+                                 /*zero=*/false);
+    flat_.fill(values, shard_begin, shard_end, shard_values);
+  } else {
+    flat_.allocate_params(numel, dtype, ledger, param_tier, values);
+    comm.broadcast(view_of(flat_.params), 0, runtime_.compute_stream);  // every rank starts from rank 0's
+  }
+  if (!stage.reduces_blocks()) flat_.allocate_grads(numel, dtype, ledger, model_tier());
   stats.mark("buffers");
-  update->allocate(flat_.params.narrow(0, int64_t(shard_begin), int64_t(shard_numel())));
+  note_setup(config, values.bytes_read(), sharded, peak_rss_bytes() - std::min(peak_before, peak_rss_bytes()));
+  update->allocate(sharded ? shard_values : flat_.params.narrow(0, int64_t(shard_begin), int64_t(shard_numel())));
   stats.mark("optimizer");
   residency = std::make_unique<Residency>(stage, runtime_, flat_, model, model_tier(),
                                           [this](int64_t step) { return buffers(step, uint32_t(options_.grad_accum - 1)); });
-  if (stage.shards_parameters()) {
-    // A stage that gathers from the fp32 master where it lives beside the model (it converts as
-    // it copies) needs no compute-precision copy of the shard.
-    const bool from_master = stage.gathers_from_master() && !update->offloaded() &&
-                             param_tier == model_tier() && update->master().device() == flat_.params.device();
-    residency->shard(shard_begin, shard_end, param_tier, std::move(resident), plan.prefetch_numel,
-                     /*stage_gathers=*/true, from_master ? update->master() : torch::Tensor());
-  } else if (param_tier != model_tier())  // parameter offload: every block comes from host memory when used
-    residency->shard(0, numel, param_tier, std::vector<uint8_t>(layout.block_count, 0),
+  if (sharded) {
+    ZF_REQUIRE(!from_master || update->master().device() == shard_values.device(),
+               "internal: the master is not beside the parameters");
+    residency->shard(shard_begin, from_master ? update->master() : shard_values, shard_begin == 0 && shard_end == numel,
+                     dtype, std::move(resident), plan.prefetch_numel, /*stage_gathers=*/true);
+  } else if (param_tier != model_tier()) {  // parameter offload: every block comes from host memory when used
+    residency->shard(0, flat_.params, /*whole=*/true, dtype, std::vector<uint8_t>(layout.block_count, 0),
                      update->param_prefetch(), /*stage_gathers=*/false);
+  }
+  shard_values = torch::Tensor();
   if (stage.reduces_blocks())
-    grad_shards = std::make_unique<ShardedGradients>(flat_, runtime_.memory, model_tier(), shard_numel());
+    grad_shards = std::make_unique<ShardedGradients>(flat_, runtime_.memory, model_tier(), dtype, shard_numel());
   // Without a gather after the update, the next forward can start while the update goes on.
   defer_update = !stage.gathers_parameters() && !residency->sharded();
   stats.mark("stage");
@@ -92,19 +122,35 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
 
 // Bytes per tier before anything large is allocated, printed, and refused when they cannot fit:
 // host memory summed over the host's ranks, with the settings that would fit it.
-void Placement::check_memory(uint64_t numel, const PluginSet &plugins) {
+void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool sharded,
+                             const std::vector<uint8_t> &resident, uint64_t prefetch_numel) {
   const Communicator &comm = *runtime_.comm;
   const bool on_gpu = runtime_.device == ZF_DEVICE_CUDA;
   MemoryPlan &plan = memory_plan;
-  uint64_t model_bytes = numel * c10::elementSize(dtype);
-  plan.buffers = {{param_tier, "params", model_bytes}, {model_tier(), "grads", model_bytes}};
-  if (param_tier != model_tier()) {  // parameter offload: a block and its tied one in use, (GPU) more copied ahead
-    const zf_layout &layout = flat_.layout();
-    uint64_t largest = 0;
-    for (uint32_t b = 0; b < layout.block_count; ++b) largest = std::max(largest, layout.blocks[b].numel);
+  const uint64_t element = c10::elementSize(dtype), model_bytes = numel * element;
+  const zf_layout &layout = flat_.layout();
+  uint64_t largest = 0;
+  for (uint32_t b = 0; b < layout.block_count; ++b) largest = std::max(largest, layout.blocks[b].numel);
+  if (sharded) {
+    // The shard where the parameters are kept; blocks gathered around their use: the one computing,
+    // a tied one and those gathered ahead (at most the stage's prefetch budget, on a GPU).
+    uint64_t kept = 0;
+    for (uint32_t b = 0; b < layout.block_count; ++b) kept += b < resident.size() && resident[b] ? layout.blocks[b].numel : 0;
+    const uint64_t ahead = on_gpu ? std::min(prefetch_numel + largest, numel) : 0;
+    plan.buffers = {{param_tier, "params.shard", shard_numel() * element},
+                    {model_tier(), "params.gathered (at most)", std::min(numel, kept + 2 * largest + ahead) * element}};
+  } else {
+    plan.buffers = {{param_tier, "params", model_bytes}};
+  }
+  if (plugins.stage.reduces_blocks())  // the reduced shard, and the blocks whose backward is running or reducing
+    plan.buffers.push_back({model_tier(), "grads.shard + grads.block (at most)",
+                            (shard_numel() + std::min(numel, 3 * largest)) * element});
+  else
+    plan.buffers.push_back({model_tier(), "grads", model_bytes});
+  if (!sharded && param_tier != model_tier()) {  // parameter offload: a block and its tied one in use, (GPU) more copied ahead
     const uint64_t prefetch = update->param_prefetch();
     const uint64_t ahead = on_gpu && prefetch > 0 ? std::min(prefetch + largest, numel) : 0;
-    plan.buffers.push_back({model_tier(), "params.gathered (at most)", (2 * largest + ahead) * c10::elementSize(dtype)});
+    plan.buffers.push_back({model_tier(), "params.gathered (at most)", (2 * largest + ahead) * element});
   }
   for (const PlannedBuffer &b : update->planned()) plan.buffers.push_back(b);
   HostMemoryLimit host = host_memory_limit(options_.host_memory_limit_gb);
@@ -125,6 +171,32 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins) {
     return ways + memory_advice(plugins, flat_.layout(), uint64_t(comm.world_size()), c10::elementSize(dtype),
                                 uint64_t(options_.grad_accum));
   });
+}
+
+// Under ZeRO-3 a rank reads only the checkpoint's bytes of its own shard (said per rank, and summed),
+// and its host memory grows by its shard, not by the model.
+void Placement::note_setup(const RunConfig &config, uint64_t bytes_read, bool sharded, uint64_t host_growth) {
+  Communicator &comm = *runtime_.comm;
+  const bool init_from = !config.string("model", "init_from").empty();
+  if (init_from) {
+    const std::string part = sharded ? format("its shard [%llu, %llu) of the parameters",
+                                              (unsigned long long)shard_begin, (unsigned long long)shard_end)
+                                     : std::string("all the parameters");
+    std::printf("zfcore: rank %d read %s of model.init_from's weights for %s\n", comm.rank(),
+                format_bytes(bytes_read).c_str(), part.c_str());
+  }
+  double sum[1] = {double(bytes_read)}, most[2] = {double(bytes_read), double(host_growth)};
+  comm.all_reduce(zf_tensor_view{sum, 1, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
+  comm.all_reduce(zf_tensor_view{most, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MAX, nullptr);
+  setup_facts_ = {{"parameters_host_peak_growth_bytes", most[1]}};
+  if (init_from)
+    setup_facts_.insert(setup_facts_.end(), {{"init_from_bytes_read", sum[0]}, {"init_from_bytes_read_max_rank", most[0]}});
+}
+
+std::vector<std::pair<std::string, double>> Placement::facts() const {
+  std::vector<std::pair<std::string, double>> out = update->facts();
+  out.insert(out.end(), setup_facts_.begin(), setup_facts_.end());
+  return out;
 }
 
 zf_step_buffers Placement::buffers(int64_t step, uint32_t micro) const {

@@ -20,10 +20,12 @@ namespace zf {
 
 class Placement {
  public:
-  // Allocates the flat buffers (rank 0's parameters on every rank), the update's buffers and
-  // the stage's residency; stats marks each phase.
+  // Checks the memory plan, then allocates the parameters holding `values` (under a stage that
+  // shards them only this rank's shard, filled from the source; else the flat buffers, rank 0's
+  // on every rank), the update's buffers and the stage's residency; stats marks each phase.
   Placement(const RunConfig &config, const RunOptions &options, Runtime &runtime, PluginSet &plugins,
-            FlatBuffers &flat, const Model &model, int64_t steps_per_epoch, RunStats &stats);
+            FlatBuffers &flat, const Model &model, const ParameterSource &values, int64_t steps_per_epoch,
+            RunStats &stats);
 
   uint64_t shard_begin = 0, shard_end = 0;  // this rank's shard of the layout
   uint64_t padded_numel = 0;                // elements of the flat buffers (>= layout numel)
@@ -36,6 +38,11 @@ class Placement {
   MemoryPlan memory_plan;
 
   uint64_t shard_numel() const { return shard_end - shard_begin; }
+  // The update's facts for summary.json, the most any rank's host memory peak (VmHWM) grew while its
+  // parameters were placed (before the optimizer's state: parameters_host_peak_growth_bytes), and
+  // with model.init_from the checkpoint's bytes the ranks read for their parameters
+  // (init_from_bytes_read: all ranks; _max_rank: the rank that read most).
+  std::vector<std::pair<std::string, double>> facts() const;
   zf_tier model_tier() const;  // of the model's buffers: the GPU, or host memory on a CPU run
   // This rank's shard of the working parameters and of the (reduced) gradients, wherever they live.
   torch::Tensor params_shard() const;
@@ -47,8 +54,12 @@ class Placement {
   zf_step_buffers buffers(int64_t step, uint32_t micro) const;
 
  private:
-  void check_memory(uint64_t numel, const PluginSet &plugins);
+  void check_memory(uint64_t numel, const PluginSet &plugins, bool sharded, const std::vector<uint8_t> &resident,
+                    uint64_t prefetch_numel);
 
+  void note_setup(const RunConfig &config, uint64_t bytes_read, bool sharded, uint64_t host_growth);
+
+  std::vector<std::pair<std::string, double>> setup_facts_;  // note_setup's
   const RunOptions &options_;
   Runtime &runtime_;
   FlatBuffers &flat_;

@@ -36,14 +36,6 @@ void add_text_file(PendingFiles &files, const Directory &directory, const std::s
   files.back()->write(text);
 }
 
-// Buffers and copies transformers keeps in some checkpoints that are not parameters.
-bool is_known_buffer(const std::string &name) {
-  auto ends_with = [&](const std::string &suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends_with(".attn.bias") || ends_with(".attn.masked_bias") || ends_with("rotary_emb.inv_freq");
-}
-
 // config.json rebuilt from the shape, with what the source checkpoint's config.json says beyond
 // the shape: its other fields, its token ids, and its dropout unless this run set model.dropout.
 nlohmann::json keep_source_fields(const nlohmann::json &rebuilt, const std::string &source, double dropout) {
@@ -171,49 +163,6 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
 
 void save_hf_checkpoint(Model &model, const std::string &directory, const HfExportOptions &options) {
   write_hf_files(model, directory, options);  // a failure removes the export's own temporaries, nothing else
-}
-
-void load_hf_checkpoint(Model &model, const std::string &directory) {
-  TransformerModel &t = transformer(model);
-  TransformerShape stored = read_hf_config(directory);
-  ZF_REQUIRE(stored == t.shape(), "%s/config.json does not describe this model (%s)", directory.c_str(),
-             shape_difference(t.shape(), stored, "here", "in the checkpoint").c_str());
-  SafetensorsSet weights = SafetensorsSet::open_directory(directory);
-  // Checkpoints saved from the base model (GPT2Model, LlamaModel) lack the "transformer." or
-  // "model." prefix of the LM-head model.
-  std::string prefix = t.shape().is_gpt2() ? "transformer." : "model.";
-  std::set<std::string> used;
-  for (const HfTensor &p : t.hf_tensors()) {
-    std::string name = p.name;
-    if (!weights.has(name) && name.rfind(prefix, 0) == 0 && weights.has(name.substr(prefix.size())))
-      name = name.substr(prefix.size());
-    ZF_REQUIRE(weights.has(name), "%s: the checkpoint has no tensor '%s', which a %s model with this shape needs",
-               directory.c_str(), p.name.c_str(), t.name().c_str());
-    const std::string file = weights.file_of(name).path();
-    const std::string dtype = weights.info(name).dtype_name;
-    ZF_REQUIRE(at::isFloatingType(safetensors_dtype(dtype)),
-               "%s: tensor '%s' holds %s values; weights must be floating point (F32, BF16, F16 or F64): is this a "
-               "quantized or damaged checkpoint?", file.c_str(), name.c_str(), dtype.c_str());
-    torch::Tensor destination = p.transposed ? p.tensor.t() : p.tensor;
-    weights.read_into(name, destination);
-    // A NaN or infinite weight would only show as a NaN loss at step 1: name it here.
-    if (!destination.isfinite().all().item<bool>()) {
-      const torch::Tensor flat = destination.reshape({-1});
-      const int64_t at = flat.isfinite().logical_not().nonzero()[0][0].item<int64_t>();
-      throw Error(format("%s: tensor '%s' holds a value that is not finite (%g at element %lld): the checkpoint is "
-                         "damaged or its training diverged", file.c_str(), name.c_str(), flat[at].item<double>(),
-                         (long long)at));
-    }
-    used.insert(name);
-  }
-  std::vector<std::string> unused;
-  for (const std::string &name : weights.names()) {
-    bool tied_copy = t.shape().tie_embeddings && name == "lm_head.weight";
-    if (!used.count(name) && !tied_copy && !is_known_buffer(name)) unused.push_back(name);
-  }
-  if (!unused.empty())
-    log_warn(format("%s: %zu tensors of the checkpoint are not used by the %s model (first: '%s')", directory.c_str(),
-                    unused.size(), t.name().c_str(), unused.front().c_str()));
 }
 
 }  // namespace zf

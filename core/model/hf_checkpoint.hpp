@@ -4,6 +4,7 @@
 #pragma once
 
 #include "model/model.hpp"
+#include "model/param_source.hpp"
 
 #include <zf/zf_plugin.h>
 
@@ -43,9 +44,15 @@ HfExportOptions hf_export_options(const RunConfig &config, const torch::Tensor &
 // models without a HF format (linear_stack).
 void save_hf_checkpoint(Model &model, const std::string &directory, const HfExportOptions &options = {});
 
-// Copies the weights of DIRECTORY into `model`, converting dtype and layout. config.json must
-// describe the model's shape; a missing tensor or a shape mismatch is an error naming the tensor;
-// tensors the model does not use are reported as a warning.
+// The weights of DIRECTORY as the source of `model`'s parameters (param_source.hpp), converting
+// dtype and layout as asked. Opening checks everything from the headers, reading no weights:
+// config.json must describe the model's shape; a missing tensor, a shape mismatch or integer
+// weights are errors naming the tensor; tensors the model does not use are a warning. bytes_read()
+// counts the stored bytes fills have read; a value that is not finite is an error naming it.
+// The model must outlive the source.
+std::unique_ptr<ParameterSource> hf_parameter_source(Model &model, const std::string &directory);
+
+// Replaces the values of `model`'s parameters with the weights of DIRECTORY (hf_parameter_source).
 void load_hf_checkpoint(Model &model, const std::string &directory);
 
 }  // namespace zf

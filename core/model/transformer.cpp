@@ -63,18 +63,13 @@ torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t
                                     bool hf_transposed) {
   ZF_REQUIRE(block < block_tensors_.size(), "internal: parameter %s in block %u of %zu", name.c_str(), block,
              block_tensors_.size());
-  torch::NoGradGuard no_grad;
-  torch::Tensor value;
-  if (init == Init::bias) {
-    value = torch::zeros(sizes, torch::TensorOptions().dtype(dtype_));
-  } else if (init == Init::norm) {
-    value = torch::ones(sizes, torch::TensorOptions().dtype(dtype_));
-  } else if (!options_.init_from.empty()) {
-    value = torch::empty(sizes, torch::TensorOptions().dtype(dtype_));  // the checkpoint fills it
-  } else {
-    double std = init == Init::residual ? 0.02 / std::sqrt(2.0 * double(options_.shape.layers)) : 0.02;
-    value = random_normal(sizes, std, dtype_);
+  Recipe recipe{init, 0, 0.0};
+  if (init != Init::bias && init != Init::norm && options_.init_from.empty()) {
+    recipe.std = init == Init::residual ? 0.02 / std::sqrt(2.0 * double(options_.shape.layers)) : 0.02;
+    recipe.seed = draw_init_seed();
   }
+  recipes_.push_back(recipe);
+  torch::Tensor value = unallocated_tensor(sizes, dtype_);
   value.requires_grad_(true);
   bool matrix = (init == Init::linear || init == Init::residual) && sizes.size() == 2;
   bool no_decay = init == Init::bias || init == Init::norm;
@@ -126,9 +121,37 @@ std::vector<HfTensor> TransformerModel::hf_tensors() const {
   return tensors;
 }
 
-std::unique_ptr<TransformerModel> make_transformer(const TransformerOptions &options) {
+std::unique_ptr<ParameterSource> TransformerModel::initial_values() const {
+  class InitialValues final : public ParameterSource {
+   public:
+    InitialValues(const std::vector<ModelParameter> &parameters, const std::vector<Recipe> &recipes)
+        : parameters_(parameters), recipes_(recipes) {}
+    void fill(size_t index, const StoredRegion &region, torch::Tensor destination) const override {
+      const Recipe &recipe = recipes_.at(index);
+      if (recipe.std > 0) {
+        const auto [rows, cols] = matrix_shape(parameters_[index].tensor);
+        fill_normal(recipe.seed, recipe.std, rows, cols, region, destination);
+      } else {
+        destination.fill_(recipe.init == Init::norm ? 1.0 : 0.0);
+      }
+    }
+
+   private:
+    const std::vector<ModelParameter> &parameters_;
+    const std::vector<Recipe> &recipes_;
+  };
+  return std::make_unique<InitialValues>(parameters_, recipes_);
+}
+
+std::unique_ptr<TransformerModel> make_unallocated_transformer(const TransformerOptions &options) {
   options.shape.validate("model");
   return options.shape.is_gpt2() ? make_gpt2(options) : make_llama(options);
+}
+
+std::unique_ptr<TransformerModel> make_transformer(const TransformerOptions &options) {
+  std::unique_ptr<TransformerModel> model = make_unallocated_transformer(options);
+  allocate_parameters(model->parameters(), *model->initial_values());
+  return model;
 }
 
 }  // namespace zf

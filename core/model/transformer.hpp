@@ -12,6 +12,7 @@
 #pragma once
 
 #include "model/model.hpp"
+#include "model/param_source.hpp"
 #include "model/transformer_shape.hpp"
 
 namespace zf {
@@ -48,6 +49,11 @@ class TransformerModel : public Model {
   virtual torch::Tensor head(const torch::Tensor &hidden) = 0;
   const std::vector<torch::Tensor> &block_parameters(size_t block) const { return block_tensors_[block]; }
 
+  // The random initial values of the parameters (zeros for biases, ones for norms), whose seeds
+  // were drawn while the model was built; with init_from the checkpoint's values replace them
+  // (hf_checkpoint.hpp) and this source fills zeros. Valid while the model lives.
+  std::unique_ptr<ParameterSource> initial_values() const;
+
  protected:
   explicit TransformerModel(TransformerOptions options);
 
@@ -58,8 +64,9 @@ class TransformerModel : public Model {
     bias,       // zeros, no weight decay
     norm,       // ones, no weight decay
   };
-  // Allocates (fp32 draw from torch's global generator, then cast, so both dtypes start from the
-  // same values), registers and returns the parameter; registration order is the engine's order.
+  // Registers and returns the parameter, a tensor with no memory yet (param_source.hpp), and
+  // draws its seed from torch's global generator (random values are drawn in fp32, then cast, so
+  // both dtypes start from the same values); registration order is the engine's order.
   torch::Tensor add(const std::string &name, std::vector<int64_t> sizes, uint32_t block, Init init,
                     bool hf_transposed = false);
   // The blocks: "embeddings", one per layer named layer_prefix + index, then "head".
@@ -76,11 +83,20 @@ class TransformerModel : public Model {
   std::vector<std::string> block_names_;
   std::vector<ModelParameter> parameters_;
   std::vector<bool> hf_transposed_;                     // parallel to parameters_
+  struct Recipe {
+    Init init;
+    uint64_t seed;  // of random values (none with init_from)
+    double std;
+  };
+  std::vector<Recipe> recipes_;                          // parallel to parameters_
   std::vector<std::vector<torch::Tensor>> block_tensors_;  // parameters per block
 };
 
 std::unique_ptr<TransformerModel> make_gpt2(const TransformerOptions &options);
 std::unique_ptr<TransformerModel> make_llama(const TransformerOptions &options);  // llama and qwen2
+// make_transformer's parameters hold their initial values (with init_from: zeros until the
+// checkpoint is loaded); make_unallocated_transformer's have shapes only (initial_values() fills them).
 std::unique_ptr<TransformerModel> make_transformer(const TransformerOptions &options);
+std::unique_ptr<TransformerModel> make_unallocated_transformer(const TransformerOptions &options);
 
 }  // namespace zf

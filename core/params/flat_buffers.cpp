@@ -2,6 +2,8 @@
 
 #include "runtime/error.hpp"
 
+#include <algorithm>
+
 namespace zf {
 
 FlatBuffers::FlatBuffers(std::vector<ModelParameter> parameters, const std::vector<std::string> &block_names,
@@ -69,16 +71,65 @@ torch::Tensor FlatBuffers::view_of(const torch::Tensor &flat, size_t index, uint
 
 void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier,
                               bool with_grads, zf_tier param_tier) {
+  allocate_params(numel, dtype, ledger, param_tier == ZF_TIER_COUNT ? tier : param_tier, *current_values(parameters_));
+  if (with_grads) allocate_grads(numel, dtype, ledger, tier);
+}
+
+void FlatBuffers::allocate_params(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier,
+                                  const ParameterSource &values) {
   ZF_REQUIRE(numel >= layout_.numel, "internal: flat buffers smaller than the layout");
-  params = ledger_tensor(ledger, param_tier == ZF_TIER_COUNT ? tier : param_tier, numel, dtype, "params");
-  if (with_grads) grads = ledger_tensor(ledger, tier, numel, dtype, "grads");
+  params = ledger_tensor(ledger, tier, numel, dtype, "params", /*zero=*/false);
+  fill(values, 0, numel, params);
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    torch::Tensor &tensor = parameters_[i].tensor;
-    torch::Tensor value = view_of(params, i);
-    value.copy_(tensor);
-    tensor.set_data(value);
-    if (with_grads) tensor.mutable_grad() = view_of(grads, i);
+  for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].tensor.set_data(view_of(params, i));
+}
+
+void FlatBuffers::allocate_grads(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier) {
+  ZF_REQUIRE(numel >= layout_.numel, "internal: flat buffers smaller than the layout");
+  grads = ledger_tensor(ledger, tier, numel, dtype, "grads");
+  for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].tensor.mutable_grad() = view_of(grads, i);
+}
+
+void FlatBuffers::fill(const ParameterSource &values, uint64_t begin, uint64_t end, torch::Tensor destination) const {
+  ZF_REQUIRE(destination.is_contiguous() && uint64_t(destination.numel()) == end - begin,
+             "internal: fill's destination is not [begin, end)");
+  torch::NoGradGuard no_grad;
+  const bool staged = !destination.is_cpu();
+  size_t first = 0;  // the first segment that ends after the chunk's start
+  for (uint64_t lo = begin; lo < end;) {
+    while (first < segments_.size() && segments_[first].offset + segments_[first].numel <= lo) ++first;
+    // A device destination is filled through host memory, a chunk at a time: at least 64 Mi
+    // elements, and never part of a segment that goes on (a column-stored tensor's random values
+    // come in row-major pieces, so a part of it costs drawing all of it).
+    uint64_t hi = end;
+    if (staged) {
+      hi = std::min(end, lo + (uint64_t(1) << 26));
+      for (size_t i = first; i < segments_.size() && segments_[i].offset < hi; ++i)
+        hi = std::min(end, std::max(hi, segments_[i].offset + segments_[i].numel));
+    }
+    torch::Tensor out = staged ? torch::empty({int64_t(hi - lo)}, destination.options().device(torch::kCPU))
+                               : destination.narrow(0, int64_t(lo - begin), int64_t(hi - lo));
+    uint64_t filled = lo;  // out holds [lo, filled)
+    auto zero_to = [&](uint64_t to) {
+      if (to > filled) out.narrow(0, int64_t(filled - lo), int64_t(to - filled)).zero_();
+      filled = std::max(filled, to);
+    };
+    for (size_t i = first; i < segments_.size() && segments_[i].offset < hi; ++i) {
+      const zf_segment &s = segments_[i];
+      const uint64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
+      if (a >= b) continue;
+      zero_to(a);
+      const bool column_major = (s.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) != 0;
+      const int64_t width = int64_t(column_major ? s.rows : s.cols);
+      for_each_region(int64_t(a - s.offset), int64_t(b - s.offset), width, column_major,
+                      [&](const StoredRegion &region, int64_t offset) {
+                        values.fill(i, region, out.narrow(0, int64_t(a - lo) + offset, region.numel()));
+                      });
+      filled = b;
+    }
+    zero_to(hi);
+    if (staged) destination.narrow(0, int64_t(lo - begin), int64_t(hi - lo)).copy_(out);
+    lo = hi;
   }
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "model/model.hpp"
+#include "model/param_source.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/tensors.hpp"
 
@@ -35,6 +36,15 @@ class FlatBuffers {
   // storage of its own).
   void materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier = ZF_TIER_HOST,
                    bool with_grads = true, zf_tier param_tier = ZF_TIER_COUNT);
+  // The parts of materialize: params holding `values` (the parameters may have shapes only), and grads.
+  void allocate_params(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier,
+                       const ParameterSource &values);
+  void allocate_grads(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier);
+
+  // Writes layout elements [begin, end) of the parameters, as `values` gives them (zeros between
+  // segments), into destination (contiguous, end - begin elements, host or device: a device
+  // destination is filled through host memory, 64 Mi elements or a whole segment at a time).
+  void fill(const ParameterSource &values, uint64_t begin, uint64_t end, torch::Tensor destination) const;
 
   // Re-points the parameters of `block` at views of storage, which holds the block's layout
   // elements [block.offset, block.offset + block.numel) (sharded parameters: one storage per block).

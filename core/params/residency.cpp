@@ -17,12 +17,11 @@ Residency::Residency(const StagePlugin &stage, Runtime &runtime, FlatBuffers &fl
                      StepBuffers buffers)
     : stage_(stage), runtime_(runtime), flat_(flat), model_(model), tier_(tier), buffers_(std::move(buffers)) {}
 
-void Residency::shard(uint64_t store_begin, uint64_t store_end, zf_tier store_tier, std::vector<uint8_t> resident,
-                      uint64_t prefetch_numel, bool stage_gathers, torch::Tensor master) {
-  const uint64_t whole = uint64_t(flat_.params.numel());
-  sharded_ = std::make_unique<ShardedParameters>(flat_, runtime_.memory, tier_, store_tier, store_begin, store_end,
-                                                 std::move(resident), std::move(master));
-  whole_ = store_begin == 0 && store_end == whole;
+void Residency::shard(uint64_t store_begin, torch::Tensor store, bool whole, torch::Dtype dtype,
+                      std::vector<uint8_t> resident, uint64_t prefetch_numel, bool stage_gathers) {
+  sharded_ = std::make_unique<ShardedParameters>(flat_, runtime_.memory, tier_, dtype, store_begin, std::move(store),
+                                                 std::move(resident));
+  whole_ = whole;
   gathered_.assign(sharded_->block_count(), nullptr);
   gathers_.assign(sharded_->block_count(), 0);
   users_.assign(sharded_->block_count(), {});

@@ -29,11 +29,13 @@ class Residency {
   Residency(const StagePlugin &stage, Runtime &runtime, FlatBuffers &flat, const Model &model, zf_tier tier,
             StepBuffers buffers);
 
-  // From here on this rank holds [store_begin, store_end) of the parameters on store_tier (or, when
-  // master is defined, in the fp32 master: ShardedParameters), and the resident blocks;
-  // stage_gathers: the stage's gather_block fills a block, else a copy from the store.
-  void shard(uint64_t store_begin, uint64_t store_end, zf_tier store_tier, std::vector<uint8_t> resident,
-             uint64_t prefetch_numel, bool stage_gathers, torch::Tensor master = {});
+  // From here on this rank holds layout elements [store_begin, store_begin + store.numel()) of the
+  // parameters in `store` (ShardedParameters: the shard, the fp32 master of it, or flat.params when
+  // whole), and the resident blocks; stage_gathers: the stage's gather_block fills a block, else
+  // a copy from the store. whole: the store is every element of the buffers. Blocks are gathered
+  // into storage of dtype (the compute dtype).
+  void shard(uint64_t store_begin, torch::Tensor store, bool whole, torch::Dtype dtype, std::vector<uint8_t> resident,
+             uint64_t prefetch_numel, bool stage_gathers);
   bool sharded() const { return sharded_ != nullptr; }
   // Layout elements [begin, end) of the store.
   torch::Tensor stored(uint64_t begin, uint64_t end) const;

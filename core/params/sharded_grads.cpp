@@ -4,16 +4,17 @@
 
 namespace zf {
 
-ShardedGradients::ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_numel)
-    : ledger_(ledger), tier_(tier), blocks_(flat.layout(), ledger, tier, flat.grads.scalar_type()) {
-  shard = ledger_tensor(ledger, tier, shard_numel, flat.grads.scalar_type(), "grads.shard", /*zero=*/false);
+ShardedGradients::ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, torch::Dtype dtype,
+                                   uint64_t shard_numel)
+    : ledger_(ledger), tier_(tier), blocks_(flat.layout(), ledger, tier, dtype) {
+  shard = ledger_tensor(ledger, tier, shard_numel, dtype, "grads.shard", /*zero=*/false);
   detach_memory(shard);  // hold_shard attaches (zeroed) memory at the step's first reduction
   shard_bytes_ = shard_numel * shard.element_size();
   for (uint32_t b = 0; b < flat.layout().block_count; ++b) {
-    flat.bind_block_grads(b, blocks_.add("grads.block"));
+    flat.bind_block_grads(b, blocks_.add("grads.block", /*zero=*/false));
     blocks_.detach(b);
   }
-  flat.grads = torch::Tensor();  // the last reference: the whole buffer goes back to the ledger
+  flat.grads = torch::Tensor();  // the last reference: a whole buffer goes back to the ledger
 }
 
 void ShardedGradients::hold(uint32_t block) {

@@ -15,9 +15,9 @@ namespace zf {
 
 class ShardedGradients {
  public:
-  // Gives each block its own (detached) gradient storage on tier, re-points the parameters'
-  // .grad and frees flat.grads.
-  ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, uint64_t shard_numel);
+  // Gives each block its own (detached) gradient storage of dtype on tier, re-points the
+  // parameters' .grad there and frees flat.grads, if it was allocated.
+  ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, torch::Dtype dtype, uint64_t shard_numel);
   ShardedGradients(const ShardedGradients &) = delete;
   ShardedGradients &operator=(const ShardedGradients &) = delete;
 

@@ -9,29 +9,14 @@
 
 namespace zf {
 
-ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, zf_tier store_tier,
-                                     uint64_t store_begin, uint64_t store_end, std::vector<uint8_t> resident,
-                                     torch::Tensor master)
-    : store_begin(store_begin), resident_(std::move(resident)),
-      blocks_(flat.layout(), ledger, tier, flat.params.scalar_type()) {
+ShardedParameters::ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, torch::Dtype dtype,
+                                     uint64_t store_begin, torch::Tensor store, std::vector<uint8_t> resident)
+    : store(std::move(store)), store_begin(store_begin), resident_(std::move(resident)),
+      blocks_(flat.layout(), ledger, tier, dtype) {
   const zf_layout &layout = flat.layout();
   ZF_REQUIRE(resident_.size() == layout.block_count, "internal: one residency flag per block");
-  torch::NoGradGuard no_grad;
-  const int64_t numel = int64_t(store_end - store_begin);
-  if (master.defined()) {
-    ZF_REQUIRE(master.numel() == numel, "internal: the master is not the stored range");
-    store = std::move(master);
-  } else if (store_begin == 0 && numel == flat.params.numel()) {
-    store = flat.params;  // materialize allocated it on store_tier: no second copy
-  } else {
-    store = ledger_tensor(ledger, store_tier, uint64_t(numel), flat.params.scalar_type(), "params.shard");
-    store.copy_(flat.params.narrow(0, int64_t(store_begin), numel));
-  }
   for (uint32_t b = 0; b < layout.block_count; ++b) {
-    const zf_block &block = layout.blocks[b];
-    torch::Tensor storage = blocks_.add(resident_[b] ? "params.resident" : "params.gathered");
-    if (block.numel) storage.narrow(0, 0, int64_t(block.numel)).copy_(flat.params.narrow(0, int64_t(block.offset), int64_t(block.numel)));
-    flat.bind_block(b, storage);
+    flat.bind_block(b, blocks_.add(resident_[b] ? "params.resident" : "params.gathered", /*zero=*/false));
     release(b);
   }
   flat.params = torch::Tensor();  // unless it is the store, the full buffer goes back to the ledger
@@ -52,9 +37,9 @@ void detach_memory(const torch::Tensor &tensor) {
   storage->set_nbytes(0);
 }
 
-torch::Tensor BlockStorage::add(const char *tag) {
+torch::Tensor BlockStorage::add(const char *tag, bool zero) {
   uint32_t block = count();
-  storage_.push_back(ledger_tensor(ledger_, tier_, bytes(block) / c10::elementSize(dtype_), dtype_, tag));
+  storage_.push_back(ledger_tensor(ledger_, tier_, bytes(block) / c10::elementSize(dtype_), dtype_, tag, zero));
   return storage_.back();
 }
 

@@ -27,8 +27,8 @@ class BlockStorage {
  public:
   BlockStorage(const zf_layout &layout, MemoryLedger &ledger, zf_tier tier, torch::Dtype dtype)
       : layout_(layout), ledger_(ledger), tier_(tier), dtype_(dtype) {}
-  // Allocates the next block's storage (ledger tag), attached.
-  torch::Tensor add(const char *tag);
+  // Allocates the next block's storage (ledger tag), attached (zeroed unless zero is false).
+  torch::Tensor add(const char *tag, bool zero = true);
   bool held(uint32_t block) const { return storage_[block].storage().nbytes() > 0; }
   // Attaches fresh memory (tag) to a released block.
   void attach(uint32_t block, const char *tag);
@@ -50,13 +50,13 @@ class BlockStorage {
 
 class ShardedParameters {
  public:
-  // Takes [store_begin, store_end) out of flat.params (already initialized on every rank, on
-  // store_tier; flat.params itself when that is the whole buffer), gives each block its
-  // own storage on tier (resident blocks keep a copy, the others start released), re-points the
-  // model parameters and frees flat.params. A defined `master` (the fp32 master of that range,
-  // holding the same values) is the store instead: no compute-precision copy is kept.
-  ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, zf_tier store_tier, uint64_t store_begin,
-                    uint64_t store_end, std::vector<uint8_t> resident, torch::Tensor master);
+  // `store` holds layout elements [store_begin, store_begin + store.numel()) of the parameters:
+  // this rank's shard (filled shard by shard, or the fp32 master of that range), or flat.params
+  // itself when the store is the whole buffer. Each block gets its own storage of dtype on tier
+  // (resident ones stay held, Residency gathers them; the others start released), the model's
+  // parameters are re-pointed there, and flat.params goes.
+  ShardedParameters(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, torch::Dtype dtype, uint64_t store_begin,
+                    torch::Tensor store, std::vector<uint8_t> resident);
   ShardedParameters(const ShardedParameters &) = delete;
   ShardedParameters &operator=(const ShardedParameters &) = delete;
 

@@ -1,7 +1,14 @@
 // model_fixture.hpp: tiny transformers and batches shared by the model tests.
 #pragma once
 
+#include "checkpoint/safetensors.hpp"
+#include "model/hf_checkpoint.hpp"
 #include "model/transformer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 namespace zf::test {
 
@@ -51,6 +58,28 @@ inline torch::Tensor run_blocks(Model &model, const Batch &batch) {
   torch::Tensor hidden = batch.inputs;
   for (size_t b = 0; b < model.block_names().size(); ++b) hidden = model.forward_block(b, hidden, batch);
   return hidden;
+}
+
+// The model's Hugging Face export (save_hf_checkpoint, made in DIR-single) cut into two shard
+// files listed by DIR/model.safetensors.index.json, as transformers writes large models.
+inline void write_sharded_hf(Model &model, const std::string &dir) {
+  namespace fs = std::filesystem;
+  std::string single = dir + "-single";
+  save_hf_checkpoint(model, single);
+  SafetensorsFile file = SafetensorsFile::open(single + "/model.safetensors");
+  std::vector<std::pair<std::string, at::Tensor>> parts[2];
+  nlohmann::json map = nlohmann::json::object();
+  std::vector<std::string> names = file.names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    int part = i < names.size() / 2 ? 0 : 1;
+    parts[part].emplace_back(names[i], file.load(names[i]));
+    map[names[i]] = "model-0000" + std::to_string(part + 1) + "-of-00002.safetensors";
+  }
+  fs::create_directories(dir);
+  for (int part = 0; part < 2; ++part)
+    write_safetensors(dir + "/model-0000" + std::to_string(part + 1) + "-of-00002.safetensors", parts[part]);
+  fs::copy_file(single + "/config.json", dir + "/config.json", fs::copy_options::overwrite_existing);
+  std::ofstream(dir + "/model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
 }
 
 }  // namespace zf::test

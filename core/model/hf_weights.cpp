@@ -1,0 +1,132 @@
+// The weights of a Hugging Face checkpoint directory as a ParameterSource: everything is checked
+// (shape, names, dtypes) when it opens, from the headers alone; a fill reads only the bytes of the
+// part it is asked for, straight from the memory-mapped file.
+#include "model/hf_checkpoint.hpp"
+
+#include "checkpoint/safetensors.hpp"
+#include "model/transformer.hpp"
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <atomic>
+#include <set>
+
+namespace zf {
+namespace {
+
+// Buffers and copies transformers keeps in some checkpoints that are not parameters.
+bool is_known_buffer(const std::string &name) {
+  auto ends_with = [&](const std::string &suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".attn.bias") || ends_with(".attn.masked_bias") || ends_with("rotary_emb.inv_freq");
+}
+
+class HfWeights final : public ParameterSource {
+ public:
+  HfWeights(const TransformerModel &model, const std::string &directory);
+  void fill(size_t index, const StoredRegion &region, torch::Tensor destination) const override;
+  uint64_t bytes_read() const override { return bytes_read_; }
+
+ private:
+  struct Stored {
+    std::string name;   // in the checkpoint
+    const SafetensorsFile *file;
+    torch::Dtype dtype;
+    std::vector<int64_t> shape;  // as stored ([in, out] for GPT-2's Conv1D weights)
+    uint64_t numel;
+    bool transposed;
+  };
+  SafetensorsSet weights_;
+  std::vector<Stored> stored_;  // per parameter
+  mutable std::atomic<uint64_t> bytes_read_{0};
+};
+
+HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
+    : weights_(SafetensorsSet::open_directory(directory)) {
+  // Checkpoints saved from the base model (GPT2Model, LlamaModel) lack the "transformer." or
+  // "model." prefix of the LM-head model.
+  const std::string prefix = t.shape().is_gpt2() ? "transformer." : "model.";
+  std::set<std::string> used;
+  for (const HfTensor &p : t.hf_tensors()) {
+    std::string name = p.name;
+    if (!weights_.has(name) && name.rfind(prefix, 0) == 0 && weights_.has(name.substr(prefix.size())))
+      name = name.substr(prefix.size());
+    ZF_REQUIRE(weights_.has(name), "%s: the checkpoint has no tensor '%s', which a %s model with this shape needs",
+               directory.c_str(), p.name.c_str(), t.name().c_str());
+    const SafetensorsFile &file = weights_.file_of(name);
+    const TensorInfo &info = file.info(name);
+    ZF_REQUIRE(at::isFloatingType(safetensors_dtype(info.dtype_name)),
+               "%s: tensor '%s' holds %s values; weights must be floating point (F32, BF16, F16 or F64): is this a "
+               "quantized or damaged checkpoint?", file.path().c_str(), name.c_str(), info.dtype_name.c_str());
+    std::vector<int64_t> expected = p.tensor.sizes().vec();
+    if (p.transposed) std::swap(expected[0], expected[1]);
+    ZF_REQUIRE(info.shape == expected, "%s: tensor '%s' has shape %s but the model expects %s", file.path().c_str(),
+               name.c_str(), c10::str(c10::IntArrayRef(info.shape)).c_str(),
+               c10::str(c10::IntArrayRef(expected)).c_str());
+    stored_.push_back(Stored{name, &file, safetensors_dtype(info.dtype_name), info.shape, uint64_t(p.tensor.numel()),
+                             p.transposed});
+    used.insert(name);
+  }
+  std::vector<std::string> unused;
+  for (const std::string &name : weights_.names()) {
+    bool tied_copy = t.shape().tie_embeddings && name == "lm_head.weight";
+    if (!used.count(name) && !tied_copy && !is_known_buffer(name)) unused.push_back(name);
+  }
+  if (!unused.empty())
+    log_warn(format("%s: %zu tensors of the checkpoint are not used by the %s model (first: '%s')", directory.c_str(),
+                    unused.size(), t.name().c_str(), unused.front().c_str()));
+}
+
+void HfWeights::fill(size_t index, const StoredRegion &region, torch::Tensor destination) const {
+  const Stored &s = stored_.at(index);
+  const int64_t element = int64_t(c10::elementSize(s.dtype));
+  // The tensor's bytes inside the file's mapping: read_pieces hands them over in one piece, and
+  // only the part copied below is read (paged in from disk).
+  const unsigned char *bytes = nullptr;
+  TensorPieces whole{s.name, s.dtype, s.numel, std::max<uint64_t>(s.numel, 1), {},
+                     [&](uint64_t, uint64_t, const void *in) { bytes = static_cast<const unsigned char *>(in); }};
+  s.file->read_pieces(whole);
+  if (!bytes) return;  // an empty tensor
+  torch::Tensor file;
+  if (reinterpret_cast<uintptr_t>(bytes) % uint64_t(element) == 0) {  // the usual case: a view of the mapping
+    file = torch::from_blob(const_cast<unsigned char *>(bytes), s.shape, torch::TensorOptions().dtype(s.dtype));
+    bytes_read_ += uint64_t(region.numel() * element);
+  } else {  // a file whose writer did not align its tensors: the whole tensor is read
+    file = s.file->load(s.name);
+    bytes_read_ += uint64_t(file.numel() * element);
+  }
+  // W [rows, cols] as the model holds it (GPT-2's Conv1D weights are stored W^T; a 1-D tensor is [numel, 1]).
+  torch::Tensor matrix = file.dim() == 2 ? (s.transposed ? file.t() : file) : file.reshape({-1, 1});
+  const int64_t rows = matrix.size(0), cols = matrix.size(1);
+  torch::NoGradGuard no_grad;
+  torch::Tensor target = destination.view({region.nx, region.ny});
+  target.copy_(stored_part(matrix, region));
+  // A NaN or infinite weight would only show as a NaN loss at step 1: name it here.
+  if (!target.isfinite().all().item<bool>()) {
+    const int64_t at = target.reshape({-1}).isfinite().logical_not().nonzero()[0][0].item<int64_t>();
+    const int64_t x = region.x0 + at / region.ny, y = region.y0 + at % region.ny;
+    const int64_t row = region.column_major ? y : x, col = region.column_major ? x : y;  // of W
+    const int64_t element_index = s.transposed ? col * rows + row : row * cols + col;  // as stored
+    throw Error(format("%s: tensor '%s' holds a value that is not finite (%g at element %lld): the checkpoint is "
+                       "damaged or its training diverged", s.file->path().c_str(), s.name.c_str(),
+                       target.reshape({-1})[at].item<double>(), (long long)element_index));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ParameterSource> hf_parameter_source(Model &model, const std::string &directory) {
+  auto *t = dynamic_cast<TransformerModel *>(&model);
+  ZF_REQUIRE(t, "model.type = \"%s\" has no Hugging Face format (only gpt2, llama and qwen2 do)", model.name().c_str());
+  TransformerShape stored = read_hf_config(directory);
+  ZF_REQUIRE(stored == t->shape(), "%s/config.json does not describe this model (%s)", directory.c_str(),
+             shape_difference(t->shape(), stored, "here", "in the checkpoint").c_str());
+  return std::make_unique<HfWeights>(*t, directory);
+}
+
+void load_hf_checkpoint(Model &model, const std::string &directory) {
+  allocate_parameters(model.parameters(), *hf_parameter_source(model, directory));
+}
+
+}  // namespace zf
