@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// [0, numel) cut at `cuts` random places (and at every segment edge +-1, where regions split).
+// [0, numel) cut at `cuts` random places (a cut inside a stored row splits it into regions).
 std::vector<uint64_t> cut_points(uint64_t numel, int cuts, uint32_t seed) {
   std::mt19937 random(seed);
   std::vector<uint64_t> points = {0, numel};
@@ -198,8 +198,8 @@ TEST_CASE("init_from: weight_map entries must be files of the checkpoint's direc
   fs::remove(dir + "/link.safetensors");
   fs::create_symlink(shard, dir + "/link.safetensors");
   nlohmann::json linked = original;
-  for (auto &[name, file] : linked["weight_map"].items())
-    if (file == shard) file = "link.safetensors";
+  for (auto entry = linked["weight_map"].begin(); entry != linked["weight_map"].end(); ++entry)
+    if (*entry == shard) *entry = "link.safetensors";
   std::ofstream(index) << linked.dump();
   CHECK_NOTHROW(load_hf_checkpoint(*model, dir));
 }
