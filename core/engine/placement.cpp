@@ -101,6 +101,9 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
   note_setup(config, values.bytes_read(), sharded, peak_rss_bytes() - std::min(peak_before, peak_rss_bytes()));
   update->allocate(sharded ? shard_values : flat_.params.narrow(0, int64_t(shard_begin), int64_t(shard_numel())));
   stats.mark("optimizer");
+  // Before the residency: its first gathers hand the stage the step's buffers, gradients included.
+  if (stage.reduces_blocks())
+    grad_shards = std::make_unique<ShardedGradients>(flat_, runtime_.memory, model_tier(), dtype, shard_numel());
   residency = std::make_unique<Residency>(stage, runtime_, flat_, model, model_tier(),
                                           [this](int64_t step) { return buffers(step, uint32_t(options_.grad_accum - 1)); });
   if (sharded) {
@@ -113,8 +116,6 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
                      update->param_prefetch(), /*stage_gathers=*/false);
   }
   shard_values = torch::Tensor();
-  if (stage.reduces_blocks())
-    grad_shards = std::make_unique<ShardedGradients>(flat_, runtime_.memory, model_tier(), dtype, shard_numel());
   // Without a gather after the update, the next forward can start while the update goes on.
   defer_update = !stage.gathers_parameters() && !residency->sharded();
   stats.mark("stage");

@@ -47,7 +47,7 @@ torch::Tensor expected_normal(uint64_t seed, double std, int64_t numel, torch::D
 // The flat buffer of the whole model, built the way the engine built it before: every parameter
 // allocated, then copied in.
 torch::Tensor whole_buffer(Model &model, bool column_major, torch::Dtype dtype) {
-  MemoryLedger ledger;
+  static MemoryLedger ledger;  // the model's parameters become views of the buffer: it outlives every model
   FlatBuffers flat(model.parameters(), model.block_names(), column_major);
   flat.materialize(flat.layout().numel, dtype, ledger, ZF_TIER_HOST, /*with_grads=*/false);
   return flat.params.clone();
