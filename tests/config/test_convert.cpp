@@ -163,8 +163,8 @@ TEST_CASE("convert: ZeRO-3 + NVMe with counts written 1e9 runs as converted, tra
   REQUIRE(run.exit_code == 0);
   const std::string summary = test::read_text(dir + "/out/summary.json");
   CHECK(test::json_field(summary, "samples_per_step") == "16");
-  // offload_param: the parameters in pinned host memory, the state on disk.
-  CHECK(test::ledger_bytes(summary, "memory_bytes", "pinned.params") > 0);
+  // offload_param: the parameters' shard in pinned host memory, the state on disk.
+  CHECK(test::ledger_bytes(summary, "memory_bytes", "pinned.params.shard") > 0);
   CHECK(test::ledger_bytes(summary, "memory_bytes", "nvme.nvme.state") > 0);
 
   // A true fraction where DeepSpeed wants a count is an error at its line and column.

@@ -109,15 +109,16 @@ TEST_CASE("the memory plan and zfcore estimate show the device part of offload.r
         std::string::npos);
 }
 
-// linear_stack's buffers peak at 2.0 MiB where it computes (zero0), 2.5 MiB (zero2) and 2.8 MiB
-// (zero3) per rank before the split; the whole shard's master and moments need 3.0 MiB (one rank)
-// or 1.5 MiB (two). These limits (GiB) leave room for about half of it.
+// linear_stack's buffers peak at 2.0 MiB where it computes (zero0), 1.8 MiB (zero2: a gradient shard
+// and the blocks reducing, no whole gradient buffer) and 1.5 MiB (zero3: no whole parameters either)
+// per rank before the split; the whole shard's master and moments need 3.0 MiB (one rank) or 1.5 MiB
+// (two). These limits (GiB) leave room for about half of it.
 struct AutoCase {
   std::string stage;
   int world;
   std::string tight;
 };
-const std::vector<AutoCase> kAutoCases = {{"zero0", 1, "0.0038"}, {"zero2", 2, "0.0035"}, {"zero3", 2, "0.0038"}};
+const std::vector<AutoCase> kAutoCases = {{"zero0", 1, "0.0038"}, {"zero2", 2, "0.0028"}, {"zero3", 2, "0.0025"}};
 
 std::string auto_ratio(const std::string &limit) {
   return ratio("auto") + "--set run.device_memory_limit_gb=" + limit + " ";
