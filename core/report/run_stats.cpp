@@ -238,36 +238,58 @@ std::string digest_string(uint64_t sum, uint64_t count) {
 }
 
 std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
-                         uint64_t shard_begin, uint64_t shard_end, uint64_t padded_numel, uint64_t slice_numel) {
+                         uint64_t shard_begin, uint64_t shard_end, uint64_t /*padded_numel*/, uint64_t slice_numel) {
   std::vector<uint64_t> first(layout.segment_count);  // each segment's position in the stream
   uint64_t total = 0;
   for (uint32_t i = 0; i < layout.segment_count; ++i) {
     first[i] = total;
     total += layout.segments[i].numel;
   }
+  // The digest is a sum over elements (mod 2^64): each rank hashes the elements it holds that no
+  // lower rank holds (zero0: rank 0 all of them), and the ranks add their sums. Nothing is sent
+  // but the sums: at 14B, gathering the master through every rank took minutes.
+  const int world = comm.world_size();
+  int64_t range[2] = {int64_t(shard_begin), int64_t(shard_end)};
+  std::vector<int64_t> ranges(size_t(2 * world));
+  comm.all_gather(zf_tensor_view{range, 2, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0},
+                  zf_tensor_view{ranges.data(), ranges.size(), ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, nullptr);
+  uint64_t begin = shard_begin;
+  for (int r = 0; r < comm.rank(); ++r) begin = std::max(begin, uint64_t(ranges[size_t(2 * r + 1)]));
   struct Piece {
     const float *values;
     uint64_t n, first;
   };
   constexpr uint64_t kPiece = uint64_t(1) << 20;
+  const uint64_t slice = std::max<uint64_t>(1, slice_numel);
   std::atomic<uint64_t> sum{0};
   uint32_t segment = 0;
-  for_each_master_slice(comm, master, shard_begin, shard_end, padded_numel, slice_numel,
-                        [&](uint64_t lo, uint64_t hi, const float *values) {
-                          std::vector<Piece> pieces;  // the segments' values in this slice, cut small
-                          for (; segment < layout.segment_count; ++segment) {
-                            const zf_segment &s = layout.segments[segment];
-                            const uint64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
-                            for (uint64_t c = a; c < b; c += kPiece)
-                              pieces.push_back({values + (c - lo), std::min(kPiece, b - c), first[segment] + (c - s.offset)});
-                            if (s.offset + s.numel > hi) break;  // goes on in the next slice
-                          }
-                          parallel_chunks(int64_t(pieces.size()), [&](int64_t i) {
-                            const Piece &p = pieces[size_t(i)];
-                            sum += digest_floats(p.values, p.n, p.first);
-                          });
-                        });
-  return digest_string(sum, total);
+  for (uint64_t lo = begin; lo < shard_end; lo += slice) {
+    const uint64_t hi = std::min(shard_end, lo + slice);
+    torch::Tensor part = master.narrow(0, int64_t(lo - shard_begin), int64_t(hi - lo));
+    part = part.is_cpu() ? part.contiguous() : part.to(torch::kCPU);
+    const float *values = part.data_ptr<float>();
+    std::vector<Piece> pieces;  // the segments' values in this slice, cut small
+    while (segment < layout.segment_count && layout.segments[segment].offset + layout.segments[segment].numel <= lo)
+      ++segment;
+    for (uint32_t i = segment; i < layout.segment_count && layout.segments[i].offset < hi; ++i) {
+      const zf_segment &s = layout.segments[i];
+      const uint64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
+      for (uint64_t c = a; c < b; c += kPiece)
+        pieces.push_back({values + (c - lo), std::min(kPiece, b - c), first[i] + (c - s.offset)});
+    }
+    parallel_chunks(int64_t(pieces.size()), [&](int64_t i) {
+      const Piece &p = pieces[size_t(i)];
+      sum += digest_floats(p.values, p.n, p.first);
+    });
+  }
+  // The ranks' sums added mod 2^64 in 16-bit limbs (exact in int64 for any number of ranks).
+  const uint64_t mine = sum;
+  int64_t limbs[4];
+  for (int k = 0; k < 4; ++k) limbs[k] = int64_t((mine >> (16 * k)) & 0xffff);
+  comm.all_reduce(zf_tensor_view{limbs, 4, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
+  uint64_t all = 0;
+  for (int k = 0; k < 4; ++k) all += uint64_t(limbs[k]) << (16 * k);
+  return digest_string(all, total);
 }
 
 }  // namespace zf
