@@ -115,8 +115,13 @@ std::string path_inside_problem(const std::string &directory, const std::string 
   if (ec) return excerpt(directory) + ": " + ec.message();
   const fs::path resolved = fs::weakly_canonical(root / path, ec);  // links on the way followed
   if (ec) return ec.message();
-  auto [end, _] = std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
-  if (end != root.end())
+  auto inside = [&](const fs::path &top) {
+    return std::mismatch(top.begin(), top.end(), resolved.begin(), resolved.end()).first == top.end();
+  };
+  // The Hugging Face cache keeps a model's files in blobs/ and links them from snapshots/<revision>/.
+  const fs::path blobs = root.parent_path().parent_path() / "blobs";
+  const bool cache_blob = root.parent_path().filename() == "snapshots" && inside(blobs);
+  if (!inside(root) && !cache_blob)
     return "leads outside " + excerpt(directory) + " (to " + excerpt(resolved.string()) + ") through a link";
   return "";
 }

@@ -26,8 +26,9 @@ std::string read_regular_file(const std::string &path, uint64_t max_bytes, std::
 
 // "" when `relative`, a path one file names for another of `directory` (a weight_map entry, a
 // shard), stays inside `directory`: not absolute, no ".." component, no link on the way leading
-// outside it; else why not ("is an absolute path", "leaves the directory through ..", "is a link
-// to ... outside ...").
+// outside it (but into the Hugging Face cache's blobs/ from its snapshots/<revision>/, as the cache
+// links every file); else why not ("is an absolute path", "leaves the directory through ..", "is a
+// link to ... outside ...").
 std::string path_inside_problem(const std::string &directory, const std::string &relative);
 
 // The file's JSON, read through the rule (a regular file of at most max_bytes, nesting bounded):

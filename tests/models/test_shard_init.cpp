@@ -203,3 +203,24 @@ TEST_CASE("init_from: weight_map entries must be files of the checkpoint's direc
   std::ofstream(index) << linked.dump();
   CHECK_NOTHROW(load_hf_checkpoint(*model, dir));
 }
+
+TEST_CASE("init_from: a sharded model in the Hugging Face cache loads through its links to blobs/",
+          "[model][hf][safetensors]") {
+  // models--x/snapshots/<revision>/<file> -> ../../blobs/<hash>, as huggingface_hub lays out a download.
+  const std::string root = test::scratch_dir("shard_init_hub_cache") + "/models--x";
+  const std::string plain = root + "/plain", snapshot = root + "/snapshots/abc123";
+  auto model = test::tiny_model("llama", false, 32);
+  test::write_sharded_hf(*model, plain);
+  fs::create_directories(root + "/blobs");
+  fs::create_directories(snapshot);
+  int n = 0;
+  for (const auto &entry : fs::directory_iterator(plain)) {
+    const std::string blob = "blob" + std::to_string(n++);
+    fs::rename(entry.path(), root + "/blobs/" + blob);
+    fs::create_symlink("../../blobs/" + blob, snapshot + "/" + entry.path().filename().string());
+  }
+  auto loaded = test::tiny_model("llama", false, 33);
+  REQUIRE_NOTHROW(load_hf_checkpoint(*loaded, snapshot));
+  for (size_t i = 0; i < model->parameters().size(); ++i)
+    CHECK(torch::equal(loaded->parameters()[i].tensor, model->parameters()[i].tensor));
+}
