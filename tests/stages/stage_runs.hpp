@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <map>
 #include <string>
 
 namespace zf::test {
@@ -35,6 +37,15 @@ inline StageRun run_stage(const std::string &name, const std::string &stage, int
   r.outcome = run_command(stage_command(r.dir, stage, world, extra, config));
   r.summary = read_text(r.dir + "/summary.json");
   return r;
+}
+
+// The loss of each step in a run's steps.jsonl, as written.
+inline std::map<int, std::string> step_losses(const std::string &dir) {
+  std::map<int, std::string> out;
+  std::ifstream in(dir + "/steps.jsonl");
+  std::string line;
+  while (std::getline(in, line)) out[std::stoi(json_field(line, "step"))] = json_field(line, "loss");
+  return out;
 }
 
 // A number field of a summary (the field must be there).

@@ -28,14 +28,6 @@ const std::string kCommon = "--set data.samples=192 --set train.micro_batch=4 --
                             "--set checkpoint.resume_batch=keep ";
 const std::string kCpuOptimizer = "--set offload.plugin=cpu_optimizer --set offload.bucket_size=5000 ";
 
-std::map<int, std::string> losses(const std::string &dir) {
-  std::map<int, std::string> out;
-  std::ifstream in(dir + "/steps.jsonl");
-  std::string line;
-  while (std::getline(in, line)) out[std::stoi(test::json_field(line, "step"))] = test::json_field(line, "loss");
-  return out;
-}
-
 // The number just before `label` in the output ("(123 bytes of tensor data read": 123).
 uint64_t number_before(const std::string &output, const std::string &label) {
   const size_t at = output.find(label);
@@ -105,7 +97,7 @@ TEST_CASE("a checkpoint of zero2 on 4 ranks with cpu_optimizer resumes on other 
                                                    "/checkpoints/step-00000002");
     CHECK(test::json_field(resharded.summary, "first_step") == "3");
     CHECK(test::json_field(resharded.summary, "param_digest") == test::json_field(native.summary, "param_digest"));
-    CHECK(losses(resharded.dir) == losses(native.dir));
+    CHECK(test::step_losses(resharded.dir) == test::step_losses(native.dir));
   }
   // Another global batch is refused unless checkpoint.resume_batch says how to continue.
   test::StageRun refused = test::run_stage("reshard_batch", "zero2", 2,

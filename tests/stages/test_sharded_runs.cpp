@@ -18,14 +18,6 @@ namespace {
 
 std::string linear_stack() { return test::source_dir() + "/examples/linear_stack.toml"; }
 
-std::map<int, std::string> losses(const std::string &dir) {
-  std::map<int, std::string> out;
-  std::ifstream in(dir + "/steps.jsonl");
-  std::string line;
-  while (std::getline(in, line)) out[std::stoi(test::json_field(line, "step"))] = test::json_field(line, "loss");
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("a rank killed in the middle of a zero2 or zero3 run ends every rank, quickly", "[stage][mpi]") {
@@ -44,7 +36,7 @@ TEST_CASE("a rank killed in the middle of a zero2 or zero3 run ends every rank, 
     CHECK(outcome.exit_code != 0);
     CHECK(outcome.exit_code != 124);  // not ended by the outer timeout
     CHECK(seconds < 60);
-    CHECK(losses(test::binary_dir() + "/test-scratch/kill_" + stage).size() >= 1);  // it was training
+    CHECK(test::step_losses(test::binary_dir() + "/test-scratch/kill_" + stage).size() >= 1);  // it was training
   }
 }
 
@@ -70,7 +62,7 @@ TEST_CASE("a sharded run resumes from its per-rank checkpoint bit for bit", "[st
     REQUIRE(resumed.outcome.exit_code == 0);
     CHECK(test::json_field(resumed.summary, "first_step") == "6");
     CHECK(test::json_field(resumed.summary, "param_digest") == test::json_field(full.summary, "param_digest"));
-    auto a = losses(full.dir), b = losses(resumed.dir);
+    auto a = test::step_losses(full.dir), b = test::step_losses(resumed.dir);
     for (int step = 6; step <= 10; ++step) CHECK(b[step] == a[step]);
     // Another world size with another global batch is told how to continue (test_reshard.cpp's cases
     // resume on other layouts).
