@@ -1,6 +1,7 @@
 #include "engine/resume_layout.hpp"
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/reshard.hpp"
 #include "engine/training_checkpoint.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
@@ -119,6 +120,94 @@ std::string zenflow_owed(const fs::path &checkpoint) {
   if (summed == 0 && !waiting) return "";
   return format("ZenFlow CPU updates still owed (gradients of up to %lld steps summed for the columns not on the "
                 "device%s)", (long long)summed, waiting ? ", and a CPU update's result not yet applied" : "");
+}
+
+namespace {
+bool has_state(const TrainingState &state, const std::string &name) {
+  for (const auto &[held, tensor] : state.optimizer)
+    if (held == name) return true;
+  return false;
+}
+}  // namespace
+
+ZenFlowCrossing zenflow_crossing(const fs::path &checkpoint, const TrainingState &state) {
+  ZenFlowCrossing crossing;
+  const SafetensorsFile file = SafetensorsFile::open((checkpoint / "rank-00000.safetensors").string());
+  const bool written = file.has("optimizer.zenflow.counters"), mine = has_state(state, "zenflow.counters");
+  const std::string owed = written ? zenflow_owed(checkpoint) : "";
+  const RecordedRun was = read_recorded_run(checkpoint);
+  ZF_REQUIRE(owed.empty() || mine, "%s holds %s: continue it with a [zenflow] table (on any layout), or resume from a "
+             "checkpoint that owes none (the one saved at the end of a run)", checkpoint.c_str(), owed.c_str());
+  if (!written) {  // ZenFlow starts afresh; an automatic topk_ratio of the checkpoint's is kept
+    for (const auto &[name, tensor] : state.optimizer)
+      if (name.rfind("zenflow.", 0) == 0 && name != "zenflow.topk_ratio") crossing.restart.push_back(name);
+    crossing.fresh = mine;
+    if (mine) crossing.said = "ZenFlow starts here: it selects its columns at the first step";
+    return crossing;
+  }
+  if (!mine) return crossing;
+  const bool staggered_written = file.has("optimizer.zenflow.groups"), staggered = has_state(state, "zenflow.groups");
+  ZF_REQUIRE(owed.empty() || staggered_written == staggered,
+             "%s holds %s of zenflow.schedule = \"%s\": continue it with that schedule, or resume from a checkpoint "
+             "that owes none (the one saved at the end of a run)", checkpoint.c_str(), owed.c_str(),
+             staggered_written ? "staggered" : "deepspeed");
+  crossing.said = "ZenFlow's selection, counters and per-element state (gradient sums, staging, working parameters) "
+                  "are carried";
+  if (!staggered) return crossing;  // the deepspeed schedule's state is the run's or per element: read as written
+  for (const char *name : {"zenflow.groups", "zenflow.correction", "zenflow.group_bounds"})
+    if (has_state(state, name)) crossing.restart.push_back(name);
+  ZF_REQUIRE(owed.empty() || file.has("optimizer.zenflow.group_bounds"),
+             "%s holds %s, but was written by a zfcore that did not record its ZenFlow groups: resume it on the layout "
+             "that wrote it (%lld ranks, stage.plugin = \"%s\"), or from a checkpoint that owes none (the one saved at "
+             "the end of a run)", checkpoint.c_str(), owed.c_str(), (long long)was.world_size, was.stage.c_str());
+  crossing.inherit = true;
+  crossing.said += owed.empty() ? "; its staggered groups are this layout's, each continuing the CPU update count of "
+                                  "the writer's group it overlaps"
+                                : "; the CPU updates it owes are applied at the first step, each over the writer's "
+                                  "group with its count, as the writer's next step would; then its staggered groups "
+                                  "are this layout's";
+  return crossing;
+}
+
+InheritedSchedule inherited_schedule(const fs::path &checkpoint, uint64_t begin, uint64_t end, bool last_cpu_carried) {
+  InheritedSchedule inherited;
+  inherited.last_cpu_carried = last_cpu_carried;
+  CheckpointShards shards = CheckpointShards::open(checkpoint);
+  if (!shards.has("optimizer.zenflow.groups")) return inherited;
+  uint64_t covered = 0;  // zero0: every rank holds all of it; the lowest rank's file counts
+  for (int r = 0; r < shards.world_size(); ++r) {
+    const CheckpointMetadata &m = shards.metadata(r);
+    const at::Tensor counts = shards.load(r, "optimizer.zenflow.groups");
+    const int64_t groups = (counts.numel() - 2) / 2;
+    const int64_t *g = counts.data_ptr<int64_t>();
+    if (r == 0) inherited.next_group = g[2 * groups];
+    if (!shards.has("optimizer.zenflow.group_bounds")) return inherited;  // an older checkpoint: counts from 0
+    const at::Tensor bounds = shards.load(r, "optimizer.zenflow.group_bounds");
+    const int64_t *b = bounds.data_ptr<int64_t>();
+    ZF_REQUIRE(bounds.numel() == groups + 1 && uint64_t(b[groups]) == m.shard_end - m.shard_begin,
+               "%s: rank %d's optimizer.zenflow.group_bounds does not cut its shard of %llu elements into %lld groups: "
+               "the checkpoint is damaged", checkpoint.c_str(), r, (unsigned long long)(m.shard_end - m.shard_begin),
+               (long long)groups);
+    const at::Tensor weights = shards.has("optimizer.zenflow.correction")
+                                   ? shards.load(r, "optimizer.zenflow.correction")
+                                   : at::Tensor();
+    const bool weighed = weights.defined() && weights.numel() == groups + 1 && weights.data_ptr<double>()[groups] == 1;
+    for (int64_t k = 0; k < groups; ++k) {
+      const uint64_t lo = std::max({m.shard_begin + uint64_t(b[k]), begin, covered});
+      const uint64_t hi = std::min(m.shard_begin + uint64_t(b[k + 1]), end);
+      if (lo >= hi) continue;
+      WriterGroup w;
+      w.begin = lo - begin;
+      w.end = hi - begin;
+      w.summed = g[k];
+      w.updates = g[groups + k];
+      w.weight = weighed ? weights.data_ptr<double>()[k] : double(g[k]);
+      w.waiting = g[2 * groups + 1] == k;
+      inherited.groups.push_back(w);
+    }
+    covered = std::max(covered, m.shard_end);
+  }
+  return inherited;
 }
 
 }  // namespace zf

@@ -1,9 +1,8 @@
 // resume_layout.hpp: a checkpoint continued on another layout (number of ranks, stage, offload
 // tier, ZenFlow), said rather than guessed. What the checkpoint's run recorded (checkpoint.json),
 // the global batch (micro_batch x grad_accum x ranks: a change is refused unless
-// checkpoint.resume_batch says how to continue), and ZenFlow's own state, which is exact only on
-// the layout that wrote it: on another one ZenFlow's schedule starts afresh, and a checkpoint that
-// still owes CPU updates is refused (their gradient sums are per rank and per group of its shard).
+// checkpoint.resume_batch says how to continue), and how ZenFlow's own state crosses: resharded,
+// with the CPU updates a checkpoint owes to the writer's staggered groups applied at the first step.
 #pragma once
 
 #include "config/config.hpp"
@@ -35,5 +34,23 @@ void check_global_batch(const RecordedRun &recorded, const RunOptions &options, 
 
 // "" when the checkpoint owes no ZenFlow CPU update (or has no ZenFlow state); else what it owes.
 std::string zenflow_owed(const std::filesystem::path &checkpoint);
+
+// How ZenFlow's own state crosses from a checkpoint to this run's other layout (`state`: this run's
+// tensors). Its per-element tensors (working parameters, gradient sums, staging, look-ahead) are
+// read by ranges like the master; the mask, counters and topk_ratio are the run's, the same on every
+// rank; the staggered groups are each rank's and are inherited (`inherit`: inherited_schedule()).
+// A checkpoint without ZenFlow state leaves ZenFlow to start afresh (`fresh`). Throws when the
+// checkpoint owes CPU updates this run cannot apply: no [zenflow] table, another zenflow.schedule,
+// or a checkpoint of a zfcore that did not record its groups' bounds.
+struct ZenFlowCrossing {
+  std::vector<std::string> restart;  // names load_resharded leaves to this run
+  bool fresh = false, inherit = false;
+  std::string said;                  // what the run prints about it
+};
+ZenFlowCrossing zenflow_crossing(const std::filesystem::path &checkpoint, const TrainingState &state);
+
+// The writer's staggered groups cut to this rank's elements [begin, end) of the flat parameters.
+InheritedSchedule inherited_schedule(const std::filesystem::path &checkpoint, uint64_t begin, uint64_t end,
+                                     bool last_cpu_carried);
 
 }  // namespace zf

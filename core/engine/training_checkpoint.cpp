@@ -16,6 +16,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -247,24 +248,21 @@ bool has_zenflow_state(const std::filesystem::path &checkpoint) {
 }
 }  // namespace
 
-void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, TrainingState &loaded) {
+void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, TrainingState &loaded,
+                                            UpdatePlan &update) {
   const RecordedRun was = read_recorded_run(from);
-  const std::string owed = zenflow_owed(from);
-  ZF_REQUIRE(owed.empty(), "%s holds %s, which are exact only on the layout that wrote it (%lld ranks, stage.plugin = "
-             "\"%s\"): resume it there, or from a checkpoint that owes none (the one saved at the end of a run)",
-             from.c_str(), owed.c_str(), (long long)was.world_size, was.stage.c_str());
-  // ZenFlow's schedule state (selection, sums, counters) belongs to the shard that wrote it; its
-  // automatic topk_ratio is a fraction of the model and carries over.
-  std::vector<std::string> restart;
-  for (const auto &[name, tensor] : loaded.optimizer)
-    if (name.rfind("zenflow.", 0) == 0 && name != "zenflow.topk_ratio") restart.push_back(name);
+  const ZenFlowCrossing zenflow = zenflow_crossing(from, loaded);
   uint64_t bytes[1] = {0};
-  const ReshardReport report = store_->load_resharded(from, loaded, restart, &bytes[0]);
-  // The working parameters start from the master; the sums and the staging buffer start empty (they
-  // are allocated, not written, until ZenFlow's first step, and a checkpoint checks them).
+  const ReshardReport report = store_->load_resharded(from, loaded, zenflow.restart, &bytes[0]);
+  // ZenFlow starting here: the working parameters start from the master; the sums and the staging
+  // buffer start empty (they are allocated, not written, until ZenFlow's first step, and a checkpoint checks them).
   for (auto &[name, tensor] : loaded.optimizer)
-    if (name == "zenflow.params") tensor.copy_(loaded.master);
-    else if (name == "zenflow.gradient_sum" || name == "zenflow.staging") tensor.zero_();
+    if (zenflow.fresh && name == "zenflow.params") tensor.copy_(loaded.master);
+    else if (zenflow.fresh && (name == "zenflow.gradient_sum" || name == "zenflow.staging")) tensor.zero_();
+  const auto &carried = report.carried;
+  if (zenflow.inherit)
+    update.inherit(inherited_schedule(from, identity_.shard_begin, identity_.shard_end,
+                                      std::find(carried.begin(), carried.end(), "zenflow.last_cpu_update") != carried.end()));
   Communicator &comm = *runtime_.comm;
   comm.all_reduce(zf_tensor_view{bytes, 1, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
   resharded_ = true;
@@ -285,9 +283,7 @@ void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, T
               joined(report.carried).c_str(), (unsigned long long)bytes[0], (unsigned long long)stored,
               report.restarted.empty() ? "" : ". Set up afresh by this run: ",
               joined(report.restarted).c_str());
-  if (!restart.empty())
-    std::printf("zfcore: ZenFlow selects its columns again at the first step, and its CPU update count starts "
-                "from 0 (the moments are carried)\n");
+  if (!zenflow.said.empty()) std::printf("zfcore: %s\n", zenflow.said.c_str());
 }
 
 TrainingCheckpoints::RunIdentity run_identity(const RunConfig &config, const PluginSet &plugins,
@@ -315,7 +311,7 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
                   "rank's shard is the same)\n", from->c_str(), excerpt(recorded.stage).c_str(),
                   identity_.stage.c_str());
   } else {
-    load_other_layout(*from, loaded);
+    load_other_layout(*from, loaded, update);
   }
   // The run continues the checkpoint's run (its id) when it carries the same run.name.
   const CheckpointMetadata written = read_checkpoint_metadata(

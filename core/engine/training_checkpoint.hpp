@@ -77,7 +77,7 @@ class TrainingCheckpoints {
   // checkpoint.json records the optimizer and stage that wrote it: another optimizer's state is refused.
   void check_same_optimizer(const std::filesystem::path &checkpoint) const;
   std::string info(int64_t step) const;
-  void load_other_layout(const std::filesystem::path &from, TrainingState &loaded);
+  void load_other_layout(const std::filesystem::path &from, TrainingState &loaded, UpdatePlan &update);
 
   const RunConfig &config_;
   Runtime &runtime_;

@@ -68,6 +68,8 @@ class UpdatePlan {
   std::vector<TensorPieces> state_pieces();
   // After a checkpoint was loaded into state_tensors(): make the working parameters match it.
   void restore(const torch::Tensor &params_shard) { schedule_->restore(params_shard); }
+  // Before restore, for a ZenFlow checkpoint of another layout: the writer's groups (update_schedule.hpp).
+  void inherit(InheritedSchedule schedule) { schedule_->inherit(std::move(schedule)); }
 
   // What the update did in the step just finished ("" without ZenFlow; else e.g. "select,gpu,cpu").
   std::string events() const { return schedule_->events(); }

@@ -21,6 +21,21 @@ struct StepTensors {
   float grad_scale = 1;
 };
 
+// A ZenFlow checkpoint of another layout (engine/resume_layout.hpp): the writer's staggered groups,
+// each cut to this rank's shard, with what they summed since their last CPU update. The next step
+// applies what they owe, as the writer's next step would have (zenflow_inherit.cpp).
+struct WriterGroup {
+  uint64_t begin = 0, end = 0;      // this rank's shard elements
+  int64_t summed = 0, updates = 0;  // steps summed since its last CPU update; its CPU updates so far
+  double weight = 0;                // what the summed gradients weigh together (zenflow.correction)
+  bool waiting = false;             // its last CPU update's result waits in zenflow.staging
+};
+struct InheritedSchedule {
+  std::vector<WriterGroup> groups;
+  int64_t next_group = 0;         // the writer's group handed over next
+  bool last_cpu_carried = false;  // zenflow.last_cpu_update was read from the checkpoint (lookahead)
+};
+
 class UpdateSchedule {
  public:
   virtual ~UpdateSchedule() = default;
@@ -39,6 +54,7 @@ class UpdateSchedule {
   virtual std::vector<std::pair<std::string, torch::Tensor>> state() { return {}; }
   virtual std::vector<std::string> optional_state() const { return {}; }  // names a checkpoint may lack
   virtual void restore(const torch::Tensor &params_shard) = 0;
+  virtual void inherit(InheritedSchedule) {}  // before restore
   virtual std::string events() const { return {}; }  // what the update did in the step just finished
   virtual std::vector<std::pair<std::string, double>> facts() const { return {}; }
   virtual double selected_fraction() const { return 0; }

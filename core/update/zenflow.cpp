@@ -80,6 +80,8 @@ ZenFlow::ZenFlow(UpdateBuffers &buffers, HostUpdate *host, const zf_layout &layo
       groups_[k].end = k + 1 == count ? numel : std::max(groups_[k].begin, numel * (k + 1) / count / grid * grid);
     }
     group_counters_ = torch::zeros({int64_t(2 * count + 2)}, torch::kLong);
+    group_bounds_ = torch::empty({int64_t(count + 1)}, torch::kLong);
+    for (uint64_t k = 0; k <= count; ++k) group_bounds_.data_ptr<int64_t>()[k] = int64_t(k < count ? groups_[k].begin : numel);
   }
 }
 
@@ -275,6 +277,15 @@ void ZenFlow::select(int64_t step) {
   note("select");
 }
 
+int64_t ZenFlow::compact_position(uint64_t element) const {
+  uint64_t at = 0;
+  for (const zf_optimizer_range &r : selection_.device) {
+    if (r.begin >= element) break;
+    at += std::min(r.end, element) - r.begin;
+  }
+  return int64_t(at);
+}
+
 // Builds the compact copy of the device's columns from the host master and state: a column that
 // comes to the device brings the moments the CPU kept for it (one moment chain per element).
 void ZenFlow::use_selection(Selection selection) {
@@ -292,14 +303,6 @@ void ZenFlow::use_selection(Selection selection) {
     position += r.end - r.begin;
   }
   // Each group's selected columns are a slice of the compact tensors (both are in shard order).
-  auto compact_position = [&](uint64_t element) {
-    uint64_t at = 0;
-    for (const zf_optimizer_range &r : selection_.device) {
-      if (r.begin >= element) break;
-      at += std::min(r.end, element) - r.begin;
-    }
-    return int64_t(at);
-  };
   for (Group &g : groups_) {
     g.compact_begin = compact_position(g.begin);
     g.compact_end = compact_position(g.end);

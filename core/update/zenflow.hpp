@@ -58,6 +58,7 @@ class ZenFlow : public UpdateSchedule {
   std::vector<std::pair<std::string, torch::Tensor>> state() override;
   std::vector<std::string> optional_state() const override;  // topk "auto": chosen again when absent
   void restore(const torch::Tensor &params_shard) override;
+  void inherit(InheritedSchedule schedule) override { inherited_ = std::move(schedule), inheriting_ = true; }
 
   std::string events() const override { return events_; }
   std::vector<std::pair<std::string, double>> facts() const override;
@@ -87,7 +88,11 @@ class ZenFlow : public UpdateSchedule {
   void staggered_step(int64_t step, float clip);
   void accumulate_groups(float clip);
   void hand_over_group(size_t group);
+  bool hand_over_group(Group &g);  // false: nothing to update
   void swap_in_group();
+  void swap_in_group(Group &g);
+  void settle_inherited();  // zenflow_inherit.cpp
+  int64_t compact_position(uint64_t element) const;  // the device's elements before a shard element
   void flush_groups();
   void hand_over(HostJob job, double weight);  // both schedules
   // zenflow.correction (zenflow_correction.cpp)
@@ -142,6 +147,9 @@ class ZenFlow : public UpdateSchedule {
   std::vector<Group> groups_;  // staggered schedule
   int64_t next_group_ = 0, swap_group_ = -1;  // the group handed over next; the one whose result waits
   torch::Tensor group_counters_;  // checkpoint view of groups_, next_group_ and swap_group_ (int64)
+  torch::Tensor group_bounds_;    // checkpoint view of the groups' first elements, then numel (int64)
+  InheritedSchedule inherited_;   // a checkpoint of another layout's groups, until the next step
+  bool inheriting_ = false;
   torch::Tensor counters_, mask_;  // checkpoint views of the counters above (int64) and the mask
   const bool auto_topk_;  // topk_ratio = "auto": options_.topk_ratio is 0 until chosen
   torch::Tensor topk_;    // checkpoint view of the chosen topk_ratio (float64; auto only)

@@ -60,7 +60,7 @@ void ZenFlow::restore_correction(const torch::Tensor &params_shard) {
   for (size_t i = 0; i < groups_.size(); ++i) groups_[i].weight = saved ? c[i] : double(groups_[i].summed);
   if (c) c[groups_.size()] = 0;
   torch::NoGradGuard no_grad;
-  if (lookahead() && !saved) last_cpu_.copy_(params_shard);
+  if (lookahead() && !saved && !(inheriting_ && inherited_.last_cpu_carried)) last_cpu_.copy_(params_shard);
 }
 
 }  // namespace zf

@@ -10,6 +10,7 @@ namespace zf {
 // One group's CPU update per step: the one handed over at the last step is swapped in first
 // (overlap), the next one goes to the update thread after this step's gradients are summed.
 void ZenFlow::staggered_step(int64_t step, float clip) {
+  if (inheriting_) settle_inherited();  // the first step after a checkpoint of another layout
   if (swap_group_ >= 0) swap_in_group();
   if (!selected_ || reselect_due(step)) {
     flush_groups();
@@ -52,25 +53,32 @@ void ZenFlow::accumulate_groups(float clip) {
 // The group's sum goes down; the CPU optimizer updates its other columns from their mean on the
 // update thread and uploads the group into the staging buffer.
 void ZenFlow::hand_over_group(size_t index) {
-  Group &g = groups_[index];
+  if (hand_over_group(groups_[index])) swap_group_ = int64_t(index);
+}
+
+bool ZenFlow::hand_over_group(Group &g) {
   HostJob job;
   job.ranges = clip_ranges(selection_.host, g.begin, g.end);
   const int64_t summed = g.summed;
   const double weight = g.weight;
   g.summed = 0;
   g.weight = 0;
-  if (job.ranges.empty() || summed == 0) return;  // every column of the group is the device's
+  if (job.ranges.empty() || summed == 0) return false;  // every column of the group is the device's
   job.begin = g.begin;
   job.end = g.end;
   job.step = options_.warm_up + ++g.updates;  // the warm-up's CPU steps updated every column
   ++host_updates_;
   hand_over(std::move(job), weight);
-  swap_group_ = int64_t(index);
+  return true;
 }
 
 // The group's CPU update replaces its working parameters, but for the device's columns.
 void ZenFlow::swap_in_group() {
-  Group &g = groups_[size_t(swap_group_)];
+  swap_in_group(groups_[size_t(swap_group_)]);
+  swap_group_ = -1;
+}
+
+void ZenFlow::swap_in_group(Group &g) {
   Timers &timers = buffers_.runtime.timers;
   uint32_t sync = timers.id("selective_optimizer_sync");
   timers.start(sync);
@@ -86,7 +94,6 @@ void ZenFlow::swap_in_group() {
                                     device_values.narrow(0, g.compact_begin, count));
   }
   timers.stop(sync);
-  swap_group_ = -1;
   note("swap");
 }
 

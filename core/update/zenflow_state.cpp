@@ -88,6 +88,7 @@ void ZenFlow::complete() {
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
+  if (inheriting_) settle_inherited();  // a conversion: no step ran since the resume
   if (selected_) store_device_columns();
   int64_t *c = counters_.data_ptr<int64_t>();
   c[0] = summed_steps_;
@@ -118,6 +119,7 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
     g[2 * count] = next_group_;
     g[2 * count + 1] = swap_group_;
     out.emplace_back("zenflow.groups", group_counters_);
+    out.emplace_back("zenflow.group_bounds", group_bounds_);  // for a resume on another layout
   }
   correction_state(out);
   return out;
@@ -126,6 +128,7 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
 std::vector<std::string> ZenFlow::optional_state() const {
   std::vector<std::string> names;
   if (auto_topk_) names.push_back("zenflow.topk_ratio");
+  if (options_.staggered) names.push_back("zenflow.group_bounds");  // not in older checkpoints
   if (options_.correction != ZenFlowOptions::Correction::none) names.push_back("zenflow.correction");
   if (lookahead()) names.push_back("zenflow.last_cpu_update");
   return names;
@@ -139,7 +142,7 @@ void ZenFlow::restore(const torch::Tensor &params_shard) {
   last_selection_ = c[3];
   swap_due_ = c[4] != 0;
   if (auto_topk_) options_.topk_ratio = topk_.data_ptr<double>()[0];
-  if (options_.staggered) {
+  if (options_.staggered && !inheriting_) {  // else the next step takes the writer's (settle_inherited)
     const int64_t *g = group_counters_.data_ptr<int64_t>();
     const size_t count = groups_.size();
     for (size_t i = 0; i < count; ++i) {

@@ -5,6 +5,7 @@
 // ones bit for bit; the resumed run then equals one resumed from that native checkpoint.
 #include "checkpoint/reshard.hpp"
 #include "engine/checkpoint_files.hpp"
+#include "engine/resume_layout.hpp"
 #include "checkpoint_values.hpp"
 #include "stage_runs.hpp"
 
@@ -150,7 +151,98 @@ TEST_CASE("a ZenFlow run's final checkpoint continues on another layout without 
                                             checkpoints + "step-00000001");
   CHECK(owed.outcome.exit_code != 0);
   CHECK_THAT(owed.outcome.output, Catch::Contains("ZenFlow CPU updates still owed") &&
-                                      Catch::Contains("exact only on the layout that wrote it"));
+                                      Catch::Contains("continue it with a [zenflow] table"));
+}
+
+// The oracle of a ZenFlow checkpoint that owes CPU updates: the run resumed from it on its own layout (exact,
+// test_sharded_runs.cpp). On 2 ranks of micro_batch 4 each step's gradient is the sum of two micro-batches'
+// gradients, which 1 rank (grad_accum 2, kept) and zero0 on 2 ranks add in the same order: every value of the
+// runs can be the same bits.
+TEST_CASE("a ZenFlow checkpoint that owes CPU updates continues on another number of ranks and stage as on its own "
+          "layout, bit for bit", "[stage][mpi][checkpoint]") {
+  const std::string zenflow = kCommon + kCpuOptimizer + "--set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 "
+                                                        "--set zenflow.select_strategy=step ";
+  const std::vector<std::pair<std::string, std::string>> schedules = {
+      // staggered: a selection every step flushes every group, on every layout alike
+      {"staggered", "--set zenflow.select_interval=1 "},
+      // deepspeed: the sums and counters are the run's, not a group's: nothing owed is regrouped
+      {"deepspeed", "--set zenflow.schedule=deepspeed --set zenflow.select_interval=2 "},
+  };
+  for (const auto &[schedule, extra] : schedules) {
+    INFO(schedule);
+    const std::string config = zenflow + extra;
+    test::StageRun written = test::run_stage_ok("reshard_owed_" + schedule, "zero2", 2,
+                                                config + "--set train.steps=3 --set checkpoint.every=1 "
+                                                         "--set checkpoint.keep=3");
+    const std::string from = written.dir + "/checkpoints/step-00000002";
+    REQUIRE_THAT(zenflow_owed(from), Catch::Contains("ZenFlow CPU updates still owed"));
+    const std::string go_on = config + "--set train.steps=5 --set checkpoint.resume=" + from + " ";
+    test::StageRun own = test::run_stage_ok("reshard_owed_own_" + schedule, "zero2", 2, go_on);
+    REQUIRE(test::step_losses(own.dir).size() == 3);
+    for (const Layout &layout : {Layout{"zero0_2", "zero0", 2, ""}, Layout{"zero2_1", "zero2", 1, ""},
+                                 Layout{"zero3_1", "zero3", 1, "--set stage.param_persistence_threshold=1000 "}}) {
+      INFO(layout.name);
+      test::StageRun moved = test::run_stage_ok("reshard_owed_" + schedule + "_" + layout.name, layout.stage,
+                                                layout.world, go_on + layout.extra);
+      CHECK_THAT(moved.outcome.output, Catch::Contains("this run continues it on " + std::to_string(layout.world)));
+      if (schedule == "staggered") CHECK_THAT(moved.outcome.output, Catch::Contains("applied at the first step"));
+      CHECK(test::json_field(moved.summary, "first_step") == "3");
+      CHECK(test::step_losses(moved.dir) == test::step_losses(own.dir));
+      CHECK(test::json_field(moved.summary, "param_digest") == test::json_field(own.summary, "param_digest"));
+    }
+  }
+}
+
+// topk_ratio is read from the resumed run's config: the checkpoint's selection stays until the next selection is
+// due (select_interval), which chooses with the new ratio; the same on the writer's layout and on another.
+TEST_CASE("a ZenFlow checkpoint resumed with another zenflow.topk_ratio selects with it from its next selection",
+          "[stage][mpi][checkpoint]") {
+  const std::string zenflow = kCommon + kCpuOptimizer + "--set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 "
+                                                        "--set zenflow.select_strategy=step ";
+  test::StageRun written = test::run_stage_ok("reshard_topk_written", "zero2", 2,
+                                              zenflow + "--set zenflow.select_interval=4 --set train.steps=2");
+  CHECK(test::json_number(written.summary, "selected_column_fraction") == 0.25);
+  const std::string go_on = zenflow + "--set zenflow.topk_ratio=0.5 --set checkpoint.resume=" + written.dir +
+                            "/checkpoints/step-00000002 ";
+  for (const Layout &layout : {Layout{"own", "zero2", 2, ""}, Layout{"zero0_2", "zero0", 2, ""}}) {
+    INFO(layout.name);
+    // Selected at step 1, next at step 5: steps 3 and 4 keep the checkpoint's columns, step 5 chooses with 0.5.
+    test::StageRun kept = test::run_stage_ok("reshard_topk_kept_" + layout.name, layout.stage, layout.world,
+                                             go_on + "--set zenflow.select_interval=4 --set train.steps=4");
+    CHECK(test::json_number(kept.summary, "selected_column_fraction") == 0.25);
+    CHECK(test::json_number(kept.summary, "zenflow_topk_ratio") == 0.5);
+    test::StageRun chosen = test::run_stage_ok("reshard_topk_chosen_" + layout.name, layout.stage, layout.world,
+                                               go_on + "--set zenflow.select_interval=4 --set train.steps=5");
+    CHECK(test::json_number(chosen.summary, "selected_column_fraction") == 0.5);
+  }
+}
+
+// cpu_full (the parameters in host memory too) holds the same flat state: a checkpoint of it continues under
+// cpu_optimizer on other ranks, and one of cpu_optimizer under cpu_full, the state bit for bit and the weights'
+// digest the same (each direction's loaded state saved in the new layout is the oracle).
+TEST_CASE("cpu_full offload writes a checkpoint that other layouts resume, and resumes theirs, bit for bit",
+          "[stage][mpi][checkpoint]") {
+  const std::string full = "--set offload.plugin=cpu_full --set offload.bucket_size=5000 ";
+  test::StageRun written = test::run_stage_ok("reshard_full_written", "zero3", 2,
+                                              kCommon + full + "--set train.grad_accum=6 --set train.steps=2 "
+                                                               "--set stage.param_persistence_threshold=1000");
+  const std::string from_full = written.dir + "/checkpoints/step-00000002";
+  test::StageRun cpu = test::run_stage_ok("reshard_full_to_cpu", "zero1", 3,
+                                          kCommon + kCpuOptimizer + "--set train.steps=2 --set checkpoint.resume=" + from_full);
+  test::StageRun back = test::run_stage_ok("reshard_cpu_to_full", "zero3", 4,
+                                           kCommon + full + "--set train.steps=2 --set stage.param_persistence_threshold=1000 "
+                                                            "--set checkpoint.resume=" + cpu.dir + "/checkpoints/step-00000002");
+  for (const test::StageRun *run : {&cpu, &back}) {
+    INFO(run->dir << "\n" << run->outcome.output);
+    CHECK_THAT(run->outcome.output, Catch::Contains("this run continues it on") &&
+                                        Catch::Contains("param_digest " + test::json_field(written.summary, "param_digest")));
+    for (const char *tensor : {"master", "optimizer.exp_avg", "optimizer.exp_avg_sq"}) {
+      INFO(tensor);
+      CHECK(test::same_values(test::gathered(from_full, tensor), test::gathered(run->dir + "/checkpoints/step-00000002", tensor)));
+    }
+  }
+  CHECK_THAT(back.outcome.output, Catch::Contains("offload cpu_optimizer); this run continues it on 4 rank(s) (stage "
+                                                  "zero3, offload cpu_full"));
 }
 
 TEST_CASE("zfcore export writes a checkpoint's model on another number of ranks, as the run's own export does",
