@@ -195,6 +195,10 @@ void use_deterministic_kernels() {
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);  // an op without one says so
 }
 
+namespace {
+uint64_t run_allocated_peak = 0;  // the largest peak before the last reset_device_memory_peak
+}  // namespace
+
 DeviceMemory device_memory() {
   auto stats = allocator::getDeviceStats(c10::cuda::current_device());
   const auto all = size_t(c10::CachingAllocator::StatType::AGGREGATE);
@@ -203,10 +207,14 @@ DeviceMemory device_memory() {
   m.allocated_peak = uint64_t(stats.allocated_bytes[all].peak);
   m.reserved = uint64_t(stats.reserved_bytes[all].current);
   m.reserved_peak = uint64_t(stats.reserved_bytes[all].peak);
+  m.run_allocated_peak = std::max(run_allocated_peak, m.allocated_peak);
   return m;
 }
 
-void reset_device_memory_peak() { allocator::resetPeakStats(c10::cuda::current_device()); }
+void reset_device_memory_peak() {
+  run_allocated_peak = device_memory().run_allocated_peak;
+  allocator::resetPeakStats(c10::cuda::current_device());
+}
 
 void synchronize_stream(void *stream) {
   if (stream) ZF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));

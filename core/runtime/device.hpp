@@ -25,6 +25,9 @@ void use_cuda_device(Runtime &runtime);
 struct DeviceMemory {
   uint64_t allocated = 0, allocated_peak = 0;  // held by tensors and ledger blocks
   uint64_t reserved = 0, reserved_peak = 0;    // obtained from the driver by the allocator
+  // The largest allocated_peak since the process started: reset_device_memory_peak starts a new
+  // step's peak, not this one (an "auto" choice after the first step reads it).
+  uint64_t run_allocated_peak = 0;
 };
 // Deterministic kernels from here on (cuBLAS with a fixed workspace, attention and reductions
 // without atomics), so that a GPU run repeats bit for bit. Call before the first GPU matmul.

@@ -17,7 +17,9 @@ DeviceRoom device_room(const Runtime &runtime, zf_tier model_tier) {
       capacity = device_free_bytes() + gpu.reserved;
       source = "the GPU's free memory and what the allocator holds";
     }
-    used = gpu.allocated_peak;  // the first step's forward and backward included
+    // The first step's forward and backward included: the step reports reset the allocator's
+    // peak, the run's is kept.
+    used = gpu.run_allocated_peak;
   }
   DeviceRoom room;
   if (capacity == 0) return room;

@@ -7,6 +7,7 @@
 #include "runtime/device.hpp"
 #include "runtime/runtime.hpp"
 #include "support/process.hpp"
+#include "update/device_room.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -52,6 +53,26 @@ TEST_CASE("the device tier of the ledger matches the caching allocator", "[gpu]"
   void *pinned = runtime->memory.allocate(ZF_TIER_PINNED_HOST, 1 << 20, "test.pinned");
   CHECK(runtime->memory.current(ZF_TIER_PINNED_HOST) == (1u << 20));
   runtime->memory.release(pinned);
+}
+
+// offload.ratio and zenflow.topk_ratio "auto" choose after the first step, whose report has reset
+// the allocator's peak: the room they fill must still leave out that step's peak (a 32B run chose
+// a device part from the few GiB held between steps, then ran out of memory).
+TEST_CASE("an auto choice after a step's report leaves out that step's peak", "[gpu]") {
+  test::require_gpus(1);
+  auto runtime = Runtime::single_cpu();
+  use_cuda_device(*runtime);
+  const uint64_t big = uint64_t(1) << 30;
+  runtime->memory.release(runtime->memory.allocate(ZF_TIER_DEVICE, big, "test.step_peak"));
+  synchronize_stream(runtime->compute_stream);
+  reset_device_memory_peak();  // what each step's report does
+  const DeviceMemory after = device_memory();
+  CHECK(after.allocated_peak < big);
+  CHECK(after.run_allocated_peak >= big);
+  const DeviceRoom room = device_room(*runtime, ZF_TIER_DEVICE);
+  REQUIRE(room.known);
+  const uint64_t capacity = device_free_bytes() + after.reserved;
+  CHECK(room.left + big + capacity / 10 <= capacity);
 }
 
 TEST_CASE("CUDA-event timers measure the stream and not the host", "[gpu]") {
