@@ -17,6 +17,40 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What resuming the checkpoint on another layout keeps exact and what it changes (docs/checkpoints.md).
+void print_layout_changes(CheckpointShards &shards, const RecordedRun &run, const fs::path &checkpoint) {
+  std::string exact = "the fp32 master and every optimizer tensor (bit for bit, each rank reading the ranges of its "
+                      "own shard), the step and its learning rate";
+  const bool zenflow = shards.has("optimizer.zenflow.counters");
+  if (shards.has("optimizer.offload.ratio")) exact += ", offload.ratio = \"auto\"'s share";
+  if (zenflow) exact += ", ZenFlow's selection, counters and per-element state (sums, staging, working parameters)";
+  std::printf("on another layout (ranks, stage, offload tier, offload.ratio, ZenFlow on or off)\n");
+  std::printf("  exact         %s\n", exact.c_str());
+  std::printf("  ranks         the order in which each step's gradients are summed (other ranks and micro-steps: the "
+              "last bits); the global batch%s is kept with checkpoint.resume_batch = \"keep\" (the data order "
+              "continues exactly) or changed with \"new\"; rank r continues rank r's random generators, new ranks "
+              "rank 0's\n", run.global_batch() > 0 ? format(" %lld", (long long)run.global_batch()).c_str() : "");
+  if (!zenflow) {
+    std::printf("  ZenFlow       none in the checkpoint: a run with [zenflow] selects its columns at the first step\n");
+    return;
+  }
+  const bool staggered = shards.has("optimizer.zenflow.groups");
+  const std::string owed = zenflow_owed(checkpoint);
+  std::printf("  ZenFlow       %s schedule; %s\n", staggered ? "staggered" : "deepspeed",
+              owed.empty() ? "owes no CPU update: resumes with or without ZenFlow"
+                           : (owed + ": resumes only with [zenflow] and the same schedule").c_str());
+  if (staggered && !owed.empty())
+    std::printf("                the owed updates are applied at the first step over the writer's groups, then the "
+                "groups are the new layout's: exact against its own layout when every step selects "
+                "(select_strategy = \"step\", select_interval = 1)%s\n",
+                shards.has("optimizer.zenflow.group_bounds") ? "" : "; this checkpoint does not record its groups "
+                "(an older zfcore): it resumes on its own layout only");
+  else if (staggered)
+    std::printf("                the groups are the new layout's, continuing the writer's CPU update counts\n");
+  else
+    std::printf("                the schedule's sums and counters are the run's: exact against its own layout\n");
+}
+
 int checkpoint_info(const fs::path &checkpoint) {
   CheckpointShards shards = CheckpointShards::open(checkpoint);
   const CheckpointMetadata &m = shards.metadata();
@@ -55,6 +89,7 @@ int checkpoint_info(const fs::path &checkpoint) {
   std::printf("checksums     %s; metadata %s (zfcore checkpoint verify checks them all)\n",
               blocks ? "per tensor and per block" : whole ? "per tensor" : "none (written by an older zfcore)",
               m.run_id.empty() ? "without checksum" : "checksummed");
+  print_layout_changes(shards, run, checkpoint);
   return 0;
 }
 

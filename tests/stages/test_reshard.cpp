@@ -56,7 +56,10 @@ TEST_CASE("a checkpoint of zero2 on 4 ranks with cpu_optimizer resumes on other 
   CHECK(info.exit_code == 0);
   CHECK_THAT(info.output, Catch::Contains("world size    4 ranks") && Catch::Contains("optimizer.exp_avg_sq") &&
                               Catch::Contains("stage zero2, offload cpu_optimizer, ZenFlow off, optimizer cpu_adam; global batch 48") &&
-                              Catch::Contains("per tensor and per block"));
+                              Catch::Contains("per tensor and per block") &&
+                              Catch::Contains("exact         the fp32 master and every optimizer tensor") &&
+                              Catch::Contains("the global batch 48 is kept with checkpoint.resume_batch") &&
+                              Catch::Contains("ZenFlow       none in the checkpoint"));
   const std::string nvme = test::scratch_dir("reshard_nvme_files");
   const std::vector<Layout> layouts = {
       {"zero3_2", "zero3", 2, "--set stage.param_persistence_threshold=1000 "},
@@ -176,6 +179,12 @@ TEST_CASE("a ZenFlow checkpoint that owes CPU updates continues on another numbe
                                                          "--set checkpoint.keep=3");
     const std::string from = written.dir + "/checkpoints/step-00000002";
     REQUIRE_THAT(zenflow_owed(from), Catch::Contains("ZenFlow CPU updates still owed"));
+    test::Outcome info = test::run_command(test::zfcore() + " checkpoint info " + from);
+    INFO(info.output);
+    CHECK_THAT(info.output, Catch::Contains("ZenFlow       " + schedule + " schedule; ZenFlow CPU updates still owed") &&
+                                Catch::Contains(schedule == "staggered" ? "applied at the first step over the writer's "
+                                                                          "groups"
+                                                                        : "exact against its own layout"));
     const std::string go_on = config + "--set train.steps=5 --set checkpoint.resume=" + from + " ";
     test::StageRun own = test::run_stage_ok("reshard_owed_own_" + schedule, "zero2", 2, go_on);
     REQUIRE(test::step_losses(own.dir).size() == 3);
