@@ -188,8 +188,11 @@ TEST_CASE("a ZenFlow checkpoint that owes CPU updates continues on another numbe
     const std::string go_on = config + "--set train.steps=5 --set checkpoint.resume=" + from + " ";
     test::StageRun own = test::run_stage_ok("reshard_owed_own_" + schedule, "zero2", 2, go_on);
     REQUIRE(test::step_losses(own.dir).size() == 3);
+    const std::string nvme = "--set offload.plugin=nvme --set offload.path=" +
+                             test::scratch_dir("reshard_owed_nvme_files_" + schedule) + " ";
     for (const Layout &layout : {Layout{"zero0_2", "zero0", 2, ""}, Layout{"zero2_1", "zero2", 1, ""},
-                                 Layout{"zero3_1", "zero3", 1, "--set stage.param_persistence_threshold=1000 "}}) {
+                                 Layout{"zero3_1", "zero3", 1, "--set stage.param_persistence_threshold=1000 "},
+                                 Layout{"nvme_1", "zero2", 1, nvme}}) {
       INFO(layout.name);
       test::StageRun moved = test::run_stage_ok("reshard_owed_" + schedule + "_" + layout.name, layout.stage,
                                                 layout.world, go_on + layout.extra);
@@ -199,6 +202,12 @@ TEST_CASE("a ZenFlow checkpoint that owes CPU updates continues on another numbe
       CHECK(test::step_losses(moved.dir) == test::step_losses(own.dir));
       CHECK(test::json_field(moved.summary, "param_digest") == test::json_field(own.summary, "param_digest"));
     }
+    if (schedule != "staggered") continue;
+    // Converted with nothing to train, the owed updates of the writer's groups have no step to be applied at.
+    test::StageRun converted = test::run_stage("reshard_owed_converted", "zero2", 1,
+                                               config + "--set train.steps=2 --set checkpoint.resume=" + from);
+    CHECK(converted.outcome.exit_code != 0);
+    CHECK_THAT(converted.outcome.output, Catch::Contains("train at least one step (raise train.steps)"));
   }
 }
 
