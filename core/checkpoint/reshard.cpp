@@ -2,6 +2,7 @@
 
 #include "checkpoint/checksum.hpp"
 #include "runtime/error.hpp"
+#include "runtime/parallel.hpp"
 
 #include <ATen/ATen.h>
 
@@ -99,6 +100,50 @@ void CheckpointShards::check(int rank, const std::string &name, uint64_t byte_be
   }
 }
 
+// The file is mapped: one thread copying it faults in a page run at a time and waits for each,
+// so pieces of about 16 MiB go to the bulk cores, several reads in flight (one rank read 0.71
+// GB/s of a disk that reads 1.89 GB/s). Each block is checked once, by the thread that copies it.
+void CheckpointShards::copy_checked(int rank, const std::string &name, uint64_t byte_begin, uint64_t byte_end,
+                                    unsigned char *to) {
+  if (byte_end <= byte_begin) return;
+  const SafetensorsFile &file = files_[size_t(rank)];
+  const auto [data, size] = file.bytes(name);
+  const BlockChecksumList blocks = parse_block_checksums(file.block_checksums(name), size);
+  constexpr uint64_t kPiece = uint64_t(16) << 20;
+  if (blocks.block_bytes == 0) {  // one checksum for the whole tensor: checked whole, then copied
+    check(rank, name, byte_begin, byte_end);
+    const uint64_t bytes = byte_end - byte_begin;
+    parallel_chunks(int64_t((bytes + kPiece - 1) / kPiece), [&](int64_t p) {
+      const uint64_t lo = uint64_t(p) * kPiece, hi = std::min(bytes, lo + kPiece);
+      std::memcpy(to + lo, data + byte_begin + lo, hi - lo);
+    });
+    return;
+  }
+  const uint64_t block_bytes = blocks.block_bytes, first = byte_begin / block_bytes;
+  const uint64_t count = (byte_end - 1) / block_bytes + 1 - first;
+  std::vector<char> unchecked(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    unchecked[i] = checked_.insert({rank, name, first + i}).second;
+    if (unchecked[i]) bytes_read_ += std::min(size, (first + i + 1) * block_bytes) - (first + i) * block_bytes;
+  }
+  const uint64_t per_piece = std::max<uint64_t>(1, kPiece / block_bytes);
+  parallel_chunks(int64_t((count + per_piece - 1) / per_piece), [&](int64_t p) {
+    for (uint64_t i = uint64_t(p) * per_piece; i < std::min(count, uint64_t(p + 1) * per_piece); ++i) {
+      const uint64_t block = first + i, lo = block * block_bytes, hi = std::min(size, lo + block_bytes);
+      if (unchecked[i]) {
+        const std::string actual = checksum_hex(data + lo, hi - lo);
+        ZF_REQUIRE(actual == blocks.hex[block],
+                   "%s: tensor '%s' bytes [%llu, %llu) do not match their checksum (written %s, read %s): the "
+                   "checkpoint is damaged; resume from another one (checkpoint.resume = DIR)", file.path().c_str(),
+                   name.c_str(), (unsigned long long)lo, (unsigned long long)hi, blocks.hex[block].c_str(),
+                   actual.c_str());
+      }
+      const uint64_t from = std::max(lo, byte_begin), upto = std::min(hi, byte_end);
+      std::memcpy(to + (from - byte_begin), data + from, upto - from);
+    }
+  });
+}
+
 void CheckpointShards::read(const std::string &name, uint64_t begin, uint64_t end, void *out) {
   const uint64_t element = c10::elementSize(dtype(name));
   auto *to = static_cast<unsigned char *>(out);
@@ -118,8 +163,7 @@ void CheckpointShards::read(const std::string &name, uint64_t begin, uint64_t en
     const CheckpointMetadata &m = metadata_[size_t(owner)];
     const uint64_t upto = std::min(end, m.shard_end);
     const uint64_t byte_begin = (at - m.shard_begin) * element, byte_end = (upto - m.shard_begin) * element;
-    check(owner, name, byte_begin, byte_end);
-    std::memcpy(to + (at - begin) * element, files_[size_t(owner)].bytes(name).first + byte_begin, byte_end - byte_begin);
+    copy_checked(owner, name, byte_begin, byte_end, to + (at - begin) * element);
     at = upto;
   }
 }

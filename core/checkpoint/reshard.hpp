@@ -44,6 +44,8 @@ class CheckpointShards {
 
  private:
   void check(int rank, const std::string &name, uint64_t byte_begin, uint64_t byte_end);
+  // Bytes [byte_begin, byte_end) of rank's tensor `name` into `to`, the blocks they touch checked.
+  void copy_checked(int rank, const std::string &name, uint64_t byte_begin, uint64_t byte_end, unsigned char *to);
 
   std::filesystem::path directory_;
   std::vector<SafetensorsFile> files_;
