@@ -5,7 +5,8 @@
 # the run's "bytes of tensor data read" line, over its "resume" phase) beside zfcore bench disk's
 # read bandwidth of the same directory, measured in the same call. The page cache is dropped before
 # the resume and before the bench (root needed; without it the figure is the page cache's).
-#   tests   the [gpu] checkpoint cases (test_gpu "[checkpoint]": 2 -> 1 and 1 -> 2 GPUs)
+#   tests   the [gpu] checkpoint cases (test_gpu "[checkpoint]": 2 -> 1 and 1 -> 2 GPUs, and a ZenFlow
+#           checkpoint of 2 GPUs that owes CPU updates continued on 1 GPU against its own-layout resume)
 #   load    the 4 -> 2 GPU resume and the bandwidth figures
 # usage: tools/device-reshard.sh PART...    environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda),
 #        ZF_OUT (default /tmp/zfcore-reshard: the checkpoints, about 18 GB for 1.5B parameters)

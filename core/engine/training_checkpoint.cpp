@@ -263,6 +263,10 @@ void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, T
   if (zenflow.inherit)
     update.inherit(inherited_schedule(from, identity_.shard_begin, identity_.shard_end,
                                       std::find(carried.begin(), carried.end(), "zenflow.last_cpu_update") != carried.end()));
+  std::vector<std::string> restarted;  // the staggered groups inherited are said below, not set up afresh
+  for (const std::string &name : report.restarted)
+    if (!zenflow.inherit || std::find(zenflow.restart.begin(), zenflow.restart.end(), name) == zenflow.restart.end())
+      restarted.push_back(name);
   Communicator &comm = *runtime_.comm;
   comm.all_reduce(zf_tensor_view{bytes, 1, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
   resharded_ = true;
@@ -281,8 +285,7 @@ void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, T
               from.c_str(), (long long)was.world_size, described(was.stage, was.offload, was.zenflow).c_str(),
               comm.world_size(), described(identity_.stage, identity_.offload, identity_.zenflow).c_str(),
               joined(report.carried).c_str(), (unsigned long long)bytes[0], (unsigned long long)stored,
-              report.restarted.empty() ? "" : ". Set up afresh by this run: ",
-              joined(report.restarted).c_str());
+              restarted.empty() ? "" : ". Set up afresh by this run: ", joined(restarted).c_str());
   if (!zenflow.said.empty()) std::printf("zfcore: %s\n", zenflow.said.c_str());
 }
 
