@@ -1,11 +1,15 @@
 #include "checkpoint/checkpoint.hpp"
 
 #include "checkpoint/checkpoint_metadata.hpp"
+#include "checkpoint/checksum.hpp"
 #include "checkpoint/reshard.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
+#include "runtime/input.hpp"
 #include "runtime/log.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,14 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string step_name(int64_t step) { return format("step-%08lld", (long long)step); }
-std::string rank_file(int rank) { return format("rank-%05d.safetensors", rank); }
-
-// ---- the file operations of the store, through the filesystem rule (runtime/files.hpp) ------------
-// A checkpoint directory is created by its run with an ownership marker naming the run id, under a
-// name that carries the id too (step-N.RUNID.tmp, renamed step-N when whole; step-N.RUNID.deleting
-// while pruned). A save removes only directories whose marker names its run: never an entry matched
-// by a pattern alone, never another run's checkpoint, never one of an older zfcore (no marker).
+std::string step_name(int64_t step) { return checkpoint_step_name(step); }
+std::string rank_file(int rank) { return checkpoint_rank_file(rank); }
 
 void fsync_path(const fs::path &path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -34,91 +32,31 @@ void fsync_path(const fs::path &path) {
   ::close(fd);
 }
 
-std::string own_name(int64_t step, const std::string &owner, const char *suffix) {
-  return step_name(step) + "." + owner + suffix;
-}
-
-bool ends_with(const std::string &text, const std::string &suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Out of the store first (one rename to a name of this run), then deleted: a kill in the middle
-// leaves step-N.RUNID.deleting, which this run's next save removes, never a half-deleted
-// checkpoint that looks like a step. "" or why it was left.
-std::string remove_checkpoint(const Directory &store, const std::string &name, const std::string &run_id) {
-  if (store.owner_of(name) != run_id) return "not this run's (no marker of run " + run_id + ")";
-  const std::string doomed = own_name(checkpoint_step_of_name(name), run_id, ".deleting");
-  const std::string why = store.rename_entry(name, doomed);
-  return why.empty() ? store.remove_owned(doomed, run_id) : why;
-}
-
-// What an interrupted save or prune of this run left behind: step-N.RUNID.tmp and
-// step-N.RUNID.deleting carrying its marker. Anything else (a user's step-notes/, an export under
-// step-5-hf/, another run's leftovers) is not this run's to remove.
-void remove_leftovers(const Directory &store, const std::string &run_id) {
-  if (run_id.empty()) return;
-  std::error_code ec;
-  std::vector<std::string> doomed;
-  for (const auto &entry : fs::directory_iterator(store.path(), ec)) {
-    const std::string name = entry.path().filename().string();
-    if (ends_with(name, "." + run_id + ".tmp") || ends_with(name, "." + run_id + ".deleting")) doomed.push_back(name);
-  }
-  for (const std::string &name : doomed) store.remove_owned(name, run_id);
-}
-
-// The run name recorded in a checkpoint's rank-0 file ("" for checkpoints of format 1 or
-// unreadable ones: the damage check says what is wrong with those).
-std::string run_name_of(const fs::path &checkpoint) {
-  try {
-    const fs::path first = checkpoint / rank_file(0);
-    return read_checkpoint_metadata(SafetensorsFile::open(first.string()).metadata(), first.string()).run_name;
-  } catch (const Error &) {
-    return "";
-  }
-}
-
 }  // namespace
 
-int64_t checkpoint_step_of_name(const fs::path &checkpoint) {
-  const std::string name = checkpoint.filename().string();
-  if (name.size() <= 5 || name.rfind("step-", 0) != 0 || name.size() > 5 + 18) return -1;
-  if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
-  return std::stoll(name.substr(5));
-}
-
-std::vector<fs::path> checkpoints_in(const fs::path &directory, bool strict) {
-  std::vector<fs::path> found;
-  std::error_code ec;
-  if (!fs::is_directory(directory, ec)) return found;
-  for (const auto &entry : fs::directory_iterator(directory, ec)) {
-    if (checkpoint_step_of_name(entry.path()) < 0) continue;
-    std::error_code link_ec;
-    const bool is_directory = fs::is_directory(entry.path(), link_ec);  // through a link
-    if (link_ec) {  // a link to itself, a loop, a dangling link
-      const std::string why = format("%s cannot be read as a checkpoint: %s; remove it or make it a checkpoint "
-                                     "directory", entry.path().c_str(), link_ec.message().c_str());
-      if (strict) throw Error(why);
-      log_warn(why + " (skipped)");
-      continue;
-    }
-    if (is_directory && fs::exists(entry.path() / "checkpoint.json", link_ec)) found.push_back(entry.path());
+std::string checkpoint_record_problem(const fs::path &checkpoint) {
+  const std::string path = (checkpoint / "checkpoint.json").string();
+  std::string text;
+  const std::string why = read_regular_file(path, 1 << 20, &text);
+  if (!why.empty()) return path + ": cannot read: " + why;
+  try {
+    ZF_REQUIRE(parse_json(text, path).is_object(), "%s: not a JSON object", path.c_str());
+  } catch (const Error &e) {
+    return e.what();
   }
-  // By the step number: step-100000000 is newer than step-99999999, though it sorts before it as text.
-  std::sort(found.begin(), found.end(), [](const fs::path &a, const fs::path &b) {
-    return checkpoint_step_of_name(a) < checkpoint_step_of_name(b);
-  });
-  return found;
-}
-
-std::vector<fs::path> checkpoints_of_run(const fs::path &directory, const std::string &run_name,
-                                         std::vector<fs::path> *others, bool strict) {
-  std::vector<fs::path> mine;
-  for (const fs::path &checkpoint : checkpoints_in(directory, strict)) {
-    const std::string name = run_name_of(checkpoint);
-    if (name.empty() || name == run_name) mine.push_back(checkpoint);
-    else if (others) others->push_back(checkpoint);
+  std::string recorded;
+  const fs::path first = checkpoint / rank_file(0);
+  try {
+    recorded = read_checkpoint_metadata(SafetensorsFile::open(first.string()).metadata(), first.string()).record_checksum;
+  } catch (const Error &) {
+    return "";  // the rank file's own check says what is wrong with it
   }
-  return mine;
+  const std::string actual = checksum_hex(text.data(), text.size());
+  if (recorded.empty() || recorded == actual) return "";
+  return format("%s does not match the checksum %s records (written %s, read %s): it was edited or damaged after "
+                "the save, and what it records of the run (world size, batch, optimizer) cannot be trusted; restore "
+                "it, or resume from another checkpoint (checkpoint.resume = DIR)", path.c_str(), first.c_str(),
+                excerpt(recorded).c_str(), actual.c_str());
 }
 
 std::string checkpoint_damage(const fs::path &checkpoint, int first_file, int stride) {
@@ -132,6 +70,8 @@ std::string checkpoint_damage(const fs::path &checkpoint, int first_file, int st
     ZF_REQUIRE(named < 0 || named == recorded.step, "%s holds step %lld, not the step of its name (copied or "
                "renamed?); resume it under its own name step-%08lld", first.c_str(), (long long)recorded.step,
                (long long)recorded.step);
+    const std::string record = checkpoint_record_problem(checkpoint);
+    if (!record.empty()) return record;
     for (uint64_t rank = uint64_t(first_file); rank < world; rank += uint64_t(stride)) {
       const fs::path file = checkpoint / rank_file(int(rank));
       SafetensorsFile stored = SafetensorsFile::open(file.string());  // the header's structure
@@ -185,14 +125,14 @@ CheckpointStore::CheckpointStore(fs::path directory, int64_t keep, Communicator 
 
 fs::path CheckpointStore::save(const TrainingState &state, const std::string &info_json) {
   const std::string owner = state.run_id.empty() ? "run" : state.run_id;  // the marker's text (a test's state has no id)
-  const std::string final_name = step_name(state.step), temp_name = own_name(state.step, owner, ".tmp");
+  const std::string final_name = step_name(state.step), temp_name = checkpoint_own_name(state.step, owner, ".tmp");
   const fs::path final_dir = directory_ / final_name, temp_dir = directory_ / temp_name;
   std::optional<Directory> store;
   if (comm_.rank() == 0) {
     store.emplace(Directory::open(directory_.string(), /*create=*/true, "checkpoint.dir"));
     // A checkpoint of this step from another run (run.name) is not ours to replace.
     std::error_code ec;
-    const std::string holder = fs::exists(final_dir / "checkpoint.json", ec) ? run_name_of(final_dir) : "";
+    const std::string holder = fs::exists(final_dir / "checkpoint.json", ec) ? checkpoint_run_name(final_dir) : "";
     ZF_REQUIRE(holder.empty() || holder == state.run_name,
                "%s already holds step %lld of the run \"%s\"; this run (run.name = \"%s\") does not replace it: "
                "give this run its own checkpoint.dir", directory_.c_str(), (long long)state.step, holder.c_str(),
@@ -207,6 +147,8 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
   for (const auto &[name, tensor] : state.optimizer) tensors.emplace_back("optimizer." + name, tensor);
   CheckpointMetadata written{state.step,         uint64_t(comm_.world_size()), state.shard_begin, state.shard_end,
                              state.layout_digest, state.run_name,               state.run_id,      state.config_digest};
+  const std::string record = info_json + "\n";  // checkpoint.json, covered by the metadata's checksum
+  written.record_checksum = checksum_hex(record.data(), record.size());
   std::map<std::string, std::string> metadata = checkpoint_metadata_fields(written, comm_.rank());
   std::vector<TensorPieces> pieces = state.optimizer_pieces;
   for (TensorPieces &p : pieces) p.name = "optimizer." + p.name;
@@ -214,9 +156,15 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
   comm_.barrier();
 
   if (comm_.rank() == 0) {
-    store->subdirectory(temp_name, false).write_atomically("checkpoint.json", info_json + "\n");
+    store->subdirectory(temp_name, false).write_atomically("checkpoint.json", record);
     fsync_path(temp_dir);
-    // The same step of this run's earlier life (resumed from an earlier checkpoint) is replaced.
+    // The same step of this run's earlier life (resumed from an earlier checkpoint) is replaced, but
+    // not a user's files put into it.
+    if (store->owner_of(final_name) == owner) {
+      const std::vector<std::string> foreign = checkpoint_foreign_entries(*store, final_name);
+      ZF_REQUIRE(foreign.empty(), "%s holds %s, which zfcore did not write: move it away; this run writes its "
+                 "checkpoint of step %lld there", final_dir.c_str(), foreign[0].c_str(), (long long)state.step);
+    }
     if (!store->kind_of(final_name).empty()) {
       const std::string kept = remove_checkpoint(*store, final_name, owner);
       ZF_REQUIRE(kept.empty(), "%s is in the way of this run's checkpoint of step %lld and is %s: move it away or "
@@ -228,9 +176,15 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
     // The oldest of this run go (never another run's, never a link, never the one just written: a
     // run resumed from an earlier step may find newer ones).
     std::vector<fs::path> all = checkpoints_of_run(directory_, state.run_name, nullptr, /*strict=*/false);
-    for (size_t i = 0; i + size_t(keep_) < all.size(); ++i)
-      if (checkpoint_step_of_name(all[i]) < state.step) remove_checkpoint(*store, all[i].filename().string(), owner);
-    remove_leftovers(*store, owner);
+    for (size_t i = 0; i + size_t(keep_) < all.size(); ++i) {
+      const std::string name = all[i].filename().string();
+      if (checkpoint_step_of_name(all[i]) >= state.step || store->owner_of(name) != owner) continue;
+      const std::string left = remove_checkpoint(*store, name, owner);
+      if (!left.empty())
+        log_warn(format("pruning checkpoint.keep = %lld: %s; its checkpoint files are removed, the directory is "
+                        "left with the rest", (long long)keep_, left.c_str()));
+    }
+    remove_checkpoint_leftovers(*store, owner);
   }
   comm_.barrier();
   return final_dir;
@@ -246,7 +200,7 @@ std::optional<fs::path> CheckpointStore::newest_whole(const std::string &run_nam
   if (!others.empty() && comm_.rank() == 0)
     log_warn(format("%s holds %zu checkpoint(s) of other runs (another run.name), e.g. %s of \"%s\": not resumed "
                     "from by run.name = \"%s\"", directory_.c_str(), others.size(), others.back().c_str(),
-                    run_name_of(others.back()).c_str(), run_name.c_str()));
+                    checkpoint_run_name(others.back()).c_str(), run_name.c_str()));
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     const std::string found = damage(*it);
     if (found.empty()) return *it;
@@ -256,11 +210,16 @@ std::optional<fs::path> CheckpointStore::newest_whole(const std::string &run_nam
       const std::string name = it->filename().string(), damaged = name + ".damaged";
       std::string why;
       try {
-        why = Directory::open(directory_.string(), /*create=*/false, "checkpoint.dir").rename_entry(name, damaged);
+        const Directory store = Directory::open(directory_.string(), /*create=*/false, "checkpoint.dir");
+        // Only a checkpoint zfcore wrote (its marker) is moved: a user's step-N is not zfcore's to rename.
+        why = store.owner_of(name).empty() ? "no marker" : store.rename_entry(name, damaged);
       } catch (const Error &e) {
         why = e.what();
       }
-      if (why.empty()) aside = format(", moved to %s", (directory_ / damaged).c_str());
+      if (why == "no marker")
+        aside = ", left where it is (it has no .zfcore-owner marker: zfcore did not write it, or an older zfcore did)";
+      else if (why.empty())
+        aside = format(", moved to %s", (directory_ / damaged).c_str());
     }
     log_warn(format("checkpoint %s is damaged (%s)%s; trying the one before it", it->c_str(), found.c_str(),
                     aside.c_str()));

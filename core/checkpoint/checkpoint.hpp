@@ -2,13 +2,14 @@
 // safetensors file per rank (its fp32 master shard, its optimizer state, the RNG state) and
 // checkpoint.json (step, world size, layout). It appears atomically: every rank writes into
 // step-NNNNNNNN.tmp/, files are fsynced, then rank 0 renames the directory into place, so a crash
-// mid-save leaves the previous checkpoint intact. Only the newest `keep` of this run (run.name) are
-// kept (by step number); a save removes only what this run created (names with its run id).
+// mid-save leaves the previous checkpoint intact. Only the newest `keep` of this run (its run id)
+// are kept (by step number); a save removes only what this run created (checkpoint_directory.hpp).
 // Every tensor carries a checksum (safetensors.hpp), in blocks for ranges, and the metadata its own
 // (checkpoint_metadata.hpp): a checkpoint whose bytes changed on disk is found before it is used,
 // named by file and tensor. Another layout reads it through reshard.hpp.
 #pragma once
 
+#include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "comm/communicator.hpp"
 
@@ -47,15 +48,12 @@ struct TrainingState {
 int64_t read_checkpoint_master(const std::filesystem::path &checkpoint, const std::string &layout_digest,
                                const std::function<void(uint64_t begin, const at::Tensor &values)> &take);
 
-// The complete checkpoints (step-N with a checkpoint.json) in `directory`, oldest first by step. A
-// step-N entry that cannot be followed (a link to itself, a loop) is an error naming it (strict),
-// or skipped with a warning.
-std::vector<std::filesystem::path> checkpoints_in(const std::filesystem::path &directory, bool strict = true);
-// ... of the run named `run_name` (and those of format 1, which name no run); the others' go to `others`.
-std::vector<std::filesystem::path> checkpoints_of_run(const std::filesystem::path &directory, const std::string &run_name,
-                                                      std::vector<std::filesystem::path> *others, bool strict = true);
-// N of a directory named step-N, or -1.
-int64_t checkpoint_step_of_name(const std::filesystem::path &checkpoint);
+
+// "" when the checkpoint.json of `checkpoint` is what its save wrote: a regular file of at most 1 MiB,
+// JSON nested at most kMaxJsonDepth deep, an object, with the checksum its rank-00000 file records
+// (checkpoints of an older zfcore record none); else what is wrong, naming the file. What it records
+// of the run (world size, batch, optimizer) is trusted only then.
+std::string checkpoint_record_problem(const std::filesystem::path &checkpoint);
 
 // What is wrong with `checkpoint` ("" when it is whole): its checkpoint.json, and the headers,
 // metadata and tensor checksums of its rank files first_file, first_file + stride, ... (all of them
@@ -72,7 +70,8 @@ class CheckpointStore {
   // Collective: the newest whole checkpoint of the run `run_name` in the directory, if any (the ranks
   // check its files between them; other runs' are named in a warning). A damaged newer one is
   // reported, and with `move_damaged_aside` renamed to step-N.damaged (kept for a look, never
-  // resumed from nor counted by `keep`).
+  // resumed from nor counted by `keep`) when zfcore wrote it (its ownership marker): a user's
+  // directory named like a checkpoint is left where it is.
   std::optional<std::filesystem::path> newest_whole(const std::string &run_name, bool move_damaged_aside) const;
   // Collective: checkpoint_damage(checkpoint), its files shared among the ranks; the same on every rank.
   std::string damage(const std::filesystem::path &checkpoint) const;

@@ -34,6 +34,7 @@ uint64_t number(const std::map<std::string, std::string> &fields, const char *ke
 }
 
 constexpr const char *kChecksumField = "metadata_checksum";
+constexpr const char *kRecordField = "checkpoint_json";  // the checksum of checkpoint.json
 
 // The checksum of every field but the tensors' checksums and itself, as "key=value\n" in key order.
 std::string metadata_checksum(const std::map<std::string, std::string> &fields) {
@@ -66,6 +67,7 @@ std::map<std::string, std::string> checkpoint_metadata_fields(const CheckpointMe
                                                {"run_name", metadata.run_name},
                                                {"run_id", metadata.run_id},
                                                {"config_digest", metadata.config_digest}};
+  if (!metadata.record_checksum.empty()) fields[kRecordField] = metadata.record_checksum;
   fields[kChecksumField] = metadata_checksum(fields);
   return fields;
 }
@@ -86,6 +88,7 @@ CheckpointMetadata read_checkpoint_metadata(const std::map<std::string, std::str
     metadata.run_name = field(fields, "run_name", file);
     metadata.run_id = field(fields, "run_id", file);
     metadata.config_digest = field(fields, "config_digest", file);
+    if (auto record = fields.find(kRecordField); record != fields.end()) metadata.record_checksum = record->second;
   }
   metadata.step = int64_t(number(fields, "step", file, format("a step number (0 to %lld)", (long long)kMaxSteps), 0,
                                  uint64_t(kMaxSteps)));

@@ -345,6 +345,12 @@ SafetensorsSet SafetensorsSet::open_directory(const std::string &directory) {
   set.directory_ = directory;
   fs::path dir(directory);
   fs::path index = dir / "model.safetensors.index.json", single = dir / "model.safetensors";
+  // A link that leads out of the directory is not the model's file (as for the shards below).
+  for (const char *name : {"model.safetensors", "model.safetensors.index.json"}) {
+    const std::string outside = path_inside_problem(directory, name);
+    ZF_REQUIRE(outside.empty(), "%s %s; zfcore reads a model's files only from inside its directory: copy the file "
+               "there", (dir / name).c_str(), outside.c_str());
+  }
   // As in transformers, a single file wins over an index beside it (an export of a fine-tune into
   // a sharded model's directory writes model.safetensors and leaves the old shards).
   if (fs::exists(single)) {

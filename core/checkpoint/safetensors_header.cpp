@@ -105,7 +105,12 @@ SafetensorsHeader parse_safetensors_header(const unsigned char *bytes, size_t si
              file, size);
   uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, bytes, 8);
-  ZF_REQUIRE(header_bytes <= kMaxSafetensorsHeaderBytes && header_bytes <= size - 8,
+  // A length past any header is not shown: those 8 bytes are most likely not a safetensors file's
+  // (a text file, a link to another file), and an error does not echo a file's content.
+  ZF_REQUIRE(header_bytes <= kMaxSafetensorsHeaderBytes,
+             "%s: not a safetensors file: its first 8 bytes do not give a header length of at most %llu bytes",
+             file, (unsigned long long)kMaxSafetensorsHeaderBytes);
+  ZF_REQUIRE(header_bytes <= size - 8,
              "%s: corrupt safetensors header: the header length %llu runs past the end of the %zu-byte file "
              "(truncated, or not a safetensors file)",
              file, (unsigned long long)header_bytes, size);

@@ -6,6 +6,7 @@
 #include "checkpoint/reshard.hpp"
 #include "cli/commands.hpp"
 #include "engine/resume_layout.hpp"
+#include "engine/training_checkpoint.hpp"
 #include "runtime/input.hpp"
 
 #include <cerrno>
@@ -68,7 +69,9 @@ int checkpoint_info(const fs::path &checkpoint) {
                 (long long)run.grad_accum, (long long)run.world_size);
   std::string text;
   const std::string json = (checkpoint / "checkpoint.json").string();
-  if (read_regular_file(json, 1 << 20, &text).empty()) std::printf("recorded      %s", text.c_str());
+  const std::string record = checkpoint_record_problem(checkpoint);
+  if (!record.empty()) std::printf("recorded      DAMAGED: %s\n", record.c_str());
+  else if (read_regular_file(json, 1 << 20, &text).empty()) std::printf("recorded      %s", text.c_str());
   std::printf("world size    %d ranks; shards:", shards.world_size());
   for (int r = 0; r < shards.world_size(); ++r)
     std::printf(" [%llu, %llu)", (unsigned long long)shards.metadata(r).shard_begin,
@@ -100,7 +103,17 @@ int command_export(const std::vector<std::string> &args) {
     throw UsageError("expected: zfcore export CHECKPOINT OUT_DIR [FILE] [--set table.key=value]... (CHECKPOINT a "
                      "step-N directory, FILE the run's config: by default the one its checkpoint.json names)");
   const fs::path checkpoint = args[0];
-  ZF_REQUIRE(fs::is_directory(checkpoint), "%s: no such checkpoint directory", checkpoint.c_str());
+  ZF_REQUIRE(fs::is_directory(checkpoint), "zfcore export: CHECKPOINT %s: no such checkpoint directory",
+             checkpoint.c_str());
+  require_one_checkpoint(checkpoint.string(), "zfcore export: CHECKPOINT " + checkpoint.string(), false);
+  // OUT_DIR is checked here, where the user typed it (the run would name checkpoint.export_hf).
+  const fs::path out = args[1];
+  std::error_code ec;
+  const fs::file_status out_status = fs::status(out, ec);
+  ZF_REQUIRE(!fs::exists(out_status) || fs::is_directory(out_status), "zfcore export: OUT_DIR %s exists and is not a "
+             "directory: give the directory to export into (it is created when missing)", out.c_str());
+  const std::string inside = export_dir_problem(out, store_of(checkpoint));
+  ZF_REQUIRE(inside.empty(), "zfcore export: OUT_DIR %s %s", out.c_str(), inside.c_str());
   const int64_t step = CheckpointShards::open(checkpoint).metadata().step;
   std::vector<std::string> run(args.begin() + 2, args.end());
   if (run.empty() || run[0].rfind("--", 0) == 0) {  // no FILE: the config the checkpoint's run recorded
@@ -134,7 +147,10 @@ int command_checkpoint(const std::vector<std::string> &args) {
   ZF_REQUIRE(fs::exists(status), "%s: no such file or directory", dir.c_str());
   ZF_REQUIRE(fs::is_directory(status), "%s is a file, not a directory: give a checkpoint (its step-N directory), a "
              "checkpoint directory or a run's output directory", dir.c_str());
-  if (args[0] == "info") return checkpoint_info(dir);
+  if (args[0] == "info") {
+    require_one_checkpoint(dir.string(), "zfcore checkpoint info: " + dir.string(), false);
+    return checkpoint_info(dir);
+  }
   std::vector<fs::path> checkpoints;
   if (fs::exists(dir / "checkpoint.json")) checkpoints = {dir};
   if (checkpoints.empty()) checkpoints = checkpoints_in(dir);

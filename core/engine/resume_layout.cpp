@@ -18,7 +18,9 @@ RecordedRun read_recorded_run(const fs::path &checkpoint) {
   RecordedRun run;
   std::string text;
   const std::string path = (checkpoint / "checkpoint.json").string();
-  if (!read_regular_file(path, 1 << 20, &text).empty()) return run;  // the rank files' checks say what is wrong
+  // An edited or damaged record is not trusted (the checkpoint's damage check says what is wrong).
+  if (!checkpoint_record_problem(checkpoint).empty()) return run;
+  if (!read_regular_file(path, 1 << 20, &text).empty()) return run;
   nlohmann::json info;
   try {
     info = parse_json(text, path);
@@ -42,6 +44,7 @@ RecordedRun read_recorded_run(const fs::path &checkpoint) {
   run.run_name = text_of("run_name");
   run.run_id = text_of("run_id");
   run.config_digest = text_of("config_digest");
+  run.output_dir = text_of("output_dir");
   run.zenflow = info.contains("zenflow") && info["zenflow"].is_boolean() && info["zenflow"].get<bool>();
   return run;
 }
@@ -59,8 +62,10 @@ std::optional<fs::path> resume_candidate(const RunConfig &config, const std::str
   } catch (const Error &) {
     return std::nullopt;  // resume() reports it
   }
-  if (mine.empty()) return std::nullopt;
-  return mine.back();
+  // As the resume will: a newest one whose record is damaged is passed over (and reported there).
+  for (auto it = mine.rbegin(); it != mine.rend(); ++it)
+    if (checkpoint_record_problem(*it).empty()) return *it;
+  return std::nullopt;
 }
 
 }  // namespace

@@ -14,10 +14,12 @@
 
 namespace zf {
 
-// What checkpoint.json records about the run that wrote it ("" or 0 where an older zfcore did not).
+// What checkpoint.json records about the run that wrote it ("" or 0 where an older zfcore did not, and
+// all of it when checkpoint.json is not what its save wrote: checkpoint_record_problem).
 struct RecordedRun {
   int64_t world_size = 0, micro_batch = 0, grad_accum = 0;
   std::string config, stage, offload, optimizer, run_name, run_id, config_digest;  // config: the file it ran
+  std::string output_dir;  // the run's output directory, absolute ("" before zfcore recorded it)
   bool zenflow = false;
   int64_t global_batch() const { return world_size * micro_batch * grad_accum; }
 };

@@ -1,5 +1,6 @@
 #include "engine/run_options.hpp"
 
+#include "engine/training_checkpoint.hpp"
 #include "model/transformer_shape.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
@@ -60,6 +61,18 @@ RunOptions RunOptions::read(const RunConfig &config) {
 }
 
 void check_output_paths(const RunConfig &config, const RunOptions &options) {
+  // An export inside a checkpoint directory would go when its checkpoints are replaced or pruned
+  // (checked before any directory is created).
+  if (!options.export_hf.empty()) {
+    std::vector<std::filesystem::path> stores = {checkpoint_dir(config, options.output_dir)};
+    const std::string resume = config.string("checkpoint", "resume");
+    if (resume != "auto" && resume != "never") stores.push_back(store_of(resume));
+    for (const std::filesystem::path &store : stores) {
+      const std::string inside = export_dir_problem(options.export_hf, store);
+      ZF_REQUIRE(inside.empty(), "%s: checkpoint.export_hf = \"%s\" %s", config.where("checkpoint", "export_hf").str().c_str(),
+                 excerpt(options.export_hf).c_str(), inside.c_str());
+    }
+  }
   // checkpoint.dir is written on any run (a stop signal saves one), its default inside output_dir.
   const std::string checkpoints = config.string("checkpoint", "dir");
   const std::tuple<const char *, const char *, std::string> keys[] = {

@@ -73,6 +73,13 @@ std::string local_non_finite(const at::Tensor &values, const std::function<std::
   return format("%s = %g", where(index).c_str(), values.reshape({-1})[index].item<double>());
 }
 
+// The output directory as one absolute path: what tells two runs of one run.name apart.
+std::string absolute_output_dir(const std::string &output_dir) {
+  std::error_code ec;
+  const std::filesystem::path path = std::filesystem::weakly_canonical(std::filesystem::absolute(output_dir, ec), ec);
+  return ec ? output_dir : path.string();
+}
+
 std::string joined(const std::vector<std::string> &names) {
   std::string out;
   for (const std::string &name : names) out += (out.empty() ? "" : ", ") + name;
@@ -125,7 +132,8 @@ std::string TrainingCheckpoints::info(int64_t step) const {
   json.end_array().key("stage").value(identity_.stage).key("offload").value(identity_.offload);
   json.key("zenflow").value(identity_.zenflow).key("micro_batch").value(identity_.micro_batch);
   json.key("grad_accum").value(identity_.grad_accum).key("run_name").value(run_name_).key("run_id").value(run_id_);
-  json.key("config_digest").value(config_digest_).end_object();
+  json.key("config_digest").value(config_digest_).key("output_dir").value(absolute_output_dir(output_dir_));
+  json.end_object();
   return json.str();
 }
 
@@ -163,28 +171,35 @@ std::string TrainingCheckpoints::newest() const {
   return format("the newest checkpoint is %s (step %lld)", saved_path_.c_str(), (long long)saved_step_);
 }
 
-namespace {
-// checkpoint.resume names one checkpoint (a step-N directory with its checkpoint.json): a Hugging
-// Face model, a run's output directory or a directory of checkpoints is named for what it is.
-void require_checkpoint_directory(const std::string &resume, const std::string &where) {
-  const std::filesystem::path dir(resume);
+void require_one_checkpoint(const std::string &dir, const std::string &what, bool resume) {
+  const std::filesystem::path path(dir);
   std::error_code ec;
-  auto has = [&](const char *name) { return std::filesystem::exists(std::filesystem::symlink_status(dir / name, ec)); };
+  auto has = [&](const char *name) { return std::filesystem::exists(std::filesystem::symlink_status(path / name, ec)); };
   if (has("checkpoint.json")) return;
-  const char *key = "checkpoint.resume";
-  ZF_REQUIRE(!has("config.json"), "%s: %s = \"%s\" is a Hugging Face model directory, not a checkpoint: start from "
-             "its weights with model.init_from = \"%s\" (and checkpoint.resume = \"never\")", where.c_str(), key,
-             excerpt(resume).c_str(), excerpt(resume).c_str());
-  ZF_REQUIRE(!has("checkpoints") && !has("summary.json") && !has("steps.jsonl"),
-             "%s: %s = \"%s\" is a run's output directory, not a checkpoint: name one of its checkpoints (%s/"
-             "checkpoints/step-N), or resume its newest with checkpoint.dir = \"%s/checkpoints\" and "
-             "checkpoint.resume = \"auto\"", where.c_str(), key, excerpt(resume).c_str(), excerpt(resume).c_str(),
-             excerpt(resume).c_str());
-  ZF_REQUIRE(checkpoints_in(dir).empty(), "%s: %s = \"%s\" is a directory of checkpoints, not one checkpoint: name "
-             "one of them (%s/step-N), or resume the newest with checkpoint.dir = \"%s\" and checkpoint.resume = "
-             "\"auto\"", where.c_str(), key, excerpt(resume).c_str(), excerpt(resume).c_str(), excerpt(resume).c_str());
+  const std::string shown = excerpt(dir);
+  ZF_REQUIRE(!has("config.json"), "%s is a Hugging Face model directory, not a checkpoint: %s", what.c_str(),
+             resume ? format("start from its weights with model.init_from = \"%s\" (and checkpoint.resume = "
+                             "\"never\")", shown.c_str()).c_str()
+                    : "give a training checkpoint (a step-N directory with a checkpoint.json)");
+  // A run's output directory or a directory of checkpoints: its newest checkpoint is named, and
+  // never a checkpoints/ directory that is not there (a run with its own checkpoint.dir).
+  const bool run_directory = has("checkpoints") || has("summary.json") || has("steps.jsonl");
+  if (run_directory && !has("checkpoints"))
+    throw Error(format("%s is a run's output directory, not a checkpoint, and holds no checkpoints/ (its run saved "
+                       "them in the checkpoint.dir it set): name one checkpoint there, a step-N directory",
+                       what.c_str()));
+  const std::filesystem::path store = run_directory ? path / "checkpoints" : path;
+  const std::vector<std::filesystem::path> held = checkpoints_in(store, false);
+  if (!run_directory && held.empty()) return;  // the checks of the checkpoint itself say what is missing
+  const std::string newest = held.empty() ? "(none yet)" : excerpt(held.back().string());
+  throw Error(format("%s is %s: name one of its checkpoints, e.g. the newest, %s%s", what.c_str(),
+                     run_directory ? "a run's output directory, not a checkpoint"
+                                   : "a directory of checkpoints, not one checkpoint",
+                     newest.c_str(),
+                     resume ? format(" (or resume the newest with checkpoint.dir = \"%s\" and checkpoint.resume = "
+                                     "\"auto\")", excerpt(store.string()).c_str()).c_str()
+                            : ""));
 }
-}  // namespace
 
 std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
                                                           Communicator &comm, bool move_damaged_aside) {
@@ -206,7 +221,7 @@ std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &confi
   std::error_code ec;
   ZF_REQUIRE(std::filesystem::is_directory(resume, ec), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
              where.c_str(), excerpt(resume).c_str());
-  require_checkpoint_directory(resume, where);
+  require_one_checkpoint(resume, format("%s: checkpoint.resume = \"%s\"", where.c_str(), excerpt(resume).c_str()), true);
   const std::string damage = store.damage(resume);
   ZF_REQUIRE(damage.empty(), "%s: checkpoint.resume = \"%s\" is damaged: %s; choose another checkpoint",
              where.c_str(), excerpt(resume).c_str(), damage.c_str());
@@ -316,10 +331,18 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
   } else {
     load_other_layout(*from, loaded, update);
   }
-  // The run continues the checkpoint's run (its id) when it carries the same run.name.
+  // The run continues the checkpoint's run (its id, whose checkpoints it replaces and prunes) when it
+  // carries the same run.name and writes into the same output directory; another is a branch.
   const CheckpointMetadata written = read_checkpoint_metadata(
       SafetensorsFile::open((*from / "rank-00000.safetensors").string()).metadata(), (*from / "rank-00000.safetensors").string());
-  if (written.run_name == run_name_ && !written.run_id.empty()) run_id_ = written.run_id;
+  const std::string here = absolute_output_dir(output_dir_);
+  if (written.run_name == run_name_ && !written.run_id.empty() && recorded.output_dir == here)
+    run_id_ = written.run_id;
+  else if (written.run_name == run_name_ && !written.run_id.empty() && runtime_.comm->rank() == 0)
+    std::printf("zfcore: %s belongs to the run \"%s\" of the output directory %s; this run (in %s) starts from it "
+                "and keeps its own checkpoints: it replaces and prunes only those\n", from->c_str(),
+                written.run_name.c_str(), recorded.output_dir.empty() ? "(not recorded)" : recorded.output_dir.c_str(),
+                here.c_str());
   else if (!written.run_name.empty() && runtime_.comm->rank() == 0)
     std::printf("zfcore: %s belongs to the run \"%s\"; this run (run.name = \"%s\") starts from it and keeps its "
                 "own checkpoints\n", from->c_str(), written.run_name.c_str(), run_name_.c_str());

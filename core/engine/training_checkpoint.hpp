@@ -26,6 +26,12 @@ std::string checkpoint_dir(const RunConfig &config, const std::string &output_di
 std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
                                                           Communicator &comm, bool move_damaged_aside);
 
+// checkpoint.resume, zfcore export and zfcore checkpoint info name one checkpoint (a step-N directory
+// with its checkpoint.json). Throws zf::Error starting with `what` (the key or the argument) when
+// `dir` is a Hugging Face model, a run's output directory or a directory of checkpoints: it says which,
+// and names the newest checkpoint in it (`resume`: and how checkpoint.resume = "auto" would find it).
+void require_one_checkpoint(const std::string &dir, const std::string &what, bool resume);
+
 // Collective: "" when every value of `values`, this rank's elements [begin, ...) of the flat
 // parameters of `layout`, is finite on every rank; else the first one that is not and the parameter
 // it belongs to (the same text on every rank).

@@ -18,9 +18,6 @@
 namespace zf {
 namespace {
 
-constexpr const char *kOwnerMarker = ".zfcore-owner";
-constexpr int kMaxRemoveDepth = 64;
-
 std::string errno_text(int error = errno) { return std::strerror(error); }
 
 // A name this process has not used yet: ".NAME.zf-<token>-<n>.tmp".
@@ -29,46 +26,36 @@ std::string temporary_name_for(const std::string &name) {
   return format(".%s.zf-%s-%d.tmp", excerpt(name, 80).c_str(), process_token().c_str(), ++counter);
 }
 
-void require_entry_name(const std::string &name, const std::string &where) {
-  std::string problem = entry_name_problem(name);
-  ZF_REQUIRE(problem.empty(), "internal: %s: \"%s\" %s", where.c_str(), excerpt(name).c_str(), problem.c_str());
-}
-
-// Removes everything inside the open directory `fd` (links as links), then nothing else.
-std::string empty_tree(int fd, const std::string &path, int depth) {
-  if (depth > kMaxRemoveDepth) return path + ": nested too deep to remove";
-  int listing = dup(fd);
-  DIR *dir = listing >= 0 ? fdopendir(listing) : nullptr;
-  if (!dir) {
-    if (listing >= 0) close(listing);
-    return path + ": " + errno_text();
-  }
-  std::vector<std::string> names;
-  while (dirent *entry = readdir(dir)) {
-    std::string name = entry->d_name;
-    if (name != "." && name != ".." && name != kOwnerMarker) names.push_back(name);
-  }
-  closedir(dir);
-  for (const std::string &name : names) {
-    struct stat info {};
-    if (fstatat(fd, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISDIR(info.st_mode)) {
-      int child = openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (child < 0) return path + "/" + name + ": " + errno_text();
-      std::string why = empty_tree(child, path + "/" + name, depth + 1);
-      // A nested directory's own marker (a tree zfcore created whole) goes with it.
-      unlinkat(child, kOwnerMarker, 0);
-      close(child);
-      if (!why.empty()) return why;
-      if (unlinkat(fd, name.c_str(), AT_REMOVEDIR) != 0) return path + "/" + name + ": " + errno_text();
-    } else if (unlinkat(fd, name.c_str(), 0) != 0 && errno != ENOENT) {
-      return path + "/" + name + ": " + errno_text();
-    }
-  }
+// "" when `name` is one plain directory entry, else why not (entry_name_problem without the
+// reserved names: zfcore's own files are named here).
+std::string plain_entry_problem(const std::string &name) {
+  if (name.empty()) return "is empty";
+  if (name == "." || name == "..") return "names a directory itself, not an entry in it";
+  if (name.find('/') != std::string::npos) return "contains '/': it must be one name, not a path";
+  if (name.find('\0') != std::string::npos) return "contains a NUL character";
+  if (name.size() > 200) return "is longer than 200 characters";
   return "";
 }
 
+// What is at `name` under `fd` when it is no directory, in words ("a FIFO (named pipe)"), for messages.
+std::string entry_kind_words(int fd, const std::string &name) {
+  struct stat info {};
+  if (fstatat(fd, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) return "";
+  if (S_ISREG(info.st_mode)) return "a file";
+  if (S_ISFIFO(info.st_mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(info.st_mode)) return "a socket";
+  if (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)) return "a device";
+  return "";
+}
+
+void require_entry_name(const std::string &name, const std::string &where) {
+  std::string problem = plain_entry_problem(name);
+  ZF_REQUIRE(problem.empty(), "internal: %s: \"%s\" %s", where.c_str(), excerpt(name).c_str(), problem.c_str());
+}
+
 }  // namespace
+
+void Directory::require_name(const std::string &name, const std::string &where) { require_entry_name(name, where); }
 
 const std::string &process_token() {
   static const std::string token = [] {
@@ -81,11 +68,11 @@ const std::string &process_token() {
 }
 
 std::string entry_name_problem(const std::string &name) {
-  if (name.empty()) return "is empty";
-  if (name == "." || name == "..") return "names a directory itself, not an entry in it";
-  if (name.find('/') != std::string::npos) return "contains '/': it must be one name, not a path";
-  if (name.find('\0') != std::string::npos) return "contains a NUL character";
-  if (name.size() > 200) return "is longer than 200 characters";
+  const std::string problem = plain_entry_problem(name);
+  if (!problem.empty()) return problem;
+  // A user's entry named like zfcore's marker or lock would be taken for them (or be overwritten).
+  if (name.rfind(".zfcore", 0) == 0) return "starts with \".zfcore\", which zfcore reserves for its own files (" +
+                                            std::string(kOwnerMarker) + ", .zfcore.lock): choose another name";
   return "";
 }
 
@@ -129,11 +116,15 @@ Directory Directory::subdirectory(const std::string &name, bool create) const {
   if (create && mkdirat(fd_, name.c_str(), 0755) != 0 && errno != EEXIST)
     throw Error(format("cannot create the directory %s: %s", path_of(name).c_str(), errno_text().c_str()));
   int fd = openat(fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int error = errno;
   // A link fails with ELOOP, or with ENOTDIR where O_DIRECTORY is checked first (Linux).
-  if (fd < 0 && (errno == ELOOP || errno == ENOTDIR) && kind_of(name) == "link")
+  if (fd < 0 && (error == ELOOP || error == ENOTDIR) && kind_of(name) == "link")
     throw Error(format("%s is a symbolic link: zfcore does not write where a link points; remove the link or "
                        "choose another directory", path_of(name).c_str()));
-  ZF_REQUIRE(fd >= 0, "cannot open the directory %s: %s", path_of(name).c_str(), errno_text().c_str());
+  const std::string other = fd < 0 && error == ENOTDIR ? entry_kind_words(fd_, name) : "";
+  ZF_REQUIRE(other.empty(), "%s is %s, not a directory: move it away (zfcore creates its directory of that name "
+             "there) or choose another directory", path_of(name).c_str(), other.c_str());
+  ZF_REQUIRE(fd >= 0, "cannot open the directory %s: %s", path_of(name).c_str(), errno_text(error).c_str());
   return Directory(fd, path_of(name));
 }
 
@@ -201,48 +192,6 @@ std::string Directory::rename_entry(const std::string &from, const std::string &
   if (!kind_of(to).empty()) return format("cannot rename %s to %s: it exists", path_of(from).c_str(), to.c_str());
   if (renameat(fd_, from.c_str(), fd_, to.c_str()) == 0) return "";
   return format("cannot rename %s to %s: %s", path_of(from).c_str(), to.c_str(), errno_text().c_str());
-}
-
-Directory Directory::create_owned(const std::string &name, const std::string &owner) const {
-  require_entry_name(name, path_);
-  ZF_REQUIRE(mkdirat(fd_, name.c_str(), 0755) == 0, "cannot create the directory %s: %s", path_of(name).c_str(),
-             errno == EEXIST ? "it exists already" : errno_text().c_str());
-  Directory created = subdirectory(name, false);
-  created.write_atomically(kOwnerMarker, owner + "\n");
-  return created;
-}
-
-std::string Directory::owner_of(const std::string &name) const {
-  int fd = openat(fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return "";
-  int marker = openat(fd, kOwnerMarker, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  close(fd);
-  if (marker < 0) return "";
-  struct stat info {};
-  char text[512] = {};
-  ssize_t n = fstat(marker, &info) == 0 && S_ISREG(info.st_mode) ? pread(marker, text, sizeof text - 1, 0) : -1;
-  close(marker);
-  if (n <= 0) return "";
-  std::string owner(text, size_t(n));
-  while (!owner.empty() && (owner.back() == '\n' || owner.back() == ' ')) owner.pop_back();
-  return owner;
-}
-
-std::string Directory::remove_owned(const std::string &name, const std::string &owner) const {
-  require_entry_name(name, path_);
-  const std::string kind = kind_of(name);
-  if (kind.empty()) return "";
-  if (kind != "dir") return path_of(name) + " is not a directory zfcore created (a " + kind + ")";
-  const std::string found = owner_of(name);
-  if (found.empty()) return path_of(name) + " has no " + kOwnerMarker + " marker: zfcore did not create it";
-  if (owner != "*" && found != owner) return path_of(name) + " belongs to " + found + ", not " + owner;
-  int fd = openat(fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return path_of(name) + ": " + errno_text();
-  std::string why = empty_tree(fd, path_of(name), 0);
-  if (why.empty() && unlinkat(fd, kOwnerMarker, 0) != 0 && errno != ENOENT) why = path_of(name) + ": " + errno_text();
-  close(fd);
-  if (why.empty() && unlinkat(fd_, name.c_str(), AT_REMOVEDIR) != 0) why = path_of(name) + ": " + errno_text();
-  return why;
 }
 
 std::string Directory::remove_own_file(const std::string &name) const {

@@ -27,9 +27,13 @@ namespace zf {
 // temporary name it generates, so its own entries are told apart from anyone else's.
 const std::string &process_token();
 
-// "" when `name` is one plain directory entry (not empty, ".", "..", no '/' or NUL), else why not.
-// Every name a user chooses that becomes an entry (run.name, a bench row) is checked with it.
+// "" when `name` is one plain directory entry (not empty, ".", "..", no '/' or NUL, not one of
+// zfcore's reserved ".zfcore*" names), else why not. Every name a user chooses that becomes an entry
+// (run.name, a bench row) is checked with it.
 std::string entry_name_problem(const std::string &name);
+
+// The ownership marker a directory zfcore creates for itself holds (Directory::create_owned).
+constexpr const char *kOwnerMarker = ".zfcore-owner";
 
 // A directory zfcore writes into, opened once. Move-only; closes its descriptor when destroyed.
 class Directory {
@@ -90,11 +94,22 @@ class Directory {
   // "belongs to run X"). Links inside are removed as links, never followed; the marker goes last,
   // so a removal cut short can be finished later.
   std::string remove_owned(const std::string &name, const std::string &owner) const;
+  // The entries of the directory `name` (links not followed), but its marker: "" missing.
+  std::vector<std::string> entries_of(const std::string &name) const;
+  // Removes from the directory `name`, when its marker says `owner`, only the regular files `files`
+  // (those zfcore wrote there, in that order: a reader must never find half of them); then, when
+  // nothing else is left, its marker and itself. Else its marker goes (what remains is the user's)
+  // and the directory stays: returns why ("holds entries zfcore did not write: notes.txt"); "" when
+  // the directory is gone.
+  std::string remove_owned_files(const std::string &name, const std::string &owner,
+                                 const std::vector<std::string> &files) const;
   // Removes file `name` when this process created it: its name carries process_token(). "" or why not.
   std::string remove_own_file(const std::string &name) const;
 
  private:
   Directory(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  // Throws (an internal error) unless `name` is one plain entry name.
+  static void require_name(const std::string &name, const std::string &where);
   int fd_ = -1;
   std::string path_;
 };

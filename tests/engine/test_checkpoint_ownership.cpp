@@ -128,3 +128,106 @@ TEST_CASE("a step-N link that cannot be followed is a clear error at resume and 
   CHECK(fs::exists(dir + "/summary.json"));
   CHECK(fs::is_symlink(ck + "/step-00000001"));
 }
+
+TEST_CASE("a damaged step-N that zfcore did not write is left where it is, not moved aside", "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_foreign_damaged"), ck = dir + "/checkpoints";
+  REQUIRE(run_small(dir, 2, "--set checkpoint.every=1").exit_code == 0);
+  // The user's own directory, named like a newer checkpoint, with a checkpoint.json of theirs.
+  fs::create_directories(ck + "/step-00000099");
+  write_file(ck + "/step-00000099/checkpoint.json", "{\"mine\": true}\n");
+  write_file(ck + "/step-00000099/notes.txt", "the user's\n");
+  test::Outcome resumed = run_small(dir, 3, "--set checkpoint.every=1");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "first_step") == "3");
+  CHECK_THAT(resumed.output, Catch::Contains("step-00000099 is damaged") && Catch::Contains("left where it is"));
+  CHECK(test::read_text(ck + "/step-00000099/notes.txt") == "the user's\n");
+  CHECK(test::read_text(ck + "/step-00000099/checkpoint.json") == "{\"mine\": true}\n");
+  CHECK_FALSE(fs::exists(ck + "/step-00000099.damaged"));
+}
+
+TEST_CASE("two runs of one run.name in other output directories keep and prune only their own checkpoints",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_same_name"), ck = dir + "/ck";
+  const std::string shared = "--set checkpoint.every=1 --set run.name=x --set checkpoint.dir=" + ck;
+  test::Outcome original = run_small(dir + "/a", 3, shared + " --set checkpoint.keep=10");
+  INFO(original.output);
+  REQUIRE(original.exit_code == 0);
+  // A branch in its own output directory continues from the newest checkpoint of run.name x ...
+  test::Outcome branch = run_small(dir + "/b", 5, shared + " --set checkpoint.keep=1");
+  INFO(branch.output);
+  REQUIRE(branch.exit_code == 0);
+  CHECK(test::json_field(test::read_text(dir + "/b/summary.json"), "first_step") == "4");
+  CHECK_THAT(branch.output, Catch::Contains("of the output directory") && Catch::Contains("keeps its own checkpoints"));
+  // ... and keep = 1 prunes its own step 4, never the original's steps 1-3.
+  for (const char *step : {"step-00000001", "step-00000002", "step-00000003", "step-00000005"})
+    CHECK(fs::exists(ck + "/" + step + "/checkpoint.json"));
+  CHECK_FALSE(fs::exists(ck + "/step-00000004"));
+  // The original, resumed in its own directory from its step 3, does not replace the branch's step 5.
+  test::Outcome again = run_small(dir + "/a", 5, shared + " --set checkpoint.keep=10 --set checkpoint.resume=" + ck +
+                                                     "/step-00000003");
+  INFO(again.output);
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.output, Catch::Contains("step-00000005 is in the way of this run's checkpoint of step 5"));
+  CHECK(fs::exists(ck + "/step-00000005/checkpoint.json"));
+}
+
+TEST_CASE("pruning removes only the files a save wrote: a user's file in a checkpoint stays, with its directory",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_prune_files"), ck = dir + "/checkpoints";
+  const std::string keep_one = "--set checkpoint.every=1 --set checkpoint.keep=1";
+  REQUIRE(run_small(dir, 1, keep_one).exit_code == 0);
+  write_file(ck + "/step-00000001/notes.txt", "the user's\n");
+  test::Outcome pruned = run_small(dir, 3, keep_one);
+  INFO(pruned.output);
+  REQUIRE(pruned.exit_code == 0);
+  CHECK(test::read_text(ck + "/step-00000001/notes.txt") == "the user's\n");
+  CHECK_FALSE(fs::exists(ck + "/step-00000001/checkpoint.json"));  // no checkpoint any more: nothing resumes it
+  CHECK_FALSE(fs::exists(ck + "/step-00000001/rank-00000.safetensors"));
+  CHECK_THAT(pruned.output, Catch::Contains("holds entries zfcore did not write (notes.txt)"));
+  CHECK_FALSE(fs::exists(ck + "/step-00000002"));
+  CHECK(fs::exists(ck + "/step-00000003/checkpoint.json"));
+  // A step a run writes again (resumed from an earlier one) is refused while it holds a user's file.
+  REQUIRE(run_small(dir, 4, "--set checkpoint.every=1 --set checkpoint.keep=2").exit_code == 0);
+  write_file(ck + "/step-00000004/notes.txt", "the user's\n");
+  test::Outcome again = run_small(dir, 4, "--set checkpoint.every=1 --set checkpoint.keep=2 --set checkpoint.resume=" +
+                                              ck + "/step-00000003");
+  INFO(again.output);
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.output, Catch::Contains("step-00000004 holds notes.txt, which zfcore did not write: move it away"));
+  CHECK(test::read_text(ck + "/step-00000004/notes.txt") == "the user's\n");
+  CHECK(fs::exists(ck + "/step-00000004/checkpoint.json"));
+}
+
+TEST_CASE("checkpoint verify checks checkpoint.json against its checksum and refuses absurd nesting",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_record"), ck = dir + "/checkpoints";
+  REQUIRE(run_small(dir, 3, "--set checkpoint.every=1 --set checkpoint.keep=3").exit_code == 0);
+  auto edit = [](const std::string &path, const std::string &from, const std::string &to) {
+    std::string text = test::read_text(path);
+    const size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    write_file(path, text.replace(at, from.size(), to));
+  };
+  // world_size 1 -> 2: another global batch for checkpoint.resume_batch = "keep", another layout.
+  edit(ck + "/step-00000003/checkpoint.json", "\"world_size\":1", "\"world_size\":2");
+  test::Outcome verify = test::run_command(test::zfcore() + " checkpoint verify " + ck + "/step-00000003");
+  INFO(verify.output);
+  CHECK(verify.exit_code == 1);
+  CHECK_THAT(verify.output, Catch::Contains("step-00000003/checkpoint.json does not match the checksum") &&
+                                Catch::Contains("rank-00000.safetensors records"));
+  // micro_batch edited: a resume of it names the damage, not a global batch nobody trained with.
+  edit(ck + "/step-00000002/checkpoint.json", "\"micro_batch\":16", "\"micro_batch\":4");
+  test::Outcome resume = run_small(dir + "/b", 4, "--set checkpoint.resume=" + ck + "/step-00000002");
+  INFO(resume.output);
+  CHECK(resume.exit_code == 1);
+  CHECK_THAT(resume.output, Catch::Contains("is damaged") && Catch::Contains("checkpoint.json does not match"));
+  CHECK_THAT(resume.output, !Catch::Contains("global batch"));
+  // 200,000 levels of nesting: a located refusal, not a crash nor "ok".
+  write_file(ck + "/step-00000001/checkpoint.json", std::string(200000, '[') + std::string(200000, ']'));
+  test::Outcome deep = test::run_command(test::zfcore() + " checkpoint verify " + ck + "/step-00000001");
+  INFO(deep.output);
+  CHECK(deep.exit_code == 1);
+  CHECK_THAT(deep.output, Catch::Contains("step-00000001/checkpoint.json: not valid JSON: arrays and objects nest "
+                                          "deeper than 256 levels (at byte 256)"));
+}

@@ -1,0 +1,142 @@
+// checkpoint_directory.cpp: which entries of a checkpoint directory are checkpoints and whose, and
+// what a save may remove there (checkpoint_directory.hpp).
+#include "checkpoint/checkpoint_directory.hpp"
+
+#include "checkpoint/checkpoint_metadata.hpp"
+#include "checkpoint/safetensors.hpp"
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <algorithm>
+
+namespace zf {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// What a save writes into a checkpoint's directory (besides the ownership marker): checkpoint.json
+// and the rank files. A user's file put there is not zfcore's to remove.
+bool written_by_save(const std::string &entry) {
+  if (entry == "checkpoint.json") return true;
+  const std::string prefix = "rank-", suffix = ".safetensors";
+  return entry.size() == prefix.size() + 5 + suffix.size() && entry.rfind(prefix, 0) == 0 && ends_with(entry, suffix) &&
+         entry.find_first_not_of("0123456789", prefix.size()) == prefix.size() + 5;
+}
+
+}  // namespace
+
+std::string checkpoint_step_name(int64_t step) { return format("step-%08lld", (long long)step); }
+std::string checkpoint_rank_file(int rank) { return format("rank-%05d.safetensors", rank); }
+
+std::string checkpoint_own_name(int64_t step, const std::string &owner, const char *suffix) {
+  return checkpoint_step_name(step) + "." + owner + suffix;
+}
+
+std::vector<std::string> checkpoint_foreign_entries(const Directory &store, const std::string &name) {
+  std::vector<std::string> foreign;
+  const std::vector<std::string> entries = store.entries_of(name);
+  if (entries.empty()) return foreign;
+  const Directory inside = store.subdirectory(name, false);
+  for (const std::string &entry : entries)
+    if (!written_by_save(entry) || inside.kind_of(entry) != "file") foreign.push_back(entry);
+  return foreign;
+}
+
+std::string remove_checkpoint(const Directory &store, const std::string &name, const std::string &run_id) {
+  if (store.owner_of(name) != run_id) return "not this run's (no marker of run " + run_id + ")";
+  if (!checkpoint_foreign_entries(store, name).empty()) {
+    std::vector<std::string> ours = {"checkpoint.json"};
+    for (const std::string &entry : store.entries_of(name))
+      if (written_by_save(entry) && entry != "checkpoint.json") ours.push_back(entry);
+    return store.remove_owned_files(name, run_id, ours);
+  }
+  const std::string doomed = checkpoint_own_name(checkpoint_step_of_name(name), run_id, ".deleting");
+  const std::string why = store.rename_entry(name, doomed);
+  return why.empty() ? store.remove_owned(doomed, run_id) : why;
+}
+
+void remove_checkpoint_leftovers(const Directory &store, const std::string &run_id) {
+  if (run_id.empty()) return;
+  std::error_code ec;
+  std::vector<std::string> doomed;
+  for (const auto &entry : fs::directory_iterator(store.path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (ends_with(name, "." + run_id + ".tmp") || ends_with(name, "." + run_id + ".deleting")) doomed.push_back(name);
+  }
+  for (const std::string &name : doomed) store.remove_owned(name, run_id);
+}
+
+std::string checkpoint_run_name(const fs::path &checkpoint) {
+  try {
+    const fs::path first = checkpoint / checkpoint_rank_file(0);
+    return read_checkpoint_metadata(SafetensorsFile::open(first.string()).metadata(), first.string()).run_name;
+  } catch (const Error &) {
+    return "";
+  }
+}
+
+int64_t checkpoint_step_of_name(const fs::path &checkpoint) {
+  const std::string name = checkpoint.filename().string();
+  if (name.size() <= 5 || name.rfind("step-", 0) != 0 || name.size() > 5 + 18) return -1;
+  if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
+  return std::stoll(name.substr(5));
+}
+
+std::string export_dir_problem(const fs::path &export_dir, const fs::path &checkpoints) {
+  std::error_code ec;
+  const fs::path out = fs::weakly_canonical(fs::absolute(export_dir, ec), ec);
+  const fs::path store = fs::weakly_canonical(fs::absolute(checkpoints, ec), ec);
+  if (ec || store.empty()) return "";
+  if (std::mismatch(store.begin(), store.end(), out.begin(), out.end()).first != store.end()) return "";
+  const bool one = fs::exists(store / "checkpoint.json", ec);
+  return format("is %s%s %s, %s: export into a directory of its own, outside it (e.g. %s)",
+                out == store ? "" : "inside ", one ? "the checkpoint" : "the checkpoint directory", store.c_str(),
+                one ? "which runs replace and prune" : "whose checkpoints runs write, replace and prune",
+                (store.parent_path() / (store.filename().string() + "-hf")).c_str());
+}
+
+fs::path store_of(const fs::path &checkpoint) {
+  const fs::path whole = checkpoint.filename().empty() ? checkpoint.parent_path() : checkpoint;  // "step-5/"
+  return checkpoint_step_of_name(whole) >= 0 && whole.has_parent_path() ? whole.parent_path() : whole;
+}
+
+std::vector<fs::path> checkpoints_in(const fs::path &directory, bool strict) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  if (!fs::is_directory(directory, ec)) return found;
+  for (const auto &entry : fs::directory_iterator(directory, ec)) {
+    if (checkpoint_step_of_name(entry.path()) < 0) continue;
+    std::error_code link_ec;
+    const bool is_directory = fs::is_directory(entry.path(), link_ec);  // through a link
+    if (link_ec) {  // a link to itself, a loop, a dangling link
+      const std::string why = format("%s cannot be read as a checkpoint: %s; remove it or make it a checkpoint "
+                                     "directory", entry.path().c_str(), link_ec.message().c_str());
+      if (strict) throw Error(why);
+      log_warn(why + " (skipped)");
+      continue;
+    }
+    if (is_directory && fs::exists(entry.path() / "checkpoint.json", link_ec)) found.push_back(entry.path());
+  }
+  // By the step number: step-100000000 is newer than step-99999999, though it sorts before it as text.
+  std::sort(found.begin(), found.end(), [](const fs::path &a, const fs::path &b) {
+    return checkpoint_step_of_name(a) < checkpoint_step_of_name(b);
+  });
+  return found;
+}
+
+std::vector<fs::path> checkpoints_of_run(const fs::path &directory, const std::string &run_name,
+                                         std::vector<fs::path> *others, bool strict) {
+  std::vector<fs::path> mine;
+  for (const fs::path &checkpoint : checkpoints_in(directory, strict)) {
+    const std::string name = checkpoint_run_name(checkpoint);
+    if (name.empty() || name == run_name) mine.push_back(checkpoint);
+    else if (others) others->push_back(checkpoint);
+  }
+  return mine;
+}
+
+}  // namespace zf

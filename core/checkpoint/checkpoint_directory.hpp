@@ -1,0 +1,60 @@
+// checkpoint_directory.hpp: a checkpoint directory (checkpoint.dir) and its entries: which are
+// checkpoints (step-N with a checkpoint.json) and of which run, and what a save may remove there,
+// through the filesystem rule (runtime/files.hpp). A checkpoint directory is created by its run with
+// an ownership marker naming the run id, under a name that carries the id too (step-N.RUNID.tmp,
+// renamed step-N when whole; step-N.RUNID.deleting while pruned). A save removes only directories
+// whose marker names its run, and in them only the files a save writes (checkpoint.json, the rank
+// files): never an entry matched by a pattern alone, never another run's checkpoint, never one of an
+// older zfcore (no marker), never a user's file put into a checkpoint.
+#pragma once
+
+#include "runtime/files.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace zf {
+
+// The names a save gives: step-NNNNNNNN, rank-NNNNN.safetensors, and step-N.OWNER<suffix> for its
+// own temporary (".tmp") and doomed (".deleting") directories.
+std::string checkpoint_step_name(int64_t step);
+std::string checkpoint_rank_file(int rank);
+std::string checkpoint_own_name(int64_t step, const std::string &owner, const char *suffix);
+// N of a directory named step-N, or -1.
+int64_t checkpoint_step_of_name(const std::filesystem::path &checkpoint);
+
+// The complete checkpoints (step-N with a checkpoint.json) in `directory`, oldest first by step. A
+// step-N entry that cannot be followed (a link to itself, a loop) is an error naming it (strict),
+// or skipped with a warning.
+std::vector<std::filesystem::path> checkpoints_in(const std::filesystem::path &directory, bool strict = true);
+// ... of the run named `run_name` (and those of format 1, which name no run); the others' go to `others`.
+std::vector<std::filesystem::path> checkpoints_of_run(const std::filesystem::path &directory, const std::string &run_name,
+                                                      std::vector<std::filesystem::path> *others, bool strict = true);
+// The run name recorded in a checkpoint's rank-0 file ("" for checkpoints of format 1 or unreadable
+// ones: the damage check says what is wrong with those).
+std::string checkpoint_run_name(const std::filesystem::path &checkpoint);
+
+// The entries of checkpoint `name` in `store` that no save wrote (a user's notes, a link, a directory).
+std::vector<std::string> checkpoint_foreign_entries(const Directory &store, const std::string &name);
+// Removes this run's checkpoint `name`: out of the store first (one rename to a name of this run),
+// then deleted, so that a kill in the middle leaves step-N.RUNID.deleting, which this run's next save
+// removes, never a half-deleted checkpoint that looks like a step. One holding a user's files loses
+// only what its save wrote (checkpoint.json first: it is no checkpoint any more) and stays with
+// them. "" or why it was left.
+std::string remove_checkpoint(const Directory &store, const std::string &name, const std::string &run_id);
+// Removes what an interrupted save or prune of this run left behind: step-N.RUNID.tmp and
+// step-N.RUNID.deleting carrying its marker. Anything else (a user's step-notes/, an export under
+// step-5-hf/, another run's leftovers) is not this run's to remove.
+void remove_checkpoint_leftovers(const Directory &store, const std::string &run_id);
+
+// "" when `export_dir` (checkpoint.export_hf, zfcore export's OUT_DIR) lies outside `checkpoints` (a
+// checkpoint.dir, or one checkpoint), else why not ("is inside the checkpoint directory ..."): runs
+// write, replace and prune what is in there, and an export there would go with it.
+std::string export_dir_problem(const std::filesystem::path &export_dir, const std::filesystem::path &checkpoints);
+// The checkpoint directory that `checkpoint` lies in (a step-N directory is saved into one), or the
+// checkpoint itself when its name is another: what an export must stay out of.
+std::filesystem::path store_of(const std::filesystem::path &checkpoint);
+
+}  // namespace zf
