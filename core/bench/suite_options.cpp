@@ -179,10 +179,12 @@ int index_of(const Table &table, const std::string &name) {
 SuiteRow convergence_row(const std::string &spec, const std::map<std::string, std::string> &values) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
-  if (!entry_name_problem(name).empty() ||
+  const std::string problem = entry_name_problem(name);
+  if (!problem.empty() ||
       name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
     throw UsageError("--rows " + spec + ": a row's name is letters, digits, '.', '_' or '-', and not '.' or '..' "
-                     "(it names its run directory), followed by ':' and its overrides");
+                     "(it names its run directory), followed by ':' and its overrides" +
+                     (problem.empty() ? "" : "; \"" + name + "\" " + problem));
   std::vector<std::string> items;
   if (colon == std::string::npos) items.push_back(name);
   std::stringstream list(colon == std::string::npos ? "" : spec.substr(colon + 1));

@@ -59,6 +59,9 @@ std::string generation_config(const nlohmann::json &config, const std::string &s
   nlohmann::json generation = {{"_from_model_config", true}};
   std::error_code ec;
   if (!source.empty() && std::filesystem::exists(std::filesystem::symlink_status(path, ec))) {
+    const std::string outside = path_inside_problem(source, "generation_config.json");
+    ZF_REQUIRE(outside.empty(), "%s %s; zfcore reads a model's files only from inside its directory: copy the file "
+               "there", path.c_str(), outside.c_str());
     generation = read_json_file(path, kMaxHfJsonBytes);
   } else {
     for (const char *key : {"bos_token_id", "eos_token_id", "pad_token_id"})
@@ -75,6 +78,9 @@ void copy_tokenizer_files(const std::string &from, const Directory &directory, P
     std::string source = from + "/" + name;
     std::error_code ec;
     if (!std::filesystem::exists(std::filesystem::symlink_status(source, ec))) continue;
+    const std::string outside = path_inside_problem(from, name);  // not copied from outside into the export
+    ZF_REQUIRE(outside.empty(), "%s %s; zfcore reads a model's files only from inside its directory: copy the file "
+               "there", source.c_str(), outside.c_str());
     std::string text;
     std::string why = read_regular_file(source, kMaxTokenizerFileBytes, &text);
     ZF_REQUIRE(why.empty(), "%s: cannot copy it into the export %s: %s", source.c_str(), directory.path().c_str(),

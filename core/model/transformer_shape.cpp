@@ -281,6 +281,10 @@ TransformerShape shape_from_hf_config(const json &config, const std::string &sou
 TransformerShape read_hf_config(const std::string &directory) {
   std::string path = directory + "/config.json";
   std::string text;
+  // A link that leads out of the model's directory is not its file (the input rule, input.hpp).
+  const std::string outside = path_inside_problem(directory, "config.json");
+  ZF_REQUIRE(outside.empty(), "%s %s; zfcore reads a model's files only from inside its directory: copy the file there", path.c_str(),
+             outside.c_str());
   std::string why = read_regular_file(path, 16 << 20, &text);
   ZF_REQUIRE(why.empty(), "%s: cannot read: %s (is %s a Hugging Face checkpoint directory?)", path.c_str(),
              why.c_str(), directory.c_str());

@@ -24,7 +24,7 @@
 namespace zf {
 
 namespace {
-constexpr uint64_t kMaxStepLogBytes = uint64_t(16) << 30;
+constexpr size_t kMaxStepLogLineBytes = size_t(1) << 20;  // a row is a few kB, with rank timers of many ranks more
 
 // The step log `name`, opened to append without following a link (runtime/files.hpp).
 std::FILE *open_output(const Directory &out, const std::string &name) {
@@ -45,20 +45,25 @@ void drop_rows_after(const Directory &out, const std::string &name, int64_t last
     out.write_atomically(name, "");
     return;
   }
-  std::string text;
-  const std::string why = read_regular_file(out.path_of(name), kMaxStepLogBytes, &text);
+  // Line by line into the new file: a step log of any size is read in bounded memory, and a line
+  // longer than any row zfcore writes (not one of its rows) is left out.
+  PendingFile kept(out, name);
+  uint64_t dropped_long = 0;
+  const std::string why = for_each_line(out.path_of(name), kMaxStepLogLineBytes, [&](const TextLine &line) {
+    if (line.too_long) return ++dropped_long, true;
+    if (!line.complete) return true;  // a write cut short
+    size_t digits = line.text.find_first_of("0123456789");
+    bool row = digits != std::string::npos && (digits == 0 || line.text.rfind("{\"step\":", 0) == 0);
+    if (!(row && std::strtoll(line.text.c_str() + digits, nullptr, 10) > last_step)) kept.write(line.text + "\n");
+    return true;
+  });
   ZF_REQUIRE(why.empty(), "%s: cannot read it to resume the step log: %s; move it away (the run writes a new one)",
              out.path_of(name).c_str(), why.c_str());
-  text.erase(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
-  std::istringstream in(text);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    size_t digits = line.find_first_of("0123456789");
-    bool row = digits != std::string::npos && (digits == 0 || line.rfind("{\"step\":", 0) == 0);
-    if (row && std::strtoll(line.c_str() + digits, nullptr, 10) > last_step) continue;
-    kept += line + "\n";
-  }
-  out.write_atomically(name, kept);
+  if (dropped_long)
+    log_warn(format("%s: %llu line(s) longer than %llu bytes are not rows zfcore wrote: left out of the resumed step "
+                    "log", out.path_of(name).c_str(), (unsigned long long)dropped_long,
+                    (unsigned long long)kMaxStepLogLineBytes));
+  kept.commit();
 }
 
 }  // namespace
@@ -84,9 +89,10 @@ RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, const
   if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(output_dir_ / "tensorboard");
   if (!continuing) return;
   points_ = read_run_points(output_dir_ / "steps.jsonl");
-  std::ifstream csv(output_dir_ / "steps.csv");
-  std::string header;
-  if (std::getline(csv, header) && !header.empty()) csv_columns_ = csv_fields(header);
+  for_each_line(out.path_of("steps.csv"), kMaxStepLogLineBytes, [&](const TextLine &header) {
+    if (!header.text.empty() && !header.too_long) csv_columns_ = csv_fields(header.text);
+    return false;  // the first line only
+  });
 }
 
 RunReport::~RunReport() {
@@ -216,21 +222,16 @@ void RunReport::write_csv(const StepRecord &r) {
 
 void RunReport::rewrite_csv(const std::vector<std::string> &old_columns) {
   const std::filesystem::path path = output_dir_ / "steps.csv";
-  std::string text;
-  {
-    std::ifstream in(path, std::ios::binary);
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  std::fflush(csv_);
   std::string rewritten = csv_line(csv_columns_) + "\n";
-  std::istringstream rows(text);
-  std::string line;
-  std::getline(rows, line);  // the old header
-  while (std::getline(rows, line)) {
-    std::vector<std::string> fields = csv_fields(line);
+  for_each_line(path.string(), kMaxStepLogLineBytes, [&](const TextLine &line) {
+    if (line.number == 1 || !line.complete || line.too_long) return true;  // the old header; no row of ours
+    std::vector<std::string> fields = csv_fields(line.text);
     StepColumns cells;
     for (size_t i = 0; i < fields.size() && i < old_columns.size(); ++i) cells.emplace_back(old_columns[i], fields[i]);
     rewritten += csv_row(csv_columns_, cells) + "\n";
-  }
+    return true;
+  });
   std::fclose(csv_);
   csv_ = nullptr;
   try {  // whole or not at all, and never through a link

@@ -3,6 +3,8 @@
 #include "report/report.hpp"
 #include "report/svg_chart.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
+#include "runtime/log.hpp"
 #include "runtime/memory.hpp"
 
 #include <nlohmann/json.hpp>
@@ -26,22 +28,43 @@ RunPoint run_point(const StepRecord &r) {
 
 std::vector<RunPoint> read_run_points(const std::filesystem::path &steps_jsonl) {
   std::vector<RunPoint> points;
-  std::ifstream in(steps_jsonl);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
-    RunPoint p;
-    p.step = j.value("step", int64_t(0));
-    p.loss = j.value("loss", 0.0);
-    p.eval_loss = j.value("eval_loss", -1.0);
-    p.lr = j.value("lr", 0.0);
-    p.step_ms = j.value("step_ms", 0.0);
-    if (j.contains("memory_bytes") && j["memory_bytes"].is_object())
-      for (int tier = 0; tier < ZF_TIER_COUNT; ++tier) p.memory[tier] = j["memory_bytes"].value(tier_name(zf_tier(tier)), uint64_t(0));
-    if (j.contains("gpu_peak_bytes") && j["gpu_peak_bytes"].is_object())
-      p.gpu_peak = j["gpu_peak_bytes"].value("allocated", uint64_t(0));
-    points.push_back(p);
-  }
+  uint64_t first_bad = 0, bad = 0;
+  std::string why_bad;
+  // Line by line (a log of any size in bounded memory); a row that is not one zfcore wrote (a value of
+  // another type, nesting, a line past 1 MiB) is left out of the charts and named once.
+  for_each_line(steps_jsonl.string(), size_t(1) << 20, [&](const TextLine &line) {
+    if (!line.complete || line.text.empty()) return true;
+    std::string problem = line.too_long ? "longer than 1 MiB" : "";
+    nlohmann::json j;
+    if (problem.empty()) {
+      try {
+        j = parse_json(line.text, "the row");
+        if (!j.is_object() || !j.contains("step")) return true;  // not a row
+        RunPoint p;
+        p.step = j.value("step", int64_t(0));
+        p.loss = j.value("loss", 0.0);
+        p.eval_loss = j.value("eval_loss", -1.0);
+        p.lr = j.value("lr", 0.0);
+        p.step_ms = j.value("step_ms", 0.0);
+        if (j.contains("memory_bytes") && j["memory_bytes"].is_object())
+          for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
+            p.memory[tier] = j["memory_bytes"].value(tier_name(zf_tier(tier)), uint64_t(0));
+        if (j.contains("gpu_peak_bytes") && j["gpu_peak_bytes"].is_object())
+          p.gpu_peak = j["gpu_peak_bytes"].value("allocated", uint64_t(0));
+        points.push_back(p);
+      } catch (const nlohmann::json::exception &e) {  // a value of another type than zfcore writes
+        problem = excerpt(e.what(), 200);
+      } catch (const Error &e) {
+        problem = e.what();
+      }
+    }
+    if (!problem.empty() && bad++ == 0) first_bad = line.number, why_bad = problem;
+    return true;
+  });
+  if (bad)
+    log_warn(format("%s:%llu: not a step row zfcore writes (%s)%s: left out of the run's charts (report.html); fix or "
+                    "remove the line(s)", steps_jsonl.c_str(), (unsigned long long)first_bad, why_bad.c_str(),
+                    bad > 1 ? format(", and %llu more line(s)", (unsigned long long)(bad - 1)).c_str() : ""));
   return points;
 }
 

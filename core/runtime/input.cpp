@@ -45,6 +45,17 @@ size_t too_deep_at(const std::string &text, int max_depth) {
   return std::string::npos;
 }
 
+// The parser's message without the bytes it read ("; last read: 'root:x'"): a file that is not the
+// JSON it claims to be (a link to another file) must not show its content in an error; the line
+// and column say where.
+std::string without_bytes_read(std::string message) {
+  const size_t begin = message.find("; last read: '");
+  if (begin == std::string::npos) return message;
+  const size_t expected = message.find("'; expected", begin);
+  message.erase(begin, expected == std::string::npos ? std::string::npos : expected + 1 - begin);
+  return message;
+}
+
 }  // namespace
 
 std::string regular_file_problem(const std::string &path) {
@@ -103,6 +114,42 @@ std::string read_regular_file(const std::string &path, uint64_t max_bytes, std::
   return why;
 }
 
+std::string for_each_line(const std::string &path, size_t max_line_bytes,
+                          const std::function<bool(const TextLine &)> &take) {
+  std::string why;
+  int fd = open_regular_file(path, &why);
+  if (fd < 0) return why;
+  TextLine line;
+  line.number = 1;
+  bool going = true;
+  char buffer[1 << 16];
+  while (going) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) why = std::strerror(errno);
+    if (n <= 0) break;
+    for (const char *p = buffer, *end = buffer + n; p < end && going;) {
+      const char *newline = static_cast<const char *>(std::memchr(p, '\n', size_t(end - p)));
+      const char *stop = newline ? newline : end;
+      const size_t room = max_line_bytes - std::min(max_line_bytes, line.text.size());
+      if (size_t(stop - p) > room) line.too_long = true;
+      line.text.append(p, std::min(size_t(stop - p), room));
+      p = newline ? newline + 1 : end;
+      if (!newline) continue;
+      going = take(line);
+      line.text.clear();
+      line.too_long = false;
+      ++line.number;
+    }
+  }
+  close(fd);
+  if (going && why.empty() && (!line.text.empty() || line.too_long)) {
+    line.complete = false;
+    take(line);
+  }
+  return why;
+}
+
 std::string path_inside_problem(const std::string &directory, const std::string &relative) {
   namespace fs = std::filesystem;
   if (relative.empty()) return "is empty";
@@ -140,7 +187,7 @@ nlohmann::json parse_json(const std::string &text, const std::string &source) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception &e) {
-    throw Error(format("%s: not valid JSON: %s", source.c_str(), excerpt(e.what(), 200).c_str()));
+    throw Error(format("%s: not valid JSON: %s", source.c_str(), excerpt(without_bytes_read(e.what()), 200).c_str()));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace zf {
@@ -23,6 +24,21 @@ int open_regular_file(const std::string &path, std::string *why);
 // Reads the whole regular file into *text; "" on success, else why not (including "is larger
 // than N bytes" past max_bytes).
 std::string read_regular_file(const std::string &path, uint64_t max_bytes, std::string *text);
+
+// One line of a text file read by for_each_line: its text without the '\n' (the first max_line_bytes
+// of it when too_long), its number (1 for the first), and whether a '\n' ended it (a last line cut
+// short by a crash has none).
+struct TextLine {
+  std::string text;
+  uint64_t number = 0;
+  bool complete = true, too_long = false;
+};
+
+// Calls take() for each line of the regular file at `path`, a block at a time: a file of any size is
+// read in bounded memory (a line past max_line_bytes is passed cut, too_long set, and its rest
+// skipped). take() returns false to stop. "" on success, else why the file cannot be read.
+std::string for_each_line(const std::string &path, size_t max_line_bytes,
+                          const std::function<bool(const TextLine &)> &take);
 
 // "" when `relative`, a path one file names for another of `directory` (a weight_map entry, a
 // shard), stays inside `directory`: not absolute, no ".." component, no link on the way leading

@@ -20,8 +20,13 @@ std::unique_ptr<Tokenizer> make_tokenizer(const RunConfig &config) {
              kind == "hf" ? "tokenizer.json" : "tokenizer.model");
   // A model directory (as downloaded from the Hub) stands for the usual file inside it.
   struct stat info {};
-  if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
-    path += kind == "hf" ? "/tokenizer.json" : "/tokenizer.model";
+  if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    const std::string name = kind == "hf" ? "tokenizer.json" : "tokenizer.model";
+    const std::string outside = path_inside_problem(path, name);  // a link out of it is not the model's file
+    ZF_REQUIRE(outside.empty(), "%s: data.tokenizer_path: %s/%s %s; zfcore reads a model's files only from inside "
+               "its directory: copy the file there", where.c_str(), path.c_str(), name.c_str(), outside.c_str());
+    path += "/" + name;
+  }
   // Says which: missing, a directory, a FIFO (read, it would wait for a writer forever).
   const std::string problem = regular_file_problem(path);
   ZF_REQUIRE(problem.empty(), "%s: data.tokenizer_path: %s: %s", where.c_str(), path.c_str(), problem.c_str());

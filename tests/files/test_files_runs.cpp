@@ -280,3 +280,139 @@ TEST_CASE("messages: convert refuses what run would, checkpoint verify names a f
   CHECK(loop.exit_code == 1);
   CHECK_THAT(loop.output, Catch::Contains("a link loop"));
 }
+
+// ---- a recount of the red-team's cases (issue 45): what was left ------------------------------
+
+TEST_CASE("inputs: a model's file that links outside its directory is refused, its bytes never shown", "[files]") {
+  const std::string dir = scratch_dir("inputs_links_out");
+  const std::string secret = "SECRET-LINE-1: root:x:0:0:root:/root:/bin/bash\n";
+  write_text(dir + "/secret.txt", secret);
+  auto first = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/run --set checkpoint.export_hf=" + dir +
+                           "/hf");
+  REQUIRE(first.exit_code == 0);
+  // model.safetensors of init_from as a link to a file outside the model's directory.
+  fs::create_directories(dir + "/model");
+  fs::copy_file(dir + "/hf/config.json", dir + "/model/config.json");
+  fs::create_symlink(dir + "/secret.txt", dir + "/model/model.safetensors");
+  auto weights = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/o1 --set model.init_from=" + dir + "/model");
+  INFO(weights.output);
+  CHECK(weights.exit_code == 1);
+  CHECK_THAT(weights.output, Catch::Contains("model/model.safetensors leads outside") &&
+                                 Catch::Contains("copy the file there"));
+  // tokenizer.json of a tokenizer directory, the same.
+  fs::create_directories(dir + "/tokenizer");
+  fs::create_symlink(dir + "/secret.txt", dir + "/tokenizer/tokenizer.json");
+  auto tokenizer = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/o2 --set data.tokenizer=hf "
+                               "--set model.vocab=0 --set data.tokenizer_path=" + dir + "/tokenizer");
+  INFO(tokenizer.output);
+  CHECK(tokenizer.exit_code == 1);
+  CHECK_THAT(tokenizer.output, Catch::Contains("tokenizer/tokenizer.json leads outside"));
+  // A file named directly is the user's choice, but a file that is no JSON shows no byte of it.
+  auto named = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/o3 --set data.tokenizer=hf "
+                           "--set model.vocab=0 --set data.tokenizer_path=" + dir + "/secret.txt");
+  INFO(named.output);
+  CHECK(named.exit_code == 1);
+  CHECK_THAT(named.output, Catch::Contains("secret.txt: not valid JSON"));
+  for (const auto *outcome : {&weights, &tokenizer, &named})
+    CHECK_THAT(outcome->output, !Catch::Contains("SECRET") && !Catch::Contains("root:x"));
+}
+
+TEST_CASE("runs: a FIFO where the tensorboard directory goes is named as such", "[files]") {
+  const std::string dir = scratch_dir("runs_fifo_tensorboard"), out = dir + "/out";
+  fs::create_directories(out);
+  REQUIRE(mkfifo((out + "/tensorboard").c_str(), 0644) == 0);
+  auto run = run_command(tiny_run(dir) + "--set run.output_dir=" + out + " --set run.tensorboard=true");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, Catch::Contains(out + "/tensorboard is a FIFO (named pipe), not a directory: move it away"));
+  CHECK_THAT(run.output, !Catch::Contains("internal error"));
+}
+
+TEST_CASE("bench: a row named like zfcore's own files is refused", "[files]") {
+  const std::string dir = scratch_dir("bench_reserved_rows");
+  auto outcome = run_command("timeout 60 " + zf::test::zfcore() + " bench convergence --device cpu --num-steps 2 "
+                             "--rows '.zfcore-owner:none' --output-dir " + dir);
+  INFO(outcome.output);
+  CHECK(outcome.exit_code == 2);
+  CHECK_THAT(outcome.output, Catch::Contains("\".zfcore-owner\" starts with \".zfcore\", which zfcore reserves"));
+  CHECK_THAT(outcome.output, !Catch::Contains("internal error"));
+}
+
+TEST_CASE("runs: a resumed step log is read line by line; a row of another type or past 1 MiB is named, not fatal",
+          "[files]") {
+  const std::string dir = scratch_dir("runs_step_log_rows"), out = dir + "/out";
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out).exit_code == 0);
+  std::string log = read_text(out + "/steps.jsonl");
+  const size_t loss = log.find("\"loss\":");
+  REQUIRE(loss != std::string::npos);
+  log.insert(loss + 7, "\"high\",\"was\":");  // "loss":"high" on line 1
+  write_text(out + "/steps.jsonl", log);
+  auto resumed = run_command(tiny_run(dir, 3) + "--set run.output_dir=" + out);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains(out + "/steps.jsonl:1: not a step row zfcore writes"));
+  CHECK_THAT(resumed.output, !Catch::Contains("internal error"));
+  // A step log of 768 MiB in one line (a sparse file) is read in bounded memory: the run's address
+  // space (about 500 MiB without it) is limited to less than both together, and the line is left
+  // out with a note.
+  fs::resize_file(out + "/steps.jsonl", uint64_t(768) << 20);
+  auto huge = run_command("ulimit -v 1000000; " + tiny_run(dir, 4) + "--set run.output_dir=" + out);
+  INFO(huge.output);
+  CHECK(huge.exit_code == 0);
+  CHECK_THAT(huge.output, Catch::Contains("longer than 1048576 bytes are not rows zfcore wrote"));
+  CHECK(fs::file_size(out + "/steps.jsonl") < (uint64_t(1) << 20));
+}
+
+TEST_CASE("export: OUT_DIR inside the checkpoint directory, a file as OUT_DIR and a directory of checkpoints as "
+          "CHECKPOINT are refused with the argument named", "[files]") {
+  const std::string dir = scratch_dir("export_arguments"), ck = dir + "/run/checkpoints";
+  auto first = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/run --set checkpoint.every=1");
+  REQUIRE(first.exit_code == 0);
+  const std::string step = ck + "/step-00000002", zfcore = "timeout 120 " + zf::test::zfcore();
+  for (const std::string &into : {step, ck + "/hf", ck}) {
+    auto outcome = run_command(zfcore + " export " + step + " " + into);
+    INFO(outcome.output);
+    CHECK(outcome.exit_code == 1);
+    CHECK_THAT(outcome.output, Catch::Contains("zfcore export: OUT_DIR " + into + " is ") &&
+                                   Catch::Contains("the checkpoint directory") && Catch::Contains("checkpoints-hf"));
+  }
+  CHECK_FALSE(fs::exists(step + "/config.json"));
+  CHECK_FALSE(fs::exists(ck + "/hf"));
+  CHECK(run_command(zf::test::zfcore() + " checkpoint verify " + step).exit_code == 0);
+  write_text(dir + "/file.txt", kPrecious);
+  auto file = run_command(zfcore + " export " + step + " " + dir + "/file.txt");
+  INFO(file.output);
+  CHECK(file.exit_code == 1);
+  CHECK_THAT(file.output, Catch::Contains("zfcore export: OUT_DIR " + dir + "/file.txt exists and is not a directory"));
+  CHECK_THAT(file.output, !Catch::Contains("checkpoint.export_hf"));
+  CHECK(read_text(dir + "/file.txt") == kPrecious);
+  for (const std::string &command : {" export " + ck + " " + dir + "/hf", " checkpoint info " + ck}) {
+    auto outcome = run_command(zfcore + command);
+    INFO(outcome.output);
+    CHECK(outcome.exit_code == 1);
+    CHECK_THAT(outcome.output, Catch::Contains("is a directory of checkpoints, not one checkpoint: name one of its "
+                                               "checkpoints, e.g. the newest, " + step));
+  }
+  // checkpoint.export_hf of a run, the same rule, named where it is set.
+  auto run = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/run2 --set checkpoint.export_hf=" + dir +
+                         "/run2/checkpoints/hf");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, Catch::Contains("checkpoint.export_hf = \"" + dir + "/run2/checkpoints/hf\" is inside the "
+                                         "checkpoint directory"));
+}
+
+TEST_CASE("eval: a run's output directory without checkpoints/ is named as such, no checkpoints/ invented",
+          "[files]") {
+  const std::string dir = scratch_dir("eval_run_directory");
+  auto first = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/run --set checkpoint.dir=" + dir + "/ck");
+  REQUIRE(first.exit_code == 0);
+  auto eval = run_command("timeout 120 " + zf::test::zfcore() + " eval " + zf::test::source_dir() +
+                          "/examples/quickstart.toml --set model.hidden=32 --set model.layers=1 --set model.heads=2 "
+                          "--set model.max_seq=32 --set data.seq_len=32 --set data.path=" + dir + "/train.txt "
+                          "--set checkpoint.resume=" + dir + "/run");
+  INFO(eval.output);
+  CHECK(eval.exit_code == 1);
+  CHECK_THAT(eval.output, Catch::Contains("is a run's output directory, not a checkpoint, and holds no checkpoints/"));
+  CHECK_THAT(eval.output, !Catch::Contains(dir + "/run/checkpoints"));
+}
