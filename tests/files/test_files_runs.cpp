@@ -338,7 +338,7 @@ TEST_CASE("bench: a row named like zfcore's own files is refused", "[files]") {
   CHECK_THAT(outcome.output, !Catch::Contains("internal error"));
 }
 
-TEST_CASE("runs: a resumed step log is read line by line; a row of another type or past 1 MiB is named, not fatal",
+TEST_CASE("runs: a resumed step log is read line by line, and a row of another type or past 1 MiB is named, not fatal",
           "[files]") {
   const std::string dir = scratch_dir("runs_step_log_rows"), out = dir + "/out";
   REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out).exit_code == 0);
