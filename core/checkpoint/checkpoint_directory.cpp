@@ -83,7 +83,10 @@ int64_t checkpoint_step_of_name(const fs::path &checkpoint) {
   const std::string name = checkpoint.filename().string();
   if (name.size() <= 5 || name.rfind("step-", 0) != 0 || name.size() > 5 + 18) return -1;
   if (name.find_first_not_of("0123456789", 5) != std::string::npos) return -1;
-  return std::stoll(name.substr(5));
+  // Only the name a save gives (step-%08lld): a user's copy such as step-4 of step-00000004 is
+  // theirs, never resumed from by resume = "auto" nor pruned.
+  const long long step = std::stoll(name.substr(5));
+  return name == format("step-%08lld", step) ? step : -1;
 }
 
 std::string export_dir_problem(const fs::path &export_dir, const fs::path &checkpoints) {

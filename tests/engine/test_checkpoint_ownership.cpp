@@ -231,3 +231,20 @@ TEST_CASE("checkpoint verify checks checkpoint.json against its checksum and ref
   CHECK_THAT(deep.output, Catch::Contains("step-00000001/checkpoint.json: not valid JSON: arrays and objects nest "
                                           "deeper than 256 levels (at byte 256)"));
 }
+
+TEST_CASE("a user's copy of a checkpoint under another name is neither resumed from nor pruned", "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_copy_name"), out = dir + "/out";
+  test::Outcome first = run_small(out, 4);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const std::string ck = out + "/checkpoints";
+  fs::copy(ck + "/step-00000004", ck + "/step-4", fs::copy_options::recursive);  // cp -a: the marker too
+  test::Outcome more = run_small(out, 7, "--set checkpoint.every=1 --set checkpoint.keep=1");
+  INFO(more.output);
+  REQUIRE(more.exit_code == 0);
+  CHECK_THAT(more.output, Catch::Contains("step-00000004 (step 4)"));
+  CHECK(more.output.find("step-4 ") == std::string::npos);
+  CHECK(fs::exists(ck + "/step-00000007/checkpoint.json"));
+  CHECK(fs::exists(ck + "/step-4/checkpoint.json"));  // the user's copy stays, whole
+  CHECK(fs::exists(ck + "/step-4/rank-00000.safetensors"));
+}
