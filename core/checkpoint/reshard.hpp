@@ -43,7 +43,8 @@ class CheckpointShards {
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
-  void check(int rank, const std::string &name, uint64_t byte_begin, uint64_t byte_end);
+  // A tensor written without block checksums, against its whole-tensor checksum (once).
+  void check_whole(int rank, const std::string &name);
   // Bytes [byte_begin, byte_end) of rank's tensor `name` into `to`, the blocks they touch checked.
   void copy_checked(int rank, const std::string &name, uint64_t byte_begin, uint64_t byte_end, unsigned char *to);
 
