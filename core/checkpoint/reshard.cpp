@@ -1,13 +1,11 @@
 #include "checkpoint/reshard.hpp"
 
 #include "checkpoint/checksum.hpp"
+#include "checkpoint/read_ahead.hpp"
 #include "runtime/error.hpp"
 #include "runtime/parallel.hpp"
 
 #include <ATen/ATen.h>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -18,13 +16,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string rank_file_name(int rank) { return format("rank-%05d.safetensors", rank); }
-
-// Asks the kernel to read [p, p + bytes) of a mapped file ahead, all of it at once: copying it page
-// fault by page fault reads a few hundred kB at a time.
-void read_ahead(const unsigned char *p, uint64_t bytes) {
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE)), begin = uintptr_t(p) / page * page;
-  madvise(reinterpret_cast<void *>(begin), size_t(uintptr_t(p) + bytes - begin), MADV_WILLNEED);  // a hint only
-}
 
 bool listed(const std::vector<std::string> &names, const std::string &name) {
   return std::find(names.begin(), names.end(), name) != names.end();

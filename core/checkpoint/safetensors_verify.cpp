@@ -3,28 +3,15 @@
 #include "checkpoint/safetensors.hpp"
 
 #include "checkpoint/checksum.hpp"
+#include "checkpoint/read_ahead.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
 #include "runtime/parallel.hpp"
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 
 namespace zf {
-namespace {
-
-// Asks the kernel to read a mapped tensor ahead, all of it at once (a hint only): checking it page
-// fault by page fault reads a few hundred kB at a time.
-void read_ahead(const unsigned char *p, uint64_t bytes) {
-  if (bytes == 0) return;
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE)), begin = uintptr_t(p) / page * page;
-  madvise(reinterpret_cast<void *>(begin), size_t(uintptr_t(p) + bytes - begin), MADV_WILLNEED);
-}
-
-}  // namespace
 
 // A tensor with block checksums is checked block by block, pieces of about 16 MiB spread over the
 // bulk cores (its whole-tensor checksum is one serial pass: a rank's few large tensors read at one
