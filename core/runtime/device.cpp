@@ -173,6 +173,12 @@ void use_cuda_device(Runtime &runtime) {
              "local rank %d needs GPU %d but this host shows %d GPU(s): start at most %d ranks per host "
              "(one GPU per rank)", local, local, count, count);
   c10::cuda::set_device(c10::DeviceIndex(local));
+  // Buffers of many GiB come and go each step (the gradient shard, the gathered blocks) beside
+  // ones that stay (an update's device part chosen after the first step): in fixed segments a
+  // new buffer may be carved out of a freed one and leave the rest unusable, so a plan that fits
+  // by the numbers runs out of memory. Growable segments map what is used and nothing more. A
+  // user's own PYTORCH_CUDA_ALLOC_CONF is kept as it is.
+  if (!std::getenv("PYTORCH_CUDA_ALLOC_CONF")) c10::CachingAllocator::setAllocatorSettings("expandable_segments:True");
   // torch sets up its CUDA state (the caching allocator among it) on first use; the ledger may
   // allocate before any tensor touches the GPU.
   at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
