@@ -48,7 +48,7 @@ void *device_allocate(uint64_t bytes) {
 }
 void device_release(void *pointer) { allocator::raw_delete(pointer); }
 
-// Page-locked memory: mapped, its pages touched on all of the rank's cores (the kernel zeroes
+// Page-locked memory: mapped (huge pages advised), its pages touched on all of the rank's cores (the kernel zeroes
 // each page in the faulting thread: cudaHostAlloc does all of that on one), then registered with
 // CUDA. Tens of GiB of pinned optimizer state thus take a fraction of the time to set up.
 std::mutex g_pinned_mutex;
@@ -58,6 +58,10 @@ void *pinned_allocate(uint64_t bytes) {
   bytes = std::max<uint64_t>(bytes, 1);
   void *pointer = mmap(nullptr, size_t(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (pointer == MAP_FAILED) return nullptr;
+  // In 2 MiB pages where the kernel has them (transparent huge pages): 512 times fewer faults to
+  // take and pages to pin. At Qwen2.5-32B on 4 H100, 4 KiB pages set up 91.5 GiB a rank at about
+  // 1 GiB/s, most of the 91 s before the first step.
+  madvise(pointer, size_t(bytes), MADV_HUGEPAGE);
   constexpr size_t kPiece = size_t(64) << 20;
   const long page = sysconf(_SC_PAGESIZE);
   parallel_chunks(int64_t((bytes + kPiece - 1) / kPiece), [&](int64_t piece) {
