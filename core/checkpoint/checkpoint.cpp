@@ -59,7 +59,7 @@ std::string checkpoint_record_problem(const fs::path &checkpoint) {
                 excerpt(recorded).c_str(), actual.c_str());
 }
 
-std::string checkpoint_damage(const fs::path &checkpoint, int first_file, int stride) {
+std::string checkpoint_damage(const fs::path &checkpoint, int first_file, int stride, bool tensors) {
   try {
     ZF_REQUIRE(fs::exists(checkpoint / "checkpoint.json"), "%s is not a complete checkpoint (no checkpoint.json)",
                checkpoint.c_str());
@@ -76,6 +76,7 @@ std::string checkpoint_damage(const fs::path &checkpoint, int first_file, int st
       const fs::path file = checkpoint / rank_file(int(rank));
       SafetensorsFile stored = SafetensorsFile::open(file.string());  // the header's structure
       read_checkpoint_metadata(stored.metadata(), file.string());
+      if (!tensors) continue;
       std::vector<std::string> damaged = stored.damaged_tensors();
       if (damaged.empty()) continue;
       std::string text = file.string() + ": " + damaged[0];
@@ -190,8 +191,8 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
   return final_dir;
 }
 
-std::string CheckpointStore::damage(const fs::path &checkpoint) const {
-  return first_finding(comm_, checkpoint_damage(checkpoint, comm_.rank(), comm_.world_size()));
+std::string CheckpointStore::damage(const fs::path &checkpoint, bool tensors) const {
+  return first_finding(comm_, checkpoint_damage(checkpoint, comm_.rank(), comm_.world_size(), tensors));
 }
 
 std::optional<fs::path> CheckpointStore::newest_whole(const std::string &run_name, bool move_damaged_aside) const {

@@ -56,9 +56,10 @@ int64_t read_checkpoint_master(const std::filesystem::path &checkpoint, const st
 std::string checkpoint_record_problem(const std::filesystem::path &checkpoint);
 
 // What is wrong with `checkpoint` ("" when it is whole): its checkpoint.json, and the headers,
-// metadata and tensor checksums of its rank files first_file, first_file + stride, ... (all of them
-// by default), each problem naming the file and the tensor.
-std::string checkpoint_damage(const std::filesystem::path &checkpoint, int first_file = 0, int stride = 1);
+// metadata and (with `tensors`) tensor checksums of its rank files first_file, first_file + stride,
+// ... (all of them by default), each problem naming the file and the tensor.
+std::string checkpoint_damage(const std::filesystem::path &checkpoint, int first_file = 0, int stride = 1,
+                              bool tensors = true);
 
 class CheckpointStore {
  public:
@@ -74,7 +75,7 @@ class CheckpointStore {
   // directory named like a checkpoint is left where it is.
   std::optional<std::filesystem::path> newest_whole(const std::string &run_name, bool move_damaged_aside) const;
   // Collective: checkpoint_damage(checkpoint), its files shared among the ranks; the same on every rank.
-  std::string damage(const std::filesystem::path &checkpoint) const;
+  std::string damage(const std::filesystem::path &checkpoint, bool tensors = true) const;
   // Collective: whether every rank's file of `checkpoint` holds exactly this rank's shard of `state`
   // (the same world size and shard bounds; the stage and offload plugins may differ).
   bool same_layout(const std::filesystem::path &checkpoint, const TrainingState &state) const;

@@ -201,8 +201,16 @@ void require_one_checkpoint(const std::string &dir, const std::string &what, boo
                             : ""));
 }
 
+void require_undamaged(const RunConfig &config, const CheckpointStore &store, const std::filesystem::path &checkpoint,
+                       bool tensors) {
+  const std::string damage = store.damage(checkpoint, tensors);
+  ZF_REQUIRE(damage.empty(), "%s: checkpoint.resume = \"%s\" is damaged: %s; choose another checkpoint",
+             config.where("checkpoint", "resume").str().c_str(), excerpt(checkpoint.string()).c_str(), damage.c_str());
+}
+
 std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
-                                                          Communicator &comm, bool move_damaged_aside) {
+                                                          Communicator &comm, bool move_damaged_aside,
+                                                          bool check_tensors) {
   std::string resume = config.string("checkpoint", "resume");
   if (resume == "never") return std::nullopt;
   const std::string dir = checkpoint_dir(config, output_dir);
@@ -222,9 +230,7 @@ std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &confi
   ZF_REQUIRE(std::filesystem::is_directory(resume, ec), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
              where.c_str(), excerpt(resume).c_str());
   require_one_checkpoint(resume, format("%s: checkpoint.resume = \"%s\"", where.c_str(), excerpt(resume).c_str()), true);
-  const std::string damage = store.damage(resume);
-  ZF_REQUIRE(damage.empty(), "%s: checkpoint.resume = \"%s\" is damaged: %s; choose another checkpoint",
-             where.c_str(), excerpt(resume).c_str(), damage.c_str());
+  require_undamaged(config, store, resume, check_tensors);
   return std::filesystem::path(resume);
 }
 
@@ -313,7 +319,10 @@ TrainingCheckpoints::RunIdentity run_identity(const RunConfig &config, const Plu
 }
 
 int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &params_shard) {
-  std::optional<std::filesystem::path> from = checkpoint_to_resume(config_, output_dir_, *runtime_.comm, true);
+  // A checkpoint named by hand has its tensors checked by the load: all of them below (the load
+  // of this layout trusts the check), or on another layout only the ranges this rank reads.
+  const bool by_hand = config_.string("checkpoint", "resume") != "auto";
+  std::optional<std::filesystem::path> from = checkpoint_to_resume(config_, output_dir_, *runtime_.comm, true, !by_hand);
   if (!from) return 0;
   check_same_optimizer(*from);
   const RecordedRun recorded = read_recorded_run(*from);
@@ -323,6 +332,7 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
   check_global_batch(recorded, batch, runtime_.comm->world_size(), config_, *from);
   TrainingState loaded = state(0, update);
   if (store_->same_layout(*from, loaded) && has_zenflow_state(*from) == identity_.zenflow) {
+    if (by_hand) require_undamaged(config_, *store_, *from, /*tensors=*/true);
     store_->load(*from, loaded);
     if (runtime_.comm->rank() == 0 && !recorded.stage.empty() && recorded.stage != identity_.stage)
       std::printf("zfcore: %s was written under stage.plugin = \"%s\"; this run continues it under \"%s\" (each "

@@ -148,6 +148,20 @@ TEST_CASE("a ZenFlow run's final checkpoint continues on another layout without 
                             test::gathered(loaded.dir + "/checkpoints/step-00000003", tensor)));
   }
   CHECK_THAT(loaded.outcome.output, Catch::Contains("param_digest " + test::json_field(written.summary, "param_digest")));
+  // Named by hand on another layout, the checkpoint is read only where this layout needs it, each
+  // block checked as it is read: a damaged tensor it does not need (ZenFlow's gradient sums) is
+  // not read, a damaged one it needs is named by file and tensor.
+  const std::string copy = test::scratch_dir("reshard_zenflow_damaged") + "/step-00000003";
+  fs::copy(checkpoints + "step-00000003", copy, fs::copy_options::recursive);
+  test::flip_tensor_bytes(copy + "/rank-00001.safetensors", "optimizer.zenflow.gradient_sum");
+  const std::string by_hand = kCommon + kCpuOptimizer + "--set train.steps=3 --set checkpoint.resume=" + copy;
+  test::StageRun unneeded = test::run_stage_ok("reshard_zenflow_unneeded", "zero3", 1, by_hand);
+  CHECK_THAT(unneeded.outcome.output, Catch::Contains("param_digest " + test::json_field(written.summary, "param_digest")));
+  test::flip_tensor_bytes(copy + "/rank-00001.safetensors", "master");
+  test::StageRun needed = test::run_stage("reshard_zenflow_needed", "zero3", 1, by_hand);
+  CHECK(needed.outcome.exit_code != 0);
+  CHECK_THAT(needed.outcome.output, Catch::Contains(copy + "/rank-00001.safetensors: tensor 'master' bytes [") &&
+                                        Catch::Contains("do not match their checksum"));
   // Step 1 owes the CPU update of its summed gradients (update_interval 2): not on another layout.
   test::StageRun owed = test::run_stage("reshard_zenflow_owed", "zero3", 1,
                                         kCommon + kCpuOptimizer + "--set train.steps=3 --set checkpoint.resume=" +
