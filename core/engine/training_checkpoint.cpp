@@ -201,12 +201,15 @@ void require_one_checkpoint(const std::string &dir, const std::string &what, boo
                             : ""));
 }
 
+namespace {
+// Collective: refuses a checkpoint named by hand whose files (`tensors`: also their tensors) are damaged.
 void require_undamaged(const RunConfig &config, const CheckpointStore &store, const std::filesystem::path &checkpoint,
                        bool tensors) {
   const std::string damage = store.damage(checkpoint, tensors);
   ZF_REQUIRE(damage.empty(), "%s: checkpoint.resume = \"%s\" is damaged: %s; choose another checkpoint",
              config.where("checkpoint", "resume").str().c_str(), excerpt(checkpoint.string()).c_str(), damage.c_str());
 }
+}  // namespace
 
 std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
                                                           Communicator &comm, bool move_damaged_aside,

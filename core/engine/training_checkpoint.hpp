@@ -22,17 +22,10 @@ std::string checkpoint_dir(const RunConfig &config, const std::string &output_di
 // Collective: the checkpoint checkpoint.resume names, its files checked: the newest whole one of
 // this run.name in the run's checkpoint directory for "auto" (a damaged newer one is reported and, with
 // `move_damaged_aside`, renamed step-N.damaged), none for "never", else the directory it names
-// (which must exist and be whole). `check_tensors` = false leaves the tensors of a checkpoint named
-// by hand unread here: the caller checks what it reads (a load on another layout reads only its
-// ranges, each block checked against its checksum as it is read).
+// (which must exist and be whole; `check_tensors` = false: its tensors are left to the caller).
 std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
                                                           Communicator &comm, bool move_damaged_aside,
                                                           bool check_tensors = true);
-
-// Collective: refuses (naming checkpoint.resume and the damage) a checkpoint named by hand whose
-// files, or with `tensors` their tensors' checksums, are damaged.
-void require_undamaged(const RunConfig &config, const CheckpointStore &store, const std::filesystem::path &checkpoint,
-                       bool tensors);
 
 // checkpoint.resume, zfcore export and zfcore checkpoint info name one checkpoint (a step-N directory
 // with its checkpoint.json). Throws zf::Error starting with `what` (the key or the argument) when
