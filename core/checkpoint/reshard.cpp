@@ -164,6 +164,14 @@ at::Tensor CheckpointShards::load(int rank, const std::string &name) {
   return tensor;
 }
 
+void CheckpointShards::read_rank(int rank, const std::string &name, uint64_t first, uint64_t count, void *out) {
+  const uint64_t element = c10::elementSize(dtype(name)), size = files_[size_t(rank)].bytes(name).second;
+  ZF_REQUIRE((first + count) * element <= size, "%s: tensor '%s' holds %llu elements, not the %llu to %llu read: the "
+             "checkpoint is damaged", files_[size_t(rank)].path().c_str(), name.c_str(),
+             (unsigned long long)(size / element), (unsigned long long)first, (unsigned long long)(first + count));
+  copy_checked(rank, name, first * element, (first + count) * element, static_cast<unsigned char *>(out));
+}
+
 namespace {
 
 // Elements [begin, end) of `name` into `destination` (any device and dtype), a slice at a time.

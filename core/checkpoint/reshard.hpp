@@ -39,6 +39,9 @@ class CheckpointShards {
   void read(const std::string &name, uint64_t begin, uint64_t end, void *out);
   // A whole tensor of one rank's file, checked against its checksum.
   at::Tensor load(int rank, const std::string &name);
+  // Elements [first, first + count) of one rank's tensor `name` (flat, in its stored dtype) into
+  // `out`, the blocks read checked; a range past the tensor's end names the file (damaged).
+  void read_rank(int rank, const std::string &name, uint64_t first, uint64_t count, void *out);
   // Bytes of tensor data read so far (each checked block once).
   uint64_t bytes_read() const { return bytes_read_; }
 

@@ -107,6 +107,14 @@ void check_global_batch(const RecordedRun &recorded, const RunOptions &options, 
       world_size, (long long)global, (long long)mine, (long long)mine, (long long)mine));
 }
 
+bool has_zenflow_state(const fs::path &checkpoint) {
+  try {
+    return SafetensorsFile::open((checkpoint / "rank-00000.safetensors").string()).has("optimizer.zenflow.counters");
+  } catch (const Error &) {
+    return false;  // the load says what is wrong
+  }
+}
+
 std::string zenflow_owed(const fs::path &checkpoint) {
   const fs::path first = checkpoint / "rank-00000.safetensors";
   SafetensorsFile file = SafetensorsFile::open(first.string());
@@ -158,6 +166,9 @@ ZenFlowCrossing zenflow_crossing(const fs::path &checkpoint, const TrainingState
              staggered_written ? "staggered" : "deepspeed");
   crossing.said = "ZenFlow's selection, counters and per-element state (gradient sums, staging, working parameters) "
                   "are carried";
+  // The staggered schedule's zenflow.staging holds a group's elements from its start (an older zfcore's: the
+  // shard): inherited_schedule reads what waits in it; nothing waits where the schedules differ.
+  if (staggered || staggered_written) crossing.restart.push_back("zenflow.staging");
   if (!staggered) return crossing;  // the deepspeed schedule's state is the run's or per element: read as written
   for (const char *name : {"zenflow.groups", "zenflow.correction", "zenflow.group_bounds"})
     if (has_state(state, name)) crossing.restart.push_back(name);
@@ -172,6 +183,55 @@ ZenFlowCrossing zenflow_crossing(const fs::path &checkpoint, const TrainingState
                                   "group with its count, as the writer's next step would; then its staggered groups "
                                   "are this layout's";
   return crossing;
+}
+
+namespace {
+
+constexpr const char *kStaging = "optimizer.zenflow.staging";
+
+// Flat elements [lo, hi) of the CPU result that waits in rank's zenflow.staging for its group starting at
+// flat element `group`: the file holds the group's elements from its start, or (an older zfcore's) the shard's.
+at::Tensor waiting_result(CheckpointShards &shards, int rank, uint64_t group, uint64_t lo, uint64_t hi) {
+  const CheckpointMetadata &m = shards.metadata(rank);
+  const TensorInfo &info = shards.file(rank).info(kStaging);
+  const bool whole = info.shape.size() == 1 && uint64_t(info.shape[0]) == m.shard_end - m.shard_begin;
+  at::Tensor staged = at::empty({int64_t(hi - lo)}, at::TensorOptions().dtype(shards.dtype(kStaging)));
+  shards.read_rank(rank, kStaging, lo - (whole ? m.shard_begin : group), hi - lo, staged.data_ptr());
+  return staged;
+}
+
+}  // namespace
+
+bool own_staging(const fs::path &checkpoint, int rank, TrainingState &state, torch::Tensor *whole) {
+  auto held = std::find_if(state.optimizer.begin(), state.optimizer.end(),
+                           [](const auto &entry) { return entry.first == "zenflow.staging"; });
+  if (held == state.optimizer.end()) return true;
+  uint64_t stored = 0;
+  try {
+    const SafetensorsFile file = SafetensorsFile::open((checkpoint / checkpoint_rank_file(rank)).string());
+    if (!file.has(kStaging)) return true;  // the load says what is missing
+    const std::vector<int64_t> &shape = file.info(kStaging).shape;
+    stored = shape.size() == 1 ? uint64_t(shape[0]) : 0;
+  } catch (const Error &) {
+    return true;  // the load says what is wrong with the file
+  }
+  const uint64_t mine = uint64_t(held->second.numel());
+  if (stored == mine) return true;
+  if (stored != state.shard_end - state.shard_begin || mine > stored) return false;  // another schedule's or interval's
+  *whole = held->second;  // an older zfcore's, over the whole shard
+  state.optimizer.erase(held);
+  return true;
+}
+
+void read_whole_staging(const fs::path &checkpoint, int rank, std::pair<uint64_t, uint64_t> waiting,
+                        torch::Tensor &staging) {
+  const auto [begin, end] = waiting;
+  if (end <= begin) return;
+  CheckpointShards shards = CheckpointShards::open(checkpoint);
+  at::Tensor values = at::empty({int64_t(end - begin)}, at::TensorOptions().dtype(shards.dtype(kStaging)));
+  shards.read_rank(rank, kStaging, begin, end - begin, values.data_ptr());
+  torch::NoGradGuard no_grad;
+  staging.narrow(0, 0, int64_t(end - begin)).copy_(values);
 }
 
 InheritedSchedule inherited_schedule(const fs::path &checkpoint, uint64_t begin, uint64_t end, bool last_cpu_carried) {
@@ -208,6 +268,7 @@ InheritedSchedule inherited_schedule(const fs::path &checkpoint, uint64_t begin,
       w.updates = g[groups + k];
       w.weight = weighed ? weights.data_ptr<double>()[k] : double(g[k]);
       w.waiting = g[2 * groups + 1] == k;
+      if (w.waiting) w.staged = waiting_result(shards, r, m.shard_begin + uint64_t(b[k]), lo, hi);
       inherited.groups.push_back(w);
     }
     covered = std::max(covered, m.shard_end);

@@ -34,6 +34,8 @@ RecordedRun read_recorded_run(const std::filesystem::path &checkpoint);
 void check_global_batch(const RecordedRun &recorded, const RunOptions &options, int world_size,
                         const RunConfig &config, const std::filesystem::path &checkpoint);
 
+// Whether the checkpoint holds ZenFlow state (false where its first rank file cannot be read: the load says why).
+bool has_zenflow_state(const std::filesystem::path &checkpoint);
 // "" when the checkpoint owes no ZenFlow CPU update (or has no ZenFlow state); else what it owes.
 std::string zenflow_owed(const std::filesystem::path &checkpoint);
 
@@ -51,8 +53,19 @@ struct ZenFlowCrossing {
 };
 ZenFlowCrossing zenflow_crossing(const std::filesystem::path &checkpoint, const TrainingState &state);
 
-// The writer's staggered groups cut to this rank's elements [begin, end) of the flat parameters.
+// The writer's staggered groups cut to this rank's elements [begin, end) of the flat parameters, with
+// the CPU results that wait in its zenflow.staging.
 InheritedSchedule inherited_schedule(const std::filesystem::path &checkpoint, uint64_t begin, uint64_t end,
                                      bool last_cpu_carried);
+
+// zenflow.staging holds the waiting CPU result from its first element: a group's under the staggered
+// schedule, the shard under the deepspeed one. Whether the own-layout load reads rank's file: true for
+// the same size (or no ZenFlow), and for the whole shard that a zfcore before the staggered schedule's
+// staging held one group wrote: taken out of `state` into *whole, and once the schedule is restored
+// read_whole_staging reads the waiting elements ([begin, end) of the shard: UpdatePlan::waiting) into
+// its start; false for another schedule's or update_interval's: load_other_layout says what crosses.
+bool own_staging(const std::filesystem::path &checkpoint, int rank, TrainingState &state, torch::Tensor *whole);
+void read_whole_staging(const std::filesystem::path &checkpoint, int rank, std::pair<uint64_t, uint64_t> waiting,
+                        torch::Tensor &staging);
 
 }  // namespace zf

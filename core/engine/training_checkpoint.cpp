@@ -262,16 +262,6 @@ void TrainingCheckpoints::check_same_optimizer(const std::filesystem::path &chec
              joined(identity_.optimizer_state).c_str(), excerpt(optimizer).c_str());
 }
 
-namespace {
-bool has_zenflow_state(const std::filesystem::path &checkpoint) {
-  try {
-    return SafetensorsFile::open((checkpoint / "rank-00000.safetensors").string()).has("optimizer.zenflow.counters");
-  } catch (const Error &) {
-    return false;  // the load says what is wrong
-  }
-}
-}  // namespace
-
 void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, TrainingState &loaded,
                                             UpdatePlan &update) {
   const RecordedRun was = read_recorded_run(from);
@@ -334,7 +324,9 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
   batch.grad_accum = identity_.grad_accum;
   check_global_batch(recorded, batch, runtime_.comm->world_size(), config_, *from);
   TrainingState loaded = state(0, update);
-  if (store_->same_layout(*from, loaded) && has_zenflow_state(*from) == identity_.zenflow) {
+  torch::Tensor whole_staging;  // an older zfcore's zenflow.staging, read once the schedule is restored
+  if (store_->same_layout(*from, loaded) && has_zenflow_state(*from) == identity_.zenflow &&
+      own_staging(*from, runtime_.comm->rank(), loaded, &whole_staging)) {
     if (by_hand) require_undamaged(config_, *store_, *from, /*tensors=*/true);
     store_->load(*from, loaded);
     if (runtime_.comm->rank() == 0 && !recorded.stage.empty() && recorded.stage != identity_.stage)
@@ -377,6 +369,7 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
   saved_step_ = loaded.step;
   saved_path_ = *from;
   update.restore(params_shard);
+  if (whole_staging.defined()) read_whole_staging(*from, runtime_.comm->rank(), update.waiting(), whole_staging);
   return loaded.step;
 }
 

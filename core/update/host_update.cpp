@@ -278,12 +278,12 @@ void HostUpdate::update_bucket(const Bucket &bucket) {
 
   if (buffers_.writes_in_place) return;  // the optimizer wrote the working parameters: nothing goes up
   const torch::Tensor &source = buffers_.params_out.defined() ? buffers_.params_out : buffers_.master;
-  auto part = [&](const torch::Tensor &t) {
-    return view_of(t.narrow(0, int64_t(bucket.begin), int64_t(bucket.end - bucket.begin)));
-  };
+  const int64_t count = int64_t(bucket.end - bucket.begin);
+  const torch::Tensor from = source.narrow(0, int64_t(bucket.begin), count);
+  const torch::Tensor to = host_job_.upload_to.narrow(0, int64_t(bucket.begin - host_job_.upload_base), count);
   if (host_job_.upload_after) synchronize_event(host_job_.upload_after);  // once per job
   host_job_.upload_after = nullptr;
-  buffers_.plugins.offload.parameters_in(part(source), part(host_job_.upload_to), buffers_.runtime.compute_stream);
+  buffers_.plugins.offload.parameters_in(view_of(from), view_of(to), buffers_.runtime.compute_stream);
   bytes_up_ += (bucket.end - bucket.begin) * source.element_size();
 }
 

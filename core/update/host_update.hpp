@@ -21,6 +21,8 @@ struct HostJob {
   float scale = 1;                         // gradient scale (known once the thread may start)
   torch::Tensor grads;                     // shard gradients on the model's tier (copied down)
   torch::Tensor upload_to;                 // where the updated parameters go (model's tier)
+  uint64_t upload_base = 0;                // upload_to's element 0 is shard element upload_base (ZenFlow's
+                                           // staging holds one group; a job that writes in place keeps 0)
   void *upload_after = nullptr;            // event the first upload waits for (NULL: none)
   void *grads_ready = nullptr;             // a job: the copies down wait for it (NULL on CPU runs)
   uint64_t begin = 0, end = 0;             // the shard elements copied down and up

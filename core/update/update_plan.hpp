@@ -70,6 +70,7 @@ class UpdatePlan {
   void restore(const torch::Tensor &params_shard) { schedule_->restore(params_shard); }
   // Before restore, for a ZenFlow checkpoint of another layout: the writer's groups (update_schedule.hpp).
   void inherit(InheritedSchedule schedule) { schedule_->inherit(std::move(schedule)); }
+  std::pair<uint64_t, uint64_t> waiting() const { return schedule_->waiting(); }  // after restore
 
   // What the update did in the step just finished ("" without ZenFlow; else e.g. "select,gpu,cpu").
   std::string events() const { return schedule_->events(); }

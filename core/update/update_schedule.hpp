@@ -29,6 +29,7 @@ struct WriterGroup {
   int64_t summed = 0, updates = 0;  // steps summed since its last CPU update; its CPU updates so far
   double weight = 0;                // what the summed gradients weigh together (zenflow.correction)
   bool waiting = false;             // its last CPU update's result waits in zenflow.staging
+  torch::Tensor staged;             // waiting: that result, read from the writer's zenflow.staging (host)
 };
 struct InheritedSchedule {
   std::vector<WriterGroup> groups;
@@ -55,6 +56,9 @@ class UpdateSchedule {
   virtual std::vector<std::string> optional_state() const { return {}; }  // names a checkpoint may lack
   virtual void restore(const torch::Tensor &params_shard) = 0;
   virtual void inherit(InheritedSchedule) {}  // before restore
+  // After restore: the shard elements [begin, end) whose CPU update's result the checkpoint's
+  // zenflow.staging holds from its first element ({0, 0}: none waits).
+  virtual std::pair<uint64_t, uint64_t> waiting() const { return {0, 0}; }
   virtual std::string events() const { return {}; }  // what the update did in the step just finished
   virtual std::vector<std::pair<std::string, double>> facts() const { return {}; }
   virtual double selected_fraction() const { return 0; }

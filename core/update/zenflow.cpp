@@ -91,7 +91,7 @@ void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
   const uint64_t numel = buffers_.numel(), element = c10::elementSize(buffers_.dtype);
   const zf_tier tier = buffers_.model_tier;
   planned.push_back({tier, "zenflow.gradient_sum", numel * element});
-  planned.push_back({tier, "zenflow.staging", numel * element});
+  planned.push_back({tier, "zenflow.staging", staging_numel() * element});
   if (lookahead()) planned.push_back({tier, "zenflow.last_cpu_update", numel * element});
   const uint64_t matrix = matrix_numel();
   const double topk = auto_topk_ ? kMinAutoTopk : options_.topk_ratio;  // auto: at least
@@ -104,7 +104,7 @@ void ZenFlow::allocate() {
   const uint64_t numel = buffers_.numel();
   MemoryLedger &ledger = buffers_.runtime.memory;
   sum_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.gradient_sum");
-  staging_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.staging");
+  staging_ = ledger_tensor(ledger, buffers_.model_tier, staging_numel(), buffers_.dtype, "zenflow.staging");
   counters_ = torch::zeros({6}, torch::kLong);
   if (lookahead()) last_cpu_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.last_cpu_update");
   if (options_.correction != ZenFlowOptions::Correction::none)
@@ -275,15 +275,6 @@ void ZenFlow::select(int64_t step) {
   last_selection_ = step;
   ++selections_;
   note("select");
-}
-
-int64_t ZenFlow::compact_position(uint64_t element) const {
-  uint64_t at = 0;
-  for (const zf_optimizer_range &r : selection_.device) {
-    if (r.begin >= element) break;
-    at += std::min(r.end, element) - r.begin;
-  }
-  return int64_t(at);
 }
 
 // Builds the compact copy of the device's columns from the host master and state: a column that

@@ -58,6 +58,7 @@ class ZenFlow : public UpdateSchedule {
   std::vector<std::pair<std::string, torch::Tensor>> state() override;
   std::vector<std::string> optional_state() const override;  // topk "auto": chosen again when absent
   void restore(const torch::Tensor &params_shard) override;
+  std::pair<uint64_t, uint64_t> waiting() const override;
   void inherit(InheritedSchedule schedule) override { inherited_ = std::move(schedule), inheriting_ = true; }
 
   std::string events() const override { return events_; }
@@ -98,7 +99,7 @@ class ZenFlow : public UpdateSchedule {
   // zenflow.correction (zenflow_correction.cpp)
   bool lookahead() const { return options_.correction == ZenFlowOptions::Correction::lookahead; }
   bool age_gate() const { return options_.correction == ZenFlowOptions::Correction::age_gate; }
-  void write_group(const Group &g);
+  void write_group(const Group &g);  // its CPU result from the start of staging_
   void keep_leaving_columns();
   void settle_lookahead();
   void correction_state(std::vector<std::pair<std::string, torch::Tensor>> &out);
@@ -107,6 +108,7 @@ class ZenFlow : public UpdateSchedule {
   void select(int64_t step);
   void choose_topk();  // topk_ratio = "auto"
   uint64_t matrix_numel() const;  // the shard's elements in MATRIX segments
+  uint64_t staging_numel() const;  // zenflow_staggered.cpp
   uint64_t selected_element_bytes() const;
   void use_selection(Selection selection);
   zf_select_args select_args(const torch::Tensor &grads) const;
@@ -139,7 +141,7 @@ class ZenFlow : public UpdateSchedule {
   std::vector<size_t> host_state_of_;               // index into the buffers' state for each of state_
 
   torch::Tensor sum_;      // gradients summed since the last CPU update (shard, model tier)
-  torch::Tensor staging_;  // the CPU update's result, swapped in at the next boundary
+  torch::Tensor staging_;  // the CPU update's result from its first element (staging_numel), swapped in later
   bool sum_copied_pending_ = false;  // sum_ is being copied down: wait before writing it
   int64_t summed_steps_ = 0, host_updates_ = 0, selections_ = 0, last_selection_ = 0;
   float mean_scale_ = 1;  // the last step's 1 / (ranks * micro-steps)

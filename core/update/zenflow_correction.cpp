@@ -11,10 +11,11 @@
 
 namespace zf {
 
-// The group's CPU result from staging_ into the working parameters (lookahead: extrapolated).
+// The group's CPU result from the start of staging_ into the working parameters (lookahead:
+// extrapolated).
 void ZenFlow::write_group(const Group &g) {
   const int64_t begin = int64_t(g.begin), length = int64_t(g.end - g.begin);
-  torch::Tensor params = step_.params.narrow(0, begin, length), fresh = staging_.narrow(0, begin, length);
+  torch::Tensor params = step_.params.narrow(0, begin, length), fresh = staging_.narrow(0, 0, length);
   if (!lookahead()) return void(params.copy_(fresh));
   torch::Tensor last = last_cpu_.narrow(0, begin, length);
   if (settling_ || options_.correction_factor == 0) params.copy_(fresh);

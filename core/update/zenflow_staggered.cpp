@@ -5,7 +5,30 @@
 
 #include "runtime/device.hpp"
 
+#include <algorithm>
+
 namespace zf {
+
+// At most one CPU update is in flight: the staggered schedule's cover one group each (the largest
+// sets the size; at 32B on 4 ranks with update_interval 4 a quarter of the shard's 15.3 GiB), the
+// deepspeed schedule's the whole shard.
+uint64_t ZenFlow::staging_numel() const {
+  if (!options_.staggered) return buffers_.numel();
+  uint64_t largest = 0;
+  for (const Group &g : groups_) largest = std::max(largest, g.end - g.begin);
+  return largest;
+}
+
+// The device's elements before shard element `element`: where a group's selected columns start in the
+// compact tensors.
+int64_t ZenFlow::compact_position(uint64_t element) const {
+  uint64_t at = 0;
+  for (const zf_optimizer_range &r : selection_.device) {
+    if (r.begin >= element) break;
+    at += std::min(r.end, element) - r.begin;
+  }
+  return int64_t(at);
+}
 
 // One group's CPU update per step: the one handed over at the last step is swapped in first
 // (overlap), the next one goes to the update thread after this step's gradients are summed.
@@ -115,6 +138,7 @@ void ZenFlow::hand_over(HostJob job, double weight) {
   job.scale = float(double(mean_scale_) / weight);
   job.grads = sum_;
   job.upload_to = staging_;
+  job.upload_base = job.begin;  // staging_ holds the job's elements from its start
   job.upload_after = record_event(buffers_.runtime.compute_stream);  // staging_ read by the last swap
   job.grads_ready = record_event(buffers_.runtime.compute_stream);   // the sum is complete
   Timers &timers = buffers_.runtime.timers;

@@ -100,6 +100,8 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
   if (!mask_.defined()) mask_ = torch::zeros({int64_t(columns_)}, torch::kUInt8);
   if (selected_) std::memcpy(mask_.data_ptr(), selection_.mask.data(), columns_);
   saved_params_ = step_.params.defined() ? step_.params : torch::empty({int64_t(buffers_.numel())}, sum_.options());
+  // zenflow.staging: the waiting CPU result from its first element (a zfcore before the staggered
+  // schedule's staging held one group wrote the whole shard: the resume reads either, resume_layout.hpp).
   std::vector<std::pair<std::string, torch::Tensor>> out = {{"zenflow.params", saved_params_},
                                                             {"zenflow.gradient_sum", sum_},
                                                             {"zenflow.staging", staging_},
@@ -160,6 +162,12 @@ void ZenFlow::restore(const torch::Tensor &params_shard) {
   params_shard.copy_(saved_params_);
   saved_params_ = torch::Tensor();
   restore_correction(params_shard);
+}
+
+std::pair<uint64_t, uint64_t> ZenFlow::waiting() const {
+  if (options_.staggered && swap_group_ >= 0) return {groups_[size_t(swap_group_)].begin, groups_[size_t(swap_group_)].end};
+  if (!options_.staggered && swap_due_) return {0, buffers_.numel()};
+  return {0, 0};
 }
 
 std::vector<std::pair<std::string, double>> ZenFlow::facts() const {

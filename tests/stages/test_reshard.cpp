@@ -225,6 +225,29 @@ TEST_CASE("a ZenFlow checkpoint that owes CPU updates continues on another numbe
   }
 }
 
+// The other way: a checkpoint of 1 rank continued on 2, where a writer's group cut to a rank's shard (half the
+// model) is larger than the rank's own staging buffer (a quarter): the owed updates at the first step go through
+// a staging buffer of the writer's largest group, then back to the planned one.
+TEST_CASE("a staggered ZenFlow checkpoint of 1 rank that owes CPU updates continues on 2 ranks as on its own "
+          "layout, bit for bit", "[stage][mpi][checkpoint]") {
+  const std::string config = kCommon + kCpuOptimizer + "--set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 "
+                                                       "--set zenflow.select_strategy=step --set zenflow.select_interval=1 ";
+  test::StageRun written = test::run_stage_ok("reshard_owed_one", "zero2", 1,
+                                              config + "--set train.grad_accum=2 --set train.steps=3 "
+                                                       "--set checkpoint.every=1 --set checkpoint.keep=3");
+  const std::string from = written.dir + "/checkpoints/step-00000002";
+  REQUIRE_THAT(zenflow_owed(from), Catch::Contains("a CPU update's result not yet applied"));
+  const std::string go_on = config + "--set train.steps=5 --set checkpoint.resume=" + from + " ";
+  test::StageRun own = test::run_stage_ok("reshard_owed_one_own", "zero2", 1, go_on);
+  test::StageRun moved = test::run_stage_ok("reshard_owed_one_zero2_2", "zero2", 2, go_on);
+  CHECK_THAT(moved.outcome.output, Catch::Contains("applied at the first step"));
+  CHECK(test::ledger_bytes(moved.summary, "memory_peak_bytes", "host.zenflow.staging") >
+        test::ledger_bytes(moved.summary, "memory_bytes", "host.zenflow.staging"));
+  REQUIRE(test::step_losses(own.dir).size() == 3);
+  CHECK(test::step_losses(moved.dir) == test::step_losses(own.dir));
+  CHECK(test::json_field(moved.summary, "param_digest") == test::json_field(own.summary, "param_digest"));
+}
+
 // topk_ratio is read from the resumed run's config: the checkpoint's selection stays until the next selection is
 // due (select_interval), which chooses with the new ratio; the same on the writer's layout and on another.
 TEST_CASE("a ZenFlow checkpoint resumed with another zenflow.topk_ratio selects with it from its next selection",

@@ -3,10 +3,13 @@
 // the whole schedule. Oracles: plain AdamW (topk_ratio = 1), cpu_optimizer and no offload
 // (update_interval = 1, synchronous), a reference model of the schedule, the uninterrupted run
 // (resume mid-interval), the bytes cpu_optimizer moves, and no offload's loss.
+#include "checkpoint/safetensors.hpp"
 #include "stages/stage_runs.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -218,6 +221,30 @@ TEST_CASE("ZenFlow moves each gradient byte down once per interval and keeps 16 
   CHECK(test::json_number(zen.summary, "pinned") == test::json_number(zen.summary, "planned_pinned_bytes"));
 }
 
+// At most one CPU update is in flight, and the staggered schedule's covers one group: its staging buffer
+// holds the largest group (at 32B on 4 ranks with update_interval 4, 3.8 GiB of a shard's 15.3 GiB).
+TEST_CASE("ZenFlow's staggered schedule plans and holds a staging buffer of its largest group and not of the shard",
+          "[zenflow]") {
+  // linear_stack (hidden 256, 4 layers) on one rank: 4 x (256 x 256 + 256) fp32 elements, a multiple of 64.
+  const uint64_t shard = 4 * (256 * 256 + 256), bucket = 5000, groups = 4;
+  // The groups (docs/zenflow.md): update_interval parts of about equal size, cut on the bucket grid.
+  uint64_t largest = 0, begin = 0;
+  for (uint64_t k = 0; k < groups; ++k) {
+    const uint64_t end = k + 1 == groups ? shard : shard * (k + 1) / groups / bucket * bucket;
+    largest = std::max(largest, end - begin);
+    begin = end;
+  }
+  REQUIRE(largest == 68168);  // 65,000 x 3, then the rest
+  const std::string base = kWorkload + kOffload + "--set zenflow.update_interval=4 --set zenflow.topk_ratio=0.3 ";
+  test::StageRun staggered = run_ok("zf_staging_staggered", "zero0", 1, base);
+  test::StageRun deepspeed = run_ok("zf_staging_deepspeed", "zero0", 1, base + "--set zenflow.schedule=deepspeed ");
+  CHECK(test::ledger_bytes(staggered.summary, "memory_peak_bytes", "host.zenflow.staging") == 4 * largest);
+  CHECK(test::ledger_bytes(deepspeed.summary, "memory_peak_bytes", "host.zenflow.staging") == 4 * shard);
+  // The plan the run checks before step 1 (and the refusal's parts) counts the same bytes.
+  CHECK(test::json_number(deepspeed.summary, "planned_host_bytes") -
+            test::json_number(staggered.summary, "planned_host_bytes") == double(4 * (shard - largest)));
+}
+
 TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit for bit", "[zenflow][mpi]") {
   for (const auto &[stage, world] : std::vector<std::pair<std::string, int>>{{"zero0", 1}, {"zero2", 2}}) {
     for (const std::string schedule : {"staggered", "deepspeed"}) {
@@ -234,6 +261,42 @@ TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit 
       CHECK(digest_of(r.resumed) == digest_of(whole));
     }
   }
+}
+
+// A zfcore before the staggered schedule's staging held one group saved zenflow.staging over the whole shard,
+// the waiting result at its group's elements. Such a checkpoint (made here from a new one: the waiting result
+// moved to its group's place, every other element 7) resumes as the uninterrupted run.
+TEST_CASE("a staggered ZenFlow checkpoint with the whole shard's staging (older zfcore) resumes bit for bit",
+          "[zenflow][checkpoint]") {
+  const std::string base = kWorkload + kOffload + "--set zenflow.update_interval=3 --set zenflow.topk_ratio=0.3 " +
+                           "--set checkpoint.every=4 ";
+  test::StageRun whole = run_ok("zf_older_whole", "zero0", 1, base + "--set train.steps=8");
+  test::StageRun first = run_ok("zf_older_first", "zero0", 1, base + "--set train.steps=5");
+  const std::string from = first.dir + "/checkpoints/step-00000004", file = from + "/rank-00000.safetensors";
+  {
+    const SafetensorsFile stored = SafetensorsFile::open(file);
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (const std::string &name : stored.names()) tensors.emplace_back(name, stored.load(name));
+    const at::Tensor groups = stored.load("optimizer.zenflow.groups"), bounds = stored.load("optimizer.zenflow.group_bounds");
+    const int64_t count = bounds.numel() - 1, waiting = groups.data_ptr<int64_t>()[2 * count + 1];
+    REQUIRE(waiting >= 0);  // the staggered schedule always has one result waiting
+    const int64_t begin = bounds.data_ptr<int64_t>()[waiting], end = bounds.data_ptr<int64_t>()[waiting + 1];
+    for (auto &[name, tensor] : tensors) {
+      if (name != "optimizer.zenflow.staging") continue;
+      REQUIRE(tensor.numel() < bounds.data_ptr<int64_t>()[count]);  // a group's, not the shard's
+      at::Tensor shard = tensor.new_full({bounds.data_ptr<int64_t>()[count]}, 7.0);
+      shard.narrow(0, begin, end - begin).copy_(tensor.narrow(0, 0, end - begin));
+      tensor = shard;
+    }
+    std::map<std::string, std::string> metadata;
+    for (const auto &[key, value] : stored.metadata())
+      if (key.rfind("checksum.", 0) != 0 && key.rfind("checksum_blocks.", 0) != 0)
+        metadata[key] = value;  // the write records the tensors' new checksums
+    write_safetensors(file, tensors, metadata, {}, /*block_checksums=*/true);
+  }
+  test::StageRun resumed = run_ok("zf_older_resumed", "zero0", 1, base + "--set train.steps=8 --set checkpoint.resume=" + from);
+  CHECK_THAT(resumed.outcome.output, Catch::Contains("resumed from"));
+  CHECK(digest_of(resumed) == digest_of(whole));
 }
 
 TEST_CASE("zen-auto calls the CPU update on its own, and the run learns", "[zenflow]") {
