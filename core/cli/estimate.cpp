@@ -9,6 +9,7 @@
 #include "memory/config_estimate.hpp"
 #include "memory/host_plan.hpp"
 #include "runtime/memory.hpp"
+#include "update/zenflow_options.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -73,6 +74,41 @@ void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config) {
     std::printf("GPU peak per rank (%s, offload %s): %s of buffers + %s of activations = %s (%llu bytes)\n",
                 e.stage.c_str(), e.offload.c_str(), format_bytes(device).c_str(), format_bytes(a.peak).c_str(),
                 format_bytes(device + a.peak).c_str(), (unsigned long long)(device + a.peak));
+  }
+}
+
+// ZenFlow's own buffers where the model computes (the memory plan's zenflow.* before step 1), beside the
+// stage's: the gradient sum (a shard), the staging of the one CPU update in flight (the staggered
+// schedule's largest group, cut as the run cuts them; the deepspeed schedule's shard) and lookahead's
+// last CPU results (a shard). The selected columns' compact copies come with the first selection.
+void print_zenflow(const RunConfig &config, const ConfigEstimate &e) {
+  if (!config.has_table("zenflow")) return;
+  const ZenFlowOptions z = ZenFlowOptions::read(config, 1);
+  for (size_t i = 0; i < e.stages.size(); ++i) {
+    const PluginEstimate &s = e.stages[i];
+    if (s.plugin != e.stage || !s.estimated) continue;
+    const uint64_t shard = s.master / 4, c = e.input.compute_bytes, groups = uint64_t(z.update_interval);
+    uint64_t staged = shard;  // the deepspeed schedule's
+    if (z.staggered && groups > 0) {  // as ZenFlow's constructor cuts them (zenflow.cpp)
+      const uint64_t grid = e.bucket_numel > 0 && e.bucket_numel * groups <= shard ? e.bucket_numel : 1;
+      staged = 0;
+      for (uint64_t k = 0, begin = 0; k < groups; ++k) {
+        const uint64_t end = k + 1 == groups ? shard : std::max(begin, shard * (k + 1) / groups / grid * grid);
+        staged = std::max(staged, end - begin);
+        begin = end;
+      }
+    }
+    const bool lookahead = z.correction == ZenFlowOptions::Correction::lookahead;
+    const uint64_t total = c * shard + c * staged + (lookahead ? c * shard : 0);
+    std::printf("zenflow (schedule %s, update_interval %lld): per rank where the model computes, beside the stage's: "
+                "gradient sum %s, staging %s (%llu bytes: %s)%s = %s, then the selected columns' compact copies "
+                "(topk_ratio %s; the plan before step 1 counts them)\n",
+                z.staggered ? "staggered" : "deepspeed", (long long)z.update_interval,
+                format_bytes(c * shard).c_str(), format_bytes(c * staged).c_str(), (unsigned long long)(c * staged),
+                z.staggered ? format("the largest of %llu groups", (unsigned long long)groups).c_str() : "the shard",
+                lookahead ? (", last CPU results " + format_bytes(c * shard)).c_str() : "", format_bytes(total).c_str(),
+                z.topk_ratio == 0 ? "auto: at least 1% of each matrix's columns and every other element"
+                                  : format("%g", z.topk_ratio).c_str());
   }
 }
 
@@ -230,6 +266,7 @@ int command_estimate(const std::vector<std::string> &args) {
   }
   print_offload(e);
   print_gpu_peak(e, config);
+  print_zenflow(config, e);
   print_this_config(e);
   std::printf("formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state "
               "bytes), as each stage plugin reports them:\n",

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <variant>
 
 namespace zf {
 namespace {
@@ -113,6 +114,8 @@ ConfigEstimate estimate_config(const RunConfig &config, uint64_t world) {
   out.offload = offloads.candidates.front();
   const PluginFile &offload = registry.find(ZF_KIND_OFFLOAD, out.offload);
   const PluginConfig offload_config = config_for(offloads, offload);
+  if (const Value *bucket = offload_config.get("bucket_size"); bucket && std::holds_alternative<int64_t>(*bucket))
+    out.bucket_numel = uint64_t(std::max<int64_t>(0, std::get<int64_t>(*bucket)));
   for (const std::string &name : stage_names(out.stage)) {
     const PluginFile &stage = registry.find(ZF_KIND_STAGE, name);
     out.stages.push_back(estimate_stage(stage, config_for(stages, stage), out.input));

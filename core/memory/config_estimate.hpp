@@ -26,6 +26,7 @@ struct ConfigEstimate {
   std::string stage, offload;            // the config's plugins
   std::vector<PluginEstimate> stages;    // the built-in stages and the config's, by name
   std::vector<PluginEstimate> offloaded; // the offload plugin's answer for each of them
+  uint64_t bucket_numel = 0;             // the offload plugin's bucket_size (elements; 0: none)
   // A transformer's activations on one rank (micro_batch x data.seq_len tokens a micro-step);
   // tokens == 0 for other models.
   uint64_t tokens = 0;

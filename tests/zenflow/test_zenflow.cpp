@@ -240,9 +240,17 @@ TEST_CASE("ZenFlow's staggered schedule plans and holds a staging buffer of its 
   test::StageRun deepspeed = run_ok("zf_staging_deepspeed", "zero0", 1, base + "--set zenflow.schedule=deepspeed ");
   CHECK(test::ledger_bytes(staggered.summary, "memory_peak_bytes", "host.zenflow.staging") == 4 * largest);
   CHECK(test::ledger_bytes(deepspeed.summary, "memory_peak_bytes", "host.zenflow.staging") == 4 * shard);
-  // The plan the run checks before step 1 (and the refusal's parts) counts the same bytes.
+  // The plan the run checks before step 1 (and the refusal's parts) counts the same bytes, and so does
+  // zfcore estimate.
   CHECK(test::json_number(deepspeed.summary, "planned_host_bytes") -
             test::json_number(staggered.summary, "planned_host_bytes") == double(4 * (shard - largest)));
+  const std::string estimate = test::zfcore() + " estimate " + test::source_dir() + "/examples/linear_stack.toml " + base;
+  test::Outcome said = test::run_command(estimate);
+  INFO(said.output);
+  CHECK_THAT(said.output, Catch::Contains("staging 266.3 KiB (" + std::to_string(4 * largest) +
+                                          " bytes: the largest of 4 groups)"));
+  said = test::run_command(estimate + "--set zenflow.schedule=deepspeed");
+  CHECK_THAT(said.output, Catch::Contains("(" + std::to_string(4 * shard) + " bytes: the shard)"));
 }
 
 TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit for bit", "[zenflow][mpi]") {
