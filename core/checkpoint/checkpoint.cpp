@@ -176,7 +176,13 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
     fsync_path(directory_);
     // The oldest of this run go (never another run's, never a link, never the one just written: a
     // run resumed from an earlier step may find newer ones).
-    std::vector<fs::path> all = checkpoints_of_run(directory_, state.run_name, nullptr, /*strict=*/false);
+    std::vector<fs::path> copies;
+    std::vector<fs::path> all = checkpoints_of_run(directory_, state.run_name, nullptr, /*strict=*/false, &copies);
+    for (const fs::path &copy : copies)
+      if (checkpoint_step_of_name(copy) < state.step && warned_copies_.insert(copy.string()).second)
+        log_warn(format("pruning checkpoint.keep = %lld: %s is not this run's checkpoint of its step: %s; it is "
+                        "left as it is (not pruned, not resumed from)", (long long)keep_, copy.c_str(),
+                        checkpoint_copy_problem(copy).c_str()));
     for (size_t i = 0; i + size_t(keep_) < all.size(); ++i) {
       const std::string name = all[i].filename().string();
       if (checkpoint_step_of_name(all[i]) >= state.step || store->owner_of(name) != owner) continue;
@@ -195,13 +201,26 @@ std::string CheckpointStore::damage(const fs::path &checkpoint, bool tensors) co
   return first_finding(comm_, checkpoint_damage(checkpoint, comm_.rank(), comm_.world_size(), tensors));
 }
 
-std::optional<fs::path> CheckpointStore::newest_whole(const std::string &run_name, bool move_damaged_aside) const {
-  std::vector<fs::path> others;
-  std::vector<fs::path> all = checkpoints_of_run(directory_, run_name, &others, /*strict=*/true);
+std::optional<fs::path> CheckpointStore::newest_whole(const std::string &run_name, const std::string &output_dir,
+                                                      const std::string &latest, bool move_damaged_aside) const {
+  std::vector<fs::path> others, copies, elsewhere;
+  std::vector<fs::path> all = checkpoints_of_output_dir(
+      checkpoints_of_run(directory_, run_name, &others, /*strict=*/true, &copies), output_dir, &elsewhere);
+  if (!elsewhere.empty() && comm_.rank() == 0)
+    log_warn(format("%s holds %zu checkpoint(s) of another branch of run \"%s\" (another run.output_dir), e.g. %s "
+                    "of %s: not resumed from by this run, which continues its own line", directory_.c_str(),
+                    elsewhere.size(), run_name.c_str(), elsewhere.back().c_str(),
+                    checkpoint_output_dir(elsewhere.back()).c_str()));
+  if (comm_.rank() == 0)
+    for (const fs::path &copy : copies)
+      log_warn(format("%s is not the checkpoint of its name's step: %s; it is left as it is, not resumed from and "
+                      "not pruned: resume it by hand under its own step's name, or move it out of %s",
+                      copy.c_str(), checkpoint_copy_problem(copy).c_str(), directory_.c_str()));
   if (!others.empty() && comm_.rank() == 0)
     log_warn(format("%s holds %zu checkpoint(s) of other runs (another run.name), e.g. %s of \"%s\": not resumed "
                     "from by run.name = \"%s\"", directory_.c_str(), others.size(), others.back().c_str(),
                     checkpoint_run_name(others.back()).c_str(), run_name.c_str()));
+  all = checkpoints_of_line(all, latest, comm_.rank() == 0);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     const std::string found = damage(*it);
     if (found.empty()) return *it;

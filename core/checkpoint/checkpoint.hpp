@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,7 +74,12 @@ class CheckpointStore {
   // reported, and with `move_damaged_aside` renamed to step-N.damaged (kept for a look, never
   // resumed from nor counted by `keep`) when zfcore wrote it (its ownership marker): a user's
   // directory named like a checkpoint is left where it is.
-  std::optional<std::filesystem::path> newest_whole(const std::string &run_name, bool move_damaged_aside) const;
+  // Of a run.name's branches sharing the directory, only those of `output_dir` are considered when
+  // it has any (checkpoints_of_output_dir). `latest`: the checkpoint the run last saved (its output
+  // directory records it), "" when unknown: checkpoints of later steps were left by a line the run
+  // abandoned when it went back to an earlier one; they are named in a warning, not resumed from.
+  std::optional<std::filesystem::path> newest_whole(const std::string &run_name, const std::string &output_dir,
+                                                    const std::string &latest, bool move_damaged_aside) const;
   // Collective: checkpoint_damage(checkpoint), its files shared among the ranks; the same on every rank.
   std::string damage(const std::filesystem::path &checkpoint, bool tensors = true) const;
   // Collective: whether every rank's file of `checkpoint` holds exactly this rank's shard of `state`
@@ -90,6 +96,7 @@ class CheckpointStore {
   std::filesystem::path directory_;
   int64_t keep_;
   Communicator &comm_;
+  std::set<std::string> warned_copies_;  // a user's copy is named once, not at every save
 };
 
 }  // namespace zf

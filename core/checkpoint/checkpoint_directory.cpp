@@ -5,7 +5,10 @@
 #include "checkpoint/checkpoint_metadata.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "runtime/log.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -48,6 +51,9 @@ std::vector<std::string> checkpoint_foreign_entries(const Directory &store, cons
 
 std::string remove_checkpoint(const Directory &store, const std::string &name, const std::string &run_id) {
   if (store.owner_of(name) != run_id) return "not this run's (no marker of run " + run_id + ")";
+  // The marker travels with a copy (cp -a): what the checkpoint records decides, read before anything goes.
+  const std::string copy = checkpoint_copy_problem(fs::path(store.path()) / name, run_id, /*unreadable_fails=*/true);
+  if (!copy.empty()) return "not this run's checkpoint of step " + std::to_string(checkpoint_step_of_name(name)) + ": " + copy;
   if (!checkpoint_foreign_entries(store, name).empty()) {
     std::vector<std::string> ours = {"checkpoint.json"};
     for (const std::string &entry : store.entries_of(name))
@@ -77,6 +83,92 @@ std::string checkpoint_run_name(const fs::path &checkpoint) {
   } catch (const Error &) {
     return "";
   }
+}
+
+std::string checkpoint_copy_problem(const fs::path &checkpoint, const std::string &run_id, bool unreadable_fails) {
+  const int64_t named = checkpoint_step_of_name(checkpoint);
+  const fs::path first = checkpoint / checkpoint_rank_file(0);
+  CheckpointMetadata recorded;
+  try {
+    recorded = read_checkpoint_metadata(SafetensorsFile::open(first.string()).metadata(), first.string());
+  } catch (const Error &e) {
+    return unreadable_fails ? format("its metadata cannot be read (%s), so what it holds is unknown", e.what()) : "";
+  }
+  // A save's own checkpoint.json records the step too (a test's record may not).
+  int64_t listed = recorded.step;
+  std::string text;
+  if (read_regular_file((checkpoint / "checkpoint.json").string(), 1 << 20, &text).empty()) {
+    try {
+      const nlohmann::json info = parse_json(text, (checkpoint / "checkpoint.json").string());
+      if (info.is_object() && info.contains("step") && info["step"].is_number_integer()) listed = info["step"].get<int64_t>();
+    } catch (const Error &) {  // the record's own check says what is wrong with it
+    }
+  }
+  const std::string owner = recorded.run_id.empty() ? "run" : recorded.run_id;  // a test's state has no id
+  if (named >= 0 && recorded.step == named && listed == named && (run_id.empty() || owner == run_id)) return "";
+  std::string held = format("it holds step %lld", (long long)recorded.step);
+  if (listed != recorded.step) held += format(" (its checkpoint.json says %lld)", (long long)listed);
+  if (!run_id.empty() && owner != run_id) held += " of the run id " + excerpt(owner) + ", not " + run_id;
+  return held + " (a copy or a rename?)";
+}
+
+std::string checkpoint_output_dir(const fs::path &checkpoint) {
+  const std::string path = (checkpoint / "checkpoint.json").string();
+  std::string text;
+  if (!read_regular_file(path, 1 << 20, &text).empty()) return "";
+  try {
+    const nlohmann::json info = parse_json(text, path);
+    if (info.is_object() && info.contains("output_dir") && info["output_dir"].is_string())
+      return info["output_dir"].get<std::string>();
+  } catch (const Error &) {  // the record's own check says what is wrong with it
+  }
+  return "";
+}
+
+std::vector<fs::path> checkpoints_of_output_dir(const std::vector<fs::path> &mine, const std::string &output_dir,
+                                                std::vector<fs::path> *elsewhere) {
+  std::error_code ec;
+  const std::string here = fs::weakly_canonical(fs::absolute(output_dir, ec), ec).string();
+  std::vector<fs::path> own, other;
+  for (const fs::path &checkpoint : mine) {
+    const std::string recorded = checkpoint_output_dir(checkpoint);
+    (recorded.empty() || recorded == here ? own : other).push_back(checkpoint);
+  }
+  if (own.empty()) return mine;
+  if (elsewhere) *elsewhere = other;
+  return own;
+}
+
+std::vector<fs::path> checkpoints_of_line(const std::vector<fs::path> &mine, const std::string &latest, bool say) {
+  if (latest.empty()) return mine;
+  auto run_id_of = [](const fs::path &checkpoint) {
+    try {
+      const fs::path first = checkpoint / checkpoint_rank_file(0);
+      return read_checkpoint_metadata(SafetensorsFile::open(first.string()).metadata(), first.string()).run_id;
+    } catch (const Error &) {
+      return std::string();  // the damage check says what is wrong with it
+    }
+  };
+  std::error_code ec;
+  const fs::path head = fs::weakly_canonical(latest, ec);
+  for (size_t i = 0; i < mine.size() && !ec; ++i) {
+    std::error_code each;
+    if (fs::weakly_canonical(mine[i], each) != head || each) continue;
+    // After the head: the run's own (its run id) are the line it left; anything else is judged as before.
+    const std::string id = run_id_of(mine[i]);
+    std::vector<fs::path> line(mine.begin(), mine.begin() + long(i) + 1), left;
+    for (size_t j = i + 1; j < mine.size(); ++j) (!id.empty() && run_id_of(mine[j]) == id ? left : line).push_back(mine[j]);
+    if (say && !left.empty()) {
+      const std::string later = left.size() == 1 ? left[0].string()
+                                                 : left[0].string() + " to " + left.back().filename().string();
+      log_warn(format("%s: left by a line this run abandoned when it went back to an earlier checkpoint "
+                      "(checkpoint.resume = DIR); it continues from its last save, %s, not from there. Kept as they "
+                      "are: resume one by hand, or remove them when they are not needed", later.c_str(),
+                      mine[i].c_str()));
+    }
+    return line;
+  }
+  return mine;
 }
 
 int64_t checkpoint_step_of_name(const fs::path &checkpoint) {
@@ -132,9 +224,13 @@ std::vector<fs::path> checkpoints_in(const fs::path &directory, bool strict) {
 }
 
 std::vector<fs::path> checkpoints_of_run(const fs::path &directory, const std::string &run_name,
-                                         std::vector<fs::path> *others, bool strict) {
+                                         std::vector<fs::path> *others, bool strict, std::vector<fs::path> *copies) {
   std::vector<fs::path> mine;
   for (const fs::path &checkpoint : checkpoints_in(directory, strict)) {
+    if (!checkpoint_copy_problem(checkpoint).empty()) {  // not the step of its name: the user's
+      if (copies) copies->push_back(checkpoint);
+      continue;
+    }
     const std::string name = checkpoint_run_name(checkpoint);
     if (name.empty() || name == run_name) mine.push_back(checkpoint);
     else if (others) others->push_back(checkpoint);

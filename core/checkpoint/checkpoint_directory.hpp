@@ -29,16 +29,42 @@ int64_t checkpoint_step_of_name(const std::filesystem::path &checkpoint);
 // step-N entry that cannot be followed (a link to itself, a loop) is an error naming it (strict),
 // or skipped with a warning.
 std::vector<std::filesystem::path> checkpoints_in(const std::filesystem::path &directory, bool strict = true);
-// ... of the run named `run_name` (and those of format 1, which name no run); the others' go to `others`.
+// ... of the run named `run_name` (and those of format 1, which name no run); the others' go to
+// `others`, and those that are not the step of their name (checkpoint_copy_problem) to `copies`.
 std::vector<std::filesystem::path> checkpoints_of_run(const std::filesystem::path &directory, const std::string &run_name,
-                                                      std::vector<std::filesystem::path> *others, bool strict = true);
+                                                      std::vector<std::filesystem::path> *others, bool strict = true,
+                                                      std::vector<std::filesystem::path> *copies = nullptr);
+// Of `mine` (one run.name's checkpoints), those its run in `output_dir` wrote (checkpoint.json records
+// the output directory; older checkpoints record none and count as its own): two branches of one
+// run.name sharing a checkpoint.dir each resume and evaluate their own line, never the other's
+// newest. When it has none yet (a branch's first start), all of `mine`: it starts from their newest.
+// The other branches' go to `elsewhere`.
+std::vector<std::filesystem::path> checkpoints_of_output_dir(const std::vector<std::filesystem::path> &mine,
+                                                             const std::string &output_dir,
+                                                             std::vector<std::filesystem::path> *elsewhere);
+// Of `mine` (oldest first), those up to `latest` (the checkpoint the run saved last, recorded in its
+// output directory), when it is one of them: the later ones are a line the run left when it went
+// back to an earlier checkpoint (checkpoint.resume = DIR). They are named in a warning when `say`,
+// and stay where they are (a save of the same step replaces them, as the run's own).
+std::vector<std::filesystem::path> checkpoints_of_line(const std::vector<std::filesystem::path> &mine,
+                                                       const std::string &latest, bool say);
+// The output directory recorded in `checkpoint`'s checkpoint.json ("" when none, or the record is damaged).
+std::string checkpoint_output_dir(const std::filesystem::path &checkpoint);
+// "" when `checkpoint` is what its name says: its rank-0 metadata (under its checksum) and its
+// checkpoint.json record the step of its name, and the run id `run_id` when one is given; else what
+// it records instead. A user's copy of step-00000004 under step-00000003 (cp -a copies the
+// ownership marker too) is theirs: zfcore neither resumes from it nor prunes it. One whose metadata
+// cannot be read passes here (the damage check says what is wrong) unless `unreadable_fails`.
+std::string checkpoint_copy_problem(const std::filesystem::path &checkpoint, const std::string &run_id = "",
+                                    bool unreadable_fails = false);
 // The run name recorded in a checkpoint's rank-0 file ("" for checkpoints of format 1 or unreadable
 // ones: the damage check says what is wrong with those).
 std::string checkpoint_run_name(const std::filesystem::path &checkpoint);
 
 // The entries of checkpoint `name` in `store` that no save wrote (a user's notes, a link, a directory).
 std::vector<std::string> checkpoint_foreign_entries(const Directory &store, const std::string &name);
-// Removes this run's checkpoint `name`: out of the store first (one rename to a name of this run),
+// Removes this run's checkpoint `name` (its marker names `run_id`, and its content records that run
+// id and the step of its name: checkpoint_copy_problem): out of the store first (one rename to a name of this run),
 // then deleted, so that a kill in the middle leaves step-N.RUNID.deleting, which this run's next save
 // removes, never a half-deleted checkpoint that looks like a step. One holding a user's files loses
 // only what its save wrote (checkpoint.json first: it is no checkpoint any more) and stays with

@@ -119,6 +119,12 @@ int command_export(const std::vector<std::string> &args) {
   if (run.empty() || run[0].rfind("--", 0) == 0) {  // no FILE: the config the checkpoint's run recorded
     const std::string recorded = read_recorded_run(checkpoint).config;
     std::error_code ec;
+    // A relative path (an older zfcore's record) was relative to where that run started, which is
+    // not recorded: read from here it could be another file.
+    ZF_REQUIRE(recorded.empty() || fs::path(recorded).is_absolute(),
+               "%s/checkpoint.json names the config \"%s\" relative to the directory its run started in, which it "
+               "does not record: give the run's config, zfcore export %s %s FILE [--set ...]", checkpoint.c_str(),
+               excerpt(recorded).c_str(), checkpoint.c_str(), args[1].c_str());
     ZF_REQUIRE(!recorded.empty() && fs::is_regular_file(recorded, ec),
                "%s/checkpoint.json names the config \"%s\", which is not a file here: give the run's config, "
                "zfcore export %s %s FILE [--set ...]", checkpoint.c_str(), excerpt(recorded).c_str(),
@@ -127,11 +133,11 @@ int command_export(const std::vector<std::string> &args) {
   }
   for (const std::string &set : {"checkpoint.resume=" + checkpoint.string(), "train.steps=" + std::to_string(step),
                                  "checkpoint.export_hf=" + args[1], std::string("checkpoint.final=false"),
-                                 std::string("checkpoint.resume_batch=new")}) {
+                                 std::string("checkpoint.every=0"), std::string("checkpoint.resume_batch=new")}) {
     run.push_back("--set");
     run.push_back(set);
   }
-  return command_run(run);
+  return command_run(run, /*export_only=*/true);
 }
 
 int command_checkpoint(const std::vector<std::string> &args) {

@@ -129,14 +129,15 @@ int on_every_rank(const RunArgs &run, const std::function<int(const RunConfig &,
 
 }  // namespace
 
-int command_run(const std::vector<std::string> &args) {
-  return on_every_rank(parse_run_args(args, "run"), [](const RunConfig &config, Runtime &runtime) {
+int command_run(const std::vector<std::string> &args, bool export_only) {
+  return on_every_rank(parse_run_args(args, export_only ? "export" : "run"), [export_only](const RunConfig &config,
+                                                                                          Runtime &runtime) {
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
     std::vector<std::string> notes;  // what `zfcore validate` checks, first and alike (setup_checks.hpp)
     check_before_setup(config, registry, &notes);
     if (runtime.comm->rank() == 0)
       for (const std::string &note : notes) log_warn(note);
-    RunSummary summary = train(config, runtime, registry);
+    RunSummary summary = train(config, runtime, registry, export_only);
     if (runtime.comm->rank() == 0 && summary.steps < summary.first_step) {
       std::printf("zfcore: step %lld, param_digest %s\n", (long long)summary.steps, summary.param_digest.c_str());
     } else if (runtime.comm->rank() == 0) {

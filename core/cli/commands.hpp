@@ -23,7 +23,7 @@ struct RunArgs {
 RunArgs parse_run_args(const std::vector<std::string> &args, const char *command);
 
 int command_version();
-int command_run(const std::vector<std::string> &args);
+int command_run(const std::vector<std::string> &args, bool export_only = false);  // export_only: zfcore export
 int command_eval(const std::vector<std::string> &args);
 int command_validate(const std::vector<std::string> &args);
 int command_plugins(const std::vector<std::string> &args);

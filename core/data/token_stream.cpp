@@ -7,9 +7,11 @@
 #include "model/model.hpp"
 #include "model/transformer_shape.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "runtime/log.hpp"
 #include "runtime/memory.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tokenizer/unicode.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -188,6 +190,19 @@ std::shared_ptr<const SequenceSet> tokenize_text_file(const RunConfig &config, c
   // A tokenizer with more ids than the model: each id is checked as it is read.
   const int64_t model = model_vocab(config);
   const bool beyond_model = model > 0 && vocab > model;
+  // The whole text is tokenized: an id the model cannot embed is named now, with its token, rather
+  // than at the step that reads it.
+  for (int64_t i = 0; beyond_model && i < tokens; ++i) {
+    const int64_t id = stream.at(i);
+    if (id < model) continue;
+    throw Error(format("%s: data.%s: %s, token %lld (\"%s\", id %lld of tokenizer %s, which has %lld ids) is not "
+                       "below the model's vocabulary, model.vocab = %lld (%s): use a model whose vocabulary holds the "
+                       "tokenizer's ids (model.vocab = %lld), or the model's own tokenizer",
+                       config.where("data", key).str().c_str(), key, path.c_str(), (long long)i,
+                       excerpt(valid_utf8(tokenizer->decode({id})), 40).c_str(), (long long)id,
+                       tokenizer->name().c_str(), (long long)vocab, (long long)model,
+                       config.where("model", "vocab").str().c_str(), (long long)vocab));
+  }
   auto set = std::make_shared<TokenStreamSequences>(std::vector<Stream>{std::move(stream)},
                                                     config.integer("data", "seq_len"), beyond_model ? model : vocab,
                                                     beyond_model,

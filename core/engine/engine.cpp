@@ -57,8 +57,8 @@ class Trainer {
  public:
   // `launched`: process_seconds() when the run began to set up its device (the launch before it:
   // loading libraries, MPI, reading the config).
-  Trainer(const RunConfig &config, Runtime &runtime, PluginRegistry &registry, double launched)
-      : config_(config), runtime_(runtime), comm_(*runtime.comm), plugins_(config, runtime, registry),
+  Trainer(const RunConfig &config, Runtime &runtime, PluginRegistry &registry, double launched, bool export_only)
+      : export_only_(export_only), config_(config), runtime_(runtime), comm_(*runtime.comm), plugins_(config, runtime, registry),
         timers_(runtime.timers), options_(batch_for_resume(config, *runtime.comm)), stats_(runtime) {
     stats_.mark("launch", launched);
     stats_.mark("device_and_plugins");
@@ -72,9 +72,10 @@ class Trainer {
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
     stats_.mark("model");
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
-    if (comm_.rank() == 0) {  // rank 0 writes them
-      check_output_paths(config, options_);
+    if (comm_.rank() == 0) check_output_paths(config, options_, export_only_);  // rank 0 writes them
+    if (comm_.rank() == 0 && !export_only_) {
       locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"));
+      claim_output_dir(options_.output_dir, config_.string("run", "name"), config_.where("run", "name").str());
     }
     const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
     const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
@@ -167,7 +168,7 @@ class Trainer {
   // The checkpoint it resumed from is at train.steps already: nothing is trained, the reports of the run
   // that trained it stay as they are, one from elsewhere is saved here; export and sample as configured.
   RunSummary complete_run() {
-    if (comm_.rank() == 0)
+    if (comm_.rank() == 0 && !export_only_)
       std::printf("zfcore: the run is complete: %s is at step %lld, train.steps = %lld; nothing to train (raise "
                   "train.steps to train further, or give a new run its own run.output_dir)\n",
                   checkpoints_->saved_path().c_str(), (long long)start_step_, (long long)options_.steps);
@@ -435,6 +436,7 @@ class Trainer {
     return stats_.summary_json(s, timed_steps, facts);
   }
 
+  bool export_only_;  // zfcore export: writes only checkpoint.export_hf
   const RunConfig &config_;
   Runtime &runtime_;
   Communicator &comm_;
@@ -457,10 +459,10 @@ class Trainer {
 
 }  // namespace
 
-RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry) {
+RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry, bool export_only) {
   const double launched = process_seconds();
   prepare_runtime(config, runtime);
-  Trainer trainer(config, runtime, registry, launched);
+  Trainer trainer(config, runtime, registry, launched, export_only);
   return trainer.run();
 }
 

@@ -12,7 +12,9 @@
 
 namespace zf {
 
-// Trains as the config says and writes the outputs; throws zf::Error on any failure.
-RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry);
+// Trains as the config says and writes the outputs; throws zf::Error on any failure. `export_only`
+// (zfcore export: a checkpoint resumed at its own step, checkpoint.export_hf set) writes only the
+// export: no run.output_dir or checkpoint.dir is created, locked or written.
+RunSummary train(const RunConfig &config, Runtime &runtime, PluginRegistry &registry, bool export_only = false);
 
 }  // namespace zf

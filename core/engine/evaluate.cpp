@@ -1,6 +1,7 @@
 #include "engine/evaluate.hpp"
 
 #include "checkpoint/checkpoint.hpp"
+#include "engine/checkpoint_model.hpp"
 #include "engine/run_setup.hpp"
 #include "params/flat_buffers.hpp"
 #include "engine/run_options.hpp"
@@ -76,6 +77,7 @@ EvalReport evaluate_config(const RunConfig &config, Runtime &runtime) {
   EvalReport report;
   report.available_sequences = data->size();
   if (auto checkpoint = checkpoint_to_resume(config, options.output_dir, *runtime.comm, false)) {
+    check_same_model(*checkpoint, config, "evaluate");
     // The fp32 master, rounded to the compute dtype as a run's working parameters are.
     report.step = read_checkpoint_master(*checkpoint, layout_digest(flat.layout()),
                                          [&](uint64_t begin, const at::Tensor &values) {

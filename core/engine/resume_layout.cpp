@@ -52,13 +52,16 @@ RecordedRun read_recorded_run(const fs::path &checkpoint) {
 namespace {
 
 // The checkpoint a run would resume from, without checking its files (resume() does).
-std::optional<fs::path> resume_candidate(const RunConfig &config, const std::string &output_dir) {
+std::optional<fs::path> resume_candidate(const RunConfig &config, const std::string &output_dir,
+                                         const std::string &latest) {
   const std::string resume = config.string("checkpoint", "resume");
   if (resume == "never") return std::nullopt;
   if (resume != "auto") return fs::path(resume);
   std::vector<fs::path> mine;
   try {
-    mine = checkpoints_of_run(checkpoint_dir(config, output_dir), config.string("run", "name"), nullptr);
+    mine = checkpoints_of_output_dir(checkpoints_of_run(checkpoint_dir(config, output_dir), config.string("run", "name"),
+                                                        nullptr), output_dir, nullptr);
+    mine = checkpoints_of_line(mine, latest, false);
   } catch (const Error &) {
     return std::nullopt;  // resume() reports it
   }
@@ -73,7 +76,8 @@ std::optional<fs::path> resume_candidate(const RunConfig &config, const std::str
 RunOptions batch_for_resume(const RunConfig &config, Communicator &comm) {
   RunOptions options = RunOptions::read(config);
   if (config.string("checkpoint", "resume_batch") != "keep") return options;
-  const std::optional<fs::path> from = resume_candidate(config, options.output_dir);
+  const std::optional<fs::path> from =
+      resume_candidate(config, options.output_dir, latest_saved(options.output_dir, comm));
   if (!from) return options;
   const RecordedRun recorded = read_recorded_run(*from);
   const int64_t global = recorded.global_batch(), per_step = options.micro_batch * comm.world_size();

@@ -2,6 +2,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
+#include "runtime/input.hpp"
 #include "runtime/log.hpp"
 
 #include <fcntl.h>
@@ -57,6 +58,26 @@ std::vector<std::unique_ptr<RunLock>> lock_run_directories(const std::string &ou
   if (!checkpoint_dir.empty() && !std::filesystem::equivalent(checkpoint_dir, output_dir, ec))
     locks.push_back(std::make_unique<RunLock>(checkpoint_dir, format("checkpoint.dir = \"%s\"", checkpoint_dir.c_str())));
   return locks;
+}
+
+void claim_output_dir(const std::string &output_dir, const std::string &run_name, const std::string &where) {
+  const Directory out = Directory::open(output_dir, true, "run.output_dir");
+  const char *record = ".zfcore-run";
+  const std::string kind = out.kind_of(record);
+  std::string text;
+  const std::string why = kind.empty() ? "" : kind != "file" ? "is a " + kind + ", not the file zfcore writes"
+                                                              : read_regular_file(out.path_of(record), 4096, &text);
+  ZF_REQUIRE(why.empty(), "%s: %s (where zfcore records the run.name of the directory's step log): remove it",
+             out.path_of(record).c_str(), why.c_str());
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (!kind.empty() && text == run_name) return;
+  ZF_REQUIRE(kind.empty(), "run.output_dir = \"%s\" holds the step log and summary (steps.jsonl, steps.csv, "
+             "summary.json) of the run \"%s\" (its run.name, recorded in %s); this run, run.name = \"%s\" at %s, "
+             "would replace them, and a resume would mix the two runs' rows: give it a run.output_dir of its own (the "
+             "default is runs/%s), or set run.name = \"%s\" to continue that run", output_dir.c_str(),
+             excerpt(text).c_str(), out.path_of(record).c_str(), run_name.c_str(), where.c_str(), run_name.c_str(),
+             excerpt(text).c_str());
+  out.write_atomically(record, run_name + "\n");
 }
 
 }  // namespace zf

@@ -30,4 +30,10 @@ class RunLock {
 std::vector<std::unique_ptr<RunLock>> lock_run_directories(const std::string &output_dir,
                                                            const std::string &checkpoint_dir);
 
+// One run.name per output directory: its steps.jsonl, steps.csv and summary.json are one run's. The
+// first run that writes there records its run.name in OUTPUT_DIR/.zfcore-run; a run of another name
+// is refused (zf::Error naming both names, `where` the key's position, and what to do) before it
+// replaces the first's files or mixes its rows into a resume. Rank 0 calls it under the lock.
+void claim_output_dir(const std::string &output_dir, const std::string &run_name, const std::string &where);
+
 }  // namespace zf

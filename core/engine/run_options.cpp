@@ -60,7 +60,7 @@ RunOptions RunOptions::read(const RunConfig &config) {
   return o;
 }
 
-void check_output_paths(const RunConfig &config, const RunOptions &options) {
+void check_output_paths(const RunConfig &config, const RunOptions &options, bool export_only) {
   // An export inside a checkpoint directory would go when its checkpoints are replaced or pruned
   // (checked before any directory is created).
   if (!options.export_hf.empty()) {
@@ -75,11 +75,21 @@ void check_output_paths(const RunConfig &config, const RunOptions &options) {
   }
   // checkpoint.dir is written on any run (a stop signal saves one), its default inside output_dir.
   const std::string checkpoints = config.string("checkpoint", "dir");
+  // Its default, OUTPUT_DIR/checkpoints, is a directory zfcore creates, as it does tensorboard/: a
+  // link there (which zfcore did not make) is refused alike, not followed.
+  std::error_code link_ec;
+  const std::filesystem::path default_store = std::filesystem::path(options.output_dir) / "checkpoints";
+  ZF_REQUIRE(!checkpoints.empty() || export_only || !std::filesystem::is_symlink(std::filesystem::symlink_status(
+                 default_store, link_ec)),
+             "%s is a symbolic link (to %s): zfcore does not write where a link points (as for tensorboard/); to keep "
+             "the checkpoints there, set checkpoint.dir = \"%s\" and remove the link", default_store.c_str(),
+             std::filesystem::read_symlink(default_store, link_ec).c_str(),
+             std::filesystem::weakly_canonical(default_store, link_ec).c_str());
   const std::tuple<const char *, const char *, std::string> keys[] = {
       {"run", "output_dir", options.output_dir}, {"checkpoint", "dir", checkpoints},
       {"checkpoint", "export_hf", options.export_hf}};
   for (const auto &[table, key, dir] : keys) {
-    if (dir.empty()) continue;
+    if (dir.empty() || (export_only && std::string(key) != "export_hf")) continue;  // an export writes only there
     // A file of a generated name, created without following links and removed again: nothing of
     // the user's (a link named like a probe) is ever written or removed.
     std::error_code ec;

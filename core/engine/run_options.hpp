@@ -44,6 +44,6 @@ struct RunOptions {
 // Where the run writes (run.output_dir, checkpoint.dir, checkpoint.export_hf), checked before step 1
 // on the rank that writes: a run must not train for hours and then find that it cannot write its
 // reports, its checkpoints or its export.
-void check_output_paths(const RunConfig &config, const RunOptions &options);
+void check_output_paths(const RunConfig &config, const RunOptions &options, bool export_only = false);
 
 }  // namespace zf

@@ -52,7 +52,7 @@ void check_model(const RunConfig &config, std::vector<std::string> *notes) {
   // The byte tokenizer's ids are bytes: a larger vocabulary trains embeddings no id reaches.
   const std::string type = config.string("data", "type");
   if ((type == "text" || type == "alpaca") && config.string("data", "tokenizer") == "byte" &&
-      options.shape.vocab != 256 && notes)
+      options.shape.vocab > 256 && notes)  // a smaller one: the text's ids are checked
     notes->push_back(format("%s: data.tokenizer = \"byte\" gives 256 ids, and the model has a vocabulary of %lld "
                             "(model.preset or init_from): %lld embeddings are never trained. Use the model's "
                             "tokenizer (data.tokenizer = \"hf\" or \"sentencepiece\" with data.tokenizer_path), or "

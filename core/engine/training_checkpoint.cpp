@@ -3,11 +3,13 @@
 #include "checkpoint/checkpoint_metadata.hpp"
 #include "checkpoint/reshard.hpp"
 #include "config/limits.hpp"
+#include "engine/checkpoint_model.hpp"
 #include "engine/placement.hpp"
 #include "engine/resume_layout.hpp"
 #include "plugin/plugin_set.hpp"
 #include "runtime/digest.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/input.hpp"
 #include "runtime/json.hpp"
 
@@ -73,7 +75,8 @@ std::string local_non_finite(const at::Tensor &values, const std::function<std::
   return format("%s = %g", where(index).c_str(), values.reshape({-1})[index].item<double>());
 }
 
-// The output directory as one absolute path: what tells two runs of one run.name apart.
+// The output directory (or the config file) as one absolute path: what tells two runs of one
+// run.name apart.
 std::string absolute_output_dir(const std::string &output_dir) {
   std::error_code ec;
   const std::filesystem::path path = std::filesystem::weakly_canonical(std::filesystem::absolute(output_dir, ec), ec);
@@ -101,6 +104,7 @@ TrainingCheckpoints::TrainingCheckpoints(const RunConfig &config, const std::str
       run_id_(first_finding(*runtime.comm, runtime.comm->rank() == 0 ? new_run_id() : "")) {  // rank 0's, on every rank
   const std::string canonical = canonical_config_text(config);
   config_digest_ = format("%016llx", (unsigned long long)digest_bytes(canonical.data(), canonical.size(), kDigestSeed));
+  model_ = model_record(config);
   store_ = std::make_unique<CheckpointStore>(checkpoint_dir(config, output_dir), config.integer("checkpoint", "keep"),
                                              *runtime.comm);
 }
@@ -126,14 +130,17 @@ TrainingState TrainingCheckpoints::state(int64_t step, UpdatePlan &update) const
 std::string TrainingCheckpoints::info(int64_t step) const {
   JsonWriter json;
   json.begin_object().key("step").value(step).key("world_size").value(runtime_.comm->world_size());
-  json.key("config").value(identity_.config_file).key("layout").value(layout_digest_);
+  // Absolute: zfcore export reads it from wherever it is run (a relative path would name another file there).
+  json.key("config").value(identity_.config_file.empty() ? "" : absolute_output_dir(identity_.config_file)).key("layout").value(layout_digest_);
   json.key("optimizer").value(identity_.optimizer).key("optimizer_state").begin_array();
   for (const std::string &name : identity_.optimizer_state) json.value(name);
   json.end_array().key("stage").value(identity_.stage).key("offload").value(identity_.offload);
   json.key("zenflow").value(identity_.zenflow).key("micro_batch").value(identity_.micro_batch);
   json.key("grad_accum").value(identity_.grad_accum).key("run_name").value(run_name_).key("run_id").value(run_id_);
   json.key("config_digest").value(config_digest_).key("output_dir").value(absolute_output_dir(output_dir_));
-  json.end_object();
+  json.key("model").begin_object();
+  for (const auto &[key, value] : model_) json.key(key).value(value);
+  json.end_object().end_object();
   return json.str();
 }
 
@@ -163,78 +170,16 @@ void TrainingCheckpoints::save(int64_t step, UpdatePlan &update) {
              (long long)step, bad.c_str(), (long long)step, newest().c_str(), config_.real("optimizer", "lr"));
   saved_path_ = store_->save(saved, info(step));
   saved_step_ = step;
-  if (runtime_.comm->rank() == 0) std::printf("zfcore: checkpoint %s\n", saved_path_.c_str());
+  if (runtime_.comm->rank() == 0) {
+    // The head of the run's line: a resume = "auto" after going back to an earlier step continues here.
+    record_latest_saved(output_dir_, saved_path_.string());
+    std::printf("zfcore: checkpoint %s\n", saved_path_.c_str());
+  }
 }
 
 std::string TrainingCheckpoints::newest() const {
   if (saved_step_ == 0) return "no checkpoint was written";
   return format("the newest checkpoint is %s (step %lld)", saved_path_.c_str(), (long long)saved_step_);
-}
-
-void require_one_checkpoint(const std::string &dir, const std::string &what, bool resume) {
-  const std::filesystem::path path(dir);
-  std::error_code ec;
-  auto has = [&](const char *name) { return std::filesystem::exists(std::filesystem::symlink_status(path / name, ec)); };
-  if (has("checkpoint.json")) return;
-  const std::string shown = excerpt(dir);
-  ZF_REQUIRE(!has("config.json"), "%s is a Hugging Face model directory, not a checkpoint: %s", what.c_str(),
-             resume ? format("start from its weights with model.init_from = \"%s\" (and checkpoint.resume = "
-                             "\"never\")", shown.c_str()).c_str()
-                    : "give a training checkpoint (a step-N directory with a checkpoint.json)");
-  // A run's output directory or a directory of checkpoints: its newest checkpoint is named, and
-  // never a checkpoints/ directory that is not there (a run with its own checkpoint.dir).
-  const bool run_directory = has("checkpoints") || has("summary.json") || has("steps.jsonl");
-  if (run_directory && !has("checkpoints"))
-    throw Error(format("%s is a run's output directory, not a checkpoint, and holds no checkpoints/ (its run saved "
-                       "them in the checkpoint.dir it set): name one checkpoint there, a step-N directory",
-                       what.c_str()));
-  const std::filesystem::path store = run_directory ? path / "checkpoints" : path;
-  const std::vector<std::filesystem::path> held = checkpoints_in(store, false);
-  if (!run_directory && held.empty()) return;  // the checks of the checkpoint itself say what is missing
-  const std::string newest = held.empty() ? "(none yet)" : excerpt(held.back().string());
-  throw Error(format("%s is %s: name one of its checkpoints, e.g. the newest, %s%s", what.c_str(),
-                     run_directory ? "a run's output directory, not a checkpoint"
-                                   : "a directory of checkpoints, not one checkpoint",
-                     newest.c_str(),
-                     resume ? format(" (or resume the newest with checkpoint.dir = \"%s\" and checkpoint.resume = "
-                                     "\"auto\")", excerpt(store.string()).c_str()).c_str()
-                            : ""));
-}
-
-namespace {
-// Collective: refuses a checkpoint named by hand whose files (`tensors`: also their tensors) are damaged.
-void require_undamaged(const RunConfig &config, const CheckpointStore &store, const std::filesystem::path &checkpoint,
-                       bool tensors) {
-  const std::string damage = store.damage(checkpoint, tensors);
-  ZF_REQUIRE(damage.empty(), "%s: checkpoint.resume = \"%s\" is damaged: %s; choose another checkpoint",
-             config.where("checkpoint", "resume").str().c_str(), excerpt(checkpoint.string()).c_str(), damage.c_str());
-}
-}  // namespace
-
-std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
-                                                          Communicator &comm, bool move_damaged_aside,
-                                                          bool check_tensors) {
-  std::string resume = config.string("checkpoint", "resume");
-  if (resume == "never") return std::nullopt;
-  const std::string dir = checkpoint_dir(config, output_dir);
-  CheckpointStore store(dir, 1, comm);
-  if (resume == "auto") {
-    const std::string run_name = config.string("run", "name");
-    const bool any = !checkpoints_of_run(dir, run_name, nullptr).empty();
-    std::optional<std::filesystem::path> newest = store.newest_whole(run_name, move_damaged_aside);
-    ZF_REQUIRE(newest || !any,
-               "every checkpoint in %s is damaged (the warnings above name them); resume one by hand "
-               "(checkpoint.resume = DIR) or start afresh (checkpoint.resume = \"never\")",
-               dir.c_str());
-    return newest;
-  }
-  const std::string where = config.where("checkpoint", "resume").str();
-  std::error_code ec;
-  ZF_REQUIRE(std::filesystem::is_directory(resume, ec), "%s: checkpoint.resume = \"%s\": no such checkpoint directory",
-             where.c_str(), excerpt(resume).c_str());
-  require_one_checkpoint(resume, format("%s: checkpoint.resume = \"%s\"", where.c_str(), excerpt(resume).c_str()), true);
-  require_undamaged(config, store, resume, check_tensors);
-  return std::filesystem::path(resume);
 }
 
 void TrainingCheckpoints::check_same_optimizer(const std::filesystem::path &checkpoint) const {
@@ -318,6 +263,7 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
   std::optional<std::filesystem::path> from = checkpoint_to_resume(config_, output_dir_, *runtime_.comm, true, !by_hand);
   if (!from) return 0;
   check_same_optimizer(*from);
+  check_same_model(*from, config_, "resume (or export)");
   const RecordedRun recorded = read_recorded_run(*from);
   RunOptions batch;
   batch.micro_batch = identity_.micro_batch;
@@ -341,14 +287,17 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
   const CheckpointMetadata written = read_checkpoint_metadata(
       SafetensorsFile::open((*from / "rank-00000.safetensors").string()).metadata(), (*from / "rank-00000.safetensors").string());
   const std::string here = absolute_output_dir(output_dir_);
+  // Whose checkpoints it writes is said only by a run that writes any (zfcore export writes none).
+  const bool says = runtime_.comm->rank() == 0 &&
+                    (config_.integer("checkpoint", "every") > 0 || config_.boolean("checkpoint", "final"));
   if (written.run_name == run_name_ && !written.run_id.empty() && recorded.output_dir == here)
     run_id_ = written.run_id;
-  else if (written.run_name == run_name_ && !written.run_id.empty() && runtime_.comm->rank() == 0)
+  else if (written.run_name == run_name_ && !written.run_id.empty() && says)
     std::printf("zfcore: %s belongs to the run \"%s\" of the output directory %s; this run (in %s) starts from it "
                 "and keeps its own checkpoints: it replaces and prunes only those\n", from->c_str(),
                 written.run_name.c_str(), recorded.output_dir.empty() ? "(not recorded)" : recorded.output_dir.c_str(),
                 here.c_str());
-  else if (!written.run_name.empty() && runtime_.comm->rank() == 0)
+  else if (!written.run_name.empty() && says)
     std::printf("zfcore: %s belongs to the run \"%s\"; this run (run.name = \"%s\") starts from it and keeps its "
                 "own checkpoints\n", from->c_str(), written.run_name.c_str(), run_name_.c_str());
   const std::string bad = non_finite_parameter(loaded.master, identity_.shard_begin, layout_, *runtime_.comm);

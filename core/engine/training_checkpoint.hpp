@@ -26,6 +26,9 @@ std::string checkpoint_dir(const RunConfig &config, const std::string &output_di
 std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
                                                           Communicator &comm, bool move_damaged_aside,
                                                           bool check_tensors = true);
+// Collective: refuses a checkpoint named by hand whose files (`tensors`: also their tensors) are damaged.
+void require_undamaged(const RunConfig &config, const CheckpointStore &store, const std::filesystem::path &checkpoint,
+                       bool tensors);
 
 // checkpoint.resume, zfcore export and zfcore checkpoint info name one checkpoint (a step-N directory
 // with its checkpoint.json). Throws zf::Error starting with `what` (the key or the argument) when
@@ -42,6 +45,13 @@ std::string non_finite_parameter(const at::Tensor &values, uint64_t begin, const
 class Placement;
 class PluginSet;
 struct RunOptions;
+
+// Collective: the checkpoint the run in `output_dir` saved last (OUTPUT_DIR/.zfcore-latest, read by
+// rank 0), "" when none is recorded: after going back to an earlier checkpoint, resume = "auto"
+// and zfcore eval follow the line it continued, not the later checkpoints it left.
+std::string latest_saved(const std::string &output_dir, Communicator &comm);
+// Rank 0, after each save: records `checkpoint` (absolute) as the run's last save in `output_dir`.
+void record_latest_saved(const std::string &output_dir, const std::string &checkpoint);
 
 // The run's options, with train.grad_accum derived when checkpoint.resume_batch = "keep" (resume_layout.hpp).
 RunOptions batch_for_resume(const RunConfig &config, Communicator &comm);
@@ -95,6 +105,7 @@ class TrainingCheckpoints {
   std::unique_ptr<CheckpointStore> store_;
   int64_t saved_step_ = 0;
   std::filesystem::path saved_path_;
+  std::vector<std::pair<std::string, std::string>> model_;  // checkpoint.json "model" (checkpoint_model.hpp)
   std::string run_name_, run_id_, config_digest_;  // a new run id, or the id of the run it continues
   bool resharded_ = false;
   bool converting_ = false;  // save_converted: no step ran since the resume

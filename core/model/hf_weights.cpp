@@ -3,12 +3,15 @@
 // part it is asked for, straight from the memory-mapped file.
 #include "model/hf_checkpoint.hpp"
 
+#include "checkpoint/checksum.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "model/transformer.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "runtime/log.hpp"
 
 #include <atomic>
+#include <mutex>
 #include <set>
 
 namespace zf {
@@ -37,10 +40,35 @@ class HfWeights final : public ParameterSource {
     uint64_t numel;
     bool transposed;
   };
+  // A tensor whose writer recorded its checksum (zfcore export, checkpoint.export_hf) is checked
+  // whole before its first fill: a flipped bit on disk is a located error, not a silently other model.
+  void check_once(const Stored &s, size_t index) const;
+
   SafetensorsSet weights_;
   std::vector<Stored> stored_;  // per parameter
   mutable std::atomic<uint64_t> bytes_read_{0};
+  mutable std::mutex checked_mutex_;
+  mutable std::set<size_t> checked_;  // indices of stored_ checked against their checksums
 };
+
+void HfWeights::check_once(const Stored &s, size_t index) const {
+  {
+    std::lock_guard<std::mutex> lock(checked_mutex_);
+    if (checked_.count(index)) return;
+  }
+  const std::string recorded = s.file->checksum(s.name);
+  if (!recorded.empty()) {
+    const auto [data, size] = s.file->bytes(s.name);
+    const std::string actual = checksum_hex(data, size);
+    ZF_REQUIRE(actual == recorded,
+               "%s: tensor '%s' does not match the checksum written with it (written %s, read %s): the file changed "
+               "after it was written (a flipped bit, a bad copy); export it again from its checkpoint (zfcore export "
+               "CHECKPOINT OUT_DIR) or restore the file", s.file->path().c_str(), s.name.c_str(),
+               excerpt(recorded).c_str(), actual.c_str());
+  }
+  std::lock_guard<std::mutex> lock(checked_mutex_);
+  checked_.insert(index);
+}
 
 HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
     : weights_(SafetensorsSet::open_directory(directory)) {
@@ -80,6 +108,7 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
 
 void HfWeights::fill(size_t index, const StoredRegion &region, torch::Tensor destination) const {
   const Stored &s = stored_.at(index);
+  check_once(s, index);
   const int64_t element = int64_t(c10::elementSize(s.dtype));
   // The tensor's bytes inside the file's mapping: read_pieces hands them over in one piece, and
   // only the part copied below is read (paged in from disk).

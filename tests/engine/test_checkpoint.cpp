@@ -113,7 +113,7 @@ TEST_CASE("an unfinished save is ignored and a damaged checkpoint is a clear err
                                  "--set model.hidden=64 --set checkpoint.resume=" + dir + "/checkpoints/step-00000005" +
                                  " --set run.output_dir=" + test::scratch_dir("ckpt_other"));
   CHECK(other.exit_code == 1);
-  CHECK_THAT(other.output, Catch::Contains("another model layout"));
+  CHECK_THAT(other.output, Catch::Contains("model.hidden = 128 in the checkpoint, 64 in this config"));
 }
 
 TEST_CASE("what an interrupted save or prune of the run left is removed (only that), and a damaged RNG state is a "

@@ -248,3 +248,117 @@ TEST_CASE("a user's copy of a checkpoint under another name is neither resumed f
   CHECK(fs::exists(ck + "/step-4/checkpoint.json"));  // the user's copy stays, whole
   CHECK(fs::exists(ck + "/step-4/rank-00000.safetensors"));
 }
+
+TEST_CASE("a user's copy of a checkpoint under another step's name is neither pruned nor resumed from",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_copy_step"), ck = dir + "/checkpoints";
+  const std::string keep_one = "--set checkpoint.every=1 --set checkpoint.keep=1";
+  REQUIRE(run_small(dir, 4, keep_one).exit_code == 0);
+  // cp -a step-00000004 step-00000003 (an older step's name) and step-00000009 (a newer one): the
+  // ownership marker goes with them.
+  for (const char *name : {"step-00000003", "step-00000009"})
+    fs::copy(ck + "/step-00000004", ck + "/" + name, fs::copy_options::recursive);
+  REQUIRE(fs::exists(ck + "/step-00000003/.zfcore-owner"));
+  const std::string bytes = test::read_text(ck + "/step-00000004/rank-00000.safetensors");
+  test::Outcome more = run_small(dir, 6, keep_one);
+  INFO(more.output);
+  REQUIRE(more.exit_code == 0);
+  // The run continues its own step 4, not the copy named step 9, and prunes its step 4 and 5 only.
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "first_step") == "5");
+  CHECK_THAT(more.output, Catch::Contains(ck + "/step-00000009 is not the checkpoint of its name's step: it holds "
+                                               "step 4"));
+  CHECK_THAT(more.output, Catch::Contains(ck + "/step-00000003 is not this run's checkpoint of its step: it holds "
+                                               "step 4"));
+  for (const char *name : {"step-00000003", "step-00000009"}) {
+    CHECK(test::read_text(ck + "/" + name + "/rank-00000.safetensors") == bytes);
+    CHECK(fs::exists(ck + "/" + name + "/checkpoint.json"));
+  }
+  CHECK_FALSE(fs::exists(ck + "/step-00000009.damaged"));
+  CHECK_FALSE(fs::exists(ck + "/step-00000004"));
+  CHECK(fs::exists(ck + "/step-00000006/checkpoint.json"));
+  // eval reads the run's own newest, step 6.
+  test::Outcome eval = test::run_command(test::zfcore() + " eval " + test::source_dir() + "/examples/linear_stack.toml" +
+                                         kSmall + "--json --set data.eval_fraction=0.1 --set run.output_dir=" + dir);
+  INFO(eval.output);
+  CHECK(eval.exit_code == 0);
+  CHECK_THAT(eval.output, Catch::Contains("\"step\":6"));
+}
+
+TEST_CASE("a second run.name in one run.output_dir is refused before it replaces the first run's step log",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_output_name");
+  REQUIRE(run_small(dir, 2, "--set run.name=a --set checkpoint.every=1").exit_code == 0);
+  const std::string jsonl = test::read_text(dir + "/steps.jsonl"), csv = test::read_text(dir + "/steps.csv");
+  const std::string summary = test::read_text(dir + "/summary.json");
+  test::Outcome other = run_small(dir, 3, "--set run.name=b --set checkpoint.every=1");
+  INFO(other.output);
+  CHECK(other.exit_code == 1);
+  CHECK_THAT(other.output, Catch::Contains("holds the step log and summary") && Catch::Contains("of the run \"a\"") &&
+                               Catch::Contains("run.name = \"b\"") && Catch::Contains("runs/b"));
+  CHECK(test::read_text(dir + "/steps.jsonl") == jsonl);
+  CHECK(test::read_text(dir + "/steps.csv") == csv);
+  CHECK(test::read_text(dir + "/summary.json") == summary);
+  CHECK_FALSE(fs::exists(dir + "/checkpoints/step-00000003"));
+  // The first run continues there as before.
+  test::Outcome again = run_small(dir, 3, "--set run.name=a --set checkpoint.every=1");
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "first_step") == "3");
+}
+
+TEST_CASE("two branches of one run.name sharing a checkpoint.dir each resume and evaluate their own line",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_branch_lines"), ck = dir + "/ck";
+  const std::string shared = "--set checkpoint.every=1 --set run.name=x --set checkpoint.dir=" + ck;
+  REQUIRE(run_small(dir + "/a", 3, shared + " --set checkpoint.keep=10").exit_code == 0);
+  // Branch b starts from a's step 3 and goes on to step 5.
+  test::Outcome branch = run_small(dir + "/b", 5, shared + " --set checkpoint.keep=10");
+  INFO(branch.output);
+  REQUIRE(branch.exit_code == 0);
+  REQUIRE(test::json_field(test::read_text(dir + "/b/summary.json"), "first_step") == "4");
+  auto eval = [&](const std::string &out) {
+    return test::run_command(test::zfcore() + " eval " + test::source_dir() + "/examples/linear_stack.toml" + kSmall +
+                             "--json --set data.eval_fraction=0.1 " + shared + " --set run.output_dir=" + out);
+  };
+  // eval of a reads a's newest, step 3, not b's step 5; eval of b reads b's.
+  test::Outcome eval_a = eval(dir + "/a");
+  INFO(eval_a.output);
+  CHECK(eval_a.exit_code == 0);
+  CHECK_THAT(eval_a.output, Catch::Contains("\"step\":3") && Catch::Contains("another branch of run \"x\""));
+  test::Outcome eval_b = eval(dir + "/b");
+  INFO(eval_b.output);
+  CHECK_THAT(eval_b.output, Catch::Contains("\"step\":5"));
+  // a continues its own line from step 3 (b's step 4 is b's: a's step 4 is refused, not mixed).
+  const std::string b_step4 = test::read_text(ck + "/step-00000004/rank-00000.safetensors");
+  test::Outcome again = run_small(dir + "/a", 4, shared + " --set checkpoint.keep=10");
+  INFO(again.output);
+  CHECK_THAT(again.output, Catch::Contains("resumed from " + ck + "/step-00000003"));
+  CHECK(again.output.find("the run is complete") == std::string::npos);
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.output, Catch::Contains("step-00000004 is in the way of this run's checkpoint of step 4"));
+  CHECK(test::read_text(ck + "/step-00000004/rank-00000.safetensors") == b_step4);
+}
+
+TEST_CASE("after going back to an earlier checkpoint, resume and eval follow the line the run continued",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("own_went_back"), ck = dir + "/checkpoints";
+  const std::string every = "--set checkpoint.every=1 --set checkpoint.keep=10";
+  REQUIRE(run_small(dir, 6, every).exit_code == 0);
+  const std::string left = test::read_text(ck + "/step-00000006/rank-00000.safetensors");
+  // Back to step 3, on to step 5: step 6 of the first line is left.
+  test::Outcome back = run_small(dir, 5, every + " --set checkpoint.resume=" + ck + "/step-00000003");
+  INFO(back.output);
+  REQUIRE(back.exit_code == 0);
+  test::Outcome eval = test::run_command(test::zfcore() + " eval " + test::source_dir() + "/examples/linear_stack.toml" +
+                                         kSmall + "--json --set data.eval_fraction=0.1 --set run.output_dir=" + dir);
+  INFO(eval.output);
+  CHECK(eval.exit_code == 0);
+  CHECK_THAT(eval.output, Catch::Contains("\"step\":5") && Catch::Contains(ck + "/step-00000006: left by a line this run "
+                                                                           "abandoned"));
+  CHECK(test::read_text(ck + "/step-00000006/rank-00000.safetensors") == left);
+  test::Outcome next = run_small(dir, 7, every);
+  INFO(next.output);
+  CHECK(next.exit_code == 0);
+  CHECK_THAT(next.output, Catch::Contains("resumed from " + ck + "/step-00000005"));
+  CHECK(test::json_field(test::read_text(dir + "/summary.json"), "first_step") == "6");
+}

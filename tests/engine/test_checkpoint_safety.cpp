@@ -123,7 +123,7 @@ TEST_CASE("checkpoints are ordered by step number, and a save never prunes the c
   std::vector<fs::path> left = checkpoints_in(dir);
   REQUIRE(left.size() == 1);
   CHECK(left[0].filename() == "step-100000000");  // as text, step-99999999 sorts after it
-  CHECK(store.newest_whole("", false) == left[0]);
+  CHECK(store.newest_whole("", "", "", false) == left[0]);
   // A run resumed from an earlier step finds newer checkpoints of the run before it: what it saves stays.
   state.step = 5;
   store.save(state, "{}");

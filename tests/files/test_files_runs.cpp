@@ -416,3 +416,55 @@ TEST_CASE("eval: a run's output directory without checkpoints/ is named as such,
   CHECK_THAT(eval.output, Catch::Contains("is a run's output directory, not a checkpoint, and holds no checkpoints/"));
   CHECK_THAT(eval.output, !Catch::Contains(dir + "/run/checkpoints"));
 }
+
+TEST_CASE("runs: a link at OUTPUT_DIR/checkpoints is refused like one at tensorboard, the directory it points to "
+          "left empty", "[files]") {
+  const std::string dir = scratch_dir("runs_checkpoints_link"), out = dir + "/out";
+  fs::create_directories(out);
+  fs::create_directories(dir + "/elsewhere");
+  fs::create_directory_symlink(dir + "/elsewhere", out + "/checkpoints");
+  auto run = run_command(tiny_run(dir) + "--set run.output_dir=" + out + " --set checkpoint.every=1");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.output, Catch::Contains(out + "/checkpoints is a symbolic link (to " + dir + "/elsewhere)") &&
+                             Catch::Contains("set checkpoint.dir = \"" + dir + "/elsewhere\""));
+  CHECK(fs::is_empty(dir + "/elsewhere"));
+  // The directory named by checkpoint.dir is the user's choice: written there.
+  auto chosen = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/out2 --set checkpoint.dir=" + dir +
+                            "/elsewhere");
+  INFO(chosen.output);
+  CHECK(chosen.exit_code == 0);
+  CHECK(fs::exists(dir + "/elsewhere/step-00000002/checkpoint.json"));
+}
+
+TEST_CASE("export: zfcore export writes only OUT_DIR, no run directory, and does not talk like a run", "[files]") {
+  const std::string dir = scratch_dir("export_no_run_dir");
+  auto trained = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/out");
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  fs::create_directories(dir + "/here");
+  // The run's config is the example with --set overrides: the export is given the model's.
+  auto exported = run_command("cd " + dir + "/here && " + zf::test::zfcore() + " export " + dir +
+                              "/out/checkpoints/step-00000002 " + dir + "/hf --set model.hidden=32 --set "
+                              "model.layers=1 --set model.heads=2 --set model.max_seq=32 --set data.seq_len=32 "
+                              "--set data.path=" + dir + "/train.txt --set sample.tokens=0");
+  INFO(exported.output);
+  CHECK(exported.exit_code == 0);
+  CHECK(fs::exists(dir + "/hf/model.safetensors"));
+  CHECK(fs::is_empty(dir + "/here"));  // no runs/quickstart/ with a lock in it
+  CHECK(exported.output.find("the run is complete") == std::string::npos);
+  CHECK(exported.output.find("checkpoints:") == std::string::npos);
+}
+
+TEST_CASE("messages: a text whose tokenizer gives ids past the model's vocabulary names the file, the token and the "
+          "keys, before step 1", "[files]") {
+  const std::string dir = scratch_dir("messages_text_vocab");
+  auto run = run_command(tiny_run(dir) + "--set model.vocab=100 --set run.output_dir=" + dir + "/out");
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  // "Line 0: ...": 'i' (105) is the first byte past 100, the second token.
+  CHECK_THAT(run.output, Catch::Contains(dir + "/train.txt, token 1 (\"i\", id 105 of tokenizer byte") &&
+                             Catch::Contains("model.vocab = 100") && Catch::Contains("(model.vocab = 257)"));
+  CHECK(run.output.find("step 1") == std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/out/steps.jsonl"));
+}

@@ -1,0 +1,103 @@
+// A checkpoint is resumed, evaluated and exported only as the model it was trained as: [model] keys
+// that keep every shape (heads, norm_eps) are checked against what the checkpoint recorded, and
+// zfcore export reads the config its run recorded, not a file of that name where it is run.
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace zf;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A GPT-2 of 2 heads at hidden 32: heads = 4 keeps every shape.
+std::string tiny_config(const std::string &norm_eps) {
+  return "[run]\nname = \"tiny\"\nprogress = \"off\"\n[model]\ntype = \"gpt2\"\nhidden = 32\nlayers = 1\nheads = 2\n"
+         "vocab = 257\nmax_seq = 32\nnorm_eps = " + norm_eps + "\n[data]\ntype = \"text\"\n"
+         "path = \"/usr/share/common-licenses/GPL-3\"\ntokenizer = \"byte\"\nseq_len = 32\neval_fraction = 0.05\n"
+         "[train]\nsteps = 2\nmicro_batch = 4\n[optimizer]\nplugin = \"adamw_ref\"\n[stage]\nplugin = \"zero0\"\n"
+         "[checkpoint]\nevery = 1\n[sample]\ntokens = 0\n";
+}
+
+void write_file(const std::string &path, const std::string &text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+TEST_CASE("a checkpoint is resumed, evaluated and exported only under the model it was trained as",
+          "[checkpoint]") {
+  const std::string dir = test::scratch_dir("ckpt_model_keys"), out = dir + "/out";
+  write_file(dir + "/train.toml", tiny_config("1e-5"));
+  const std::string run = test::zfcore() + " run " + dir + "/train.toml --set run.output_dir=" + out;
+  test::Outcome first = test::run_command(run);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const std::string ck = out + "/checkpoints/step-00000002";
+  test::Outcome heads = test::run_command(run + " --set train.steps=3 --set model.heads=4");
+  INFO(heads.output);
+  CHECK(heads.exit_code == 1);
+  CHECK_THAT(heads.output, Catch::Contains(ck + " was trained as another model") &&
+                               Catch::Contains("model.heads = 2 in the checkpoint, 4 in this config") &&
+                               Catch::Contains("--set model.heads=2"));
+  CHECK_FALSE(fs::exists(out + "/checkpoints/step-00000003"));
+  test::Outcome eval = test::run_command(test::zfcore() + " eval " + dir + "/train.toml --set run.output_dir=" + out +
+                                         " --set model.norm_eps=1e-6");
+  INFO(eval.output);
+  CHECK(eval.exit_code == 1);
+  CHECK_THAT(eval.output, Catch::Contains("model.norm_eps = 1e-05 in the checkpoint, 1e-06 in this config") &&
+                              Catch::Contains("To evaluate it"));
+  test::Outcome exported = test::run_command(test::zfcore() + " export " + ck + " " + dir + "/hf --set model.heads=4");
+  INFO(exported.output);
+  CHECK(exported.exit_code == 1);
+  CHECK_THAT(exported.output, Catch::Contains("model.heads = 2 in the checkpoint, 4 in this config"));
+  CHECK_FALSE(fs::exists(dir + "/hf/model.safetensors"));
+  // The same model resumes.
+  test::Outcome same = test::run_command(run + " --set train.steps=3");
+  INFO(same.output);
+  CHECK(same.exit_code == 0);
+}
+
+TEST_CASE("zfcore export reads the config its checkpoint's run recorded, from any directory", "[checkpoint]") {
+  const std::string dir = test::scratch_dir("ckpt_export_config");
+  fs::create_directories(dir + "/a");
+  fs::create_directories(dir + "/b");
+  write_file(dir + "/a/train.toml", tiny_config("1e-5"));
+  // Another config of the same relative name where the export is run.
+  write_file(dir + "/b/train.toml", tiny_config("0.25"));
+  test::Outcome trained = test::run_command("cd " + dir + "/a && " + test::zfcore() + " run train.toml "
+                                            "--set run.output_dir=" + dir + "/out");
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  test::Outcome exported = test::run_command("cd " + dir + "/b && " + test::zfcore() + " export " + dir +
+                                             "/out/checkpoints/step-00000002 " + dir + "/hf");
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  const std::string config = test::read_text(dir + "/hf/config.json");
+  INFO(config);
+  CHECK(config.find("1e-05") != std::string::npos);
+  CHECK(config.find("0.25") == std::string::npos);
+}
+
+TEST_CASE("a flipped bit in zfcore's own export is found when model.init_from loads it", "[checkpoint]") {
+  const std::string dir = test::scratch_dir("ckpt_export_bit");
+  write_file(dir + "/train.toml", tiny_config("1e-5"));
+  const std::string run = test::zfcore() + " run " + dir + "/train.toml --set checkpoint.every=0";
+  test::Outcome exported = test::run_command(run + " --set run.output_dir=" + dir + "/a --set checkpoint.export_hf=" +
+                                             dir + "/hf");
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  // The lowest bit of the last float of the last tensor: a finite value, a little off.
+  const std::string file = dir + "/hf/model.safetensors";
+  std::string bytes = test::read_text(file);
+  REQUIRE(bytes.size() > 16);
+  bytes[bytes.size() - 4] ^= 1;
+  { std::ofstream(file, std::ios::binary) << bytes; }
+  test::Outcome loaded = test::run_command(run + " --set run.output_dir=" + dir + "/b --set model.init_from=" + dir +
+                                           "/hf --set train.steps=1");
+  INFO(loaded.output);
+  CHECK(loaded.exit_code == 1);
+  CHECK_THAT(loaded.output, Catch::Contains(file + ": tensor '") &&
+                                Catch::Contains("does not match the checksum written with it"));
+}
