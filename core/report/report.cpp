@@ -86,7 +86,7 @@ RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, const
   jsonl_ = open_output(out, "steps.jsonl");
   csv_ = open_output(out, "steps.csv");
   started_s_ = process_seconds();
-  if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(output_dir_ / "tensorboard");
+  if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(output_dir_ / "tensorboard", resumed_step);
   if (!continuing) return;
   points_ = read_run_points(output_dir_ / "steps.jsonl");
   for_each_line(out.path_of("steps.csv"), kMaxStepLogLineBytes, [&](const TextLine &header) {

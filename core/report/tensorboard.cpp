@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -36,21 +37,29 @@ void put_le(std::string &out, uint64_t value, int bytes) {
 }
 }  // namespace
 
-TensorBoardWriter::TensorBoardWriter(const std::filesystem::path &directory) {
+TensorBoardWriter::TensorBoardWriter(const std::filesystem::path &directory, int64_t resumed_step) {
   // The output directory as the user named it (links in its path are theirs), then its
   // subdirectory without following a link named like it (runtime/files.hpp): the event files go
   // where the run's other files are, not where such a link points.
   const std::filesystem::path parent = directory.parent_path();
-  const Directory events = Directory::open(parent.empty() ? "." : parent.string(), true, "run.tensorboard")
-                               .subdirectory(directory.filename().string(), true);
+  const Directory out = Directory::open(parent.empty() ? "." : parent.string(), true, "run.tensorboard");
+  const Directory events = out.subdirectory(directory.filename().string(), true);
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
   // TensorBoard's own name for the file (it finds event files by "tfevents" in the name), numbered
   // within the process. A new file: never an existing entry, nor through a link.
   static std::atomic<int> files{0};
   const double now = wall_time();
-  const std::string name =
-      format("events.out.tfevents.%lld.%s.%d.%d", (long long)now, host, int(getpid()), files.fetch_add(1));
+  const int number = files.fetch_add(1);
+  // TensorBoard reads a directory's files in the order of their names: the new file sorts after
+  // every one there (a resumed run started within the old one's second, or with a smaller pid),
+  // so that its START purges the old file's events and not the other way round.
+  std::string newest;
+  for (const std::string &entry : out.entries_of(directory.filename().string()))
+    if (entry.rfind("events.out.tfevents.", 0) == 0) newest = std::max(newest, entry);
+  std::string name;
+  for (long long seconds = (long long)now; name.empty() || name <= newest; ++seconds)
+    name = format("events.out.tfevents.%lld.%s.%d.%d", seconds, host, int(getpid()), number);
   path_ = events.path_of(name);
   const int fd = events.create_new(name);
   file_ = ::fdopen(fd, "wb");
@@ -61,6 +70,12 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path &directory) {
   event.set_wall_time(now);
   event.set_file_version("brain.Event:2");
   append(event.SerializeAsString());
+  if (resumed_step <= 0) return;
+  tensorboard::Event start;
+  start.set_wall_time(now);
+  start.set_step(resumed_step + 1);
+  start.mutable_session_log()->set_status(tensorboard::SessionLog::START);
+  append(start.SerializeAsString());
 }
 
 TensorBoardWriter::~TensorBoardWriter() {

@@ -3,7 +3,9 @@
 // run adds one; TensorBoard reads every file of the directory), written by rank 0 only. Each record
 // is a protobuf Event (report/tensorboard.proto, encoded by libprotobuf) framed as TFRecord: its
 // length and the data, each followed by its masked CRC-32C (Boost.CRC). `tensorboard --logdir runs`
-// then shows every run.
+// then shows every run. A resumed run's file starts with a START session log at its first step, so
+// that TensorBoard drops the steps the old file holds from there on (the old run may have trained
+// past the checkpoint before it stopped) and shows each step once.
 #pragma once
 
 #include <cstdio>
@@ -16,8 +18,9 @@ namespace zf {
 
 class TensorBoardWriter {
  public:
-  // Creates `directory` and a new event file in it, starting with the file-version event.
-  explicit TensorBoardWriter(const std::filesystem::path &directory);
+  // Creates `directory` and a new event file in it, starting with the file-version event; after a
+  // resume from `resumed_step` (> 0), then the START session log at step resumed_step + 1.
+  explicit TensorBoardWriter(const std::filesystem::path &directory, int64_t resumed_step = 0);
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter &) = delete;
   TensorBoardWriter &operator=(const TensorBoardWriter &) = delete;

@@ -6,7 +6,10 @@ Trains linear_stack with evaluations and clipping, then loads OUTPUT_DIR/tensorb
 step of steps.jsonl is there under its tag: train/loss, train/learning_rate, train/grad_norm,
 eval/loss (at the evaluated steps only), perf/step_ms, perf/tokens_per_s, memory/host_bytes and
 time/<timer>_ms for each timer (float32 in the file: compared to 1e-6 relative). A run with
-run.tensorboard = false writes no event file. Exits 4 (skipped) when tensorboard is not importable.
+run.tensorboard = false writes no event file. A run of 4 steps (a checkpoint every 2) resumed from
+step 2 adds a file that starts with a START session log at step 3, so that TensorBoard drops the old
+file's steps 3 and 4 and shows each step once, with the resumed run's values. Exits 4 (skipped)
+when tensorboard is not importable.
 Usage: check_tensorboard.py ZFCORE SOURCE_DIR SCRATCH_DIR
 """
 import glob
@@ -19,6 +22,8 @@ import sys
 
 try:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.compat.proto.event_pb2 import SessionLog
 except ImportError as error:
     print(f"SKIP: the Python package tensorboard is not importable ({error}); tools/setup.sh --tests installs it")
     sys.exit(4)
@@ -81,6 +86,26 @@ for tag, values in sorted(expected.items()):
 off = os.path.join(scratch, "off")
 run(off, "run.tensorboard=false")
 check(not os.path.exists(os.path.join(off, "tensorboard")), "run.tensorboard = false writes no event file")
+
+resumed = os.path.join(scratch, "resumed")
+short = ["train.steps=4", "checkpoint.every=2", "train.eval_every=0"]
+run(resumed, *short)
+first = glob.glob(os.path.join(resumed, "tensorboard", "events.out.tfevents.*"))
+step2 = glob.glob(os.path.join(resumed, "checkpoints", "step-*2"))
+check(len(step2) == 1, f"a checkpoint of step 2: {step2}")
+run(resumed, *short, f"checkpoint.resume={step2[0]}")
+files = sorted(glob.glob(os.path.join(resumed, "tensorboard", "events.out.tfevents.*")))
+check(len(files) == 2 and files[0] == first[0], f"the resumed run adds a file that sorts after the old one: {files}")
+new_events = [e for e in EventFileLoader(files[-1]).Load() if not e.HasField("file_version")]
+check(new_events and new_events[0].HasField("session_log") and new_events[0].session_log.status == SessionLog.START
+      and new_events[0].step == 3, "the resumed run's first event is a START session log at step 3")
+events = EventAccumulator(os.path.join(resumed, "tensorboard"), size_guidance={"scalars": 0})
+events.Reload()
+got = [(e.step, e.value) for e in events.Scalars("train/loss")]
+want = [(s["step"], s["loss"]) for s in map(json.loads, open(os.path.join(resumed, "steps.jsonl")))]
+check([step for step, _ in got] == [1, 2, 3, 4], f"TensorBoard shows steps 1-4 once each: {[s for s, _ in got]}")
+check(len(got) == len(want) and all(g[0] == w[0] and math.isclose(g[1], w[1], rel_tol=1e-6) for g, w in zip(got, want)),
+      "train/loss after the resume: the values of steps.jsonl")
 
 if failures:
     sys.exit(f"FAIL: {len(failures)} check(s): {failures}")
