@@ -90,6 +90,14 @@ void check_zenflow_offload(const RunConfig &config, PluginRegistry &registry) {
                "master weights in host memory and moves gradients and parameters (%s), not '%s' (offload.plugin)",
                offload.where.str().c_str(), installed_with(registry, ZF_KIND_OFFLOAD, {0, kMovesData}).c_str(),
                name.c_str());
+    // cpu_full always plans the working parameters in host memory (nvme does with offload_params,
+    // above); another plugin that does is refused when the run plans it (update/zenflow.cpp).
+    ZF_REQUIRE(name != "cpu_full",
+               "%s: offload plugin 'cpu_full' keeps the working parameters in host memory, but [zenflow] updates the "
+               "selected columns where the model computes every step: use an offload plugin that keeps them there "
+               "and the master weights in host memory (%s)",
+               offload.where.str().c_str(),
+               installed_with(registry, ZF_KIND_OFFLOAD, {0, kMovesData, "cpu_full"}).c_str());
   }
 }
 
@@ -116,7 +124,7 @@ void check_optimizer_offload(const RunConfig &config, PluginRegistry &registry) 
       const zf_descriptor &optimizer = *resolve_plugin(optimizers, name, registry, nullptr).descriptor;
       const uint64_t caps = optimizer.capabilities;
       if (!gpu && !(caps & ZF_CAP_CPU)) continue;  // declines on a CPU run
-      if (!on_host) continue;  // the master where the model computes (a GPU run checks its optimizer there)
+      if (!on_host) continue;  // the master where the model computes: checked below
       ZF_REQUIRE(caps & ZF_CAP_CPU,
                  "%s: optimizer plugin '%s' runs on the GPU but offload plugin '%s' keeps the master weights in host "
                  "memory: use a CPU optimizer (%s)", where, name.c_str(), offload_name.c_str(), host_optimizers(0).c_str());
@@ -137,6 +145,19 @@ void check_optimizer_offload(const RunConfig &config, PluginRegistry &registry) 
                  "%s: %s, so the host must hold it: optimizer plugin '%s' keeps its own (use one that lets the host "
                  "hold it: %s)", where, moves.c_str(), name.c_str(), host_optimizers(kHostHeldState).c_str());
     }
+    // A GPU run whose offload keeps the master weights on the GPU updates there: a list of only CPU
+    // optimizers cannot (told from the descriptors: no GPU needed to check it).
+    if (on_host || !gpu) continue;
+    const std::vector<std::string> names = candidates_here(optimizers, registry, nullptr);
+    const bool any_gpu = std::any_of(names.begin(), names.end(), [&](const std::string &name) {
+      return resolve_plugin(optimizers, name, registry, nullptr).descriptor->capabilities & ZF_CAP_CUDA;
+    });
+    ZF_REQUIRE(names.empty() || any_gpu,
+               "%s: optimizer plugin '%s' runs on the CPU but run.device = \"cuda\" keeps the master weights on the "
+               "GPU: use a GPU optimizer (%s), or, to update on the CPU, an offload plugin that keeps the master "
+               "weights in host memory and moves gradients and parameters (%s)",
+               where, names.front().c_str(), installed_with(registry, ZF_KIND_OPTIMIZER, {ZF_CAP_CUDA}).c_str(),
+               installed_with(registry, ZF_KIND_OFFLOAD, {0, kMovesData}).c_str());
   }
 }
 
