@@ -24,12 +24,18 @@
 
 namespace zf {
 
+// The digest says where each parameter's values lie. A lookup table whose entries selectors may
+// choose among (ZF_SEGMENT_TRANSPOSED) lies row by row as before that flag existed, and is hashed
+// as it was then ([entries, width], no matrix flags), so that checkpoints written before load.
 std::string layout_digest(const zf_layout &layout) {
   uint64_t state = kDigestSeed;
   for (uint32_t i = 0; i < layout.segment_count; ++i) {
     const zf_segment &seg = layout.segments[i];
     state = digest_bytes(seg.name, std::strlen(seg.name), state);
-    uint64_t fields[5] = {seg.offset, seg.rows, seg.cols, seg.block, seg.flags};
+    const bool table = seg.flags & ZF_SEGMENT_TRANSPOSED;
+    const uint32_t selection = ZF_SEGMENT_MATRIX | ZF_SEGMENT_COLUMN_CONTIGUOUS | ZF_SEGMENT_TRANSPOSED;
+    uint64_t fields[5] = {seg.offset, table ? seg.cols : seg.rows, table ? seg.rows : seg.cols, seg.block,
+                          table ? seg.flags & ~selection : seg.flags};
     state = digest_bytes(fields, sizeof fields, state);
   }
   return format("%016llx", (unsigned long long)state);

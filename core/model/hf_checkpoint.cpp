@@ -1,5 +1,7 @@
 #include "model/hf_checkpoint.hpp"
 
+#include "model/param_source.hpp"
+
 #include "checkpoint/safetensors.hpp"
 #include "config/config.hpp"
 #include "model/transformer.hpp"
@@ -89,15 +91,14 @@ void copy_tokenizer_files(const std::string &from, const Directory &directory, P
   }
 }
 
-// The fp32 master of parameter `name` in the model's shape (column-contiguous segments transposed back).
+// The fp32 master of parameter `name` in the model's shape (column-contiguous weights transposed back).
 torch::Tensor master_of(const torch::Tensor &master, const zf_layout &layout, const std::string &name,
                         const torch::Tensor &like) {
   for (uint32_t i = 0; i < layout.segment_count; ++i) {
     const zf_segment &seg = layout.segments[i];
     if (name != seg.name) continue;
     torch::Tensor flat = master.narrow(0, int64_t(seg.offset), int64_t(seg.numel));
-    if (seg.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) return flat.view({int64_t(seg.cols), int64_t(seg.rows)}).t();
-    return flat.view(like.sizes());
+    return segment_view(flat, seg, like.sizes());
   }
   throw Error(format("internal: parameter '%s' is not in the layout of the master weights", name.c_str()));
 }

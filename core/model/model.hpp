@@ -33,6 +33,9 @@ struct ModelParameter {
   uint32_t block = 0;    // index into block_names()
   bool matrix = false;   // a 2-D weight W[out, in] eligible for column storage and selection
   bool no_decay = false; // bias, norm, embedding-free 1-D parameters
+  // A lookup table [entries, width] (token or position embedding): its rows, not its columns, are
+  // what ZenFlow chooses among (flat_buffers.hpp describes it to selectors as a matrix of entries).
+  bool table = false;
 };
 
 class Model {

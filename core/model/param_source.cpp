@@ -26,6 +26,15 @@ void for_each_region(int64_t begin, int64_t end, int64_t width, bool column_majo
   if (last_column + 1 < width) fn(StoredRegion{column_major, last_row, 1, 0, last_column + 1}, offset);
 }
 
+bool stored_transposed(const zf_segment &segment) {
+  return (segment.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) && !(segment.flags & ZF_SEGMENT_TRANSPOSED);
+}
+
+torch::Tensor segment_view(const torch::Tensor &run, const zf_segment &segment, at::IntArrayRef sizes) {
+  if (stored_transposed(segment)) return run.view({int64_t(segment.cols), int64_t(segment.rows)}).t();
+  return run.view(sizes);
+}
+
 std::pair<int64_t, int64_t> matrix_shape(const torch::Tensor &parameter) {
   if (parameter.dim() == 2) return {parameter.size(0), parameter.size(1)};
   return {parameter.numel(), 1};

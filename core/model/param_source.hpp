@@ -6,10 +6,12 @@
 //
 // A part is a rectangle of the parameter in the order the flat buffers store it: W[rows, cols]
 // row by row (the matrix `stored` is W), or column by column (stored is W^T, a column-contiguous
-// segment); a 1-D parameter is a [numel, 1] matrix.
+// segment); a 1-D parameter is a [numel, 1] matrix. A lookup table [entries, width] is stored
+// row by row, whatever the segment tells selectors (ZF_SEGMENT_TRANSPOSED).
 #pragma once
 
 #include <torch/torch.h>
+#include <zf/zf_plugin.h>
 
 #include <cstdint>
 #include <functional>
@@ -32,6 +34,12 @@ struct StoredRegion {
 // partial first row, whole rows, a partial last row), each with its offset from `begin`.
 void for_each_region(int64_t begin, int64_t end, int64_t width, bool column_major,
                      const std::function<void(const StoredRegion &, int64_t offset)> &fn);
+
+// Whether segment's stored matrix is its parameter transposed (a column-contiguous weight; not a
+// lookup table, whose stored rows are the model's), as StoredRegion::column_major says it.
+bool stored_transposed(const zf_segment &segment);
+// The parameter's view (of `sizes`) of `run`, the segment's numel stored elements.
+torch::Tensor segment_view(const torch::Tensor &run, const zf_segment &segment, at::IntArrayRef sizes);
 
 // A parameter's [rows, cols] (a 1-D one is [numel, 1]).
 std::pair<int64_t, int64_t> matrix_shape(const torch::Tensor &parameter);

@@ -73,7 +73,8 @@ torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t
   value.requires_grad_(true);
   bool matrix = (init == Init::linear || init == Init::residual) && sizes.size() == 2;
   bool no_decay = init == Init::bias || init == Init::norm;
-  parameters_.push_back(ModelParameter{name, value, block, matrix, no_decay});
+  bool table = init == Init::embedding && sizes.size() == 2;
+  parameters_.push_back(ModelParameter{name, value, block, matrix, no_decay, table});
   hf_transposed_.push_back(hf_transposed);
   block_tensors_[block].push_back(value);
   return value;

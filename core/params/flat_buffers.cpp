@@ -26,6 +26,12 @@ FlatBuffers::FlatBuffers(std::vector<ModelParameter> parameters, const std::vect
     s.block = p.block;
     s.flags = (p.no_decay ? ZF_SEGMENT_NO_DECAY : 0u) | (p.matrix && two_d ? ZF_SEGMENT_MATRIX : 0u) |
               (p.matrix && two_d && column_major ? ZF_SEGMENT_COLUMN_CONTIGUOUS : 0u);
+    if (p.table && two_d && column_major) {
+      // A lookup table [entries, width] stored row by row is W^T of W[width, entries] stored column
+      // by column: selectors see its entries (tokens) as columns, and choose among them.
+      std::swap(s.rows, s.cols);
+      s.flags |= ZF_SEGMENT_MATRIX | ZF_SEGMENT_COLUMN_CONTIGUOUS | ZF_SEGMENT_TRANSPOSED;
+    }
     segments_.push_back(s);
     offset += (s.numel + kAlignment - 1) / kAlignment * kAlignment;
   }
@@ -65,8 +71,7 @@ FlatBuffers::FlatBuffers(std::vector<ModelParameter> parameters, const std::vect
 torch::Tensor FlatBuffers::view_of(const torch::Tensor &flat, size_t index, uint64_t base_offset) const {
   const zf_segment &s = segments_[index];
   torch::Tensor run = flat.narrow(0, int64_t(s.offset - base_offset), int64_t(s.numel));
-  if (s.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) return run.view({int64_t(s.cols), int64_t(s.rows)}).t();
-  return run.view(parameters_[index].tensor.sizes());
+  return segment_view(run, s, parameters_[index].tensor.sizes());
 }
 
 void FlatBuffers::materialize(uint64_t numel, torch::Dtype dtype, MemoryLedger &ledger, zf_tier tier,
@@ -119,9 +124,8 @@ void FlatBuffers::fill(const ParameterSource &values, uint64_t begin, uint64_t e
       const uint64_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.numel);
       if (a >= b) continue;
       zero_to(a);
-      const bool column_major = (s.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) != 0;
-      const int64_t width = int64_t(column_major ? s.rows : s.cols);
-      for_each_region(int64_t(a - s.offset), int64_t(b - s.offset), width, column_major,
+      const int64_t width = int64_t((s.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) ? s.rows : s.cols);
+      for_each_region(int64_t(a - s.offset), int64_t(b - s.offset), width, stored_transposed(s),
                       [&](const StoredRegion &region, int64_t offset) {
                         values.fill(i, region, out.narrow(0, int64_t(a - lo) + offset, region.numel()));
                       });

@@ -11,6 +11,47 @@ uint32_t column_count(const zf_layout &layout) {
   return uint32_t(columns);
 }
 
+uint32_t table_column_count(const zf_layout &layout) {
+  uint64_t columns = 0;
+  for (uint32_t i = 0; i < layout.segment_count; ++i)
+    if (layout.segments[i].flags & ZF_SEGMENT_TRANSPOSED) columns += layout.segments[i].cols;
+  return uint32_t(columns);
+}
+
+void select_whole_tables(const zf_layout &layout, std::vector<uint8_t> &mask) {
+  uint64_t column = 0;
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &seg = layout.segments[i];
+    if (!(seg.flags & ZF_SEGMENT_MATRIX)) continue;
+    if (seg.flags & ZF_SEGMENT_TRANSPOSED) std::fill_n(mask.begin() + int64_t(column), seg.cols, uint8_t(1));
+    column += seg.cols;
+  }
+}
+
+void split_mask(const zf_layout &layout, const std::vector<uint8_t> &mask, uint8_t *weights, uint8_t *tables) {
+  uint64_t column = 0;
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &seg = layout.segments[i];
+    if (!(seg.flags & ZF_SEGMENT_MATRIX)) continue;
+    uint8_t *&to = (seg.flags & ZF_SEGMENT_TRANSPOSED) ? tables : weights;
+    to = std::copy_n(mask.begin() + int64_t(column), seg.cols, to);
+    column += seg.cols;
+  }
+}
+
+std::vector<uint8_t> join_mask(const zf_layout &layout, const uint8_t *weights, const uint8_t *tables) {
+  std::vector<uint8_t> mask;
+  mask.reserve(column_count(layout));
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &seg = layout.segments[i];
+    if (!(seg.flags & ZF_SEGMENT_MATRIX)) continue;
+    const uint8_t *&from = (seg.flags & ZF_SEGMENT_TRANSPOSED) ? tables : weights;
+    mask.insert(mask.end(), from, from + seg.cols);
+    from += seg.cols;
+  }
+  return mask;
+}
+
 Selection make_selection(const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end, std::vector<uint8_t> mask) {
   Selection s;
   s.mask = std::move(mask);

@@ -93,9 +93,9 @@ void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
   planned.push_back({tier, "zenflow.gradient_sum", numel * element});
   planned.push_back({tier, "zenflow.staging", staging_numel() * element});
   if (lookahead()) planned.push_back({tier, "zenflow.last_cpu_update", numel * element});
-  const uint64_t matrix = matrix_numel();
-  const double topk = auto_topk_ ? kMinAutoTopk : options_.topk_ratio;  // auto: at least
-  uint64_t selected = uint64_t(std::ceil(topk * double(matrix))) + (numel - matrix);
+  const uint64_t matrix = matrix_numel(), whole = auto_topk_ ? 0 : matrix_numel(ZF_SEGMENT_TRANSPOSED);  // embedding
+  const double topk = auto_topk_ ? kMinAutoTopk : options_.topk_ratio;  // auto: at least, its tokens chosen among
+  uint64_t selected = uint64_t(std::ceil(topk * double(matrix - whole))) + (numel - matrix + whole);
   planned.push_back({tier, auto_topk_ ? "zenflow.selected (topk auto: at least)" : "zenflow.selected (estimated)",
                      selected * selected_element_bytes()});
 }
@@ -270,6 +270,7 @@ void ZenFlow::select(int64_t step) {
   buffers_.plugins.selector.select(select_args(step_.grads),
                                  zf_tensor_view{scored.data(), columns_, ZF_DTYPE_F32, ZF_DEVICE_CPU, 0, 0},
                                  zf_tensor_view{mask.data(), columns_, ZF_DTYPE_U8, ZF_DEVICE_CPU, 0, 0});
+  if (!table_rows_) select_whole_tables(layout_, mask);
   keep_leaving_columns();
   use_selection(make_selection(layout_, buffers_.shard_begin, buffers_.shard_end, std::move(mask)));
   last_selection_ = step;

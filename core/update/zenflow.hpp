@@ -107,7 +107,7 @@ class ZenFlow : public UpdateSchedule {
   bool boundary();
   void select(int64_t step);
   void choose_topk();  // topk_ratio = "auto"
-  uint64_t matrix_numel() const;  // the shard's elements in MATRIX segments
+  uint64_t matrix_numel(uint32_t flag = ZF_SEGMENT_MATRIX) const;  // the shard's elements in segments with flag
   uint64_t staging_numel() const;  // zenflow_staggered.cpp
   uint64_t selected_element_bytes() const;
   void use_selection(Selection selection);
@@ -152,7 +152,9 @@ class ZenFlow : public UpdateSchedule {
   torch::Tensor group_bounds_;    // checkpoint view of the groups' first elements, then numel (int64)
   InheritedSchedule inherited_;   // a checkpoint of another layout's groups, until the next step
   bool inheriting_ = false;
-  torch::Tensor counters_, mask_;  // checkpoint views of the counters above (int64) and the mask
+  // Checkpoint views of the counters above (int64) and the mask: weights', tables' (column_selection.hpp).
+  torch::Tensor counters_, mask_, table_mask_;
+  bool table_rows_ = false;  // the embedding's tokens are chosen among, not kept whole (zenflow_topk.cpp)
   const bool auto_topk_;  // topk_ratio = "auto": options_.topk_ratio is 0 until chosen
   torch::Tensor topk_;    // checkpoint view of the chosen topk_ratio (float64; auto only)
   torch::Tensor saved_params_;  // the working parameters a checkpoint holds

@@ -97,8 +97,12 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
   c[3] = last_selection_;
   c[4] = swap_due_ ? 1 : 0;
   c[5] = selected_ ? 1 : 0;
-  if (!mask_.defined()) mask_ = torch::zeros({int64_t(columns_)}, torch::kUInt8);
-  if (selected_) std::memcpy(mask_.data_ptr(), selection_.mask.data(), columns_);
+  if (!mask_.defined()) {
+    const int64_t tables = int64_t(table_column_count(layout_));
+    mask_ = torch::zeros({int64_t(columns_) - tables}, torch::kUInt8);
+    table_mask_ = torch::ones({tables}, torch::kUInt8);  // a checkpoint without it: the tables were the device's
+  }
+  if (selected_) split_mask(layout_, selection_.mask, mask_.data_ptr<uint8_t>(), table_mask_.data_ptr<uint8_t>());
   saved_params_ = step_.params.defined() ? step_.params : torch::empty({int64_t(buffers_.numel())}, sum_.options());
   // zenflow.staging: the waiting CPU result from its first element (a zfcore before the staggered
   // schedule's staging held one group wrote the whole shard: the resume reads either, resume_layout.hpp).
@@ -107,6 +111,7 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
                                                             {"zenflow.staging", staging_},
                                                             {"zenflow.mask", mask_},
                                                             {"zenflow.counters", counters_}};
+  if (table_mask_.numel() > 0) out.emplace_back("zenflow.table_mask", table_mask_);
   if (auto_topk_) {
     topk_.data_ptr<double>()[0] = options_.topk_ratio;  // 0: not chosen yet
     out.emplace_back("zenflow.topk_ratio", topk_);
@@ -130,6 +135,7 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
 std::vector<std::string> ZenFlow::optional_state() const {
   std::vector<std::string> names;
   if (auto_topk_) names.push_back("zenflow.topk_ratio");
+  names.push_back("zenflow.table_mask");  // not in checkpoints from before tables had columns
   if (options_.staggered) names.push_back("zenflow.group_bounds");  // not in older checkpoints
   if (options_.correction != ZenFlowOptions::Correction::none) names.push_back("zenflow.correction");
   if (lookahead()) names.push_back("zenflow.last_cpu_update");
@@ -155,7 +161,9 @@ void ZenFlow::restore(const torch::Tensor &params_shard) {
     swap_group_ = g[2 * count + 1];
   }
   if (c[5]) {
-    std::vector<uint8_t> mask(mask_.data_ptr<uint8_t>(), mask_.data_ptr<uint8_t>() + columns_);
+    std::vector<uint8_t> mask = join_mask(layout_, mask_.data_ptr<uint8_t>(), table_mask_.data_ptr<uint8_t>());
+    // The writer's choice for the embedding: its tokens were chosen among where some are not selected.
+    table_rows_ = auto_topk_ && !table_mask_.all().item<bool>();
     use_selection(make_selection(layout_, buffers_.shard_begin, buffers_.shard_end, mask));
   }
   torch::NoGradGuard no_grad;

@@ -102,7 +102,8 @@ TEST_CASE("model: export_dtype float32 of a bfloat16 model writes the fp32 maste
   for (uint32_t i = 0; i < layout.segment_count; ++i) {
     const zf_segment &seg = layout.segments[i];
     torch::Tensor value = fp32->parameters()[i].tensor.detach();
-    if (seg.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) value = value.t();  // stored column by column
+    // Stored column by column, but for the embedding: a table stored token by token (its rows).
+    if ((seg.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS) && !(seg.flags & ZF_SEGMENT_TRANSPOSED)) value = value.t();
     master.narrow(0, int64_t(seg.offset), int64_t(seg.numel)).copy_(value.contiguous().view(-1));
   }
   std::string expected_dir = test::scratch_dir("hf_export_fp32_reference");

@@ -34,7 +34,7 @@ extern "C" {
 /* ---- Versioning ------------------------------------------------------------------------------ */
 
 #define ZF_ABI_MAJOR 1
-#define ZF_ABI_MINOR 10
+#define ZF_ABI_MINOR 11
 #define ZF_ABI_MAKE(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xffffu))
 #define ZF_ABI_VERSION ZF_ABI_MAKE(ZF_ABI_MAJOR, ZF_ABI_MINOR)
 #define ZF_ABI_MAJOR_OF(version) ((uint32_t)(version) >> 16)
@@ -99,7 +99,13 @@ enum {
   ZF_SEGMENT_NO_DECAY = 1u << 1,
   /* A 2-D weight whose columns a selector may choose among; 1-D parameters never carry it and are
    * always treated as important. */
-  ZF_SEGMENT_MATRIX = 1u << 2
+  ZF_SEGMENT_MATRIX = 1u << 2,
+  /* ABI 1.11: the model's tensor is W^T, [cols, rows]: a lookup table (the token embedding
+   * [tokens, hidden]) seen as W[rows = hidden, cols = tokens] with ZF_SEGMENT_COLUMN_CONTIGUOUS, so
+   * that a column is one token's row and a selector chooses among tokens. Selectors need not read it
+   * (the columns are described as every other weight's); the host reads it to give the model its
+   * [tokens, hidden] view. */
+  ZF_SEGMENT_TRANSPOSED = 1u << 3
 };
 
 /* One parameter in the flat buffer. */
