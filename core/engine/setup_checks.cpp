@@ -88,7 +88,7 @@ void check_zenflow_offload(const RunConfig &config, PluginRegistry &registry) {
     ZF_REQUIRE(plugin_traits(*file.descriptor) & kMovesData,
                "%s: [zenflow] updates the unselected columns on the CPU, so it needs an offload plugin that keeps the "
                "master weights in host memory and moves gradients and parameters (%s), not '%s' (offload.plugin)",
-               offload.where.str().c_str(), installed_with(registry, ZF_KIND_OFFLOAD, {0, kMovesData}).c_str(),
+               offload.where.str().c_str(), installed_with(registry, ZF_KIND_OFFLOAD, {0, kMovesData, "cpu_full"}).c_str(),
                name.c_str());
     // cpu_full always plans the working parameters in host memory (nvme does with offload_params,
     // above); another plugin that does is refused when the run plans it (update/zenflow.cpp).

@@ -126,10 +126,13 @@ std::vector<std::string> stand_in_sets(const std::string &example, const StandIn
   }
   for (const ConfigEntry &entry : config.plugin(ZF_KIND_OFFLOAD).entries)
     if (entry.key == "path") sets.push_back("offload.path=" + s.nvme);
-  // gpu_adam is built only with CUDA: check the rest of the file with cpu_adam in its place.
+  // gpu_adam is built only with CUDA: check the rest of the file as a CPU run with cpu_adam in its
+  // place (a CPU optimizer on a GPU run without offload is refused, as it should be).
   if (names_plugin(config, ZF_KIND_OPTIMIZER, "gpu_adam") && !plugins.count("optimizer/gpu_adam")) {
-    WARN(example << ": this build has no gpu_adam (CUDA builds only); validated with optimizer.plugin = cpu_adam");
+    WARN(example << ": this build has no gpu_adam (CUDA builds only); validated with optimizer.plugin = cpu_adam "
+                    "and run.device = cpu");
     sets.push_back("optimizer.plugin=cpu_adam");
+    sets.push_back("run.device=cpu");
   }
   return sets;
 }

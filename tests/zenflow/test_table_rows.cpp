@@ -168,7 +168,7 @@ TEST_CASE("ZenFlow whose GPU cannot hold the embedding selects whole token rows 
   CHECK(held <= layout.numel - (61 - keep) * 32);
 }
 
-TEST_CASE("ZenFlow keeps the embedding whole where it fits; a checkpoint from before it had rows to choose resumes",
+TEST_CASE("ZenFlow keeps the embedding whole where it fits, and a checkpoint from before it had rows to choose resumes",
           "[zenflow]") {
   Trained t = one_backward("qwen2", true);
   const zf_layout &layout = t.flat->layout();
