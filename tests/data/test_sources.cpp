@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 
@@ -22,7 +24,8 @@ constexpr int64_t kSeqLen = 4;
 // A tokens source over a counting shard: sequence w holds ids 4w .. 4w+4, so inputs[0] / 4 is w.
 std::unique_ptr<DataSource> counting_source(int64_t sequences, int64_t seed, const std::string &extra = "",
                                             Split split = Split::train) {
-  std::string directory = test::scratch_dir("data_counting_" + std::to_string(sequences));
+  // Of this process: ctest runs this file's cases side by side, each rewriting its shard.
+  std::string directory = test::scratch_dir("data_counting_" + std::to_string(sequences) + "_" + std::to_string(getpid()));
   test::counting_shard(directory, sequences * kSeqLen + 1);
   return make_data_source(test::data_config("type = \"tokens\"\npath = \"" + directory + "/counting.bin\"\nseq_len = " +
                                                 std::to_string(kSeqLen) + "\n" + extra, seed),
