@@ -4,17 +4,10 @@
 
 namespace zf {
 
-uint32_t column_count(const zf_layout &layout) {
+uint32_t column_count(const zf_layout &layout, uint32_t flag) {
   uint64_t columns = 0;
   for (uint32_t i = 0; i < layout.segment_count; ++i)
-    if (layout.segments[i].flags & ZF_SEGMENT_MATRIX) columns += layout.segments[i].cols;
-  return uint32_t(columns);
-}
-
-uint32_t table_column_count(const zf_layout &layout) {
-  uint64_t columns = 0;
-  for (uint32_t i = 0; i < layout.segment_count; ++i)
-    if (layout.segments[i].flags & ZF_SEGMENT_TRANSPOSED) columns += layout.segments[i].cols;
+    if (layout.segments[i].flags & flag) columns += layout.segments[i].cols;
   return uint32_t(columns);
 }
 

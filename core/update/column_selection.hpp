@@ -9,10 +9,9 @@
 
 namespace zf {
 
-// The columns of a layout's MATRIX segments (the selector's score and mask entries).
-uint32_t column_count(const zf_layout &layout);
-// Of them, the entries (tokens) of its lookup tables (ZF_SEGMENT_TRANSPOSED segments).
-uint32_t table_column_count(const zf_layout &layout);
+// The columns of a layout's MATRIX segments (the selector's score and mask entries); with
+// ZF_SEGMENT_TRANSPOSED, those of them that are the entries (tokens) of its lookup tables.
+uint32_t column_count(const zf_layout &layout, uint32_t flag = ZF_SEGMENT_MATRIX);
 
 // Marks every entry of the lookup tables selected (ZenFlow keeps them whole unless told otherwise).
 void select_whole_tables(const zf_layout &layout, std::vector<uint8_t> &mask);
@@ -20,7 +19,7 @@ void select_whole_tables(const zf_layout &layout, std::vector<uint8_t> &mask);
 // Checkpoints keep a mask in two parts: the weights' columns (as before lookup tables had columns)
 // and the tables' entries, so that a checkpoint written before still resumes: its tables were
 // wholly the device's, which an entries part of all ones says. split: mask (column_count entries)
-// into weights (column_count - table_column_count) and tables (table_column_count); join: back.
+// into weights (column_count - the tables') and tables (column_count with ZF_SEGMENT_TRANSPOSED); join: back.
 void split_mask(const zf_layout &layout, const std::vector<uint8_t> &mask, uint8_t *weights, uint8_t *tables);
 std::vector<uint8_t> join_mask(const zf_layout &layout, const uint8_t *weights, const uint8_t *tables);
 

@@ -98,7 +98,7 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
   c[4] = swap_due_ ? 1 : 0;
   c[5] = selected_ ? 1 : 0;
   if (!mask_.defined()) {
-    const int64_t tables = int64_t(table_column_count(layout_));
+    const int64_t tables = int64_t(column_count(layout_, ZF_SEGMENT_TRANSPOSED));
     mask_ = torch::zeros({int64_t(columns_) - tables}, torch::kUInt8);
     table_mask_ = torch::ones({tables}, torch::kUInt8);  // a checkpoint without it: the tables were the device's
   }
