@@ -1,5 +1,7 @@
 #include "model/linear_stack.hpp"
 
+#include "model/param_source.hpp"
+
 #include <cmath>
 
 namespace zf {
@@ -7,11 +9,16 @@ namespace {
 
 class LinearStack final : public Model {
  public:
-  LinearStack(int64_t hidden, int64_t layers, torch::Dtype dtype) {
+  LinearStack(int64_t hidden, int64_t layers, torch::Dtype dtype, bool allocate) {
     // torch.nn.Linear's default init: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
     double bound = 1.0 / std::sqrt(double(hidden));
     for (int64_t i = 0; i < layers; ++i) {
       torch::NoGradGuard no_grad;
+      if (!allocate) {  // shapes only
+        weights_.push_back(unallocated_tensor({hidden, hidden}, dtype));
+        biases_.push_back(unallocated_tensor({hidden}, dtype));
+        continue;
+      }
       weights_.push_back(torch::empty({hidden, hidden}).uniform_(-bound, bound).to(dtype).requires_grad_());
       biases_.push_back(torch::empty({hidden}).uniform_(-bound, bound).to(dtype).requires_grad_());
     }
@@ -52,7 +59,11 @@ class LinearStack final : public Model {
 }  // namespace
 
 std::unique_ptr<Model> make_linear_stack(int64_t hidden, int64_t layers, torch::Dtype dtype) {
-  return std::make_unique<LinearStack>(hidden, layers, dtype);
+  return std::make_unique<LinearStack>(hidden, layers, dtype, true);
+}
+
+std::unique_ptr<Model> make_unallocated_linear_stack(int64_t hidden, int64_t layers, torch::Dtype dtype) {
+  return std::make_unique<LinearStack>(hidden, layers, dtype, false);
 }
 
 }  // namespace zf

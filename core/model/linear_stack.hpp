@@ -7,5 +7,7 @@
 namespace zf {
 
 std::unique_ptr<Model> make_linear_stack(int64_t hidden, int64_t layers, torch::Dtype dtype);
+// Its parameters with shapes only (zfcore estimate lays them out without memory for them).
+std::unique_ptr<Model> make_unallocated_linear_stack(int64_t hidden, int64_t layers, torch::Dtype dtype);
 
 }  // namespace zf

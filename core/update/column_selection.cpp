@@ -1,6 +1,9 @@
 #include "update/column_selection.hpp"
 
+#include "update/zenflow_options.hpp"
+
 #include <algorithm>
+#include <cmath>
 
 namespace zf {
 
@@ -84,6 +87,64 @@ Selection make_selection(const zf_layout &layout, uint64_t shard_begin, uint64_t
     column += seg.cols;
   }
   return s;
+}
+
+ShardElements shard_elements(const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end) {
+  ShardElements out;
+  out.numel = shard_end - shard_begin;
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &seg = layout.segments[i];
+    if (!(seg.flags & ZF_SEGMENT_MATRIX)) continue;
+    const uint64_t lo = std::max(seg.offset, shard_begin), hi = std::min(seg.offset + seg.numel, shard_end);
+    if (lo >= hi) continue;
+    out.matrix += hi - lo;
+    if (seg.flags & ZF_SEGMENT_TRANSPOSED) out.tables += hi - lo;
+  }
+  return out;
+}
+
+uint64_t selected_numel(const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end, double topk,
+                        bool tables_whole) {
+  auto inside = [&](uint64_t lo, uint64_t hi) {
+    lo = std::max(lo, shard_begin);
+    hi = std::min(hi, shard_end);
+    return lo < hi ? hi - lo : 0;
+  };
+  uint64_t selected = 0;
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &seg = layout.segments[i];
+    if (!(seg.flags & ZF_SEGMENT_MATRIX)) {  // as make_selection: with its padding, the ends of the shard
+      const uint64_t lo = i == 0 ? 0 : seg.offset;
+      const uint64_t hi = i + 1 < layout.segment_count ? layout.segments[i + 1].offset
+                                                       : std::max(shard_end, seg.offset + seg.numel);
+      selected += inside(lo, hi);
+      continue;
+    }
+    const uint64_t here = inside(seg.offset, seg.offset + seg.numel);
+    if (here == 0) continue;
+    if (tables_whole && (seg.flags & ZF_SEGMENT_TRANSPOSED)) {
+      selected += here;
+      continue;
+    }
+    const uint64_t keep = std::clamp<uint64_t>(uint64_t(std::ceil(topk * double(seg.cols) - 1e-9)), 1, seg.cols);
+    selected += here == seg.numel ? keep * seg.rows
+                                  : std::min(here, uint64_t(std::ceil(double(keep) / double(seg.cols) * double(here))));
+  }
+  return selected;
+}
+
+SelectedElementBytes selected_element_bytes(uint64_t master_and_state, uint64_t compute_bytes) {
+  return {master_and_state + 8 + (compute_bytes != 4 ? compute_bytes : 0), compute_bytes};
+}
+
+AutoTopk auto_topk(const ShardElements &shard, uint64_t fits) {
+  const uint64_t others = shard.numel - shard.matrix, weights = shard.matrix - shard.tables;
+  AutoTopk out;
+  out.topk = weights == 0 ? 1.0 : (double(fits) - double(others + shard.tables)) / double(weights);
+  out.table_rows = shard.tables > 0 && out.topk < kMinAutoTopk;
+  if (out.table_rows) out.topk = (double(fits) - double(others)) / double(shard.matrix);
+  out.topk = std::clamp(out.topk, kMinAutoTopk, 1.0);
+  return out;
 }
 
 bool auto_update_due(const zf_layout &layout, const std::vector<uint8_t> &mask, const std::vector<float> &step_scores,

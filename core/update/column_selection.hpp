@@ -34,6 +34,41 @@ struct Selection {
 };
 Selection make_selection(const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end, std::vector<uint8_t> mask);
 
+// The shard's elements by what ZenFlow makes of them: all of them (end - begin), those in MATRIX
+// segments, and of those the lookup tables' (ZF_SEGMENT_TRANSPOSED).
+struct ShardElements {
+  uint64_t numel = 0, matrix = 0, tables = 0;
+};
+ShardElements shard_elements(const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end);
+
+// The elements of the shard that ZenFlow updates where the model computes at `topk`, as
+// make_selection places them: the topk selectors' ceil(topk x cols) columns of each weight (at
+// least one), counted exactly for a weight wholly in the shard and in proportion to its elements
+// there for one split between shards; the lookup tables whole where tables_whole (else chosen
+// among like any weight's columns); every other element (1-D parameters with their padding).
+// The memory plan and `zfcore estimate` count the selected columns with it.
+uint64_t selected_numel(const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end, double topk,
+                        bool tables_whole);
+
+// The bytes a selected element holds where the model computes: its fp32 master and optimizer state
+// (master_and_state), its shard index (8) and, where the model is not fp32, its compute-precision
+// result; and, while the update runs, its gathered gradient (transient).
+struct SelectedElementBytes {
+  uint64_t held = 0, transient = 0;
+  uint64_t total() const { return held + transient; }
+};
+SelectedElementBytes selected_element_bytes(uint64_t master_and_state, uint64_t compute_bytes);
+
+// topk_ratio = "auto" on a shard where `fits` selected elements fit (zenflow_topk.cpp): the share
+// of the weights' columns that fits beside every other element with the lookup tables whole, or,
+// where that is under kMinAutoTopk, with the tables' entries chosen among too (table_rows);
+// clamped to [kMinAutoTopk, 1].
+struct AutoTopk {
+  double topk = 0;
+  bool table_rows = false;
+};
+AutoTopk auto_topk(const ShardElements &shard, uint64_t fits);
+
 // Zen-auto: the CPU update is due when at least auto_ratio of the weights (that have selected and
 // other columns) hold more gradient mass in their other columns, accumulated since the last CPU
 // update, than in their selected columns in this step. Masses are the selector's scores summed

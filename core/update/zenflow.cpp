@@ -2,6 +2,7 @@
 
 #include "config/limits.hpp"
 #include "update/disk_state.hpp"
+#include "update/zenflow_estimate.hpp"
 #include "runtime/tensors.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
@@ -73,11 +74,11 @@ ZenFlow::ZenFlow(UpdateBuffers &buffers, HostUpdate *host, const zf_layout &layo
     // U groups of about equal size, of whole buckets (on disk a bucket is a tile) when there are
     // enough of them: the same groups whatever the tier, for the same bucket size.
     const uint64_t numel = buffers_.numel(), count = uint64_t(options_.update_interval);
-    const uint64_t bucket = buffers_.tiers.bucket_numel, grid = bucket > 0 && bucket * count <= numel ? bucket : 1;
+    const std::vector<uint64_t> ends = zenflow_group_ends(numel, count, buffers_.tiers.bucket_numel);
     groups_.resize(count);
     for (uint64_t k = 0; k < count; ++k) {
       groups_[k].begin = k == 0 ? 0 : groups_[k - 1].end;
-      groups_[k].end = k + 1 == count ? numel : std::max(groups_[k].begin, numel * (k + 1) / count / grid * grid);
+      groups_[k].end = ends[k];
     }
     group_counters_ = torch::zeros({int64_t(2 * count + 2)}, torch::kLong);
     group_bounds_ = torch::empty({int64_t(count + 1)}, torch::kLong);
@@ -93,9 +94,9 @@ void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
   planned.push_back({tier, "zenflow.gradient_sum", numel * element});
   planned.push_back({tier, "zenflow.staging", staging_numel() * element});
   if (lookahead()) planned.push_back({tier, "zenflow.last_cpu_update", numel * element});
-  const uint64_t matrix = matrix_numel(), whole = auto_topk_ ? 0 : matrix_numel(ZF_SEGMENT_TRANSPOSED);  // embedding
-  const double topk = auto_topk_ ? kMinAutoTopk : options_.topk_ratio;  // auto: at least, its tokens chosen among
-  uint64_t selected = uint64_t(std::ceil(topk * double(matrix - whole))) + (numel - matrix + whole);
+  // auto: at least, its tokens chosen among; a fixed topk: the embedding whole (zenflow_topk.cpp)
+  const double topk = auto_topk_ ? kMinAutoTopk : options_.topk_ratio;
+  const uint64_t selected = selected_numel(layout_, buffers_.shard_begin, buffers_.shard_end, topk, !auto_topk_);
   planned.push_back({tier, auto_topk_ ? "zenflow.selected (topk auto: at least)" : "zenflow.selected (estimated)",
                      selected * selected_element_bytes()});
 }

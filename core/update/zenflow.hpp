@@ -107,7 +107,6 @@ class ZenFlow : public UpdateSchedule {
   bool boundary();
   void select(int64_t step);
   void choose_topk();  // topk_ratio = "auto"
-  uint64_t matrix_numel(uint32_t flag = ZF_SEGMENT_MATRIX) const;  // the shard's elements in segments with flag
   uint64_t staging_numel() const;  // zenflow_staggered.cpp
   uint64_t selected_element_bytes() const;
   void use_selection(Selection selection);

@@ -19,23 +19,9 @@
 
 namespace zf {
 
-uint64_t ZenFlow::matrix_numel(uint32_t flag) const {
-  uint64_t matrix = 0;
-  for (uint32_t i = 0; i < layout_.segment_count; ++i) {
-    const zf_segment &seg = layout_.segments[i];
-    if (!(seg.flags & flag)) continue;
-    uint64_t lo = std::max(seg.offset, buffers_.shard_begin), hi = std::min(seg.offset + seg.numel, buffers_.shard_end);
-    if (lo < hi) matrix += hi - lo;
-  }
-  return matrix;
-}
-
 // The compact copies of one selected element, as use_selection and update_selected hold them.
 uint64_t ZenFlow::selected_element_bytes() const {
-  const uint64_t element = c10::elementSize(buffers_.dtype);
-  uint64_t bytes = master_and_state_bytes(state_specs_) + 8 /* index */ + element /* gathered gradient */;
-  if (buffers_.dtype != torch::kFloat32) bytes += element;  // the compute-precision result
-  return bytes;
+  return zf::selected_element_bytes(master_and_state_bytes(state_specs_), c10::elementSize(buffers_.dtype)).total();
 }
 
 void ZenFlow::choose_topk() {
@@ -46,14 +32,10 @@ void ZenFlow::choose_topk() {
   if (room.known) {
     // The embedding whole beside the weights' topk, if at least the least of their columns fits;
     // else its tokens among the columns.
-    const uint64_t matrix = matrix_numel(), tables = matrix_numel(ZF_SEGMENT_TRANSPOSED);
-    const uint64_t others = buffers_.numel() - matrix;
-    const double fits = double(room.left / selected_element_bytes());
-    const uint64_t weights = matrix - tables;
-    topk = weights == 0 ? 1.0 : (fits - double(others + tables)) / double(weights);
-    rows = tables > 0 && topk < kMinAutoTopk;
-    if (rows) topk = (fits - double(others)) / double(matrix);
-    topk = std::clamp(topk, kMinAutoTopk, 1.0);
+    const AutoTopk chosen = auto_topk(shard_elements(layout_, buffers_.shard_begin, buffers_.shard_end),
+                                      room.left / selected_element_bytes());
+    topk = chosen.topk;
+    rows = chosen.table_rows;
     why = format("%s; the selected columns need %llu bytes an element%s", room.why.c_str(),
                  (unsigned long long)selected_element_bytes(),
                  rows ? "; the whole embedding does not fit beside them: its tokens are chosen among too" : "");

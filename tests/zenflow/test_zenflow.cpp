@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 #include <string>
@@ -251,6 +252,33 @@ TEST_CASE("ZenFlow's staggered schedule plans and holds a staging buffer of its 
                                           " bytes: the largest of 4 groups)"));
   said = test::run_command(estimate + "--set zenflow.schedule=deepspeed");
   CHECK_THAT(said.output, Catch::Contains("(" + std::to_string(4 * shard) + " bytes: the shard)"));
+}
+
+// The bytes of the selected columns' compact copies that a rank's ledger holds (zenflow.*, less the
+// gradient sum, the staging and lookahead's last CPU results): index, fp32 master, optimizer state.
+uint64_t selected_ledger_bytes(const test::StageRun &r) {
+  uint64_t bytes = 0;
+  for (const char *tag : {"index", "master", "exp_avg", "exp_avg_sq", "params_out"})
+    bytes += test::ledger_bytes(r.summary, "memory_peak_bytes", std::string("host.zenflow.") + tag);
+  return bytes;
+}
+
+// The memory plan before step 1 and the run count the selected columns alike: the topk selectors'
+// ceil(topk x cols) columns of each weight and every 1-D parameter. linear_stack (4 layers of a
+// 256 x 256 weight and a bias, fp32): at topk 0.3 77 columns of each weight, at 0.1 26; an element
+// holds an index (8), its fp32 master (4) and Adam's two moments (8), and while its update runs its
+// gathered gradient (4). On 2 ranks under zero2 each shard holds two whole layers.
+TEST_CASE("the memory plan counts ZenFlow's selected columns as the run holds them", "[zenflow][mpi]") {
+  const uint64_t wide = 4 * (77 * 256 + 256), narrow = 4 * (26 * 256 + 256);
+  const std::string base = kWorkload + kOffload + "--set zenflow.update_interval=4 ";
+  test::StageRun at3 = run_ok("zf_selected_03", "zero0", 1, base + "--set zenflow.topk_ratio=0.3");
+  test::StageRun at1 = run_ok("zf_selected_01", "zero0", 1, base + "--set zenflow.topk_ratio=0.1");
+  CHECK(selected_ledger_bytes(at3) == 20 * wide);
+  CHECK(selected_ledger_bytes(at1) == 20 * narrow);
+  CHECK(test::json_number(at3.summary, "planned_host_bytes") - test::json_number(at1.summary, "planned_host_bytes") ==
+        double(24 * (wide - narrow)));
+  test::StageRun two = run_ok("zf_selected_zero2", "zero2", 2, base + "--set zenflow.topk_ratio=0.3");
+  CHECK(selected_ledger_bytes(two) == 20 * wide / 2);
 }
 
 TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit for bit", "[zenflow][mpi]") {
