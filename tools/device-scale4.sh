@@ -7,7 +7,11 @@
 # Each bench prints its table (step time, tokens/s, MFU over the GPU's dense bf16 peak, compute =
 # fwd + bwd with their collectives, practicality = compute / step, GPU peak and pinned host per rank
 # beside the estimate's, time to the first step) and leaves its JSON, CSV and HTML report under
-# $ZF_OUT/<part>/. Rows are short (ZF_WARMUP + ZF_STEPS + 1 steps) so that a shape fits one call.
+# $ZF_OUT/<part>/, with each row's floor (the CPU update's bytes over the host's measured memory
+# bandwidth, PCIe over the link's, or the row's own compute) and its step over it. Rows are short
+# (ZF_WARMUP + ZF_STEPS + 1 steps) so that a shape fits one call; the offload.ratio = "auto" row
+# warms up at least 3 steps whatever ZF_WARMUP says (zfcore bench adds them: its choice after step 1
+# and the two steps that move its part onto the GPU are left out of its step time).
 # usage: tools/device-scale4.sh [14b] [32b]   (default both; one call each keeps a call under 10 minutes)
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_OUT (default /tmp/zfcore-scale4),
 #   ZF_GPUS (default 4), ZF_STEPS (timed steps, default 3), ZF_WARMUP (default 1), ZF_MICRO_BATCH
@@ -75,6 +79,10 @@ EOF
   echo "== $part: zfcore estimate --world $gpus"
   "$zfcore" estimate "$config" --world "$gpus" "${sets[@]}" | sed -n '/^this config/,$p'
   "$zfcore" estimate "$config" --world "$gpus" "${sets[@]}" --set offload.ratio=auto | sed -n '/^offload/,/^formulas/p'
+  # ZenFlow's row: its gradient sum, staging and selected columns (topk auto from this GPU's free memory).
+  "$zfcore" estimate "$config" --world "$gpus" "${sets[@]}" --set zenflow.topk_ratio=auto \
+    --set zenflow.update_interval=4 --set zenflow.overlap_step=true --set offload.pin_memory=true |
+    sed -n '/^zenflow/,/^this config/p'
   echo "== $part: zfcore bench scale --model $preset --gpus $gpus"
   begun=$SECONDS
   # shellcheck disable=SC2086  # one argument per row

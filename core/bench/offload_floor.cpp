@@ -2,6 +2,7 @@
 
 #include "bench/memory_bandwidth.hpp"
 #include "runtime/affinity.hpp"
+#include "runtime/error.hpp"
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -71,6 +72,34 @@ double floor_ms(const RowResult &row, const LinkRates &rates, int ranks, double 
   if (rates.down_bytes_per_s > 0) seconds = std::max(seconds, row.down_bytes_per_step / rates.down_bytes_per_s);
   if (rates.up_bytes_per_s > 0) seconds = std::max(seconds, row.up_bytes_per_step / rates.up_bytes_per_s);
   return seconds > 0 ? std::max(seconds * 1e3, compute_ms) : 0;
+}
+
+bool has_floor(const std::string &suite) { return suite == "offload" || suite == "scale"; }
+
+void set_floors(std::vector<RowResult> &rows, const SuiteOptions &o, const LinkRates &rates) {
+  if (!has_floor(o.suite)) return;
+  // offload: the GPU's step without offload, the mean of its trials; not on a CPU (above).
+  double none_ms = 0, trials = 0;
+  for (const RowResult &r : rows)
+    if (r.status == "ok" && r.row.name == "none" && o.device == "cuda") none_ms += r.mean_step_ms, ++trials;
+  if (trials > 0) none_ms /= trials;
+  for (RowResult &r : rows)
+    if (r.status == "ok")
+      r.floor_ms = floor_ms(r, rates, o.ranks, o.suite == "scale" ? r.fwd_ms + r.bwd_ms : none_ms);
+}
+
+std::string floor_note(const SuiteOptions &o, const LinkRates &rates) {
+  std::string pcie = rates.down_bytes_per_s > 0
+                         ? format("the PCIe bytes each way over the link's rate (%.1f GB/s down, %.1f GB/s up)",
+                                  rates.down_bytes_per_s / 1e9, rates.up_bytes_per_s / 1e9)
+                         : "the PCIe bytes each way over the link's rate (not measured on a CPU run)";
+  std::string compute = o.suite == "scale" ? "the row's own compute (fwd + bwd)"
+                        : o.device == "cuda" ? "the none row's step"
+                                             : "";
+  return format("floor: the CPU update's bytes per step over the host's memory bandwidth (%.1f GB/s, Adam-shaped, "
+                "shared by %d rank%s), %s%s%s, whichever is longer; / floor = step ms / floor ms",
+                rates.host_bytes_per_s / 1e9, o.ranks, o.ranks == 1 ? "" : "s", pcie.c_str(),
+                compute.empty() ? "" : " or ", compute.c_str());
 }
 
 }  // namespace zf::bench

@@ -24,6 +24,10 @@ struct SuiteRow {
   double steps_factor = 0;  // convergence: trains this many times --num-steps (0: --steps-factor's, 1 for the first row)
 };
 
+// The least warm-up of a row with offload.ratio = "auto": the step whose peak the split is chosen
+// from, then the two steps that move the device part onto the GPU (suite_run.cpp).
+constexpr int64_t kAutoRatioWarmup = 3;
+
 struct SuiteOptions {
   std::string suite;                   // stages | offload | zenflow | binding | convergence | scale
   std::string model;                   // preset name, Hugging Face directory or TOML file ("" = built-in)
@@ -70,6 +74,9 @@ struct RowResult {
   double mean_step_ms = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0, selective_step_ms = 0;
   double tokens_per_s = 0;
   int64_t timed_steps = 0;
+  // Steps left out before the timed ones: --warmup-steps, or more where the row's first steps choose
+  // and then move its update (warmup_steps_of in suite_run.cpp)
+  int64_t warmup_steps = 0;
   std::vector<std::pair<std::string, double>> timers_ms;  // every timer's mean over the timed steps
   std::vector<double> step_times_ms;  // every step, warm-up included
   std::vector<std::string> step_updates;  // every step's `update` events ("gpu,swap,cpu"; "" for none)
@@ -87,7 +94,8 @@ struct RowResult {
   // per step of the run: bytes the CPU optimizer streamed through host memory, gradient bytes
   // copied down, parameter bytes copied up (summary.json), and the floor they set (offload suite)
   double host_update_bytes_per_step = 0, down_bytes_per_step = 0, up_bytes_per_step = 0;
-  double floor_ms = 0;  // offload_floor.hpp; 0: none
+  double floor_ms = 0;  // offload_floor.hpp; 0: none (offload and scale suites)
+  double step_over_floor() const { return floor_ms > 0 ? mean_step_ms / floor_ms : 0; }
   // scale (scale_figures): model FLOPs utilisation (6 x parameters x tokens over the GPUs' peak),
   // the GPU's compute per step (fwd + bwd, their collectives inside) and its share of the step
   double mfu = 0, compute_ms = 0, practicality = 0;
@@ -155,7 +163,7 @@ struct SuiteReport {
   std::string base_config; // the TOML every row starts from
   std::vector<std::string> common;  // overrides of every row that belong in recommended.toml
   MachineLimits limits;
-  LinkRates rates;          // offload: the host's before the rows, PCIe after them
+  LinkRates rates;          // offload, scale: the host's before the rows, PCIe after them
   double target_loss = -1;  // convergence: the target the rows were judged on (-1: none)
   double target_tolerance = 0;  // convergence: reached within this fraction of it
   std::string target_from;  // convergence: where it came from
@@ -188,6 +196,8 @@ std::string time_to_target_text(const RowResult &r);
 std::string steps_to_target_text(const RowResult &r);
 void print_suite_table(const SuiteOptions &options, const SuiteReport &report, const std::vector<RowResult> &rows,
                        const Recommendation &recommendation);
+// "" when every row warmed up --warmup-steps; else which rows warmed up longer and why (the tables' first line).
+std::string warmup_note(const SuiteOptions &options, const std::vector<RowResult> &rows);
 // OUTPUT_DIR/recommended-<suite>.toml: each suite its own, so one does not overwrite another's.
 std::string recommended_path(const SuiteOptions &options);
 // The base config with the chosen overrides written in (TOML, valid for `zfcore run`).

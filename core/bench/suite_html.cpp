@@ -72,7 +72,9 @@ std::string trace_chart(const SuiteOptions &o, const std::vector<RowResult> &row
   }
   svg::LineAxes axes;
   axes.y = {"ms", 1};
-  axes.shaded = size_t(o.warmup_steps);
+  int64_t warmup = o.warmup_steps;  // the longest (offload.ratio = "auto" rows warm up longer: warmup_note)
+  for (const RowResult &r : rows) warmup = std::max(warmup, r.warmup_steps);
+  axes.shaded = size_t(warmup);
   return svg::lines("step-trace", series, axes);
 }
 
@@ -109,7 +111,7 @@ std::string ms_cell(bool ok, double ms) { return cell(ok ? format("%.2f", ms) : 
 
 std::string rows_table(const std::vector<RowResult> &rows, const Recommendation &rec) {
   std::string out = "<table id=\"rows\"><tr><th>config</th><th>trial</th><th>status</th><th>step ms</th>"
-                    "<th>floor ms</th><th>tokens/s</th><th>fwd ms</th><th>bwd ms</th><th>optimizer step ms</th><th>GPU peak</th>"
+                    "<th>floor ms</th><th>/ floor</th><th>tokens/s</th><th>fwd ms</th><th>bwd ms</th><th>optimizer step ms</th><th>GPU peak</th>"
                     "<th>GPU end</th><th>host RSS</th><th>pinned</th><th>estimate</th><th>recommendation</th>"
                     "<th>message</th></tr>\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -118,7 +120,8 @@ std::string rows_table(const std::vector<RowResult> &rows, const Recommendation 
     out += format("<tr class=\"status-%s%s\">", escape(r.status).c_str(),
                   rec.picks(rows, i) ? " chosen" : i < rec.verdicts.size() && rec.verdicts[i] == "within noise" ? " within-noise" : "");
     out += cell(r.row.name) + cell(std::to_string(r.trial)) + cell(r.status) + ms_cell(ok, r.mean_step_ms) +
-           ms_cell(ok && r.floor_ms > 0, r.floor_ms);
+           ms_cell(ok && r.floor_ms > 0, r.floor_ms) +
+           cell(ok && r.floor_ms > 0 ? format("%.2f", r.step_over_floor()) : "-");
     out += cell(ok ? format("%.0f", r.tokens_per_s) : "-") + ms_cell(ok, r.fwd_ms) + ms_cell(ok, r.bwd_ms) +
            ms_cell(ok, r.step_ms);
     out += bytes_cell(r.gpu_peak) + bytes_cell(r.gpu_allocated_end) + bytes_cell(r.host_rss) +
@@ -182,9 +185,11 @@ std::string suite_html(const SuiteOptions &o, const SuiteReport &report, const s
                   (long long)o.eval_every,
                   report.target_loss >= 0 ? format("held-out loss %.4f", report.target_loss).c_str() : "none",
                   escape(report.target_from).c_str());
-  std::string steps = format(convergence ? "%lld steps (the first %lld left out of the mean step time)"
-                                         : "%lld timed steps after %lld warm-up step%s",
-                             (long long)o.num_steps, (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s");
+  std::string steps = convergence ? format("%lld steps (the first %lld left out of the mean step time%s)",
+                                           (long long)o.num_steps, (long long)o.warmup_steps, warmup_note(o, rows).c_str())
+                                    : format("%lld timed steps after %lld warm-up step%s%s", (long long)o.num_steps,
+                                           (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s",
+                                           warmup_note(o, rows).c_str());
   out += format("<p>%s, %d rank%s, %s, %d trial%s per configuration. "
                 "Data: <a href=\"%s.json\">%s.json</a>, <a href=\"%s.csv\">%s.csv</a>.</p>\n",
                 escape(o.device).c_str(), o.ranks, o.ranks == 1 ? "" : "s", steps.c_str(), o.trials,

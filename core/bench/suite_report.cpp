@@ -2,6 +2,8 @@
 // table), OUTPUT_DIR/<suite>_<time>.json, .csv and .html (suite_html.cpp), OUTPUT_DIR/recommended-<suite>.toml.
 #include "bench/suite.hpp"
 
+#include "bench/offload_floor.hpp"
+
 #include "config/config.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
@@ -61,7 +63,7 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     json.key("parameters").value(report.parameters).key("peak_flops_per_gpu").value(report.peak_flops);
     json.key("peak_source").value(report.peak_source);
   }
-  if (o.suite == "offload") {
+  if (bench::has_floor(o.suite)) {
     json.key("link_rates").begin_object().key("host_bytes_per_s").value(report.rates.host_bytes_per_s);
     json.key("down_bytes_per_s").value(report.rates.down_bytes_per_s);
     json.key("up_bytes_per_s").value(report.rates.up_bytes_per_s).end_object();
@@ -81,6 +83,7 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     json.key("mean_step_ms").value(r.mean_step_ms).key("fwd_ms").value(r.fwd_ms).key("bwd_ms").value(r.bwd_ms);
     json.key("optimizer_step_ms").value(r.step_ms).key("selective_optimizer_step_ms").value(r.selective_step_ms);
     json.key("tokens_per_s").value(r.tokens_per_s).key("timed_steps").value(r.timed_steps);
+    json.key("warmup_steps").value(r.warmup_steps);
     json.key("gpu_peak_bytes").value(r.gpu_peak).key("gpu_allocated_end_bytes").value(r.gpu_allocated_end);
     json.key("host_rss_bytes").value(r.host_rss).key("pinned_peak_bytes").value(r.pinned_peak);
     json.key("host_ledger_peak_bytes").value(r.host_ledger_peak);
@@ -88,7 +91,7 @@ std::string json_text(const SuiteOptions &o, const SuiteReport &report, const st
     json.key("host_update_bytes_per_step").value(r.host_update_bytes_per_step);
     json.key("offload_bytes_down_per_step").value(r.down_bytes_per_step);
     json.key("offload_bytes_up_per_step").value(r.up_bytes_per_step);
-    json.key("floor_ms").value(r.floor_ms);
+    json.key("floor_ms").value(r.floor_ms).key("step_over_floor").value(r.step_over_floor());
     json.key("estimate_device_bytes").value(r.estimate_device).key("estimate_pinned_bytes").value(r.estimate_pinned);
     if (o.suite == "scale") {
       json.key("mfu").value(r.mfu).key("compute_ms").value(r.compute_ms).key("practicality").value(r.practicality);
@@ -133,7 +136,7 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
   std::string text = "suite,config,trial" + labels + ",status" + (o.suite == "scale" ? scale_csv_header() : "") +
                      (convergence ? ",final_eval_loss,loss_ratio,train_s,time_to_target_s,steps_to_target" : "") +
                      ",mean_step_ms,fwd_ms,bwd_ms,optimizer_step_ms,selective_optimizer_step_ms,tokens_per_s,floor_ms,"
-                     "gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,wall_s,"
+                     "step_over_floor,warmup_steps,gpu_peak_bytes,gpu_allocated_end_bytes,host_rss_bytes,pinned_peak_bytes,estimate_bytes,wall_s,"
                      "startup_s,recommended,verdict,reason,message\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowResult &r = rows[i];
@@ -148,9 +151,10 @@ std::string csv_text(const SuiteOptions &o, const std::vector<RowResult> &rows, 
               (evaluated ? format("%.3f", r.evals.back().train_s) : "") + "," + (reached ? format("%.3f", r.target_s) : "") +
               "," + (reached ? std::to_string(r.target_step) : "");
     }
-    text += format(",%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%s,%llu,%llu,%llu,%llu,%llu,%.1f,%.1f,%s,",
+    text += format(",%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%s,%s,%lld,%llu,%llu,%llu,%llu,%llu,%.1f,%.1f,%s,",
                    r.mean_step_ms, r.fwd_ms, r.bwd_ms, r.step_ms, r.selective_step_ms, r.tokens_per_s,
                    r.floor_ms > 0 ? format("%.3f", r.floor_ms).c_str() : "",
+                   r.floor_ms > 0 ? format("%.4f", r.step_over_floor()).c_str() : "", (long long)r.warmup_steps,
                    (unsigned long long)r.gpu_peak, (unsigned long long)r.gpu_allocated_end,
                    (unsigned long long)r.host_rss, (unsigned long long)r.pinned_peak, (unsigned long long)r.estimate,
                    r.wall_s, r.startup_s, rec.picks(rows, i) ? "true" : "false");
@@ -285,7 +289,7 @@ void print_speed_tables(const SuiteOptions &o, const SuiteReport &report, const 
   bool trials = o.trials > 1;
   std::vector<std::vector<std::string>> table{{"config", "status", "step ms", "tokens/s", "GPU peak", "GPU end",
                                                "host RSS", "pinned", "estimate", "message"}};
-  const bool floors = o.suite == "offload";  // the floor and the step over it, after "step ms"
+  const bool floors = bench::has_floor(o.suite);  // the floor and the step over it, after "step ms"
   if (floors) table[0].insert(table[0].begin() + 3, {"floor ms", "/ floor"});
   if (trials) table[0].insert(table[0].begin() + 1, "trial");
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -298,19 +302,17 @@ void print_speed_tables(const SuiteOptions &o, const SuiteReport &report, const 
     if (floors) {
       bool floor = ok && r.floor_ms > 0;
       table.back().insert(table.back().begin() + 3, {floor ? format("%.1f", r.floor_ms) : "-",
-                                                     floor ? format("%.2f", r.mean_step_ms / r.floor_ms) : "-"});
+                                                     floor ? format("%.2f", r.step_over_floor()) : "-"});
     }
     if (trials) table.back().insert(table.back().begin() + 1, std::to_string(r.trial));
   }
-  std::printf("zfcore bench %s: %s, %d rank%s, %lld timed steps after %lld warm-up step%s%s\n", o.suite.c_str(),
+  std::printf("zfcore bench %s: %s, %d rank%s, %lld timed steps after %lld warm-up step%s%s%s\n", o.suite.c_str(),
               o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", (long long)o.num_steps, (long long)o.warmup_steps,
-              o.warmup_steps == 1 ? "" : "s", trials ? format(", %d trials each", o.trials).c_str() : "");
+              o.warmup_steps == 1 ? "" : "s", trials ? format(", %d trials each", o.trials).c_str() : "",
+              warmup_note(o, rows).c_str());
   std::printf("(%s)\n", noise_note(o.trials).c_str());
   print_columns(table);
-  if (floors)
-    std::printf("floor: the CPU update's bytes per step over the host's memory bandwidth (%.1f GB/s, Adam-shaped, "
-                "shared by %d rank%s), or the PCIe bytes each way over the link's rate, whichever is longer\n",
-                report.rates.host_bytes_per_s / 1e9, o.ranks, o.ranks == 1 ? "" : "s");
+  if (floors) std::printf("%s\n", bench::floor_note(o, report.rates).c_str());
   if (o.suite == "zenflow") {  // the reference benchmark's table
     std::vector<std::vector<std::string>> sweep{{"trial", "topk_ratio", "update_interval", "overlap_step", "pin_memory",
                                                  "avg_step (ms)", "avg_bwd (ms)", "avg_fwd (ms)",
@@ -329,6 +331,21 @@ void print_speed_tables(const SuiteOptions &o, const SuiteReport &report, const 
 }
 
 }  // namespace
+
+std::string warmup_note(const SuiteOptions &o, const std::vector<RowResult> &rows) {
+  std::vector<std::string> longer;
+  int64_t most = o.warmup_steps;
+  for (const RowResult &r : rows)
+    if (r.warmup_steps > o.warmup_steps && std::find(longer.begin(), longer.end(), r.row.name) == longer.end()) {
+      longer.push_back(r.row.name);
+      most = std::max(most, r.warmup_steps);
+    }
+  if (longer.empty()) return "";
+  std::string names;
+  for (const std::string &name : longer) names += (names.empty() ? "" : ", ") + name;
+  return format("; %s: %lld (offload.ratio = \"auto\" chooses its split from step 1 and moves it onto the GPU in "
+                "the two steps after: left out)", names.c_str(), (long long)most);
+}
 
 std::string recommended_path(const SuiteOptions &o) { return o.output_dir + "/recommended-" + o.suite + ".toml"; }
 

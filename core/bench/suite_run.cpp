@@ -7,6 +7,7 @@
 #include "bench/suite_launch.hpp"
 
 #include "memory/config_estimate.hpp"
+#include "update/zenflow_estimate.hpp"
 #include "config/config.hpp"
 #include "model/transformer_shape.hpp"
 #include "runtime/error.hpp"
@@ -25,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
+#include <variant>
 
 namespace zf {
 namespace {
@@ -108,11 +110,11 @@ std::vector<std::string> common_overrides(const SuiteOptions &o) {
 // also waits for its own, so the timed steps would hold one update more than they are steps.
 // A convergence row may train longer than the first (its steps factor): its learning-rate
 // schedule then spans its own steps, as a run given more steps would.
-std::vector<std::string> measurement_overrides(const SuiteOptions &o, const SuiteRow &row, bool first,
+std::vector<std::string> measurement_overrides(const SuiteOptions &o, const SuiteRow &row, bool first, int64_t warmup,
                                                const std::string &name, const std::string &dir) {
   const bool convergence = o.suite == "convergence";
-  return {format("train.steps=%lld", (long long)(convergence ? convergence_steps(o, row, first) : o.warmup_steps + o.num_steps + 1)),
-          format("run.timing_warmup=%lld", (long long)o.warmup_steps),
+  return {format("train.steps=%lld", (long long)(convergence ? convergence_steps(o, row, first) : warmup + o.num_steps + 1)),
+          format("run.timing_warmup=%lld", (long long)warmup),
           "run.name=" + name, "run.output_dir=" + dir, "run.progress=off",
           "checkpoint.every=0", "checkpoint.final=false", "checkpoint.resume=never", "checkpoint.export_hf=",
           "sample.tokens=0", format("train.eval_every=%lld", (long long)(convergence ? o.eval_every : 0))};
@@ -142,8 +144,11 @@ uint64_t number(const nlohmann::json &object, const std::string &key) {
 
 // Reads the run's summary.json and steps.jsonl. The step time and the timers are means over the
 // timed steps: `timed_count` steps after the `warmup` first (a cool-down step after them, if any,
-// is left out: measurement_overrides).
-void read_measurements(RowResult &r, int64_t warmup, int64_t timed_count) {
+// is left out: measurement_overrides). The bytes moved per step are the run's over its steps; with
+// offload.ratio = "auto" (automatic: ratio_auto below), those of a step after the choice: step 1 updates the whole
+// shard on the host, each later one its host share h (summary.json's offload_ratio), so a step's are
+// the total times h / (1 + h (steps - 1)).
+void read_measurements(RowResult &r, int64_t warmup, int64_t timed_count, bool automatic) {
   nlohmann::json summary = nlohmann::json::parse(read_file(fs::path(r.run_dir) / "summary.json"));
   const double tokens_per_step = summary.value("tokens_per_s", 0.0) * summary.value("mean_step_ms", 0.0) / 1e3;
   const nlohmann::json phases = summary.value("process_seconds", nlohmann::json::object());
@@ -158,9 +163,12 @@ void read_measurements(RowResult &r, int64_t warmup, int64_t timed_count) {
     if (tag.rfind("device.", 0) == 0 && bytes.is_number()) r.gpu_allocated_end += bytes.get<uint64_t>();
   const double run_steps = double(summary.value("steps", int64_t(0)) - summary.value("first_step", int64_t(1)) + 1);
   if (run_steps > 0) {
-    r.host_update_bytes_per_step = summary.value("host_update_bytes", 0.0) / run_steps;
-    r.down_bytes_per_step = summary.value("offload_bytes_down", 0.0) / run_steps;
-    r.up_bytes_per_step = summary.value("offload_bytes_up", 0.0) / run_steps;
+    const double host = summary.value("offload_ratio", 1.0);
+    const double share = automatic && summary.contains("offload_ratio") ? host / (1 + host * (run_steps - 1))
+                                                                          : 1 / run_steps;
+    r.host_update_bytes_per_step = summary.value("host_update_bytes", 0.0) * share;
+    r.down_bytes_per_step = summary.value("offload_bytes_down", 0.0) * share;
+    r.up_bytes_per_step = summary.value("offload_bytes_up", 0.0) * share;
   }
 
   std::stringstream lines(read_file(fs::path(r.run_dir) / "steps.jsonl"));
@@ -196,8 +204,26 @@ void read_measurements(RowResult &r, int64_t warmup, int64_t timed_count) {
   r.selective_step_ms = totals.count("selective_optimizer_step") ? mean("selective_optimizer_step") : r.step_ms;
 }
 
-// `zfcore estimate`'s bytes per rank for the row's stage, from the same config the row runs.
-void estimate_row(RowResult &r, const std::string &base, const std::vector<std::string> &overrides, int ranks) {
+// Whether the row's config has offload.ratio = "auto". Such a row chooses its split at the start
+// of step 2 from step 1's peak, then moves the device part's master and state onto the GPU: it warms
+// up at least kAutoRatioWarmup steps, as the two steps from the choice are not its speed (Qwen2.5-32B
+// on 4 H100: 13.6 s each, against 3.6 s steady), and its bytes per step are those after the choice.
+bool ratio_auto(const std::string &base, const std::vector<std::string> &overrides) {
+  try {
+    const RunConfig config = RunConfig::load(base, overrides);
+    for (const ConfigEntry &entry : config.plugin(ZF_KIND_OFFLOAD).entries)
+      if (entry.key == "ratio" && std::holds_alternative<std::string>(entry.value))
+        return std::get<std::string>(entry.value) == "auto";
+  } catch (const std::exception &) {  // the run says what is wrong with its config
+  }
+  return false;
+}
+
+// With [zenflow], its state where the model computes is in the device bytes; topk "auto" fills
+// run.device_memory_limit_gb or the GPU's memory (gpu_bytes: nvidia-smi's, read without a CUDA
+// context here, which would hold GPU memory while the rows run).
+void estimate_row(RowResult &r, const std::string &base, const std::vector<std::string> &overrides, int ranks,
+                  uint64_t gpu_bytes) {
   try {
     RunConfig config = RunConfig::load(base, overrides);
     config.apply_global_batch(ranks);
@@ -212,12 +238,19 @@ void estimate_row(RowResult &r, const std::string &base, const std::vector<std::
         r.estimate_pinned = placed.tiers[ZF_TIER_PINNED_HOST];
       }
     }
+    if (config.has_table("zenflow") && r.estimate_device > 0) {
+      const double limit_gb = config.real("run", "device_memory_limit_gb");
+      const uint64_t capacity = limit_gb > 0 ? zenflow_capacity(config) : gpu_bytes;
+      r.estimate_device += estimate_zenflow(config, estimate, capacity,
+                                            r.estimate_device + (estimate.tokens ? estimate.activations.peak : 0))
+                               .total();
+    }
   } catch (const std::exception &error) {
     r.estimate_note = error_message(error);
   }
 }
 
-RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const std::string &base,
+RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const std::string &base, uint64_t gpu_bytes,
                   const std::vector<std::string> &common, const std::string &rows_dir, bool first) {
   RowResult r;
   r.row = row;
@@ -228,8 +261,11 @@ RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const s
              r.run_dir.c_str());
   std::vector<std::string> overrides = common;
   overrides.insert(overrides.end(), row.overrides.begin(), row.overrides.end());
-  estimate_row(r, base, overrides, o.ranks);
-  for (const std::string &item : measurement_overrides(o, row, first, fs::path(r.run_dir).filename(), r.run_dir))
+  estimate_row(r, base, overrides, o.ranks, gpu_bytes);
+  const bool automatic = ratio_auto(base, overrides);
+  r.warmup_steps = automatic ? std::max(o.warmup_steps, kAutoRatioWarmup) : o.warmup_steps;
+  for (const std::string &item :
+       measurement_overrides(o, row, first, r.warmup_steps, fs::path(r.run_dir).filename(), r.run_dir))
     overrides.push_back(item);
 
   std::string log_path = r.run_dir + ".log";
@@ -241,7 +277,7 @@ RowResult run_row(const SuiteOptions &o, const SuiteRow &row, int trial, const s
   if (exit.code == 0 && has_summary) {
     try {
       // A convergence row's steps after the warm-up are all timed; the others have a cool-down step.
-      read_measurements(r, o.warmup_steps, o.suite == "convergence" ? INT64_MAX : o.num_steps);
+      read_measurements(r, r.warmup_steps, o.suite == "convergence" ? INT64_MAX : o.num_steps, automatic);
       r.status = "ok";
     } catch (const std::exception &error) {
       r.message = "cannot read the run's results: " + std::string(error.what());
@@ -336,9 +372,10 @@ int run_suite(const SuiteOptions &options) {
     report.parameters = model_parameters(base);
     std::tie(report.peak_flops, report.peak_source) = gpu_peak_flops(o.device, o.peak_tflops);
   }
-  if (o.suite == "offload") {  // on the idle machine, before the rows
+  if (bench::has_floor(o.suite)) {  // on the idle machine, before the rows
     report.rates = bench::measure_host_rate();
-    std::printf("zfcore bench offload: host memory %.1f GB/s (Adam-shaped)\n", report.rates.host_bytes_per_s / 1e9);
+    std::printf("zfcore bench %s: host memory %.1f GB/s (Adam-shaped)\n", o.suite.c_str(),
+                report.rates.host_bytes_per_s / 1e9);
   }
 
   bool terminal = isatty(STDERR_FILENO);
@@ -353,26 +390,19 @@ int run_suite(const SuiteOptions &options) {
         std::fprintf(stderr, "[%zu/%zu] %s%s ...", ++done, total, row.name.c_str(),
                      o.trials > 1 ? format(" (trial %d of %d)", trial, o.trials).c_str() : "");
       RowResult &r = rows[k * size_t(o.trials) + size_t(trial - 1)];
-      r = run_row(o, row, trial, report.base_config, report.common, rows_dir, k == 0);
+      r = run_row(o, row, trial, report.base_config, report.limits.gpu_bytes, report.common, rows_dir, k == 0);
       std::string figure = format(" %.1f ms/step", r.mean_step_ms);
       if (!r.evals.empty()) figure += format(", held-out loss %.4f", r.evals.back().loss);
       if (terminal)
         std::fprintf(stderr, " %s%s (%.0f s)\n", r.status.c_str(),
                      r.status == "ok" ? figure.c_str() : (": " + r.message).c_str(), r.wall_s);
     }
-  if (o.suite == "offload" && o.device == "cuda") {
+  if (bench::has_floor(o.suite) && o.device == "cuda") {
     bench::measure_pcie(report.rates);
-    std::printf("zfcore bench offload: PCIe %.1f GB/s down, %.1f GB/s up (pinned copies, after the rows)\n",
-                report.rates.down_bytes_per_s / 1e9, report.rates.up_bytes_per_s / 1e9);
+    std::printf("zfcore bench %s: PCIe %.1f GB/s down, %.1f GB/s up (pinned copies, after the rows)\n",
+                o.suite.c_str(), report.rates.down_bytes_per_s / 1e9, report.rates.up_bytes_per_s / 1e9);
   }
-  // The GPU's step without offload, the mean of its trials. Not on a CPU: there the `none` row is
-  // as noisy as the rows it would judge, and the floor comes from the bandwidth probe alone.
-  double compute_ms = 0, trials = 0;
-  for (const RowResult &r : rows)
-    if (r.status == "ok" && r.row.name == "none" && o.device == "cuda") compute_ms += r.mean_step_ms, ++trials;
-  if (trials > 0) compute_ms /= trials;
-  for (RowResult &r : rows)
-    if (r.status == "ok") r.floor_ms = bench::floor_ms(r, report.rates, o.ranks, compute_ms);
+  bench::set_floors(rows, o, report.rates);
   if (o.suite == "scale") scale_figures(rows, report, o.ranks);
   Recommendation recommendation;
   if (o.suite == "convergence") {

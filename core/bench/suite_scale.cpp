@@ -5,6 +5,8 @@
 // first step. The rows run like every suite's (suite_run.cpp); this file adds their figures.
 #include "bench/suite.hpp"
 
+#include "bench/offload_floor.hpp"
+
 #include "config/config.hpp"
 #include "model/transformer_shape.hpp"
 #include "runtime/error.hpp"
@@ -57,21 +59,23 @@ void scale_figures(std::vector<RowResult> &rows, const SuiteReport &report, int 
 }
 
 void print_scale_table(const SuiteOptions &o, const SuiteReport &report, const std::vector<RowResult> &rows) {
-  std::vector<std::vector<std::string>> table{{"config", "status", "step ms", "tokens/s", "MFU", "compute ms",
+  std::vector<std::vector<std::string>> table{{"config", "status", "step ms", "floor ms", "/ floor", "tokens/s", "MFU",
+                                               "compute ms",
                                                "practicality", "GPU peak", "est. GPU", "pinned/rank", "est. pinned",
                                                "host RSS", "first step s", "message"}};
   for (const RowResult &r : rows) {
-    const bool ok = r.status == "ok";
+    const bool ok = r.status == "ok", floor = ok && r.floor_ms > 0;
     table.push_back({r.row.name, r.status, ok ? format("%.1f", r.mean_step_ms) : "-",
+                     floor ? format("%.1f", r.floor_ms) : "-", floor ? format("%.2f", r.step_over_floor()) : "-",
                      ok ? format("%.0f", r.tokens_per_s) : "-",
                      ok && r.mfu > 0 ? format("%.1f%%", 100 * r.mfu) : "-", ok ? format("%.1f", r.compute_ms) : "-",
                      ok ? format("%.1f%%", 100 * r.practicality) : "-", bytes_or_dash(r.gpu_peak),
                      bytes_or_dash(r.estimate_device), bytes_or_dash(r.pinned_peak), bytes_or_dash(r.estimate_pinned),
                      bytes_or_dash(r.host_rss), ok ? format("%.1f", r.startup_s) : "-", ok ? "" : r.message});
   }
-  std::printf("zfcore bench scale: %s, %d rank%s, %.2fB parameters, %lld timed steps after %lld warm-up step%s\n",
+  std::printf("zfcore bench scale: %s, %d rank%s, %.2fB parameters, %lld timed steps after %lld warm-up step%s%s\n",
               o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", report.parameters / 1e9, (long long)o.num_steps,
-              (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s");
+              (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s", warmup_note(o, rows).c_str());
   std::printf("MFU = 6 x parameters x tokens per step / (step time x %d GPU%s x peak); peak: %s\n", o.ranks,
               o.ranks == 1 ? "" : "s", report.peak_flops > 0 ? format("%.0f TFLOP/s per GPU, %s", report.peak_flops / 1e12,
                                                                       report.peak_source.c_str()).c_str()
@@ -79,9 +83,12 @@ void print_scale_table(const SuiteOptions &o, const SuiteReport &report, const s
   std::printf("compute = fwd + bwd on the GPU's stream (their gathers and reductions inside, rank 0); practicality = "
               "compute / step; GPU peak: the allocator's, pinned/rank: the ledger's, rank 0; est.: zfcore estimate's\n");
   print_columns(table);
+  std::printf("%s\n", bench::floor_note(o, report.rates).c_str());
 }
 
-std::string scale_csv_header() { return ",mfu,compute_ms,practicality,estimate_device_bytes,estimate_pinned_bytes"; }
+std::string scale_csv_header() {
+  return ",mfu,compute_ms,practicality,estimate_device_bytes,estimate_pinned_bytes";
+}
 
 std::string scale_csv_fields(const RowResult &r) {
   return format(",%.4f,%.3f,%.4f,%llu,%llu", r.mfu, r.compute_ms, r.practicality,

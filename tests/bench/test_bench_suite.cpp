@@ -222,8 +222,8 @@ TEST_CASE("bench offload: the floor is the CPU update's bytes per step over the 
 }
 
 // The scale suite's figures from the rows' own measurements: MFU = 6 x parameters x tokens per step
-// over (step time x ranks x peak), compute = fwd + bwd, practicality = compute / step.
-TEST_CASE("bench scale on 2 MPI ranks: ZeRO-3 offload rows with MFU, compute share, memory and start-up",
+// over (step time x ranks x peak), compute = fwd + bwd, practicality = compute / step, the floor.
+TEST_CASE("bench scale on 2 MPI ranks: ZeRO-3 offload rows with MFU, compute share, floor, memory and start-up",
           "[bench][mpi]") {
   SuiteRun run = bench_ok("scale", "--gpus 2 --peak-tflops 1", "bench_scale_mpi");
   // The tiny GPT (hidden 32, 2 layers, MLP 128, vocab 97, 32 positions, tied head): embeddings 3104 +
@@ -249,6 +249,44 @@ TEST_CASE("bench scale on 2 MPI ranks: ZeRO-3 offload rows with MFU, compute sha
     CHECK(row["pinned_peak_bytes"].get<uint64_t>() > 0);
     CHECK(row["estimate_pinned_bytes"].get<uint64_t>() > 0);
   }
+  // The floor, as the offload suite's (offload_floor.hpp): the CPU update's bytes per step of both
+  // ranks over the host's measured bandwidth, or the row's own compute (fwd + bwd; no row of this
+  // suite runs without offload), whichever is longer; a CPU run has no PCIe rate.
+  const double bandwidth = run.result["link_rates"]["host_bytes_per_s"].get<double>();
+  CHECK(bandwidth > 1e9);
+  CHECK(run.result["link_rates"]["down_bytes_per_s"].get<double>() == 0);
+  for (const auto &row : run.result["rows"]) {
+    INFO(row["config"]);
+    const double bytes = row["host_update_bytes_per_step"].get<double>();
+    CHECK(bytes > 0);
+    const double floor = std::max(1e3 * 2 * bytes / bandwidth, row["compute_ms"].get<double>());
+    CHECK(row["floor_ms"].get<double>() == Approx(floor).epsilon(1e-6));
+    CHECK(row["step_over_floor"].get<double>() == Approx(row["mean_step_ms"].get<double>() / floor).epsilon(1e-6));
+    // offload.ratio = "auto" chooses after step 1 and moves its part in the two steps after: those
+    // three are its warm-up whatever --warmup-steps says (1 here), and the timed steps come after.
+    const bool automatic = row["config"] == "zero3_cpu_optimizer_auto";
+    CHECK(row["warmup_steps"].get<int64_t>() == (automatic ? kAutoRatioWarmup : 1));
+    CHECK(row["timed_steps"] == 2);
+    CHECK(row["step_times_ms"].size() == size_t(row["warmup_steps"].get<int64_t>() + 2));
+    nlohmann::json summary = nlohmann::json::parse(test::read_text(row["run_dir"].get<std::string>() + "/summary.json"));
+    CHECK(summary["steps"].get<int64_t>() == row["warmup_steps"].get<int64_t>() + 2 + 1);  // and the cool-down step
+  }
+  for (const char *text : {"floor ms", "/ floor", "the row's own compute (fwd + bwd)",
+                           "zero3_cpu_optimizer_auto: 3 (offload.ratio = \"auto\""})
+    CHECK_THAT(run.outcome.output, Catch::Contains(text));
+  CHECK_THAT(test::read_text(output_file(run.dir, "scale", ".csv")), Catch::Contains(",floor_ms,step_over_floor,warmup_steps,"));
+  // Where auto keeps part of the update where the model computes (here a limit that holds about half
+  // of the master and state), a step's bytes are those after its choice: its host share of
+  // cpu_optimizer's, not the run's mean (step 1 updates the whole shard on the host).
+  SuiteRun part = bench_ok("scale", "--strategies zero3_cpu_optimizer zero3_cpu_optimizer_auto "
+                                    "--set run.device_memory_limit_gb=0.00065", "bench_scale_auto");
+  const auto &whole = row_named(part.result, "zero3_cpu_optimizer"), &split = row_named(part.result, "zero3_cpu_optimizer_auto");
+  nlohmann::json chose = nlohmann::json::parse(test::read_text(split["run_dir"].get<std::string>() + "/summary.json"));
+  const double host = chose["offload_ratio"].get<double>();
+  CHECK(host > 0.1);
+  CHECK(host < 0.9);
+  for (const char *key : {"host_update_bytes_per_step", "offload_bytes_down_per_step", "offload_bytes_up_per_step"})
+    CHECK(split[key].get<double>() == Approx(host * whole[key].get<double>()).epsilon(1e-6));
   // ZenFlow chose its columns (topk auto: 0.1 on a CPU run without run.device_memory_limit_gb).
   const auto &zenflow = row_named(run.result, "zero3_zenflow");
   nlohmann::json selected = nlohmann::json::parse(test::read_text(zenflow["run_dir"].get<std::string>() + "/summary.json"));
