@@ -60,11 +60,19 @@ void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config) {
   if (e.tokens == 0) return;
   const ActivationEstimate &a = e.activations;
   const bool checkpointing = config.boolean("model", "activation_checkpointing");
+  const unsigned long long layers = e.input.blocks.size() - 2, whole = a.whole_layers;
+  // The last layers kept whole hold their activations at the head, and are freed before any recompute.
+  const std::string at_head = whole == 0 ? "the head's " + format_bytes(a.head)
+                                         : format("the last %llu layers kept whole, %s each, with the head's %s", whole,
+                                                  format_bytes(a.layer_recompute).c_str(),
+                                                  format_bytes(a.head).c_str());
+  const std::string mode = !checkpointing ? "off"
+                           : whole == 0   ? "on"
+                                          : format("on for the first %llu layers", layers - whole);
   std::printf("activations per rank (%llu tokens a micro-step, activation checkpointing %s): %s at the peak "
-              "(%llu layers x %s, then the larger of the head's %s and %s)\n",
-              (unsigned long long)e.tokens, checkpointing ? "on" : "off", format_bytes(a.peak).c_str(),
-              (unsigned long long)e.input.blocks.size() - 2, format_bytes(a.per_layer).c_str(),
-              format_bytes(a.head).c_str(),
+              "(%llu layers x %s, then the larger of %s and %s)\n",
+              (unsigned long long)e.tokens, mode.c_str(), format_bytes(a.peak).c_str(), layers - whole,
+              format_bytes(a.per_layer).c_str(), at_head.c_str(),
               checkpointing ? ("a layer recomputed, " + format_bytes(a.layer_recompute)).c_str() : "nothing else");
   for (size_t i = 0; i < e.stages.size(); ++i) {
     if (e.stages[i].plugin != e.stage) continue;

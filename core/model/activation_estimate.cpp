@@ -35,13 +35,18 @@ ActivationEstimate estimate_activations(const TransformerOptions &options, uint6
   // and log_softmax's float32 output (one tensor when the compute dtype is float32).
   const uint64_t norm = s.is_gpt2() ? 2 * e * h : 4 * h + 2 * e * h;
   a.head = (norm + v * (e == 4 ? 8 : e + 8)) * tokens;
+  const uint64_t layers = uint64_t(s.layers);
   if (options.activation_checkpointing) {
     a.per_layer = e * h * tokens;  // only the layer's input
     a.layer_recompute = layer;
+    a.whole_layers = options.checkpoint_layers > 0 ? layers - uint64_t(options.checkpoint_layers) : 0;
   } else {
     a.per_layer = layer;
   }
-  a.peak = uint64_t(s.layers) * a.per_layer + std::max(a.head, a.layer_recompute);
+  // The layers kept whole hold their sets until their own backward, which runs before any
+  // recompute: at the head they add to it, at a recompute they are gone.
+  const uint64_t whole = a.whole_layers * layer;
+  a.peak = (layers - a.whole_layers) * a.per_layer + std::max(whole + a.head, a.layer_recompute);
   return a;
 }
 

@@ -15,6 +15,7 @@ namespace zf {
 struct ActivationEstimate {
   uint64_t per_layer = 0;  // bytes one layer keeps for its backward (its input alone when checkpointed)
   uint64_t layer_recompute = 0;  // under activation checkpointing: one layer's full set while it is recomputed
+  uint64_t whole_layers = 0;     // under activation checkpointing: the last layers, not recomputed (their full sets)
   uint64_t head = 0;       // the final norm, the logits and the loss's float32 copies at the end of the forward
   uint64_t peak = 0;       // the most at once: the layers' sets plus the larger of head and recompute
 };

@@ -38,6 +38,10 @@ std::vector<zf_param_decl> model_schema() {
            "attention) while training; init_from's config.json dropout is not applied (the run says so)", kUnitOpen, 0, 1),
       decl("activation_checkpointing", ZF_PARAM_BOOL, "false",
            "keep only each transformer layer's input and recompute the layer in backward"),
+      decl("checkpoint_layers", ZF_PARAM_INT, "0",
+           "with activation_checkpointing: how many layers, the first ones, recompute in backward (0: all); the "
+           "last layers keep their activations, trading GPU memory for less recompute",
+           kRange, 0, kMaxLayers),
       decl("column_major", ZF_PARAM_BOOL, "true", "store 2-D weights column by column (ZenFlow selects columns)")
   };
 }

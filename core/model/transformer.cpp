@@ -97,7 +97,8 @@ torch::Tensor TransformerModel::forward_block(size_t block, const torch::Tensor 
   }
   if (block == last) return head(hidden);
   int64_t index = int64_t(block) - 1;
-  if (options_.activation_checkpointing && torch::GradMode::is_enabled())
+  const int64_t recomputed = options_.checkpoint_layers > 0 ? options_.checkpoint_layers : shape().layers;
+  if (options_.activation_checkpointing && index < recomputed && torch::GradMode::is_enabled())
     return CheckpointedLayer::apply(hidden, at::TensorList(block_tensors_[block]), this, index);
   return layer(index, hidden);
 }

@@ -153,6 +153,15 @@ TransformerOptions transformer_options(const RunConfig &config) {
   fill_family_defaults(shape);
   shape.validate(config.file() + " [model]");
   options.shape = shape;
+  options.checkpoint_layers = config.integer("model", "checkpoint_layers");
+  ZF_REQUIRE(options.checkpoint_layers == 0 || options.activation_checkpointing,
+             "%s: model.checkpoint_layers = %lld chooses which layers activation checkpointing recomputes: set "
+             "model.activation_checkpointing = true, or remove model.checkpoint_layers",
+             at("checkpoint_layers").c_str(), (long long)options.checkpoint_layers);
+  ZF_REQUIRE(options.checkpoint_layers <= shape.layers,
+             "%s: model.checkpoint_layers = %lld, but the model has %lld layers: use 1 to %lld, or 0 for all",
+             at("checkpoint_layers").c_str(), (long long)options.checkpoint_layers, (long long)shape.layers,
+             (long long)shape.layers);
   return options;
 }
 

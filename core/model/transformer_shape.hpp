@@ -45,6 +45,9 @@ struct TransformerOptions {
   std::string dtype = "float32";        // "float32" or "bfloat16"
   double dropout = 0;
   bool activation_checkpointing = false;
+  // Under activation checkpointing, how many layers (the first ones) recompute in the backward;
+  // 0: all of them. The last layers keep their activations: less recompute, more memory.
+  int64_t checkpoint_layers = 0;
   std::string init_from;                // a Hugging Face checkpoint directory, or ""
 };
 

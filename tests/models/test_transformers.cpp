@@ -106,13 +106,15 @@ TEST_CASE("model: the loss is the mean cross-entropy over positions whose target
 
 TEST_CASE("model: training through column-major flat buffers matches plain parameters", "[model]") {
   std::string type = GENERATE("gpt2", "llama", "qwen2");
-  bool checkpointing = GENERATE(false, true);
-  INFO(type << " activation_checkpointing=" << checkpointing);
+  // Checkpointing off, on for every layer, and on for the first of the two only.
+  int checkpointed = GENERATE(-1, 0, 1);
+  INFO(type << " activation_checkpointing=" << (checkpointed >= 0) << " checkpoint_layers=" << checkpointed);
   torch::manual_seed(11);
   TransformerOptions options = test::tiny_options(type, true);
   auto reference = make_transformer(options);
   torch::manual_seed(11);
-  options.activation_checkpointing = checkpointing;
+  options.activation_checkpointing = checkpointed >= 0;
+  options.checkpoint_layers = std::max(checkpointed, 0);
   auto engine_model = make_transformer(options);
 
   // What the engine does: lay the parameters into flat buffers, 2-D weights column by column.
@@ -249,6 +251,12 @@ TEST_CASE("model: the model table of the config resolves presets, family default
   CHECK_THROWS_WITH(options("type = \"gpt2\"\nhidden = 96\nheads = 5\n"), Catch::Contains("divisible"));
   CHECK_THROWS_WITH(options("type = \"gpt2\"\ndropout = 0.1\nactivation_checkpointing = true\n"),
                     Catch::Contains("m.toml:4:28"));
+  CHECK(options("type = \"llama\"\nlayers = 3\nactivation_checkpointing = true\ncheckpoint_layers = 2\n")
+            .checkpoint_layers == 2);
+  CHECK_THROWS_WITH(options("type = \"llama\"\nlayers = 3\ncheckpoint_layers = 2\n"),
+                    Catch::Contains("m.toml:4:21") && Catch::Contains("activation_checkpointing = true"));
+  CHECK_THROWS_WITH(options("type = \"llama\"\nlayers = 3\nactivation_checkpointing = true\ncheckpoint_layers = 4\n"),
+                    Catch::Contains("m.toml:5:21") && Catch::Contains("has 3 layers"));
 
   RunConfig config = RunConfig::parse("[model]\npreset = \"gpt2\"\nlayers = 1\nvocab = 100\nmax_seq = 8\n", "m.toml");
   auto model = make_model(config);  // type comes from the preset
