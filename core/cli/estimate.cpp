@@ -9,7 +9,7 @@
 #include "memory/config_estimate.hpp"
 #include "memory/host_plan.hpp"
 #include "runtime/memory.hpp"
-#include "update/zenflow_options.hpp"
+#include "update/zenflow_estimate.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -54,9 +54,17 @@ void print_offload(const ConfigEstimate &e) {
   }
 }
 
-// A transformer's activations and the GPU peak they make with the config's own stage and offload:
-// the device tier's bytes plus the activations at their peak.
-void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config) {
+// The config's own stage's bytes where the model computes (the offload plugin's device tier).
+uint64_t device_bytes(const ConfigEstimate &e) {
+  for (size_t i = 0; i < e.stages.size(); ++i)
+    if (e.stages[i].plugin == e.stage && e.stages[i].estimated)
+      return e.offloaded[i].estimated ? e.offloaded[i].tiers[ZF_TIER_DEVICE] : e.stages[i].total();
+  return 0;
+}
+
+// A transformer's activations and the GPU peak they make with the config's own stage and offload
+// (and ZenFlow's state, `zenflow`): the device tier's bytes plus the activations at their peak.
+void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config, uint64_t zenflow) {
   if (e.tokens == 0) return;
   const ActivationEstimate &a = e.activations;
   const bool checkpointing = config.boolean("model", "activation_checkpointing");
@@ -74,50 +82,43 @@ void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config) {
               (unsigned long long)e.tokens, mode.c_str(), format_bytes(a.peak).c_str(), layers - whole,
               format_bytes(a.per_layer).c_str(), at_head.c_str(),
               checkpointing ? ("a layer recomputed, " + format_bytes(a.layer_recompute)).c_str() : "nothing else");
-  for (size_t i = 0; i < e.stages.size(); ++i) {
-    if (e.stages[i].plugin != e.stage) continue;
-    const PluginEstimate &o = e.offloaded[i], &s = e.stages[i];
-    if (!s.estimated) return;
-    const uint64_t device = o.estimated ? o.tiers[ZF_TIER_DEVICE] : s.total();
-    std::printf("GPU peak per rank (%s, offload %s): %s of buffers + %s of activations = %s (%llu bytes)\n",
-                e.stage.c_str(), e.offload.c_str(), format_bytes(device).c_str(), format_bytes(a.peak).c_str(),
-                format_bytes(device + a.peak).c_str(), (unsigned long long)(device + a.peak));
-  }
+  for (const PluginEstimate &s : e.stages)
+    if (s.plugin == e.stage && !s.estimated) return;
+  const uint64_t device = device_bytes(e), peak = device + zenflow + a.peak;
+  std::printf("GPU peak per rank (%s, offload %s): %s of buffers%s + %s of activations = %s (%llu bytes)\n",
+              e.stage.c_str(), e.offload.c_str(), format_bytes(device).c_str(),
+              zenflow ? (" + " + format_bytes(zenflow) + " of ZenFlow's").c_str() : "", format_bytes(a.peak).c_str(),
+              format_bytes(peak).c_str(), (unsigned long long)peak);
 }
 
-// ZenFlow's own buffers where the model computes (the memory plan's zenflow.* before step 1), beside the
-// stage's: the gradient sum (a shard), the staging of the one CPU update in flight (the staggered
-// schedule's largest group, cut as the run cuts them; the deepspeed schedule's shard) and lookahead's
-// last CPU results (a shard). The selected columns' compact copies come with the first selection.
-void print_zenflow(const RunConfig &config, const ConfigEstimate &e) {
-  if (!config.has_table("zenflow")) return;
-  const ZenFlowOptions z = ZenFlowOptions::read(config, 1);
-  for (size_t i = 0; i < e.stages.size(); ++i) {
-    const PluginEstimate &s = e.stages[i];
-    if (s.plugin != e.stage || !s.estimated) continue;
-    const uint64_t shard = s.master / 4, c = e.input.compute_bytes, groups = uint64_t(z.update_interval);
-    uint64_t staged = shard;  // the deepspeed schedule's
-    if (z.staggered && groups > 0) {  // as ZenFlow's constructor cuts them (zenflow.cpp)
-      const uint64_t grid = e.bucket_numel > 0 && e.bucket_numel * groups <= shard ? e.bucket_numel : 1;
-      staged = 0;
-      for (uint64_t k = 0, begin = 0; k < groups; ++k) {
-        const uint64_t end = k + 1 == groups ? shard : std::max(begin, shard * (k + 1) / groups / grid * grid);
-        staged = std::max(staged, end - begin);
-        begin = end;
-      }
-    }
-    const bool lookahead = z.correction == ZenFlowOptions::Correction::lookahead;
-    const uint64_t total = c * shard + c * staged + (lookahead ? c * shard : 0);
-    std::printf("zenflow (schedule %s, update_interval %lld): per rank where the model computes, beside the stage's: "
-                "gradient sum %s, staging %s (%llu bytes: %s)%s = %s, then the selected columns' compact copies "
-                "(topk_ratio %s; the plan before step 1 counts them)\n",
-                z.staggered ? "staggered" : "deepspeed", (long long)z.update_interval,
-                format_bytes(c * shard).c_str(), format_bytes(c * staged).c_str(), (unsigned long long)(c * staged),
-                z.staggered ? format("the largest of %llu groups", (unsigned long long)groups).c_str() : "the shard",
-                lookahead ? (", last CPU results " + format_bytes(c * shard)).c_str() : "", format_bytes(total).c_str(),
-                z.topk_ratio == 0 ? "auto: at least 1% of each matrix's columns and every other element"
-                                  : format("%g", z.topk_ratio).c_str());
-  }
+// ZenFlow's own state where the model computes (update/zenflow_estimate.hpp), beside the stage's:
+// the gradient sum (a shard), the staging of the one CPU update in flight (the staggered schedule's
+// largest group, cut as the run cuts them; the deepspeed schedule's shard), lookahead's last CPU
+// results (a shard), and the selected columns' compact copies on the rank that holds the most.
+// Returns their bytes.
+uint64_t print_zenflow(const RunConfig &config, const ConfigEstimate &e) {
+  if (!config.has_table("zenflow") || device_bytes(e) == 0) return 0;
+  const uint64_t capacity = zenflow_capacity(config), activations = e.tokens ? e.activations.peak : 0;
+  const ZenFlowEstimate z = estimate_zenflow(config, e, capacity, device_bytes(e) + activations);
+  std::printf("zenflow (schedule %s, update_interval %lld): per rank where the model computes, beside the stage's: "
+              "gradient sum %s, staging %s (%llu bytes: %s)%s, selected columns %s = %s\n",
+              z.staggered ? "staggered" : "deepspeed", (long long)z.update_interval, format_bytes(z.gradient_sum).c_str(),
+              format_bytes(z.staging).c_str(), (unsigned long long)z.staging,
+              z.staggered ? format("the largest of %lld groups", (long long)z.update_interval).c_str() : "the shard",
+              z.lookahead ? (", last CPU results " + format_bytes(z.last_cpu)).c_str() : "",
+              format_bytes(z.selected_bytes()).c_str(), format_bytes(z.total()).c_str());
+  std::string ratio = z.automatic ? format("topk_ratio auto: %s %.4g (%s)", z.room_known ? "about" : "at least", z.topk,
+                                           z.room_why.c_str())
+                                  : format("topk_ratio %g", z.topk);
+  std::printf("  selected columns: %s%s; rank %llu holds the most, %llu elements (%llu bytes: %llu an element for "
+              "the fp32 master, optimizer state, index%s; %s more while its update gathers the gradient)%s\n",
+              ratio.c_str(),
+              !z.tables ? "" : z.table_rows ? ", the embedding's tokens chosen among" : ", the embedding whole",
+              (unsigned long long)z.rank, (unsigned long long)z.selected, (unsigned long long)z.selected_bytes(),
+              (unsigned long long)z.element.held, e.input.compute_bytes != 4 ? " and compute-precision result" : "",
+              format_bytes(z.selected * z.element.transient).c_str(),
+              z.automatic && !z.room_known ? "; auto then takes the rest of the GPU's memory, less a tenth" : "");
+  return z.total();
 }
 
 // Whether the config's optimizer takes bf16 moments (its descriptor declares moment_dtype).
@@ -133,7 +134,8 @@ bool optimizer_halves_moments(const RunConfig &config, uint64_t state_bytes) {
 
 // The config's own stage per rank and per host, beside what this host has; its checkpoints beside
 // their directory's space. The same sums and ways out as the run's check before step 1.
-void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t world, uint64_t ranks_per_host) {
+void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t world, uint64_t ranks_per_host,
+                     uint64_t zenflow) {
   const PluginEstimate *stage = nullptr, *placed = nullptr;
   for (size_t i = 0; i < e.stages.size(); ++i)
     if (e.stages[i].plugin == e.stage) stage = &e.stages[i], placed = &e.offloaded[i];
@@ -148,6 +150,7 @@ void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t 
   } else {
     d.rank.device = stage->total();
   }
+  d.rank.device += zenflow;  // ZenFlow's state, where the model computes
   if (cpu) d.rank.pageable += d.rank.device, d.rank.device = 0;  // a CPU run computes in host memory
   d.state_on_host = std::min(stage->state, d.rank.host());
   d.moments_halvable = optimizer_halves_moments(config, e.input.state_bytes);
@@ -199,12 +202,13 @@ std::string gib(uint64_t bytes) { return format("%.2f GiB", double(bytes) / doub
 
 // The config's own row in GiB, on each tier its offload plugin uses: the figure to hold against a
 // GPU's or a host's memory.
-void print_this_config(const ConfigEstimate &e) {
+void print_this_config(const ConfigEstimate &e, uint64_t zenflow) {
   for (size_t i = 0; i < e.stages.size(); ++i) {
     const PluginEstimate &s = e.stages[i];
     if (s.plugin != e.stage || !s.estimated) continue;
     const PluginEstimate *o = i < e.offloaded.size() && e.offloaded[i].estimated ? &e.offloaded[i] : nullptr;
-    std::string where = gib(o ? o->tiers[ZF_TIER_DEVICE] : s.total()) + " where the model computes";
+    std::string where = gib((o ? o->tiers[ZF_TIER_DEVICE] : s.total()) + zenflow) + " where the model computes" +
+                        (zenflow ? " (ZenFlow's " + gib(zenflow) + " included)" : "");
     if (o && o->tiers[ZF_TIER_PINNED_HOST]) where += ", " + gib(o->tiers[ZF_TIER_PINNED_HOST]) + " pinned host";
     if (o && o->tiers[ZF_TIER_HOST]) where += ", " + gib(o->tiers[ZF_TIER_HOST]) + " host";
     if (o && o->tiers[ZF_TIER_NVME]) where += ", " + gib(o->tiers[ZF_TIER_NVME]) + " on NVMe";
@@ -273,9 +277,9 @@ int command_estimate(const std::vector<std::string> &args) {
                 (unsigned long long)s.total(), s.reference ? format_bytes(s.reference).c_str() : "-", mark);
   }
   print_offload(e);
-  print_gpu_peak(e, config);
-  print_zenflow(config, e);
-  print_this_config(e);
+  const uint64_t zenflow = print_zenflow(config, e);
+  print_gpu_peak(e, config, zenflow);
+  print_this_config(e, zenflow);
   std::printf("formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state "
               "bytes), as each stage plugin reports them:\n",
               (unsigned long long)input.compute_bytes);
@@ -287,7 +291,7 @@ int command_estimate(const std::vector<std::string> &args) {
       "  that reduces block by block stages a reduction only with train.grad_accum > 1); grads: from\n"
       "  the backward to the update.\n"
       "  CPU float32 runs: c = 4, so the per-parameter bytes are 4 + 4 + 4 + k instead of 2 + 2 + 12.\n");
-  print_host_plan(config, e, world, ranks_per_host);
+  print_host_plan(config, e, world, ranks_per_host, zenflow);
   return 0;
 }
 

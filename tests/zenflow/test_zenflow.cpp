@@ -263,12 +263,13 @@ uint64_t selected_ledger_bytes(const test::StageRun &r) {
   return bytes;
 }
 
-// The memory plan before step 1 and the run count the selected columns alike: the topk selectors'
-// ceil(topk x cols) columns of each weight and every 1-D parameter. linear_stack (4 layers of a
-// 256 x 256 weight and a bias, fp32): at topk 0.3 77 columns of each weight, at 0.1 26; an element
-// holds an index (8), its fp32 master (4) and Adam's two moments (8), and while its update runs its
-// gathered gradient (4). On 2 ranks under zero2 each shard holds two whole layers.
-TEST_CASE("the memory plan counts ZenFlow's selected columns as the run holds them", "[zenflow][mpi]") {
+// zfcore estimate, the memory plan before step 1 and the run count the selected columns alike: the
+// topk selectors' ceil(topk x cols) columns of each weight and every 1-D parameter. linear_stack
+// (4 layers of a 256 x 256 weight and a bias, fp32): at topk 0.3 77 columns of each weight, at 0.1
+// 26; an element holds an index (8), its fp32 master (4) and Adam's two moments (8), and while its
+// update runs its gathered gradient (4). On 2 ranks under zero2 each shard holds two whole layers.
+TEST_CASE("zfcore estimate and the memory plan count ZenFlow's selected columns as the run holds them",
+          "[zenflow][mpi]") {
   const uint64_t wide = 4 * (77 * 256 + 256), narrow = 4 * (26 * 256 + 256);
   const std::string base = kWorkload + kOffload + "--set zenflow.update_interval=4 ";
   test::StageRun at3 = run_ok("zf_selected_03", "zero0", 1, base + "--set zenflow.topk_ratio=0.3");
@@ -277,8 +278,29 @@ TEST_CASE("the memory plan counts ZenFlow's selected columns as the run holds th
   CHECK(selected_ledger_bytes(at1) == 20 * narrow);
   CHECK(test::json_number(at3.summary, "planned_host_bytes") - test::json_number(at1.summary, "planned_host_bytes") ==
         double(24 * (wide - narrow)));
+  const std::string estimate = test::zfcore() + " estimate " + test::source_dir() + "/examples/linear_stack.toml " + base;
+  test::Outcome said = test::run_command(estimate + "--set zenflow.topk_ratio=0.3");
+  INFO(said.output);
+  CHECK_THAT(said.output, Catch::Contains("topk_ratio 0.3; rank 0 holds the most, " +
+                                          std::to_string(wide) + " elements (" + std::to_string(20 * wide) + " bytes"));
+
   test::StageRun two = run_ok("zf_selected_zero2", "zero2", 2, base + "--set zenflow.topk_ratio=0.3");
   CHECK(selected_ledger_bytes(two) == 20 * wide / 2);
+  said = test::run_command(estimate + "--set zenflow.topk_ratio=0.3 --set stage.plugin=zero2 --world 2");
+  CHECK_THAT(said.output, Catch::Contains("rank 0 holds the most, " + std::to_string(wide / 2) + " elements (" +
+                                          std::to_string(20 * wide / 2) + " bytes"));
+
+  // topk_ratio = "auto" under a limit that holds about half of the columns: the estimate makes the
+  // run's choice (what the first step's peak and a tenth leave), to the digits it prints.
+  const std::string limited = "--set zenflow.topk_ratio=auto --set run.device_memory_limit_gb=0.0072 ";
+  test::StageRun automatic = run_ok("zf_selected_auto", "zero0", 1, base + limited);
+  const double chosen = test::json_number(automatic.summary, "zenflow_topk_ratio");
+  CHECK(chosen > 0.1);
+  CHECK(chosen < 0.9);
+  said = test::run_command(estimate + limited);
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "topk_ratio auto: about %.4g (", chosen);
+  CHECK_THAT(said.output, Catch::Contains(expected));
 }
 
 TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit for bit", "[zenflow][mpi]") {
