@@ -6,6 +6,7 @@
 #include "checkpoint/safetensors.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
+#include "runtime/json.hpp"
 #include "runtime/log.hpp"
 
 #include <nlohmann/json.hpp>
@@ -128,7 +129,7 @@ std::string checkpoint_output_dir(const fs::path &checkpoint) {
 std::vector<fs::path> checkpoints_of_output_dir(const std::vector<fs::path> &mine, const std::string &output_dir,
                                                 std::vector<fs::path> *elsewhere) {
   std::error_code ec;
-  const std::string here = fs::weakly_canonical(fs::absolute(output_dir, ec), ec).string();
+  const std::string here = as_json_text(fs::weakly_canonical(fs::absolute(output_dir, ec), ec).string());  // as recorded
   std::vector<fs::path> own, other;
   for (const fs::path &checkpoint : mine) {
     const std::string recorded = checkpoint_output_dir(checkpoint);

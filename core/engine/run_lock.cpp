@@ -60,6 +60,52 @@ std::vector<std::unique_ptr<RunLock>> lock_run_directories(const std::string &ou
   return locks;
 }
 
+namespace {
+
+// The files a run writes into its output directory (report/report.cpp), each replaced whole.
+const char *const kRunOutputs[] = {"steps.jsonl", "steps.csv", "summary.json", "report.html"};
+
+// True when `name` in `out` is a step log zfcore wrote: empty, or its first line a row {"step":N,...}.
+bool is_zfcore_step_log(const Directory &out, const std::string &name) {
+  if (out.kind_of(name) != "file") return false;
+  bool ours = true;
+  for_each_line(out.path_of(name), 4096, [&](const TextLine &line) {
+    ours = line.text.rfind("{\"step\":", 0) == 0;
+    return false;  // the first line only
+  });
+  return ours;
+}
+
+// Before a run replaces the files of kRunOutputs: a directory, FIFO or device named like a step log
+// is refused (a rename cannot replace it, and it is not ours); and in a directory that records no run
+// (`claimed` false), files of those names are replaced only beside a step log zfcore wrote (a
+// directory of an older zfcore, from before .zfcore-run). Anything else is the user's: a data
+// directory given as run.output_dir keeps its summary.json or steps.csv. Throws zf::Error naming them.
+void require_own_outputs(const Directory &out, bool claimed, const std::string &run_name, const std::string &where) {
+  std::vector<std::string> files;
+  for (const char *name : kRunOutputs) {
+    const std::string kind = out.kind_of(name);
+    // The step logs are replaced as the run starts (summary.json and report.html at its end, where
+    // one that cannot be written is reported after the checkpoint and the export).
+    const bool at_start = std::string(name).rfind("steps.", 0) == 0;
+    ZF_REQUIRE(!at_start || kind.empty() || kind == "file" || kind == "link",
+               "%s is a %s, not a file a run wrote; the run writes its %s there (replacing it whole): move it away, "
+               "or give this run another run.output_dir", out.path_of(name).c_str(),
+               kind == "dir" ? "directory" : "FIFO, socket or device", name);
+    if (kind == "file") files.push_back(name);
+  }
+  if (claimed || files.empty() || is_zfcore_step_log(out, "steps.jsonl")) return;
+  std::string names;
+  for (const std::string &name : files) names += (names.empty() ? "" : ", ") + name;
+  throw Error(format("run.output_dir = \"%s\" holds %s, which no zfcore run wrote (no %s records a run there and "
+                     "no zfcore step log is beside them); this run, run.name = \"%s\" at %s, would replace them: "
+                     "move them away, or give the run a directory of its own (the default is runs/%s)",
+                     out.path().c_str(), names.c_str(), ".zfcore-run", run_name.c_str(), where.c_str(),
+                     run_name.c_str()));
+}
+
+}  // namespace
+
 void claim_output_dir(const std::string &output_dir, const std::string &run_name, const std::string &where) {
   const Directory out = Directory::open(output_dir, true, "run.output_dir");
   const char *record = ".zfcore-run";
@@ -69,7 +115,9 @@ void claim_output_dir(const std::string &output_dir, const std::string &run_name
                                                               : read_regular_file(out.path_of(record), 4096, &text);
   ZF_REQUIRE(why.empty(), "%s: %s (where zfcore records the run.name of the directory's step log): remove it",
              out.path_of(record).c_str(), why.c_str());
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  // The name as written (run.name + "\n"): a name that ends in a blank is that name.
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  require_own_outputs(out, !kind.empty(), run_name, where);  // another run.name is refused below
   if (!kind.empty() && text == run_name) return;
   ZF_REQUIRE(kind.empty(), "run.output_dir = \"%s\" holds the step log and summary (steps.jsonl, steps.csv, "
              "summary.json) of the run \"%s\" (its run.name, recorded in %s); this run, run.name = \"%s\" at %s, "

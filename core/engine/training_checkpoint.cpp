@@ -292,7 +292,7 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
   // carries the same run.name and writes into the same output directory; another is a branch.
   const CheckpointMetadata written = read_checkpoint_metadata(
       SafetensorsFile::open((*from / "rank-00000.safetensors").string()).metadata(), (*from / "rank-00000.safetensors").string());
-  const std::string here = absolute_output_dir(output_dir_);
+  const std::string here = as_json_text(absolute_output_dir(output_dir_));  // as checkpoint.json records it
   // Whose checkpoints it writes is said only by a run that writes any (zfcore export writes none).
   const bool says = runtime_.comm->rank() == 0 &&
                     (config_.integer("checkpoint", "every") > 0 || config_.boolean("checkpoint", "final"));

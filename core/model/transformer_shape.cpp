@@ -286,6 +286,12 @@ TransformerShape read_hf_config(const std::string &directory) {
   ZF_REQUIRE(outside.empty(), "%s %s; zfcore reads a model's files only from inside its directory: copy the file there", path.c_str(),
              outside.c_str());
   std::string why = read_regular_file(path, 16 << 20, &text);
+  // A training checkpoint of zfcore (a step-N directory) is not a model directory: said what to do with it.
+  ZF_REQUIRE(why.empty() || regular_file_problem(directory + "/checkpoint.json") != "",
+             "%s is a zfcore training checkpoint, not a Hugging Face model directory (it has no config.json): "
+             "continue its run with checkpoint.resume = \"%s\", or export its model (zfcore export %s OUT_DIR) and "
+             "start from the export with model.init_from = OUT_DIR", directory.c_str(), directory.c_str(),
+             directory.c_str());
   ZF_REQUIRE(why.empty(), "%s: cannot read: %s (is %s a Hugging Face checkpoint directory?)", path.c_str(),
              why.c_str(), directory.c_str());
   return shape_from_hf_config(parse_json(text, path), path);

@@ -54,12 +54,15 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path &directory, int
   // TensorBoard reads a directory's files in the order of their names: the new file sorts after
   // every one there (a resumed run started within the old one's second, or with a smaller pid),
   // so that its START purges the old file's events and not the other way round.
+  // The name is made in one step, not searched for: a file there named for a far future second
+  // (events.out.tfevents.99999999999..., anyone's) would have kept a search going for hours, or for
+  // ever once the seconds gain a digit and sort before it. A name past 200 bytes is left out (the
+  // new one, that name and a suffix, must stay a name the filesystem takes).
   std::string newest;
   for (const std::string &entry : out.entries_of(directory.filename().string()))
-    if (entry.rfind("events.out.tfevents.", 0) == 0) newest = std::max(newest, entry);
-  std::string name;
-  for (long long seconds = (long long)now; name.empty() || name <= newest; ++seconds)
-    name = format("events.out.tfevents.%lld.%s.%d.%d", seconds, host, int(getpid()), number);
+    if (entry.rfind("events.out.tfevents.", 0) == 0 && entry.size() <= 200) newest = std::max(newest, entry);
+  std::string name = format("events.out.tfevents.%lld.%s.%d.%d", (long long)now, host, int(getpid()), number);
+  if (name <= newest) name = newest + format(".%d.%d", int(getpid()), number);  // sorts right after it
   path_ = events.path_of(name);
   const int fd = events.create_new(name);
   file_ = ::fdopen(fd, "wb");

@@ -2,6 +2,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
+#include "runtime/json.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -33,7 +34,7 @@ std::string plain_entry_problem(const std::string &name) {
   if (name == "." || name == "..") return "names a directory itself, not an entry in it";
   if (name.find('/') != std::string::npos) return "contains '/': it must be one name, not a path";
   if (name.find('\0') != std::string::npos) return "contains a NUL character";
-  if (name.size() > 200) return "is longer than 200 characters";
+  if (name.size() > 200) return "is longer than 200 bytes";
   return "";
 }
 
@@ -70,6 +71,9 @@ const std::string &process_token() {
 std::string entry_name_problem(const std::string &name) {
   const std::string problem = plain_entry_problem(name);
   if (!problem.empty()) return problem;
+  // The name is recorded in the run's JSON files (checkpoints, summary.json), which hold Unicode text.
+  if (const std::string bytes = utf8_problem(name); !bytes.empty())
+    return "is not UTF-8 text (" + bytes + "); zfcore records it in JSON files, which hold UTF-8 only";
   // A user's entry named like zfcore's marker or lock would be taken for them (or be overwritten).
   if (name.rfind(".zfcore", 0) == 0) return "starts with \".zfcore\", which zfcore reserves for its own files (" +
                                             std::string(kOwnerMarker) + ", .zfcore.lock): choose another name";
@@ -144,6 +148,9 @@ int Directory::open_append(const std::string &name) const {
   if (fd < 0 && errno == ELOOP)
     throw Error(format("%s is a symbolic link: zfcore does not write through links; remove it (the file it points "
                        "to is left as it is)", path_of(name).c_str()));
+  // ENXIO: a socket (or a FIFO no one reads), which O_NONBLOCK keeps from blocking.
+  ZF_REQUIRE(fd >= 0 || errno != ENXIO, "%s is a socket or a FIFO, not a regular file: remove it, zfcore writes its "
+             "own file there", path_of(name).c_str());
   ZF_REQUIRE(fd >= 0, "cannot write %s: %s", path_of(name).c_str(), errno_text().c_str());
   struct stat info {};
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
@@ -248,8 +255,13 @@ void PendingFile::finish() {
 
 void PendingFile::commit() {
   finish();
-  ZF_REQUIRE(renameat(dir_fd_, temporary_.c_str(), dir_fd_, name_.c_str()) == 0, "cannot rename %s to %s: %s",
-             temporary_path().c_str(), name_.c_str(), errno_text().c_str());
+  if (renameat(dir_fd_, temporary_.c_str(), dir_fd_, name_.c_str()) != 0) {
+    const int error = errno;
+    // A directory of that name (a user's) is in the way: said so, as commit_together says it.
+    ZF_REQUIRE(error != EISDIR, "cannot write %s/%s: a directory of that name is in the way (zfcore replaces only "
+               "files); move it away", dir_path_.c_str(), name_.c_str());
+    throw Error(format("cannot rename %s to %s: %s", temporary_path().c_str(), name_.c_str(), errno_text(error).c_str()));
+  }
   committed_ = true;
   fsync(dir_fd_);  // the rename itself survives a crash
 }

@@ -31,6 +31,17 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
+// `text` as a JSON string in quotes, less the quotes. JSON holds Unicode text only, and zfcore's
+// readers (nlohmann) refuse a file with a byte that is not UTF-8: such bytes (a Latin-1 directory
+// name in a path) are written as U+FFFD, so every file JsonWriter writes reads back.
 std::string json_escape(const std::string &text);
+
+// "" when `text` is UTF-8 (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF),
+// else where it is not ("byte 0xE9 at 5 is not UTF-8").
+std::string utf8_problem(const std::string &text);
+
+// `text` as a JSON file holds it (json_escape, read back): every byte that is not part of UTF-8
+// replaced by U+FFFD. Compare a recorded path with this of the path, not with the path.
+std::string as_json_text(const std::string &text);
 
 }  // namespace zf
