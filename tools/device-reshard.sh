@@ -1,10 +1,12 @@
 #!/bin/bash
 # device-reshard.sh: issue 46's target on a machine with 4 GPUs (and the [gpu] 2 <-> 1 GPU cases):
 # the Qwen2-1.5B shape written on 4 GPUs under zero2 + ZenFlow (cpu_optimizer) resumes on 2 GPUs
-# under zero3 + cpu_optimizer and trains on; its load's bandwidth (the bytes all ranks read, from
-# the run's "bytes of tensor data read" line, over its "resume" phase) beside zfcore bench disk's
-# read bandwidth of the same directory, measured in the same call. The page cache is dropped before
-# the resume and before the bench (root needed; without it the figure is the page cache's).
+# under zero3 + cpu_optimizer and trains on; its load's bandwidth (the bytes all ranks read over the
+# time the slowest rank took, both from the run's "bytes of tensor data read ... in S s" line; and
+# over the whole "resume" phase, which also checks that the weights are finite and copies them to
+# the GPUs) beside zfcore bench disk's read bandwidth of the same directory, measured in the same
+# call. The page cache is dropped before the resume and before the bench (root needed; without it
+# the figure is the page cache's).
 #   tests   the [gpu] checkpoint cases (test_gpu "[checkpoint]": 2 -> 1 and 1 -> 2 GPUs, and a ZenFlow
 #           checkpoint of 2 GPUs that owes CPU updates continued on 1 GPU against its own-layout resume)
 #   load    the 4 -> 2 GPU resume and the bandwidth figures
@@ -44,15 +46,23 @@ for part in "$@"; do
         --set run.output_dir="$out/resumed" >"$out/resumed.log" 2>&1 ||
         { echo "the 2-GPU resume failed:"; tail -20 "$out/resumed.log"; status=1; }
       grep -E "continues it on|ready to train|trained" "$out/resumed.log"
-      bytes=$(grep -o '([0-9]* bytes of tensor data read' "$out/resumed.log" | grep -o '[0-9]*' | head -1)
+      # The load itself (every rank's reads, until the slowest is done) from its own line, and the
+      # whole resume phase (the load, the check that the weights are finite, the copy to the GPUs).
+      line=$(grep -o '([0-9]* bytes of tensor data read[^)]*)' "$out/resumed.log" | head -1)
+      bytes=$(echo "$line" | grep -o '^([0-9]*' | grep -o '[0-9]*')
+      load_seconds=$(echo "$line" | grep -o 'in [0-9.]* s' | grep -o '[0-9.]*')
       seconds=$(grep -o 'resume [0-9.]* s' "$out/resumed.log" | grep -o '[0-9.]*' | head -1)
       read_gbs=$(grep -o '"read_gbps":[0-9.]*' "$out/disk.json" | grep -o '[0-9.]*$')
-      python3 - "$bytes" "$seconds" "$read_gbs" <<'EOF'
+      python3 - "$bytes" "$load_seconds" "$seconds" "$read_gbs" <<'EOF'
 import sys
-b, s, disk = (float(x) if x else 0.0 for x in sys.argv[1:4])
-load = b / s / 1e9 if s > 0 else float("nan")
-print(f"load: {b / 1e9:.2f} GB in {s:.2f} s = {load:.2f} GB/s; bench disk read {disk:.2f} GB/s; "
-      f"{100 * load / disk:.0f}% of it (target >= 80%)" if disk > 0 else f"load {load:.2f} GB/s; no disk figure")
+b, load_s, phase_s, disk = (float(x) if x else 0.0 for x in sys.argv[1:5])
+def rate(s): return b / s / 1e9 if s > 0 else float("nan")
+if disk <= 0:
+    print(f"load {rate(load_s):.2f} GB/s; no disk figure")
+else:
+    print(f"load: {b / 1e9:.2f} GB in {load_s:.2f} s = {rate(load_s):.2f} GB/s, {100 * rate(load_s) / disk:.0f}% of "
+          f"bench disk's read {disk:.2f} GB/s (target >= 80%); the whole resume phase {phase_s:.2f} s = "
+          f"{rate(phase_s):.2f} GB/s, {100 * rate(phase_s) / disk:.0f}%")
 EOF
       ;;
     *) echo "device-reshard.sh: unknown part '$part' (tests, load)"; status=2 ;;

@@ -202,7 +202,8 @@ std::string CheckpointStore::damage(const fs::path &checkpoint, bool tensors) co
 }
 
 std::optional<fs::path> CheckpointStore::newest_whole(const std::string &run_name, const std::string &output_dir,
-                                                      const std::string &latest, bool move_damaged_aside) const {
+                                                      const std::string &latest, bool move_damaged_aside,
+                                                      const std::function<std::string(const fs::path &)> &check) const {
   std::vector<fs::path> others, copies, elsewhere;
   std::vector<fs::path> all = checkpoints_of_output_dir(
       checkpoints_of_run(directory_, run_name, &others, /*strict=*/true, &copies), output_dir, &elsewhere);
@@ -222,7 +223,7 @@ std::optional<fs::path> CheckpointStore::newest_whole(const std::string &run_nam
                     checkpoint_run_name(others.back()).c_str(), run_name.c_str()));
   all = checkpoints_of_line(all, latest, comm_.rank() == 0);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    const std::string found = damage(*it);
+    const std::string found = check ? check(*it) : damage(*it);
     if (found.empty()) return *it;
     if (comm_.rank() != 0) continue;
     std::string aside;

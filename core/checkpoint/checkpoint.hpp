@@ -78,8 +78,11 @@ class CheckpointStore {
   // it has any (checkpoints_of_output_dir). `latest`: the checkpoint the run last saved (its output
   // directory records it), "" when unknown: checkpoints of later steps were left by a line the run
   // abandoned when it went back to an earlier one; they are named in a warning, not resumed from.
-  std::optional<std::filesystem::path> newest_whole(const std::string &run_name, const std::string &output_dir,
-                                                    const std::string &latest, bool move_damaged_aside) const;
+  // `check` (collective, the same text on every rank) says what is damaged in a candidate, "" to take
+  // it; by default damage(candidate): a resume that checks as it loads passes its load.
+  std::optional<std::filesystem::path> newest_whole(
+      const std::string &run_name, const std::string &output_dir, const std::string &latest, bool move_damaged_aside,
+      const std::function<std::string(const std::filesystem::path &)> &check = {}) const;
   // Collective: checkpoint_damage(checkpoint), its files shared among the ranks; the same on every rank.
   std::string damage(const std::filesystem::path &checkpoint, bool tensors = true) const;
   // Collective: whether every rank's file of `checkpoint` holds exactly this rank's shard of `state`

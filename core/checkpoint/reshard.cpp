@@ -1,13 +1,17 @@
 #include "checkpoint/reshard.hpp"
 
 #include "checkpoint/checksum.hpp"
-#include "checkpoint/read_ahead.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "runtime/parallel.hpp"
 
 #include <ATen/ATen.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace zf {
@@ -21,7 +25,21 @@ bool listed(const std::vector<std::string> &names, const std::string &name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// Pieces of 4 MiB (whole checksum blocks), 16 of them in flight: the requests `zfcore bench disk`
+// keeps in flight by default, 1 MiB each, bring a disk to its read bandwidth; through the page cache
+// the kernel cuts each pread into its read-ahead window, so a piece is several requests.
+constexpr uint64_t kPiece = uint64_t(4) << 20;
+constexpr int kInFlight = 16;
+
 }  // namespace
+
+struct CheckpointShards::Descriptor {
+  int fd = -1;
+  uint64_t data_begin = 0;  // the data section's first byte in the file
+  ~Descriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
 
 CheckpointShards CheckpointShards::open(const fs::path &checkpoint) {
   ZF_REQUIRE(fs::exists(checkpoint / "checkpoint.json"), "%s is not a complete checkpoint (no checkpoint.json)",
@@ -35,6 +53,14 @@ CheckpointShards CheckpointShards::open(const fs::path &checkpoint) {
                checkpoint.c_str(), (unsigned long long)rank, (unsigned long long)world);
     SafetensorsFile file = SafetensorsFile::open(path.string());
     CheckpointMetadata metadata = read_checkpoint_metadata(file.metadata(), path.string());
+    auto descriptor = std::make_shared<Descriptor>();
+    std::string why;
+    descriptor->fd = open_regular_file(path.string(), &why);
+    ZF_REQUIRE(descriptor->fd >= 0, "%s: cannot open: %s", path.c_str(), why.c_str());
+    unsigned char length[8];
+    ZF_REQUIRE(::pread(descriptor->fd, length, 8, 0) == 8, "%s: cannot read its header length", path.c_str());
+    for (int i = 7; i >= 0; --i) descriptor->data_begin = descriptor->data_begin << 8 | length[i];
+    descriptor->data_begin += 8;  // the mapping's header check bounded it
     if (rank == 0) {
       world = metadata.world_size;
       const int64_t named = checkpoint_step_of_name(checkpoint);
@@ -52,6 +78,7 @@ CheckpointShards CheckpointShards::open(const fs::path &checkpoint) {
     }
     shards.files_.push_back(std::move(file));
     shards.metadata_.push_back(std::move(metadata));
+    shards.descriptors_.push_back(std::move(descriptor));
   }
   return shards;
 }
@@ -82,31 +109,44 @@ void CheckpointShards::check_whole(int rank, const std::string &name) {
   bytes_read_ += size;
   if (recorded.empty()) return;  // a checkpoint of a zfcore without checksums: its structure was checked
   const std::string actual = checksum_hex(data, size);
-  ZF_REQUIRE(actual == recorded, "%s: tensor '%s' does not match its checksum (written %s, read %s): the checkpoint "
-             "is damaged; resume from another one (checkpoint.resume = DIR)", file.path().c_str(), name.c_str(),
-             recorded.c_str(), actual.c_str());
+  if (actual != recorded)
+    throw CheckpointDamaged(format("%s: tensor '%s' does not match its checksum (written %s, read %s): the checkpoint "
+                                   "is damaged; resume from another one (checkpoint.resume = DIR)", file.path().c_str(),
+                                   name.c_str(), recorded.c_str(), actual.c_str()));
 }
 
-// The file is mapped: one thread copying it faults in a page run at a time and waits for each,
-// so pieces of about 16 MiB go to the bulk cores, several reads in flight (one rank read 0.71
-// GB/s of a disk that reads 1.89 GB/s). Each block is checked once, by the thread that copies it.
+void CheckpointShards::pread_exactly(int rank, uint64_t offset, uint64_t bytes, unsigned char *to) const {
+  const Descriptor &file = *descriptors_[size_t(rank)];
+  while (bytes > 0) {
+    const ssize_t got = ::pread(file.fd, to, size_t(std::min<uint64_t>(bytes, uint64_t(1) << 30)), off_t(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw CheckpointDamaged(format("%s: cannot read %llu bytes at offset %llu: %s", files_[size_t(rank)].path().c_str(),
+                                     (unsigned long long)bytes, (unsigned long long)offset,
+                                     got < 0 ? std::strerror(errno) : "the file ends before them"));
+    to += got, offset += uint64_t(got), bytes -= uint64_t(got);
+  }
+}
+
+// Pieces of whole checksum blocks, several in flight (parallel_waiting). A piece inside the range is
+// read straight into `to` and checked there; one that reaches past either end (the range's first and
+// last blocks) goes through a buffer of its own. Each block is checked once, by the thread that reads it.
 void CheckpointShards::copy_checked(int rank, const std::string &name, uint64_t byte_begin, uint64_t byte_end,
                                     unsigned char *to) {
+  if (byte_end <= byte_begin) return;
   const SafetensorsFile &file = files_[size_t(rank)];
-  const auto [data, size] = file.bytes(name);
+  const uint64_t size = file.bytes(name).second;
+  const uint64_t at = descriptors_[size_t(rank)]->data_begin + file.info(name).begin;  // the tensor in the file
   const BlockChecksumList blocks = parse_block_checksums(file.block_checksums(name), size);
-  read_ahead(data + byte_begin, byte_end - byte_begin);
-  constexpr uint64_t kPiece = uint64_t(16) << 20;
-  if (blocks.block_bytes == 0) {  // one checksum for the whole tensor: checked whole, then copied
+  if (blocks.block_bytes == 0) {  // one checksum for the whole tensor: checked whole, then read
     check_whole(rank, name);
     const uint64_t bytes = byte_end - byte_begin;
-    parallel_chunks(int64_t((bytes + kPiece - 1) / kPiece), [&](int64_t p) {
+    parallel_waiting(int64_t((bytes + kPiece - 1) / kPiece), kInFlight, [&](int64_t p) {
       const uint64_t lo = uint64_t(p) * kPiece, hi = std::min(bytes, lo + kPiece);
-      std::memcpy(to + lo, data + byte_begin + lo, hi - lo);
+      pread_exactly(rank, at + byte_begin + lo, hi - lo, to + lo);
     });
     return;
   }
-  if (byte_end <= byte_begin) return;
   const uint64_t block_bytes = blocks.block_bytes, first = byte_begin / block_bytes;
   const uint64_t count = (byte_end - 1) / block_bytes + 1 - first;
   std::vector<char> unchecked(count);
@@ -115,20 +155,34 @@ void CheckpointShards::copy_checked(int rank, const std::string &name, uint64_t 
     if (unchecked[i]) bytes_read_ += std::min(size, (first + i + 1) * block_bytes) - (first + i) * block_bytes;
   }
   const uint64_t per_piece = std::max<uint64_t>(1, kPiece / block_bytes);
-  parallel_chunks(int64_t((count + per_piece - 1) / per_piece), [&](int64_t p) {
-    for (uint64_t i = uint64_t(p) * per_piece; i < std::min(count, uint64_t(p + 1) * per_piece); ++i) {
-      const uint64_t block = first + i, lo = block * block_bytes, hi = std::min(size, lo + block_bytes);
-      if (unchecked[i]) {
-        const std::string actual = checksum_hex(data + lo, hi - lo);
-        ZF_REQUIRE(actual == blocks.hex[block],
-                   "%s: tensor '%s' bytes [%llu, %llu) do not match their checksum (written %s, read %s): the "
-                   "checkpoint is damaged; resume from another one (checkpoint.resume = DIR)", file.path().c_str(),
-                   name.c_str(), (unsigned long long)lo, (unsigned long long)hi, blocks.hex[block].c_str(),
-                   actual.c_str());
-      }
-      const uint64_t from = std::max(lo, byte_begin), upto = std::min(hi, byte_end);
-      std::memcpy(to + (from - byte_begin), data + from, upto - from);
+  parallel_waiting(int64_t((count + per_piece - 1) / per_piece), kInFlight, [&](int64_t p) {
+    const uint64_t i_begin = uint64_t(p) * per_piece, i_end = std::min(count, i_begin + per_piece);
+    const uint64_t lo = (first + i_begin) * block_bytes, hi = std::min(size, (first + i_end) * block_bytes);
+    const uint64_t from = std::max(lo, byte_begin), upto = std::min(hi, byte_end);
+    if (std::find(unchecked.begin() + int64_t(i_begin), unchecked.begin() + int64_t(i_end), 1) ==
+        unchecked.begin() + int64_t(i_end)) {  // read and checked before (two ranges sharing a block)
+      pread_exactly(rank, at + from, upto - from, to + (from - byte_begin));
+      return;
     }
+    std::vector<unsigned char> buffer;
+    unsigned char *piece = to + (lo - byte_begin);
+    if (lo < byte_begin || hi > byte_end) {
+      buffer.resize(hi - lo);
+      piece = buffer.data();
+    }
+    pread_exactly(rank, at + lo, hi - lo, piece);
+    for (uint64_t i = i_begin; i < i_end; ++i) {
+      if (!unchecked[i]) continue;
+      const uint64_t block = first + i, b_lo = block * block_bytes, b_hi = std::min(size, b_lo + block_bytes);
+      const std::string actual = checksum_hex(piece + (b_lo - lo), b_hi - b_lo);
+      if (actual != blocks.hex[block])
+        throw CheckpointDamaged(format("%s: tensor '%s' bytes [%llu, %llu) do not match their checksum (written %s, "
+                                       "read %s): the checkpoint is damaged; resume from another one "
+                                       "(checkpoint.resume = DIR)", file.path().c_str(), name.c_str(),
+                                       (unsigned long long)b_lo, (unsigned long long)b_hi, blocks.hex[block].c_str(),
+                                       actual.c_str()));
+    }
+    if (!buffer.empty()) std::memcpy(to + (from - byte_begin), piece + (from - lo), upto - from);
   });
 }
 
@@ -143,8 +197,9 @@ void CheckpointShards::read(const std::string &name, uint64_t begin, uint64_t en
     for (size_t r = 0; r < metadata_.size() && owner < 0; ++r)
       if (metadata_[r].shard_begin <= at && at < metadata_[r].shard_end) owner = int(r);
     if (owner < 0) {
-      ZF_REQUIRE(at >= covered_end, "%s: no rank file holds element %llu of the flat parameters (the shards leave a "
-                 "gap): the checkpoint is damaged", directory_.c_str(), (unsigned long long)at);
+      if (at < covered_end)
+        throw CheckpointDamaged(format("%s: no rank file holds element %llu of the flat parameters (the shards leave "
+                                       "a gap): the checkpoint is damaged", directory_.c_str(), (unsigned long long)at));
       std::memset(to + (at - begin) * element, 0, (end - at) * element);  // the writers' layout ended: padding
       return;
     }
@@ -166,9 +221,11 @@ at::Tensor CheckpointShards::load(int rank, const std::string &name) {
 
 void CheckpointShards::read_rank(int rank, const std::string &name, uint64_t first, uint64_t count, void *out) {
   const uint64_t element = c10::elementSize(dtype(name)), size = files_[size_t(rank)].bytes(name).second;
-  ZF_REQUIRE((first + count) * element <= size, "%s: tensor '%s' holds %llu elements, not the %llu to %llu read: the "
-             "checkpoint is damaged", files_[size_t(rank)].path().c_str(), name.c_str(),
-             (unsigned long long)(size / element), (unsigned long long)first, (unsigned long long)(first + count));
+  if ((first + count) * element > size)
+    throw CheckpointDamaged(format("%s: tensor '%s' holds %llu elements, not the %llu to %llu read: the checkpoint is "
+                                   "damaged", files_[size_t(rank)].path().c_str(), name.c_str(),
+                                   (unsigned long long)(size / element), (unsigned long long)first,
+                                   (unsigned long long)(first + count)));
   copy_checked(rank, name, first * element, (first + count) * element, static_cast<unsigned char *>(out));
 }
 

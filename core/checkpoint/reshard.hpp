@@ -4,19 +4,29 @@
 // rank shards [shard_begin, shard_end) (zero0: every rank holds all of it). A rank of the new layout
 // asks for the elements of its own shard and gets them from whichever rank files hold them,
 // reading only those bytes and the checksum blocks around them (BlockChecksums), which it checks:
-// no rank reads the whole state unless it owns it.
+// no rank reads the whole state unless it owns it. Ranges are read with pread, pieces of a few MiB
+// with many in flight (as `zfcore bench disk` reads), each straight into its destination and
+// checked there: the disk, not the page faults of a mapping, sets the pace.
 #pragma once
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/checkpoint_metadata.hpp"
+#include "runtime/error.hpp"
 
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 namespace zf {
+
+// A block of a checkpoint whose bytes do not match their checksum (or a range the file does not
+// hold): the checkpoint is damaged, and a resume that may fall back to an older one does.
+struct CheckpointDamaged : Error {
+  using Error::Error;
+};
 
 // Every rank file of one checkpoint, opened (headers parsed, data mapped but not read).
 class CheckpointShards {
@@ -50,9 +60,13 @@ class CheckpointShards {
   void check_whole(int rank, const std::string &name);
   // Bytes [byte_begin, byte_end) of rank's tensor `name` into `to`, the blocks they touch checked.
   void copy_checked(int rank, const std::string &name, uint64_t byte_begin, uint64_t byte_end, unsigned char *to);
+  // Bytes [offset, offset + bytes) of rank's file into `to` (pread until done); throws naming the file.
+  void pread_exactly(int rank, uint64_t offset, uint64_t bytes, unsigned char *to) const;
 
+  struct Descriptor;  // a rank file opened for pread, closed with the last copy of the shards
   std::filesystem::path directory_;
   std::vector<SafetensorsFile> files_;
+  std::vector<std::shared_ptr<const Descriptor>> descriptors_;
   std::vector<CheckpointMetadata> metadata_;
   std::set<std::tuple<int, std::string, uint64_t>> checked_;  // (rank, tensor, block); block -1: the whole tensor
   uint64_t bytes_read_ = 0;

@@ -67,9 +67,9 @@ void require_undamaged(const RunConfig &config, const CheckpointStore &store, co
              config.where("checkpoint", "resume").str().c_str(), excerpt(checkpoint.string()).c_str(), damage.c_str());
 }
 
-std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
-                                                          Communicator &comm, bool move_damaged_aside,
-                                                          bool check_tensors) {
+std::optional<std::filesystem::path> checkpoint_to_resume(
+    const RunConfig &config, const std::string &output_dir, Communicator &comm, bool move_damaged_aside,
+    bool check_tensors, const std::function<std::string(const std::filesystem::path &)> &check) {
   std::string resume = config.string("checkpoint", "resume");
   if (resume == "never") return std::nullopt;
   const std::string dir = checkpoint_dir(config, output_dir);
@@ -78,7 +78,7 @@ std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &confi
     const std::string run_name = config.string("run", "name");
     const bool any = !checkpoints_of_run(dir, run_name, nullptr).empty();
     std::optional<std::filesystem::path> newest =
-        store.newest_whole(run_name, output_dir, latest_saved(output_dir, comm), move_damaged_aside);
+        store.newest_whole(run_name, output_dir, latest_saved(output_dir, comm), move_damaged_aside, check);
     ZF_REQUIRE(newest || !any,
                "every checkpoint in %s is damaged (the warnings above name them); resume one by hand "
                "(checkpoint.resume = DIR) or start afresh (checkpoint.resume = \"never\")",

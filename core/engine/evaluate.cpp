@@ -2,6 +2,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "engine/checkpoint_model.hpp"
+#include "engine/finite_values.hpp"
 #include "engine/run_setup.hpp"
 #include "params/flat_buffers.hpp"
 #include "engine/run_options.hpp"

@@ -4,6 +4,7 @@
 #include "checkpoint/reshard.hpp"
 #include "config/limits.hpp"
 #include "engine/checkpoint_model.hpp"
+#include "engine/finite_values.hpp"
 #include "engine/placement.hpp"
 #include "engine/resume_layout.hpp"
 #include "plugin/plugin_set.hpp"
@@ -19,6 +20,7 @@
 #include <ATen/Context.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 
@@ -51,36 +53,6 @@ at::Generator device_generator(const Runtime &runtime) {
   return at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, c10::DeviceIndex(runtime.device_index)));
 }
 
-// The parameter that element `index` of the flat buffers belongs to.
-std::string parameter_at(const zf_layout &layout, uint64_t index) {
-  for (uint32_t i = 0; i < layout.segment_count; ++i) {
-    const zf_segment &segment = layout.segments[i];
-    if (index >= segment.offset && index < segment.offset + segment.numel)
-      return format("'%s' element %llu", segment.name, (unsigned long long)(index - segment.offset));
-  }
-  return format("element %llu (padding)", (unsigned long long)index);
-}
-
-// The index of the first value of `values` that is not finite, or -1. A slice at a time, so that the
-// check's temporaries stay small beside a large shard.
-int64_t first_non_finite(const at::Tensor &values) {
-  constexpr int64_t kSlice = int64_t(1) << 26;
-  const at::Tensor flat = values.reshape({-1});
-  for (int64_t lo = 0; lo < flat.numel(); lo += kSlice) {
-    at::Tensor slice = flat.narrow(0, lo, std::min(kSlice, flat.numel() - lo));
-    if (slice.isfinite().all().item<bool>()) continue;
-    return lo + slice.isfinite().logical_not().nonzero()[0][0].item<int64_t>();
-  }
-  return -1;
-}
-
-// "" or this rank's first value of `values` that is not finite, named by `where(index)`.
-std::string local_non_finite(const at::Tensor &values, const std::function<std::string(int64_t)> &where) {
-  const int64_t index = first_non_finite(values);
-  if (index < 0) return "";
-  return format("%s = %g", where(index).c_str(), values.reshape({-1})[index].item<double>());
-}
-
 // The output directory (or the config file) as one absolute path: what tells two runs of one
 // run.name apart.
 std::string absolute_output_dir(const std::string &output_dir) {
@@ -95,13 +67,6 @@ std::string joined(const std::vector<std::string> &names) {
   return out;
 }
 }  // namespace
-
-std::string non_finite_parameter(const at::Tensor &values, uint64_t begin, const zf_layout &layout,
-                                 Communicator &comm) {
-  std::string mine = local_non_finite(values, [&](int64_t i) { return parameter_at(layout, begin + uint64_t(i)); });
-  if (!mine.empty()) mine += format(" (rank %d)", comm.rank());
-  return first_finding(comm, mine);
-}
 
 TrainingCheckpoints::TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime,
                                          const zf_layout &layout, RunIdentity identity)
@@ -217,23 +182,37 @@ void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, T
                                             UpdatePlan &update) {
   const RecordedRun was = read_recorded_run(from);
   const ZenFlowCrossing zenflow = zenflow_crossing(from, loaded);
-  uint64_t bytes[1] = {0};
-  const ReshardReport report = store_->load_resharded(from, loaded, zenflow.restart, &bytes[0]);
+  Communicator &comm = *runtime_.comm;
+  uint64_t read = 0;
+  ReshardReport report;
+  InheritedSchedule inherited;
+  std::string damaged;  // a block that does not match its checksum, on any rank: every rank stops alike
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    report = store_->load_resharded(from, loaded, zenflow.restart, &read);
+    const auto &carried = report.carried;
+    if (zenflow.inherit)
+      inherited = inherited_schedule(from, identity_.shard_begin, identity_.shard_end,
+                                     std::find(carried.begin(), carried.end(), "zenflow.last_cpu_update") != carried.end());
+  } catch (const CheckpointDamaged &e) {
+    damaged = e.what();
+  }
+  const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+  int64_t bytes[2] = {int64_t(read), int64_t(took.count())};  // read by this rank, in microseconds
+  damaged = first_finding(comm, damaged);
+  if (!damaged.empty()) throw CheckpointDamaged(damaged);
   // ZenFlow starting here: the working parameters start from the master; the sums and the staging
   // buffer start empty (they are allocated, not written, until ZenFlow's first step, and a checkpoint checks them).
   for (auto &[name, tensor] : loaded.optimizer)
     if (zenflow.fresh && name == "zenflow.params") tensor.copy_(loaded.master);
     else if (zenflow.fresh && (name == "zenflow.gradient_sum" || name == "zenflow.staging")) tensor.zero_();
-  const auto &carried = report.carried;
-  if (zenflow.inherit)
-    update.inherit(inherited_schedule(from, identity_.shard_begin, identity_.shard_end,
-                                      std::find(carried.begin(), carried.end(), "zenflow.last_cpu_update") != carried.end()));
+  if (zenflow.inherit) update.inherit(std::move(inherited));
   std::vector<std::string> restarted;  // the staggered groups inherited are said below, not set up afresh
   for (const std::string &name : report.restarted)
     if (!zenflow.inherit || std::find(zenflow.restart.begin(), zenflow.restart.end(), name) == zenflow.restart.end())
       restarted.push_back(name);
-  Communicator &comm = *runtime_.comm;
   comm.all_reduce(zf_tensor_view{bytes, 1, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);
+  comm.all_reduce(zf_tensor_view{bytes + 1, 1, ZF_DTYPE_I64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_MAX, nullptr);
   resharded_ = true;
   if (comm.rank() != 0) return;
   uint64_t stored = 0;
@@ -244,13 +223,15 @@ void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, T
     return format("stage %s, offload %s%s", stage.empty() ? "?" : stage.c_str(), offload.empty() ? "?" : offload.c_str(),
                   zenflow ? ", ZenFlow" : "");
   };
+  const double seconds = double(bytes[1]) / 1e6;
   std::printf("zfcore: %s was written by %lld rank(s) (%s); this run continues it on %d rank(s) (%s). Exact: the fp32 "
               "master and %s, each rank reading the ranges of its own shard (%llu bytes of tensor data read by all "
-              "ranks, of %llu in the checkpoint's files)%s%s\n",
+              "ranks, of %llu in the checkpoint's files, in %.2f s: %.2f GB/s)%s%s\n",
               from.c_str(), (long long)was.world_size, described(was.stage, was.offload, was.zenflow).c_str(),
               comm.world_size(), described(identity_.stage, identity_.offload, identity_.zenflow).c_str(),
-              joined(report.carried).c_str(), (unsigned long long)bytes[0], (unsigned long long)stored,
-              restarted.empty() ? "" : ". Set up afresh by this run: ", joined(restarted).c_str());
+              joined(report.carried).c_str(), (unsigned long long)bytes[0], (unsigned long long)stored, seconds,
+              seconds > 0 ? double(bytes[0]) / seconds / 1e9 : 0.0, restarted.empty() ? "" : ". Set up afresh by this run: ",
+              joined(restarted).c_str());
   if (!zenflow.said.empty()) std::printf("zfcore: %s\n", zenflow.said.c_str());
 }
 
@@ -263,29 +244,52 @@ TrainingCheckpoints::RunIdentity run_identity(const RunConfig &config, const Plu
 }
 
 int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &params_shard) {
-  // A checkpoint named by hand has its tensors checked by the load: all of them below (the load
-  // of this layout trusts the check), or on another layout only the ranges this rank reads.
+  // A checkpoint named by hand has its tensors checked by the load: all of them before the load on
+  // its own layout (which trusts the check), on another only the ranges this rank reads, as it reads
+  // them. resume = "auto" takes the newest whole one: on another layout each candidate is loaded as
+  // it is checked (read once), and a damaged block sends the run on to the one before it.
   const bool by_hand = config_.string("checkpoint", "resume") != "auto";
-  std::optional<std::filesystem::path> from = checkpoint_to_resume(config_, output_dir_, *runtime_.comm, true, !by_hand);
-  if (!from) return 0;
-  check_same_optimizer(*from);
-  check_same_model(*from, config_, "resume (or export)");
-  const RecordedRun recorded = read_recorded_run(*from);
-  RunOptions batch;
-  batch.micro_batch = identity_.micro_batch;
-  batch.grad_accum = identity_.grad_accum;
-  check_global_batch(recorded, batch, runtime_.comm->world_size(), config_, *from);
-  TrainingState loaded = state(0, update);
+  Communicator &comm = *runtime_.comm;
+  TrainingState loaded;
   torch::Tensor whole_staging;  // an older zfcore's zenflow.staging, read once the schedule is restored
-  if (store_->same_layout(*from, loaded) && has_zenflow_state(*from) == identity_.zenflow &&
-      own_staging(*from, runtime_.comm->rank(), loaded, &whole_staging)) {
+  bool own = false, done = false;  // own: read as written (same shards); done: loaded while checked
+  auto prepare = [&](const std::filesystem::path &candidate) {
+    check_same_optimizer(candidate);
+    check_same_model(candidate, config_, "resume (or export)");
+    RunOptions batch;
+    batch.micro_batch = identity_.micro_batch, batch.grad_accum = identity_.grad_accum;
+    check_global_batch(read_recorded_run(candidate), batch, comm.world_size(), config_, candidate);
+    loaded = state(0, update);
+    whole_staging = torch::Tensor();
+    own = store_->same_layout(candidate, loaded) && has_zenflow_state(candidate) == identity_.zenflow &&
+          own_staging(candidate, comm.rank(), loaded, &whole_staging);
+  };
+  auto load_checked = [&](const std::filesystem::path &candidate) -> std::string {
+    if (std::string files = store_->damage(candidate, /*tensors=*/false); !files.empty()) return files;  // headers
+    prepare(candidate);
+    if (own) return store_->damage(candidate);
+    try {
+      load_other_layout(candidate, loaded, update);  // the same damage on every rank
+    } catch (const CheckpointDamaged &e) {
+      return std::string(e.what()) + ", found while loading it";
+    }
+    done = true;
+    return "";
+  };
+  std::optional<std::filesystem::path> from =
+      by_hand ? checkpoint_to_resume(config_, output_dir_, comm, true, false)
+              : checkpoint_to_resume(config_, output_dir_, comm, true, true, load_checked);
+  if (!from) return 0;
+  const RecordedRun recorded = read_recorded_run(*from);
+  if (by_hand) prepare(*from);
+  if (own) {
     if (by_hand) require_undamaged(config_, *store_, *from, /*tensors=*/true);
     store_->load(*from, loaded);
-    if (runtime_.comm->rank() == 0 && !recorded.stage.empty() && recorded.stage != identity_.stage)
+    if (comm.rank() == 0 && !recorded.stage.empty() && recorded.stage != identity_.stage)
       std::printf("zfcore: %s was written under stage.plugin = \"%s\"; this run continues it under \"%s\" (each "
                   "rank's shard is the same)\n", from->c_str(), excerpt(recorded.stage).c_str(),
                   identity_.stage.c_str());
-  } else {
+  } else if (!done) {
     load_other_layout(*from, loaded, update);
   }
   // The run continues the checkpoint's run (its id, whose checkpoints it replaces and prunes) when it

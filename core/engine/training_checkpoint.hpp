@@ -23,9 +23,10 @@ std::string checkpoint_dir(const RunConfig &config, const std::string &output_di
 // this run.name in the run's checkpoint directory for "auto" (a damaged newer one is reported and, with
 // `move_damaged_aside`, renamed step-N.damaged), none for "never", else the directory it names
 // (which must exist and be whole; `check_tensors` = false: its tensors are left to the caller).
-std::optional<std::filesystem::path> checkpoint_to_resume(const RunConfig &config, const std::string &output_dir,
-                                                          Communicator &comm, bool move_damaged_aside,
-                                                          bool check_tensors = true);
+// `check`: for "auto", what is damaged in a candidate ("" takes it; CheckpointStore::newest_whole).
+std::optional<std::filesystem::path> checkpoint_to_resume(
+    const RunConfig &config, const std::string &output_dir, Communicator &comm, bool move_damaged_aside,
+    bool check_tensors = true, const std::function<std::string(const std::filesystem::path &)> &check = {});
 // Collective: refuses a checkpoint named by hand whose files (`tensors`: also their tensors) are damaged.
 void require_undamaged(const RunConfig &config, const CheckpointStore &store, const std::filesystem::path &checkpoint,
                        bool tensors);
@@ -35,12 +36,6 @@ void require_undamaged(const RunConfig &config, const CheckpointStore &store, co
 // `dir` is a Hugging Face model, a run's output directory or a directory of checkpoints: it says which,
 // and names the newest checkpoint in it (`resume`: and how checkpoint.resume = "auto" would find it).
 void require_one_checkpoint(const std::string &dir, const std::string &what, bool resume);
-
-// Collective: "" when every value of `values`, this rank's elements [begin, ...) of the flat
-// parameters of `layout`, is finite on every rank; else the first one that is not and the parameter
-// it belongs to (the same text on every rank).
-std::string non_finite_parameter(const at::Tensor &values, uint64_t begin, const zf_layout &layout,
-                                 Communicator &comm);
 
 class Placement;
 class PluginSet;

@@ -20,7 +20,9 @@ void set_bulk_cores(std::vector<int> cores) {
   g_bulk_cores = std::move(cores);
 }
 
-void parallel_chunks(int64_t n, const std::function<void(int64_t)> &fn) {
+namespace {
+// threads_wanted <= 0: one thread per core.
+void run_parallel(int64_t n, int threads_wanted, const std::function<void(int64_t)> &fn) {
   std::vector<int> cores;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -30,7 +32,7 @@ void parallel_chunks(int64_t n, const std::function<void(int64_t)> &fn) {
   // cores), so with bound cores each one moves onto the rank's share first.
   const bool pin = !cores.empty();
   if (!pin) cores = allowed_cores();
-  const int64_t threads = std::min<int64_t>(n, int64_t(cores.size()));
+  const int64_t threads = std::min<int64_t>(n, threads_wanted > 0 ? threads_wanted : int64_t(cores.size()));
   if (threads <= 1) {
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
@@ -56,6 +58,14 @@ void parallel_chunks(int64_t n, const std::function<void(int64_t)> &fn) {
   if (!pin) work(false);
   for (std::thread &thread : pool) thread.join();
   if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
+void parallel_chunks(int64_t n, const std::function<void(int64_t)> &fn) { run_parallel(n, 0, fn); }
+
+void parallel_waiting(int64_t n, int threads, const std::function<void(int64_t)> &fn) {
+  run_parallel(n, std::max(threads, 1), fn);
 }
 
 }  // namespace zf

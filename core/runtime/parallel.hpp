@@ -16,4 +16,8 @@ void set_bulk_cores(std::vector<int> cores);
 // The first exception a call throws is rethrown here once every thread is done.
 void parallel_chunks(int64_t n, const std::function<void(int64_t)> &fn);
 
+// The same with `threads` threads (at most n), however many bulk cores there are: for calls that
+// mostly wait on the disk, where the requests in flight set the pace, not the cores.
+void parallel_waiting(int64_t n, int threads, const std::function<void(int64_t)> &fn);
+
 }  // namespace zf
