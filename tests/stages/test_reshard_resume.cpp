@@ -1,12 +1,16 @@
 // Resume anywhere, continued: checkpoint.resume = "auto" on another layout reads the newest
 // checkpoint once, checking each block as it loads it (a damaged block it reads falls back to the
-// checkpoint before it; one it does not read is never looked at).
+// checkpoint before it; one it does not read is never looked at), and ZenFlow's default staggered
+// schedule choosing its columns every few steps (select_interval > 1) continues on another layout
+// as a run on that layout from the same state does.
 #include "engine/checkpoint_files.hpp"
+#include "engine/resume_layout.hpp"
 #include "stage_runs.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
 
 using namespace zf;
 namespace fs = std::filesystem;
@@ -56,4 +60,50 @@ TEST_CASE("resume = auto on another layout reads the newest checkpoint once, a d
   CHECK(test::json_field(fallback.summary, "first_step") == "3");
   CHECK(test::step_losses(fallback.dir) == test::step_losses(oracle.dir));
   CHECK(test::json_field(fallback.summary, "param_digest") == test::json_field(oracle.summary, "param_digest"));
+}
+
+// ZenFlow's default schedule (staggered) choosing its columns every 4 steps: the checkpoint of step 2
+// owes CPU updates of its groups, and the next selection is at step 5 (selected at step 1). Resumed
+// under zero3 on 1 rank and trained to step 6 without a stop, or resumed from that run's own
+// checkpoint of step 4 (owing its own groups' updates) on its own layout: the same bits.
+// And the final checkpoint (nothing owed), converted into the new layout and resumed from there, or
+// resumed from directly: the same bits.
+TEST_CASE("staggered ZenFlow with select_interval > 1 continues on another layout as a run there from the same state",
+          "[stage][mpi][checkpoint]") {
+  const std::string zenflow = kCommon + "--set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 "
+                                        "--set zenflow.select_strategy=step --set zenflow.select_interval=4 ";
+  test::StageRun written = test::run_stage_ok("reshard_select_written", "zero2", 2,
+                                              zenflow + "--set train.grad_accum=2 --set train.steps=3 "
+                                                        "--set checkpoint.every=1 --set checkpoint.keep=3");
+  const std::string from = written.dir + "/checkpoints/step-00000002";
+  REQUIRE_THAT(zenflow_owed(from), Catch::Contains("ZenFlow CPU updates still owed"));
+  const std::string moved = zenflow + "--set stage.param_persistence_threshold=1000 --set checkpoint.resume=" + from + " ";
+  test::StageRun whole = test::run_stage_ok("reshard_select_whole", "zero3", 1, moved + "--set train.steps=6");
+  // Its checkpoint of step 4 is one inside the run (the one at its end, step 5, holds a finished run).
+  test::StageRun first = test::run_stage_ok("reshard_select_first", "zero3", 1,
+                                            moved + "--set train.steps=5 --set checkpoint.every=1 "
+                                                    "--set checkpoint.keep=3");
+  test::StageRun second = test::run_stage_ok("reshard_select_second", "zero3", 1,
+                                             zenflow + "--set stage.param_persistence_threshold=1000 --set train.steps=6 "
+                                                       "--set checkpoint.resume=" + first.dir +
+                                                 "/checkpoints/step-00000004");
+  REQUIRE(test::step_losses(whole.dir).size() == 4);
+  std::map<int, std::string> stopped = test::step_losses(second.dir);
+  for (int step : {3, 4}) stopped[step] = test::step_losses(first.dir)[step];
+  CHECK(stopped == test::step_losses(whole.dir));
+  CHECK(test::json_field(second.summary, "param_digest") == test::json_field(whole.summary, "param_digest"));
+
+  const std::string final_one = written.dir + "/checkpoints/step-00000003";
+  const std::string on_one = zenflow + "--set stage.param_persistence_threshold=1000 ";
+  test::StageRun converted = test::run_stage_ok("reshard_select_converted", "zero3", 1,
+                                                on_one + "--set train.steps=3 --set checkpoint.resume=" + final_one);
+  const std::string native = converted.dir + "/checkpoints/step-00000003";
+  REQUIRE(fs::exists(native + "/checkpoint.json"));
+  test::StageRun direct = test::run_stage_ok("reshard_select_direct", "zero3", 1,
+                                             on_one + "--set train.steps=7 --set checkpoint.resume=" + final_one);
+  test::StageRun again = test::run_stage_ok("reshard_select_native", "zero3", 1,
+                                            on_one + "--set train.steps=7 --set checkpoint.resume=" + native);
+  CHECK(test::json_field(direct.summary, "first_step") == "4");
+  CHECK(test::step_losses(direct.dir) == test::step_losses(again.dir));
+  CHECK(test::json_field(direct.summary, "param_digest") == test::json_field(again.summary, "param_digest"));
 }
