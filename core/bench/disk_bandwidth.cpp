@@ -29,7 +29,7 @@
 namespace zf {
 namespace {
 
-const char *kUsage =
+const char *kDiskUsage =
     "usage: zfcore bench disk PATH [options]\n"
     "Writes a new file in the directory PATH with O_DIRECT, fsyncs it, reads it back, and prints both\n"
     "bandwidths (GB = 1e9 bytes): the ceiling of an NVMe offload tier there. The file is removed.\n"
@@ -60,16 +60,16 @@ DiskOptions parse_disk_options(const std::vector<std::string> &args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &flag = args[i];
     if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
+      std::fputs(kDiskUsage, stdout);
       std::exit(0);
     }
     if (flag.rfind("--", 0) != 0) {
       if (!o.path.empty())
-        throw UsageError(format("unexpected argument '%s' (PATH is %s)\n%s", flag.c_str(), o.path.c_str(), kUsage));
+        throw UsageError(format("unexpected argument '%s' (PATH is %s)\n%s", flag.c_str(), o.path.c_str(), kDiskUsage));
       o.path = flag;
       continue;
     }
-    if (i + 1 >= args.size()) throw UsageError(flag + " needs a value\n" + kUsage);
+    if (i + 1 >= args.size()) throw UsageError(flag + " needs a value\n" + kDiskUsage);
     const std::string &value = args[++i];
     if (flag == "--size-gb") {
       size_gb = bench::parse_number(flag, value, 0, 65536);
@@ -86,10 +86,10 @@ DiskOptions parse_disk_options(const std::vector<std::string> &args) {
     } else if (flag == "--json") {
       o.json = value;
     } else {
-      throw UsageError("unknown option '" + flag + "'\n" + kUsage);
+      throw UsageError("unknown option '" + flag + "'\n" + kDiskUsage);
     }
   }
-  if (o.path.empty()) throw UsageError(std::string("which directory? PATH is missing\n") + kUsage);
+  if (o.path.empty()) throw UsageError(std::string("which directory? PATH is missing\n") + kDiskUsage);
   if (o.queue_depth * o.block > kMaxBuffers)
     throw UsageError(format("--queue-depth %u x --block-mb %g needs %.1f GiB of buffers; at most 8 GiB", o.queue_depth,
                             double(o.block) / kMiB, double(o.queue_depth * o.block) / kGiB));

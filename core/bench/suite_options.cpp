@@ -20,7 +20,7 @@ namespace {
 using bench::one_of;
 using bench::parse_int;
 
-const char *kUsage =
+const char *kSuiteUsage =
     "usage: zfcore bench stages|offload|zenflow|binding|convergence|scale [options]\n"
     "common options:\n"
     "  --model M             preset name (gpt2, qwen2.5-1.5b, ...), Hugging Face directory (config.json)\n"
@@ -302,22 +302,22 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
   auto values_after = [&](size_t &i) {
     std::vector<std::string> values;
     while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) values.push_back(args[++i]);
-    if (values.empty()) throw UsageError(args[i] + " needs a value\n" + kUsage);
+    if (values.empty()) throw UsageError(args[i] + " needs a value\n" + kSuiteUsage);
     return values;
   };
   auto value_after = [&](size_t &i) {
-    if (i + 1 >= args.size()) throw UsageError(args[i] + " needs a value\n" + kUsage);
+    if (i + 1 >= args.size()) throw UsageError(args[i] + " needs a value\n" + kSuiteUsage);
     return args[++i];
   };
   auto only_for = [&](const std::string &flag, std::initializer_list<const char *> suites) {
     for (const char *s : suites)
       if (suite == s) return;
-    throw UsageError(format("%s is not an option of `zfcore bench %s`\n%s", flag.c_str(), suite.c_str(), kUsage));
+    throw UsageError(format("%s is not an option of `zfcore bench %s`\n%s", flag.c_str(), suite.c_str(), kSuiteUsage));
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string flag = args[i];
     if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
+      std::fputs(kSuiteUsage, stdout);
       std::exit(0);
     } else if (flag == "--model") {
       o.model = value_after(i);
@@ -402,7 +402,7 @@ SuiteOptions parse_suite_options(const std::string &suite, const std::vector<std
       only_for(flag, {"convergence"});
       o.steps_factor = bench::parse_number(flag, value_after(i), 0, 100);
     } else {
-      throw UsageError("unknown option '" + flag + "'\n" + kUsage);
+      throw UsageError("unknown option '" + flag + "'\n" + kSuiteUsage);
     }
   }
   if (o.device.empty()) o.device = cuda_device_count() > 0 ? "cuda" : "cpu";

@@ -9,33 +9,33 @@
 namespace zf {
 
 namespace {
-std::string number(double value) { return std::isfinite(value) ? format("%.9g", value) : ""; }  // as JsonWriter
-std::string number(uint64_t value) { return std::to_string(value); }
+std::string column_text(double value) { return std::isfinite(value) ? format("%.9g", value) : ""; }  // as JsonWriter
+std::string column_text(uint64_t value) { return std::to_string(value); }
 }  // namespace
 
 StepColumns step_columns(const StepRecord &r) {
   StepColumns c;
   c.emplace_back("step", std::to_string(r.step));
-  c.emplace_back("loss", number(r.loss));
-  c.emplace_back("step_ms", number(r.step_ms));
-  c.emplace_back("samples_per_s", number(r.samples_per_s));
-  c.emplace_back("tokens_per_s", number(r.tokens_per_s));
-  c.emplace_back("lr", number(r.lr));
-  if (r.grad_norm >= 0) c.emplace_back("grad_norm", number(r.grad_norm));
-  if (r.eval_loss >= 0) c.emplace_back("eval_loss", number(r.eval_loss));
+  c.emplace_back("loss", column_text(r.loss));
+  c.emplace_back("step_ms", column_text(r.step_ms));
+  c.emplace_back("samples_per_s", column_text(r.samples_per_s));
+  c.emplace_back("tokens_per_s", column_text(r.tokens_per_s));
+  c.emplace_back("lr", column_text(r.lr));
+  if (r.grad_norm >= 0) c.emplace_back("grad_norm", column_text(r.grad_norm));
+  if (r.eval_loss >= 0) c.emplace_back("eval_loss", column_text(r.eval_loss));
   if (!r.update.empty()) c.emplace_back("update", r.update);
   // Timer columns carry a prefix: the step timer (the optimizer step) must not read as step_ms.
-  for (const auto &[name, ms] : r.timers_ms) c.emplace_back("timer_" + name + "_ms", number(ms));
+  for (const auto &[name, ms] : r.timers_ms) c.emplace_back("timer_" + name + "_ms", column_text(ms));
   for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
-    c.emplace_back(format("mem_%s_bytes", tier_name(zf_tier(tier))), number(r.memory[tier]));
+    c.emplace_back(format("mem_%s_bytes", tier_name(zf_tier(tier))), column_text(r.memory[tier]));
   for (size_t rank = 0; rank < r.rank_step_ms.size(); ++rank)
-    c.emplace_back(format("rank%zu_step_ms", rank), number(r.rank_step_ms[rank]));
+    c.emplace_back(format("rank%zu_step_ms", rank), column_text(r.rank_step_ms[rank]));
   for (const auto &[name, by_rank] : r.rank_timers_ms)
     for (size_t rank = 0; rank < by_rank.size(); ++rank)
-      c.emplace_back(format("rank%zu_timer_%s_ms", rank, name.c_str()), number(by_rank[rank]));
+      c.emplace_back(format("rank%zu_timer_%s_ms", rank, name.c_str()), column_text(by_rank[rank]));
   if (r.device_reserved_peak) {
-    c.emplace_back("gpu_peak_allocated_bytes", number(r.device_allocated_peak));
-    c.emplace_back("gpu_peak_reserved_bytes", number(r.device_reserved_peak));
+    c.emplace_back("gpu_peak_allocated_bytes", column_text(r.device_allocated_peak));
+    c.emplace_back("gpu_peak_reserved_bytes", column_text(r.device_reserved_peak));
   }
   return c;
 }

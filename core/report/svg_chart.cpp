@@ -28,7 +28,7 @@ double tick_step(double max) {
   return 10 * power;
 }
 
-std::string number(double value) {
+std::string label_number(double value) {
   std::string text = format("%.3g", value);
   return std::fabs(value) >= 1000 ? format("%.0f", value) : text;
 }
@@ -59,7 +59,7 @@ std::string x_axis(double left, double right, double top, double bottom, double 
     double x = left + (right - left) * v / max;
     out += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", x, top, x, bottom);
     out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%s</text>\n", x, bottom + 14,
-                  number(v).c_str());
+                  label_number(v).c_str());
   }
   out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>\n", right, bottom + 27,
                 escape(axis.unit).c_str());
@@ -140,12 +140,12 @@ std::string stacked_bars(const std::string &id, const std::vector<std::string> &
       double w = width(b.values[s]);
       total += b.values[s];
       out += bar(x, y + 4, w, 16, s,
-                 format("%s: %s %s %s", b.label.c_str(), series[s].c_str(), number(b.values[s] / axis.scale).c_str(),
-                        axis.unit.c_str()));
+                 format("%s: %s %s %s", b.label.c_str(), series[s].c_str(),
+                        label_number(b.values[s] / axis.scale).c_str(), axis.unit.c_str()));
       x += w;
     }
     return out + format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\">%s</text>\n", x + 4, y + 16,
-                        number(total / axis.scale).c_str());
+                        label_number(total / axis.scale).c_str());
   });
 }
 
@@ -155,7 +155,7 @@ std::string grouped_bars(const std::string &id, const std::vector<std::string> &
   return bar_chart(id, series, bars, axis, false, band, [&](const Bars &b, double y, auto width, double left) {
     std::string out;
     for (size_t s = 0; s < b.values.size(); ++s) {
-      std::string value = b.values[s] > 0 ? number(b.values[s] / axis.scale) + " " + axis.unit : "-";
+      std::string value = b.values[s] > 0 ? label_number(b.values[s] / axis.scale) + " " + axis.unit : "-";
       out += bar(left, y + 5 + 8 * double(s), width(b.values[s]), 7, s,
                  b.label + ": " + series[s] + " " + value);
     }
@@ -203,12 +203,12 @@ std::string lines(const std::string &id, const std::vector<Line> &series, const 
   for (double v = lo; v <= hi * (1 + 1e-9) + 1e-12; v += step) {
     out += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", left, y_of(v), right, y_of(v));
     out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>\n", left - 4, y_of(v) + 4,
-                  number(v).c_str());
+                  label_number(v).c_str());
   }
   if (with_x) {
     for (double v = 0; v <= x_max * (1 + 1e-9); v += x_step)
       out += format("<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%s</text>\n",
-                    left + (right - left) * v / x_max, bottom + 14, number(v).c_str());
+                    left + (right - left) * v / x_max, bottom + 14, label_number(v).c_str());
   } else {
     size_t every = std::max<size_t>(1, steps / 10);
     for (size_t i = 0; i < steps; i += every)
@@ -222,7 +222,7 @@ std::string lines(const std::string &id, const std::vector<Line> &series, const 
     out += format("<line class=\"reference\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
                   "stroke-dasharray=\"5 4\"><title>%s %s</title></line><text x=\"%.1f\" y=\"%.1f\" class=\"tick\" "
                   "text-anchor=\"end\">%s</text>\n", left, y_of(axes.reference), right, y_of(axes.reference),
-                  escape(axes.reference_label).c_str(), number(axes.reference).c_str(), right - 2,
+                  escape(axes.reference_label).c_str(), label_number(axes.reference).c_str(), right - 2,
                   y_of(axes.reference) - 4, escape(axes.reference_label).c_str());
   for (size_t k = 0; k < series.size(); ++k) {
     const Line &l = series[k];
@@ -233,11 +233,12 @@ std::string lines(const std::string &id, const std::vector<Line> &series, const 
                   "</title></polyline>\n", color(k).c_str(), points.c_str(), escape(l.label).c_str());
     for (size_t m = 0; m < l.marked.size() && l.marked[m] < l.values.size(); ++m) {
       size_t i = l.marked[m];
-      std::string where = with_x ? number(i < l.x.size() ? l.x[i] : 0) + " " + axes.x_unit : format("step %zu", i + 1);
+      std::string where =
+          with_x ? label_number(i < l.x.size() ? l.x[i] : 0) + " " + axes.x_unit : format("step %zu", i + 1);
       out += format("<circle class=\"mark %s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %s: %s %s (%s)"
                     "</title></circle>\n", escape(axes.marker).c_str(), x_at(l, i), y_of(l.values[i] / axis.scale),
                     color(k).c_str(), escape(l.label).c_str(), escape(where).c_str(),
-                    number(l.values[i] / axis.scale).c_str(), escape(axis.unit).c_str(),
+                    label_number(l.values[i] / axis.scale).c_str(), escape(axis.unit).c_str(),
                     escape(m < l.marked_notes.size() ? l.marked_notes[m] : "").c_str());
     }
     double lx = 8 + widest * double(k % per_row), ly = legend_top + 18 * double(k / per_row);
