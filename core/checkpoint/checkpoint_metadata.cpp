@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint_metadata.hpp"
 
 #include "checkpoint/checksum.hpp"
+#include "checkpoint/safetensors_header.hpp"
 #include "config/limits.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
@@ -35,6 +36,9 @@ uint64_t number(const std::map<std::string, std::string> &fields, const char *ke
 
 constexpr const char *kChecksumField = "metadata_checksum";
 constexpr const char *kRecordField = "checkpoint_json";  // the checksum of checkpoint.json
+// Says (under the metadata's checksum) that the file records its header entries' checksum, so that
+// one removed by hand is missed, not taken for an older zfcore's file.
+constexpr const char *kEntriesField = "entries_checked";
 
 // The checksum of every field but the tensors' checksums and itself, as "key=value\n" in key order.
 std::string metadata_checksum(const std::map<std::string, std::string> &fields) {
@@ -68,6 +72,7 @@ std::map<std::string, std::string> checkpoint_metadata_fields(const CheckpointMe
                                                {"run_id", metadata.run_id},
                                                {"config_digest", metadata.config_digest}};
   if (!metadata.record_checksum.empty()) fields[kRecordField] = metadata.record_checksum;
+  fields[kEntriesField] = "1";
   fields[kChecksumField] = metadata_checksum(fields);
   return fields;
 }
@@ -85,6 +90,15 @@ CheckpointMetadata read_checkpoint_metadata(const std::map<std::string, std::str
                "%s: the metadata (step, world size, shard, layout, run) does not match its checksum (written %s, "
                "read %s): the checkpoint is damaged; resume from another one (checkpoint.resume = DIR)",
                file.c_str(), excerpt(recorded).c_str(), actual.c_str());
+    // Every file of this format records its tensors' checksums (write_safetensors): none at all, or
+    // no checksum of the entries where the metadata says there is one, is an edit, not an old file.
+    bool tensor_checksums = false;
+    for (const auto &[key, value] : fields) tensor_checksums = tensor_checksums || key.rfind("checksum.", 0) == 0;
+    const bool entries_missing = fields.count(kEntriesField) != 0 && fields.count(kEntriesChecksumKey) == 0;
+    ZF_REQUIRE(tensor_checksums && !entries_missing,
+               "%s: the %s checksums that every checkpoint of this format records are missing: the file was edited "
+               "or damaged; resume from another checkpoint (checkpoint.resume = DIR)", file.c_str(),
+               tensor_checksums ? "header entries'" : "tensors'");
     metadata.run_name = field(fields, "run_name", file);
     metadata.run_id = field(fields, "run_id", file);
     metadata.config_digest = field(fields, "config_digest", file);

@@ -190,6 +190,7 @@ void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string
   std::map<std::string, std::string> fields = metadata;  // + the checksums, known once the data is written
   std::vector<Checksum> checksums(tensors.size() + pieces.size());
   std::vector<BlockChecksums> blocks;  // with block_checksums: per tensor, as checksums
+  std::map<std::string, TensorInfo> entries;  // the header's, for their own checksum
   uint64_t offset = 0;
   auto describe = [&](const std::string &name, c10::ScalarType type, const std::vector<int64_t> &shape,
                       uint64_t bytes) {
@@ -202,6 +203,7 @@ void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string
       throw Error(format("%s: tensor '%s': %s", file, name.c_str(), e.what()));
     }
     header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+    entries[name] = TensorInfo{name, dtype, shape, offset, offset + bytes};
     fields[checksum_key(name)] = Checksum().hex();  // a placeholder of the same width
     if (block_checksums) {
       blocks.emplace_back(bytes);
@@ -215,6 +217,7 @@ void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string
   }
   for (const TensorPieces &p : pieces)
     describe(p.name, p.dtype, {int64_t(p.numel)}, p.numel * c10::elementSize(p.dtype));
+  fields[kEntriesChecksumKey] = entries_checksum(entries);
   auto header_text = [&] {
     header["__metadata__"] = fields;
     std::string text = header.dump();

@@ -1,5 +1,7 @@
 #include "checkpoint/safetensors_header.hpp"
 
+#include "checkpoint/checksum.hpp"
+
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
 
@@ -139,7 +141,25 @@ SafetensorsHeader parse_safetensors_header(const unsigned char *bytes, size_t si
                order[i - 1]->name.c_str(), (unsigned long long)order[i - 1]->begin,
                (unsigned long long)order[i - 1]->end, order[i]->name.c_str(), (unsigned long long)order[i]->begin,
                (unsigned long long)order[i]->end);
+  if (auto recorded = header.metadata.find(kEntriesChecksumKey); recorded != header.metadata.end()) {
+    const std::string actual = entries_checksum(header.tensors);
+    ZF_REQUIRE(recorded->second == actual,
+               "%s: the tensors' entries in the header (dtype, shape, data offsets) do not match the checksum written "
+               "with them (written %s, read %s): the file was edited or damaged after it was written", file,
+               excerpt(recorded->second).c_str(), actual.c_str());
+  }
   return header;
+}
+
+std::string entries_checksum(const std::map<std::string, TensorInfo> &tensors) {
+  Checksum checksum;
+  for (const auto &[name, info] : tensors) {
+    std::string line = name + " " + info.dtype_name + " [";
+    for (size_t i = 0; i < info.shape.size(); ++i) line += (i ? "," : "") + std::to_string(info.shape[i]);
+    line += "] " + std::to_string(info.begin) + " " + std::to_string(info.end) + "\n";
+    checksum.update(line.data(), line.size());
+  }
+  return checksum.hex();
 }
 
 }  // namespace zf

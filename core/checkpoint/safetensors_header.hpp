@@ -38,9 +38,17 @@ size_t safetensors_element_size(const std::string &dtype_name);
 // The supported dtype names, "F32, BF16, ...", for messages.
 std::string safetensors_dtype_names();
 
+// The metadata key under which write_safetensors records entries_checksum() of the header's tensor
+// entries: a dtype or shape edited by hand (the same bytes read as another type) is then found,
+// which the tensors' own checksums (of their bytes) cannot see.
+constexpr const char *kEntriesChecksumKey = "checksum_entries";
+// The Checksum (checksum.hpp) of every tensor's name, dtype, shape and data offsets, in name order.
+std::string entries_checksum(const std::map<std::string, TensorInfo> &tensors);
+
 // Parses and checks the header of a whole file of `size` bytes at `file`: the header length, the
 // JSON, each tensor's dtype, shape and data_offsets (inside the data section, as many bytes as
-// shape and dtype need, no two tensors sharing bytes) and __metadata__. Throws zf::Error naming
+// shape and dtype need, no two tensors sharing bytes), __metadata__, and the entries against their
+// checksum where the writer recorded one (kEntriesChecksumKey). Throws zf::Error naming
 // `path` and, where one is involved, the tensor.
 SafetensorsHeader parse_safetensors_header(const unsigned char *file, size_t size, const std::string &path);
 

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 using namespace zf;
@@ -305,4 +306,50 @@ TEST_CASE("a checkpoint whose weights are not finite (its checksums intact) is r
   CHECK(resumed.exit_code == 1);
   CHECK_THAT(resumed.output, Catch::Contains("step-00000002: the saved weight 'linears.0.weight' element 5 = nan "
                                              "(rank 0) is not finite"));
+}
+
+TEST_CASE("a checkpoint whose header was edited by hand (a tensor's dtype, its checksums removed) is found damaged",
+          "[checkpoint]") {
+  std::string dir = test::scratch_dir("safety_header_edit");
+  REQUIRE(run_small(dir, 2).exit_code == 0);
+  const std::string step = dir + "/checkpoints/step-00000002", file = step + "/rank-00000.safetensors";
+  std::string saved;
+  {
+    std::ifstream in(file, std::ios::binary);
+    saved.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto restore = [&] { std::ofstream(file, std::ios::binary | std::ios::trunc) << saved; };
+  auto expect_damaged = [&](const std::string &why) {
+    auto verify = test::run_command(test::zfcore() + " checkpoint verify " + step);
+    INFO(verify.output);
+    CHECK(verify.exit_code == 1);
+    CHECK_THAT(verify.output, Catch::Contains(step + ": damaged: ") && Catch::Contains(why));
+    auto resumed = run_small(dir, 4, "--set checkpoint.resume=" + step);
+    INFO(resumed.output);
+    CHECK(resumed.exit_code == 1);
+    CHECK_THAT(resumed.output, Catch::Contains("is damaged") && Catch::Contains(why));
+    restore();
+  };
+  auto erase_metadata = [](nlohmann::json &header, const std::string &prefix) {
+    nlohmann::json &metadata = header["__metadata__"];
+    for (auto it = metadata.begin(); it != metadata.end();)
+      it = it.key().rfind(prefix, 0) == 0 ? metadata.erase(it) : std::next(it);
+  };
+
+  // The master's float32 bytes read as int32: the same bytes, so the tensors' own checksums match.
+  test::edit_header(file, [](nlohmann::json &header) { header["master"]["dtype"] = "I32"; });
+  expect_damaged("the tensors' entries in the header (dtype, shape, data offsets) do not match the checksum");
+  // Every tensor's checksum removed, as if an older zfcore had written the file.
+  test::edit_header(file, [&](nlohmann::json &header) { erase_metadata(header, "checksum."); });
+  expect_damaged("the tensors' checksums that every checkpoint of this format records are missing");
+  // The entries' checksum removed, then the dtype edited: the metadata says there was one.
+  test::edit_header(file, [&](nlohmann::json &header) {
+    erase_metadata(header, "checksum_entries");
+    header["master"]["dtype"] = "I32";
+  });
+  expect_damaged("the header entries' checksums that every checkpoint of this format records are missing");
+
+  auto verify = test::run_command(test::zfcore() + " checkpoint verify " + step);  // restored: whole again
+  INFO(verify.output);
+  CHECK(verify.exit_code == 0);
 }
