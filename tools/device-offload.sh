@@ -2,22 +2,18 @@
 # device-offload.sh: on a GPU machine, in one go: build the CUDA configuration, run the GPU tests
 # of offload (and optionally all GPU tests), then tools/offload_bench.py on the Qwen2-1.5B shape
 # (and the configs given in ZF_OFFLOAD_CONFIGS) beside zfcore's own no-offload step.
-# usage: tools/device-offload.sh [--all-tests] [--no-tests] [--clip]
-#   --clip: no tests, and only cpu_optimizer without clipping, with train.clip_grad_norm = 1.0 and
-#           with a norm never reached (the speculative update's copy alone), each in its own process
+# usage: tools/device-offload.sh [--all-tests] [--no-tests]
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_BENCH_STEPS (default 10),
 #              ZF_OFFLOAD_CONFIGS (default examples/gpu/qwen2-1.5b-bench.toml)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
 tests="offload"
-only=""
 for arg in "$@"; do
   case $arg in
     --all-tests) tests="all" ;;
     --no-tests) tests="" ;;
-    --clip) tests=""; only="--only cpu_optimizer cpu_optimizer+clip1.0 cpu_optimizer+clip_never" ;;
-    *) echo "usage: $0 [--all-tests] [--no-tests] [--clip]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--all-tests] [--no-tests]" >&2; exit 2 ;;
   esac
 done
 status=0
@@ -38,8 +34,6 @@ elif [ "$tests" = all ]; then
 fi
 for config in ${ZF_OFFLOAD_CONFIGS:-examples/gpu/qwen2-1.5b-bench.toml}; do
   echo "== offload beside no offload: $config"
-  # shellcheck disable=SC2086
-  python3 "$root/tools/offload_bench.py" "$build" --config "$root/$config" --steps "${ZF_BENCH_STEPS:-10}" $only \
-    || status=1
+  python3 "$root/tools/offload_bench.py" "$build" --config "$root/$config" --steps "${ZF_BENCH_STEPS:-10}" || status=1
 done
 exit $status

@@ -121,25 +121,6 @@ uint64_t print_zenflow(const RunConfig &config, const ConfigEstimate &e) {
   return z.total();
 }
 
-// With clipping, an offloaded update in host memory starts before the global norm from a copy of the
-// host's master and state (update/clip_speculation.hpp), where the host has room for it beside the
-// rest (the run drops it otherwise and waits for the norm): not counted in the tables above.
-void print_clip_speculation(const RunConfig &config, const ConfigEstimate &e) {
-  const double clip = config.real("train", "clip_grad_norm");
-  if (clip <= 0 || config.has_table("zenflow")) return;
-  for (size_t i = 0; i < e.stages.size(); ++i) {
-    const PluginEstimate &s = e.stages[i], &o = e.offloaded[i];
-    if (s.plugin != e.stage || !s.estimated || !o.estimated || o.tiers[ZF_TIER_NVME] > 0 ||
-        o.tiers[ZF_TIER_HOST] + o.tiers[ZF_TIER_PINNED_HOST] == 0)
-      continue;
-    std::printf("clipping (train.clip_grad_norm = %g): the offloaded update starts before the global norm from a copy "
-                "of the host's master and optimizer state, at most %s (%llu bytes) per rank in host memory "
-                "beside the figures here, where the host has room for it (else it waits for the norm); none for an "
-                "update in place (cpu_full) or with offload.overlap = false\n",
-                clip, format_bytes(s.master + s.state).c_str(), (unsigned long long)(s.master + s.state));
-  }
-}
-
 // Whether the config's optimizer takes bf16 moments (its descriptor declares moment_dtype).
 bool optimizer_halves_moments(const RunConfig &config, uint64_t state_bytes) {
   try {
@@ -298,7 +279,6 @@ int command_estimate(const std::vector<std::string> &args) {
   print_offload(e);
   const uint64_t zenflow = print_zenflow(config, e);
   print_gpu_peak(e, config, zenflow);
-  print_clip_speculation(config, e);
   print_this_config(e, zenflow);
   std::printf("formulas (P elements, N ranks, S = ceil(P / N) rounded up to 64, c = %llu compute bytes, k state "
               "bytes), as each stage plugin reports them:\n",

@@ -77,7 +77,6 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
   padded_numel = numel;
   update = std::make_unique<UpdatePlan>(runtime_, plugins, layout, shard_begin, shard_end, dtype, model_tier(),
                                         options_.optimizer, ZenFlowOptions::read(config, steps_per_epoch));
-  if (options_.clip_grad_norm > 0) update->speculate_on_clipping();
   param_tier = update->param_tier();
   const bool sharded = stage.shards_parameters();
   check_memory(numel, plugins, sharded, resident, plan.prefetch_numel);  // before anything large is allocated
@@ -122,23 +121,6 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
   stats.mark("stage");
 }
 
-// The copy that lets the update start before the clipping norm (clip_speculation.hpp) is for
-// speed: a host that cannot hold it beside the rest (`per_rank` bytes a rank, 0: no limit known)
-// waits for the norm instead.
-void Placement::drop_clip_speculation(MemoryPlan &plan, uint64_t per_rank, bool print) {
-  auto copy = [](const PlannedBuffer &b) { return b.tag.rfind("clip speculation", 0) == 0; };
-  uint64_t copy_bytes = 0;
-  for (const PlannedBuffer &b : plan.buffers) copy_bytes += copy(b) ? b.bytes : 0;
-  const uint64_t host = plan.host_bytes();
-  if (copy_bytes == 0 || per_rank == 0 || host <= per_rank || host - copy_bytes > per_rank) return;
-  update->wait_for_clipping_norm();
-  plan.buffers.erase(std::remove_if(plan.buffers.begin(), plan.buffers.end(), copy), plan.buffers.end());
-  if (print)
-    std::printf("zfcore: train.clip_grad_norm: the update waits for the global norm; starting it before would keep "
-                "a copy of the master and state (%s a rank) that this host's memory cannot hold beside the rest\n",
-                format_bytes(copy_bytes).c_str());
-}
-
 // Bytes per tier before anything large is allocated, printed, and refused when they cannot fit:
 // host memory summed over the host's ranks, with the settings that would fit it.
 void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool sharded,
@@ -173,8 +155,6 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool shar
   }
   for (const PlannedBuffer &b : update->planned()) plan.buffers.push_back(b);
   HostMemoryLimit host = host_memory_limit(options_.host_memory_limit_gb);
-  const uint64_t ranks = uint64_t(std::max(1, comm.local_size()));
-  drop_clip_speculation(plan, host.bytes / ranks, comm.rank() == 0);
   if (comm.rank() == 0) {
     std::string tiers;
     for (zf_tier t : {ZF_TIER_DEVICE, ZF_TIER_PINNED_HOST, ZF_TIER_HOST, ZF_TIER_NVME})
@@ -184,7 +164,7 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool shar
     std::fflush(stdout);
   }
   // check_memory_plan checks the host first: the advice it asks for then is the host's.
-  const bool host_short = host.bytes > 0 && plan.host_bytes() * ranks > host.bytes;
+  const bool host_short = host.bytes > 0 && plan.host_bytes() * uint64_t(std::max(1, comm.local_size())) > host.bytes;
   check_memory_plan(plan, host, comm.local_size(), on_gpu ? device_free_bytes() : 0, [&] {
     std::string ways;
     if (host_short)

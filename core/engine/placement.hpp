@@ -56,7 +56,6 @@ class Placement {
  private:
   void check_memory(uint64_t numel, const PluginSet &plugins, bool sharded, const std::vector<uint8_t> &resident,
                     uint64_t prefetch_numel);
-  void drop_clip_speculation(MemoryPlan &plan, uint64_t per_rank, bool print);
 
   void note_setup(const RunConfig &config, uint64_t bytes_read, bool sharded, uint64_t host_growth);
 

@@ -1,6 +1,5 @@
 #include "update/host_update.hpp"
 
-#include "update/clip_speculation.hpp"
 #include "update/disk_state.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
@@ -18,12 +17,6 @@ namespace zf {
 // The CPU side of an offloaded update: buckets queue up as their gradients are copied down and
 // one thread updates them in order, then starts their upload. The first failure is kept and
 // rethrown on the training thread; the thread stops taking work after it.
-//
-// Clipping by the global norm, speculating (speculate_on_clipping): the thread does not wait for
-// the norm. It updates each bucket with the scale the step began with (unclipped), keeping a copy
-// of its master and state first. Once the norm is known, settle() lets those updates stand where
-// the scale is the same float, or, where clipping fires, queues every bucket updated so far again,
-// to be put back from its copy and updated with the clipped scale.
 class HostUpdate::UpdateThread {
  public:
   explicit UpdateThread(HostUpdate &plan)
@@ -39,38 +32,10 @@ class HostUpdate::UpdateThread {
     changed_.notify_all();
     thread_.join();
   }
-  void start_step(bool scale_known, bool speculate) {
+  void start_step(bool scale_known) {
     std::lock_guard<std::mutex> lock(mutex_);
-    scale_known_ = scale_known || speculate;
-    speculating_ = speculate;
+    scale_known_ = scale_known;
     done_.clear();
-  }
-  // Speculating, the backward is over and `scale` known. Where clipping fired the thread is held
-  // after the bucket in flight (a bucket it took next would be updated with the old scale and no
-  // copy), and `scale` is written while it is between buckets, so those still queued use it.
-  void settle(float &job_scale, float scale) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (scale == job_scale) {  // clipping did not fire: the updates stand
-      speculating_ = false;
-      return;
-    }
-    scale_known_ = false;
-    changed_.wait(lock, [&] { return !busy_ || failure_; });
-    speculating_ = false;
-    scale_known_ = true;
-    if (failure_) rethrow(lock);
-    job_scale = scale;
-    if (std::find(done_.begin(), done_.end(), uint8_t(1)) != done_.end())
-      synchronize_event(plan_.transfers_done(ZF_TRANSFER_PARAMETERS_IN));  // their uploads read what the redo rewrites
-    for (uint64_t i = done_.size(); i-- > 0;)
-      if (done_[i]) {
-        done_[i] = 0;
-        Bucket again = plan_.buckets_[i];
-        again.landed = nullptr;  // its gradients are on the host (and the event went back to its pool)
-        again.redo = true;
-        queue_.push_front(again);
-      }
-    changed_.notify_all();
   }
   void push(const Bucket &bucket) {
     {
@@ -145,10 +110,9 @@ class HostUpdate::UpdateThread {
       Bucket bucket = queue_.front();
       queue_.pop_front();
       busy_ = true;
-      const Before before = bucket.redo ? Before::restore : speculating_ ? Before::keep : Before::nothing;
       lock.unlock();
       try {
-        plan_.update_bucket(bucket, before);
+        plan_.update_bucket(bucket);
       } catch (...) {
         lock.lock();
         failure_ = std::current_exception();
@@ -168,7 +132,6 @@ class HostUpdate::UpdateThread {
   std::condition_variable changed_;
   std::deque<Bucket> queue_;
   bool scale_known_ = false, busy_ = false, stopping_ = false, copies_issued_ = false;
-  bool speculating_ = false;  // updating with the step's unclipped scale, keeping copies
   void *copies_event_ = nullptr;
   std::vector<uint8_t> done_;  // per bucket of this step (by sequence): updated and uploading
   std::exception_ptr failure_;
@@ -212,24 +175,13 @@ void HostUpdate::start_step(HostJob job, bool scale_known) {
   scale_known_ = scale_known;
   handed_.clear();
   buckets_.clear();
-  // After a step that clipped the next one likely clips too: waiting for its norm costs less than
-  // an update redone.
-  speculating_ = !scale_known && speculation_ && thread_ && !last_clipped_;
-  clip_event_.clear();
-  if (thread_) thread_->start_step(scale_known, speculating_);
+  if (thread_) thread_->start_step(scale_known);
 }
-
-void HostUpdate::speculate_on_clipping(ClipSpeculation *copy) { speculation_ = thread_ ? copy : nullptr; }
 
 // What the backward did not hand over (all of it without overlap, or on ranks whose gradients are
 // final only after reduce_gradients), in forward order after the backward.
 void HostUpdate::hand_over_rest(float scale) {
-  if (!scale_known_) {
-    last_clipped_ = scale != host_job_.scale;  // the step began with the unclipped scale
-    if (speculation_) clip_event_ = !speculating_ ? "waited" : last_clipped_ ? "redone" : "speculated";
-    if (speculating_) thread_->settle(host_job_.scale, scale);
-    else host_job_.scale = scale;  // the update thread waits for it (release_scale)
-  }
+  if (!scale_known_) host_job_.scale = scale;  // the update thread waits for it (release_scale)
   std::sort(handed_.begin(), handed_.end());
   uint64_t next = host_job_.begin;
   std::vector<std::pair<uint64_t, uint64_t>> rest;
@@ -255,7 +207,7 @@ void HostUpdate::start_job(HostJob job) {
   job_ = true;
   handed_.clear();
   buckets_.clear();
-  thread_->start_step(/*scale_known=*/true, /*speculate=*/false);
+  thread_->start_step(/*scale_known=*/true);
   thread_->expect_copies();
   for (uint64_t lo = host_job_.begin, hi; lo < host_job_.end; lo = hi) {
     hi = bucket_end(lo, host_job_.end);
@@ -308,15 +260,13 @@ void HostUpdate::hand_over(uint64_t begin, uint64_t end, void *stream) {
 }
 
 // Waits for the bucket's gradients, updates it, and starts its upload.
-void HostUpdate::update_bucket(const Bucket &bucket, Before before) {
+void HostUpdate::update_bucket(const Bucket &bucket) {
   Timers &timers = buffers_.runtime.timers;
   if (job_ && bucket.sequence == 0) issue_copies();
   uint32_t copy_wait = timers.id("grad_copy_wait");
   timers.start(copy_wait);
   synchronize_event(job_ ? landed_[bucket.sequence] : bucket.landed);
   timers.stop(copy_wait);
-  if (before == Before::keep) speculation_->keep(bucket.begin, bucket.end);
-  if (before == Before::restore) speculation_->restore(bucket.begin, bucket.end);
 
   if (buffers_.disk) {
     buffers_.disk->update(bucket.begin, bucket.end, [&](uint64_t lo, uint64_t hi, uint64_t base) {

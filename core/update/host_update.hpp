@@ -8,13 +8,10 @@
 #include "update/update_buffers.hpp"
 
 #include <memory>
-#include <string>
 #include <utility>
 #include <vector>
 
 namespace zf {
-
-class ClipSpeculation;
 
 // What the update thread works on: written by the training thread only while no job runs.
 struct HostJob {
@@ -44,10 +41,6 @@ class HostUpdate {
   // the backward, hand_over_rest(scale) hands over the rest of [job.begin, job.end) with the
   // gradient scale (scale_known = false holds the update thread until then).
   void start_step(HostJob job, bool scale_known);
-  // With scale_known = false (clipping), the update thread starts before the scale with the job's
-  // (unclipped) one, keeping copies in `copy`, and redoes what it updated where clipping fires
-  // (clip_speculation.hpp); not on a step after one that clipped. Threaded plans only.
-  void speculate_on_clipping(ClipSpeculation *copy);
   void hand_over(uint64_t begin, uint64_t end, void *stream);
   void hand_over_rest(float scale);
   // A job over [job.begin, job.end) that runs across steps (ZenFlow): the update thread issues
@@ -56,9 +49,6 @@ class HostUpdate {
   void *job_copies_done();  // an event after the job's copies down (waits until they are issued)
 
   bool threaded() const { return thread_ != nullptr; }
-  // With clipping, what this step's update did before the norm was known: "speculated" (started
-  // before it and stood), "redone" (clipping fired) or "waited"; "" where it cannot speculate.
-  const std::string &clip_event() const { return clip_event_; }
   bool job_pending() const { return pending_ && job_; }
   // Layout elements [begin, end) are about to be read by the compute stream: while a step's
   // update is pending, wait until their upload started and order the compute stream after it.
@@ -78,11 +68,9 @@ class HostUpdate {
     uint64_t begin, end;  // shard elements
     void *landed;         // event: its gradients are on the host
     uint64_t sequence;    // handed over as the sequence-th bucket of the step
-    bool redo = false;    // updated with a scale that clipping changed: put back and updated again
   };
-  enum class Before { nothing, keep, restore };  // a bucket's update, speculating on clipping
   void issue_copies();                   // on the update thread, for a job
-  void update_bucket(const Bucket &bucket, Before before = Before::nothing);  // on the update thread
+  void update_bucket(const Bucket &bucket);  // on the update thread
   void step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t base, uint64_t end);
   uint64_t bucket_end(uint64_t lo, uint64_t end) const;  // the grid of bucket_numel
   void wait_for_uploads();  // the compute stream waits for every upload started so far
@@ -92,10 +80,6 @@ class HostUpdate {
   HostJob host_job_;
   bool job_ = false;                          // host_job_ is a job (start_job), not a step's
   bool scale_known_ = true;                   // a step's: the scale came with start_step
-  ClipSpeculation *speculation_ = nullptr;    // speculate_on_clipping's copy
-  bool speculating_ = false;                  // this step's update started before its scale
-  bool last_clipped_ = false;                 // the last step's scale was clipped
-  std::string clip_event_;                    // clip_event()
   bool pending_ = false;                      // handed over and not drained
   void *copy_order_ = nullptr;                // a job: the stream the update thread orders its copies on
   std::vector<void *> landed_;                // a job: per bucket, an event after its copy down

@@ -1,6 +1,5 @@
 #include "update/update_plan.hpp"
 
-#include "update/clip_speculation.hpp"
 #include "update/disk_state.hpp"
 #include "update/split_update.hpp"
 #include "update/zenflow.hpp"
@@ -13,7 +12,6 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
                        const ZenFlowOptions &zenflow)
     : buffers_(runtime, plugins, layout, shard_begin, shard_end, dtype, model_tier, settings) {
   planned_ = buffers_.planned;
-  zenflow_ = zenflow.enabled;
   if (buffers_.offloaded) host_ = std::make_unique<HostUpdate>(buffers_, buffers_.job.overlapped || zenflow.enabled);
   const bool split = buffers_.device_part > 0 || buffers_.split_auto;
   ZF_REQUIRE(!zenflow.enabled || !split,
@@ -27,28 +25,9 @@ UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &la
 
 UpdatePlan::~UpdatePlan() = default;
 
-// ZenFlow's CPU update runs across steps with a scale known at its start: nothing to speculate on.
-uint64_t UpdatePlan::speculate_on_clipping() {
-  if (!host_ || !host_->threaded() || zenflow_ || !ClipSpeculation::applies(buffers_)) return 0;
-  speculation_ = std::make_unique<ClipSpeculation>(buffers_, buffers_.split_auto ? 0 : buffers_.device_part);
-  speculation_->add_planned(planned_);
-  host_->speculate_on_clipping(speculation_.get());
-  return speculation_->bytes();
-}
-
-void UpdatePlan::wait_for_clipping_norm() {
-  if (!speculation_) return;
-  std::vector<PlannedBuffer> copy;
-  speculation_->add_planned(copy);
-  planned_.resize(planned_.size() - copy.size());  // speculate_on_clipping appended them last
-  host_->speculate_on_clipping(nullptr);
-  speculation_.reset();
-}
-
 void UpdatePlan::allocate(const torch::Tensor &params_shard) {
   buffers_.allocate(params_shard);
   schedule_->allocate();
-  if (speculation_) speculation_->allocate();
 }
 
 void UpdatePlan::begin(int64_t step, double lr, const torch::Tensor &params_shard, const torch::Tensor &grads_shard,

@@ -24,7 +24,6 @@
 namespace zf {
 
 struct ZenFlowOptions;
-class ClipSpeculation;
 
 class UpdatePlan {
  public:
@@ -34,13 +33,6 @@ class UpdatePlan {
   ~UpdatePlan();
   UpdatePlan(const UpdatePlan &) = delete;
   UpdatePlan &operator=(const UpdatePlan &) = delete;
-
-  // train.clip_grad_norm, before allocate(): where it can, the host's update starts before the
-  // global norm is known and is redone where clipping fires (clip_speculation.hpp), from a copy of
-  // its master and state that planned() then lists. Returns the copy's bytes (0: the update waits
-  // for the norm: no offload, on disk, in place, ZenFlow, offload.overlap = false).
-  uint64_t speculate_on_clipping();
-  void wait_for_clipping_norm();  // drops the copy: the update waits for the norm
 
   // What allocate() will hold, per tier and tag.
   const std::vector<PlannedBuffer> &planned() const { return planned_; }
@@ -89,8 +81,6 @@ class UpdatePlan {
  private:
   UpdateBuffers buffers_;
   std::vector<PlannedBuffer> planned_;
-  bool zenflow_ = false;
-  std::unique_ptr<ClipSpeculation> speculation_;  // before host_, whose thread uses it
   std::unique_ptr<HostUpdate> host_;  // offload: after buffers_ (its thread is joined first)
   std::unique_ptr<UpdateSchedule> schedule_;
 };

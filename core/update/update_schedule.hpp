@@ -80,7 +80,6 @@ class EveryStep : public UpdateSchedule {
   void finish_step() override;
   void complete() override;
   void restore(const torch::Tensor &params_shard) override;
-  std::string events() const override { return host_ ? host_->clip_event() : std::string(); }
 
  protected:
   // An offloaded step's other work, after its host part is handed over and before it is waited for.
