@@ -3,9 +3,11 @@
 #include "config/limits.hpp"
 #include "data/sequences.hpp"
 #include "model/transformer_shape.hpp"
+#include "plugin/memory_entry.hpp"
 #include "plugin/plugin_advice.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "plugin/plugin_set.hpp"
+#include "runtime/device.hpp"
 #include "runtime/error.hpp"
 #include "update/zenflow_options.hpp"
 
@@ -82,22 +84,22 @@ void check_zenflow_offload(const RunConfig &config, PluginRegistry &registry) {
                params->where.str().c_str());
   }
   // The offload plugin moves gradients out and parameters in, as keeping the master weights in
-  // host memory needs (each candidate installed here).
+  // host memory needs, and keeps the working parameters where the model computes, as its
+  // estimate_memory says with the config's table (each candidate installed here; one without an
+  // estimate is refused when the run plans it, update/zenflow.cpp).
+  const PluginNeeds usable{0, kMovesData, nullptr, kParamsOnHost};
   for (const std::string &name : candidates_here(offload, registry, nullptr)) {
-    const PluginFile &file = resolve_plugin(offload, name, registry, nullptr);
+    std::unique_ptr<PluginConfig> table;
+    const PluginFile &file = resolve_plugin(offload, name, registry, &table);
     ZF_REQUIRE(plugin_traits(*file.descriptor) & kMovesData,
                "%s: [zenflow] updates the unselected columns on the CPU, so it needs an offload plugin that keeps the "
                "master weights in host memory and moves gradients and parameters (%s), not '%s' (offload.plugin)",
-               offload.where.str().c_str(), installed_with(registry, ZF_KIND_OFFLOAD, {0, kMovesData, "cpu_full"}).c_str(),
-               name.c_str());
-    // cpu_full always plans the working parameters in host memory (nvme does with offload_params,
-    // above); another plugin that does is refused when the run plans it (update/zenflow.cpp).
-    ZF_REQUIRE(name != "cpu_full",
-               "%s: offload plugin 'cpu_full' keeps the working parameters in host memory, but [zenflow] updates the "
+               offload.where.str().c_str(), installed_with(registry, ZF_KIND_OFFLOAD, usable).c_str(), name.c_str());
+    ZF_REQUIRE(!params_on_host(file, *table),
+               "%s: offload plugin '%s' keeps the working parameters in host memory, but [zenflow] updates the "
                "selected columns where the model computes every step: use an offload plugin that keeps them there "
                "and the master weights in host memory (%s)",
-               offload.where.str().c_str(),
-               installed_with(registry, ZF_KIND_OFFLOAD, {0, kMovesData, "cpu_full"}).c_str());
+               offload.where.str().c_str(), name.c_str(), installed_with(registry, ZF_KIND_OFFLOAD, usable).c_str());
   }
 }
 
@@ -170,6 +172,11 @@ void check_before_setup(const RunConfig &config, PluginRegistry &registry, std::
   check_plugin_tables(config, registry, notes);
   check_zenflow_offload(config, registry);
   check_optimizer_offload(config, registry);
+  // Last: validate has checked the rest of the config when it says this.
+  ZF_REQUIRE(config.string("run", "device") != "cuda" || cuda_built(),
+             "%s: run.device = \"cuda\": this zfcore was built without the CUDA path; rebuild with -DZF_CUDA=ON (CUDA "
+             "toolkit, NCCL and a CUDA libtorch), or set run.device = \"cpu\"",
+             config.where("run", "device").str().c_str());
 }
 
 }  // namespace zf

@@ -44,4 +44,24 @@ PluginMemory ask_plugin_memory(const PluginFile &file, const PluginConfig &confi
   return out;
 }
 
+bool params_on_host(const PluginFile &offload, const PluginConfig &config) {
+  constexpr uint64_t kBlock = 1 << 16;  // elements: four blocks of a bf16 model
+  const uint64_t blocks[] = {kBlock, kBlock, kBlock, kBlock};
+  zf_memory_estimate stage{};
+  stage.struct_size = sizeof stage;
+  stage.params = stage.tier_bytes[ZF_TIER_DEVICE] = 2 * 4 * kBlock;
+  zf_memory_shape shape{};
+  shape.block_count = 4;
+  shape.blocks = blocks;
+  shape.alignment = 64;
+  shape.world_size = 1;
+  shape.compute_bytes = 2;
+  shape.state_bytes = 8;
+  shape.grad_accum = 1;
+  shape.stage = &stage;
+  const PluginMemory memory = ask_plugin_memory(offload, config, shape);
+  return memory.estimated &&
+         (memory.bytes.tier_bytes[ZF_TIER_PINNED_HOST] > 0 || memory.bytes.tier_bytes[ZF_TIER_HOST] > 0);
+}
+
 }  // namespace zf

@@ -23,4 +23,10 @@ zf_estimate_memory_fn memory_entry(const PluginFile &file);
 // Calls the entry with `shape` (its config and getters are set here, from `config`).
 PluginMemory ask_plugin_memory(const PluginFile &file, const PluginConfig &config, zf_memory_shape shape);
 
+// Whether an offload plugin, with `config`, keeps the working parameters in host memory (its plan's
+// param_tier off the model's: cpu_full, nvme with offload_params). The plan says so only once the
+// plugin is created on a device; its estimate_memory says it before: given a stage that holds the
+// working parameters alone, it moves some of them to a host tier. False without an estimate.
+bool params_on_host(const PluginFile &offload, const PluginConfig &config);
+
 }  // namespace zf

@@ -1,6 +1,7 @@
 #include "plugin/plugin_advice.hpp"
 
 #include "plugin/api_copy.hpp"
+#include "plugin/memory_entry.hpp"
 #include "plugin/plugin_registry.hpp"
 
 #include <algorithm>
@@ -12,8 +13,9 @@ namespace zf {
 namespace {
 
 bool meets(const zf_descriptor &d, const PluginNeeds &needs) {
-  return (d.capabilities & needs.capabilities) == needs.capabilities && (plugin_traits(d) & needs.traits) == needs.traits &&
-         !(needs.except && std::strcmp(d.name, needs.except) == 0);
+  const uint32_t traits = plugin_traits(d);
+  return (d.capabilities & needs.capabilities) == needs.capabilities && (traits & needs.traits) == needs.traits &&
+         !(traits & needs.without) && !(needs.except && std::strcmp(d.name, needs.except) == 0);
 }
 
 }  // namespace
@@ -26,6 +28,7 @@ uint32_t plugin_traits(const zf_descriptor &d) {
   } else if (d.kind == ZF_KIND_OFFLOAD) {
     zf_offload_api api = api_copy<zf_offload_api>(d.api);
     if (api.gradients_out && api.parameters_in) traits |= kMovesData;
+    if (params_on_host(PluginFile{{}, &d, d.abi_version}, PluginConfig(d, kind_name(d.kind)))) traits |= kParamsOnHost;
   }
   return traits;
 }

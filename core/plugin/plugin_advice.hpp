@@ -20,6 +20,9 @@ enum PluginTrait : uint32_t {
   // offload: wires gradients_out and parameters_in, which an offload that takes the master weights
   // away from where the model computes needs.
   kMovesData = 1u << 1,
+  // offload: with its defaults, keeps the working parameters in host memory (cpu_full), as its
+  // estimate_memory says (memory_entry.hpp: params_on_host).
+  kParamsOnHost = 1u << 2,
 };
 
 // What advice asks of a plugin.
@@ -27,6 +30,7 @@ struct PluginNeeds {
   uint64_t capabilities = 0;     // every ZF_CAP_* bit here
   uint32_t traits = 0;           // every PluginTrait here
   const char *except = nullptr;  // not the plugin of this name (the refused one)
+  uint32_t without = 0;          // none of these PluginTrait bits
 };
 
 // The PluginTrait bits a plugin's table shows.

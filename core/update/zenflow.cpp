@@ -25,12 +25,12 @@ HostUpdate &host_side(const UpdateBuffers &buffers, HostUpdate *host) {
   ZF_REQUIRE(host && buffers.offloaded && on_host(buffers.tiers.master_tier),
              "[zenflow] updates the unselected columns on the CPU, so it needs an offload plugin that keeps the master "
              "weights in host memory and moves gradients and parameters (%s), not '%s'",
-             plugins.installed_with(ZF_KIND_OFFLOAD, {0, kMovesData}).c_str(), offload);
+             plugins.installed_with(ZF_KIND_OFFLOAD, {0, kMovesData, nullptr, kParamsOnHost}).c_str(), offload);
   ZF_REQUIRE(buffers.tiers.param_tier == buffers.model_tier,
-             "offload plugin '%s' keeps the working parameters in host memory, but ZenFlow updates the selected "
-             "columns where the model computes every step: use with [zenflow] an offload plugin other than '%s' that "
-             "keeps the working parameters there and the master weights in host memory (%s)",
-             offload, offload, plugins.installed_with(ZF_KIND_OFFLOAD, {0, kMovesData, offload}).c_str());
+             "offload plugin '%s' keeps the working parameters in host memory, but [zenflow] updates the selected "
+             "columns where the model computes every step: use an offload plugin that keeps them there and the master "
+             "weights in host memory (%s)",
+             offload, plugins.installed_with(ZF_KIND_OFFLOAD, {0, kMovesData, nullptr, kParamsOnHost}).c_str());
   return *host;
 }
 

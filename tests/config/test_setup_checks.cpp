@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -67,6 +68,9 @@ TEST_CASE("validate: every refusal of a run's setup checks is validate's, with t
       {"export_linear_stack", "", " --set checkpoint.export_hf=" + dir + "/hf", "checkpoint.export_hf: model.type = "
                                                                                "\"linear_stack\" has no Hugging Face format"},
       {"missing_text", "", " --set data.type=text --set data.path=" + dir + "/absent.txt", "absent.txt"},
+      {"missing_alpaca", "", " --set data.type=alpaca --set data.path=" + dir + "/absent.json", "absent.json"},
+      {"missing_eval_path", "", " --set data.type=text --set data.path=" + dir + "/corpus.txt --set "
+                                "data.eval_path=" + dir + "/absent_eval.txt", "absent_eval.txt"},
       {"missing_init_from", "", " --set model.type=llama --set model.init_from=" + dir + "/no_model", "no_model"},
       {"preset_on_linear_stack", "", " --set model.preset=gpt2", "model.preset does not apply to model.type = "
                                                                  "\"linear_stack\""},
@@ -75,18 +79,26 @@ TEST_CASE("validate: every refusal of a run's setup checks is validate's, with t
       {"foreign_key", "[offload]\nplugin = \"cpu_optimizer\"\nqueue_depth = 8\n[optimizer]\nplugin = \"cpu_adam\"\n", "",
        "offload.queue_depth is a parameter of offload plugin 'nvme'"},
   };
-  // A run on a CPU build refuses run.device = "cuda" first, while it opens the device: the same line
-  // only where the build has the CUDA path; validate refuses it everywhere.
+  std::ofstream(dir + "/corpus.txt") << "a small text corpus\n";
   const bool cuda_build = installed("optimizer", "gpu_adam");
+  if (cuda_build)
+    cases.push_back({"gpu_optimizer_host_master", "[offload]\nplugin = \"cpu_optimizer\"\n[optimizer]\nplugin = "
+                     "\"gpu_adam\"\n", " --set run.device=cuda",
+                     "optimizer plugin 'gpu_adam' runs on the GPU but offload plugin 'cpu_optimizer' keeps the master "
+                     "weights in host memory"});
   cases.push_back({"zenflow_cpu_full",
                    "[offload]\nplugin = \"cpu_full\"\n[optimizer]\nplugin = \"cpu_adam\"\n[zenflow]\n", "",
                    "offload plugin 'cpu_full' keeps the working parameters in host memory, but [zenflow]"});
   cases.push_back({"cpu_optimizer_on_gpu", "[optimizer]\nplugin = \"cpu_adam\"\n", " --set run.device=cuda",
                    "optimizer plugin 'cpu_adam' runs on the CPU but run.device = \"cuda\" keeps the master weights on "
                    "the GPU"});
-  if (!cuda_build)
+  if (!cuda_build) {
     cases.push_back({"not_installed", "", " --set optimizer.plugin=gpu_adam",
                      "optimizer plugin 'gpu_adam' is not installed here (zfcore has it in CUDA builds)"});
+    // Refused last, once the rest of the config passed: a build without CUDA runs nothing on a GPU.
+    cases.push_back({"cuda_on_cpu_build", "[offload]\nplugin = \"cpu_optimizer\"\n[optimizer]\nplugin = \"cpu_adam\"\n",
+                     " --set run.device=cuda", "run.device = \"cuda\": this zfcore was built without the CUDA path"});
+  }
   for (const Case &c : cases) {
     INFO(c.name);
     const std::string file = write(dir, c.name + ".toml", kBase + c.toml);
@@ -98,9 +110,74 @@ TEST_CASE("validate: every refusal of a run's setup checks is validate's, with t
     CHECK(run.exit_code == 1);
     const std::string line = line_with(valid.output, c.message);
     CHECK(!line.empty());
-    if (c.sets.find("run.device=cuda") == std::string::npos || cuda_build)
-      CHECK(line == line_with(run.output, c.message));
+    CHECK(line == line_with(run.output, c.message));
     CHECK(!fs::exists(dir + "/out_" + c.name + "/steps.jsonl"));
+  }
+}
+
+// The plugin names a message offers as `TABLE.plugin = "a", "b" or "c"` (its last such list).
+std::vector<std::string> offered(const std::string &message, const std::string &table) {
+  std::vector<std::string> names;
+  const size_t list = message.rfind(table + ".plugin = ");
+  if (list == std::string::npos) return names;
+  const std::string text = message.substr(list, message.find(')', list) - list);
+  for (size_t open = text.find('"'); open != std::string::npos; open = text.find('"', text.find('"', open + 1) + 1))
+    names.push_back(text.substr(open + 1, text.find('"', open + 1) - open - 1));
+  return names;
+}
+
+TEST_CASE("validate: a plugin combination's refusal offers only plugins that validate in its place, and an offload "
+          "that keeps the parameters in host memory is refused beside [zenflow] for what it declares",
+          "[config][cli]") {
+  std::string dir = test::scratch_dir("setup_offered");
+  fs::create_directories(dir + "/nvme");
+  // host_params: cpu_full's plan and estimate under another name (tests/config/host_params_offload.cpp).
+  const std::string path = " --set run.plugin_path=" + test::binary_dir() + "/tests/abi_plugins";
+  struct Case {
+    std::string name, toml, table, message;
+  };
+  const std::string zenflow = "[optimizer]\nplugin = \"cpu_adam\"\n[zenflow]\n";
+  const std::vector<Case> cases = {
+      {"zenflow_cpu_full", "[offload]\nplugin = \"cpu_full\"\n" + zenflow, "offload",
+       "offload plugin 'cpu_full' keeps the working parameters in host memory, but [zenflow] updates the selected "
+       "columns where the model computes every step"},
+      {"zenflow_host_params", "[offload]\nplugin = \"host_params\"\n" + zenflow, "offload",
+       "offload plugin 'host_params' keeps the working parameters in host memory, but [zenflow] updates the selected "
+       "columns where the model computes every step"},
+      {"zenflow_none", "[offload]\nplugin = \"none\"\n" + zenflow, "offload",
+       "[zenflow] updates the unselected columns on the CPU, so it needs an offload plugin"},
+      {"nvme_own_state", "[offload]\nplugin = \"nvme\"\npath = \"" + dir + "/nvme\"\n[optimizer]\nplugin = \"adamw_ref\"\n",
+       "optimizer", "offload plugin 'nvme' puts the optimizer state on disk, so the host must hold it"},
+      {"ratio_own_state", "[offload]\nplugin = \"cpu_optimizer\"\nratio = 0.5\n[optimizer]\nplugin = \"adamw_ref\"\n",
+       "optimizer", "offload.ratio < 1 moves the device part's optimizer state between the host and the device"},
+      {"zenflow_own_state", "[offload]\nplugin = \"cpu_optimizer\"\n[optimizer]\nplugin = \"adamw_ref\"\n[zenflow]\n",
+       "optimizer", "[zenflow] moves each column's optimizer state between the host and the device"}};
+  for (const Case &c : cases) {
+    INFO(c.name);
+    const std::string file = write(dir, c.name + ".toml", kBase + c.toml);
+    test::Outcome valid = test::run_command(test::zfcore() + " validate " + file + path);
+    test::Outcome run = test::run_command(test::zfcore() + " run " + file + path + " --set run.output_dir=" + dir +
+                                          "/out_" + c.name);
+    INFO("validate: " << valid.output << "\nrun: " << run.output);
+    CHECK(valid.exit_code == 1);
+    CHECK(run.exit_code == 1);
+    // At the line of the table's plugin key, with run's line.
+    const std::string text = kBase + c.toml;
+    const size_t key = text.find("[" + c.table + "]\nplugin = ");
+    const std::string line = line_with(valid.output, c.message);
+    const long key_line = std::count(text.begin(), text.begin() + long(key), '\n') + 2;
+    CHECK_THAT(line, Catch::Contains(file + ":" + std::to_string(key_line) + ":"));
+    CHECK(line == line_with(run.output, c.message));
+    CHECK(!fs::exists(dir + "/out_" + c.name + "/steps.jsonl"));
+    const std::vector<std::string> names = offered(line, c.table);
+    CHECK(!names.empty());
+    for (const std::string &name : names) {
+      const std::string fix =
+          " --set " + c.table + ".plugin=" + name + (name == "nvme" ? " --set offload.path=" + dir + "/nvme" : "");
+      test::Outcome fixed = test::run_command(test::zfcore() + " validate " + file + path + fix);
+      INFO(fix << "\n" << fixed.output);
+      CHECK(fixed.exit_code == 0);
+    }
   }
 }
 
@@ -204,10 +281,14 @@ TEST_CASE("validate: every TOML config of README.md and docs/ runs, or validate 
     if (entry.path().extension() == ".md") pages.push_back(entry.path().string());
   for (const std::string &page : pages) {
     std::stringstream lines(test::read_text(page));
-    std::string block;
+    std::string block, previous;
     bool inside = false;
     int number = 0;
-    for (std::string line; std::getline(lines, line);) {
+    for (std::string line; std::getline(lines, line); previous = line) {
+      // A config in a block without the toml tag would escape this test.
+      const bool table_header = line.size() > 2 && line[0] == '[' && line.back() == ']';
+      if (!inside && previous == "```" && table_header)
+        FAIL_CHECK(page << ": the block that starts with " << line << " is a config: open it with ```toml");
       if (!inside && line == "```toml") {
         inside = true;
         block.clear();

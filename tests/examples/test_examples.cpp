@@ -99,8 +99,10 @@ StandIns make_stand_ins(const std::string &name) {
   {"instruction": "Add the numbers.", "input": "2 and 3", "output": "5"}
 ]
 )";
+    // Enough text for a few steps of 128-token sequences with a held-out part.
     s.text = s.dir + "/data/corpus.txt";
-    std::ofstream(s.text) << "a small text corpus for the examples test\n";
+    std::ofstream text(s.text);
+    for (int line = 0; line < 200; ++line) text << "line " << line << " of a small text corpus for the examples test\n";
     s.nvme = s.dir + "/nvme";
     fs::create_directories(s.nvme);
   }
@@ -108,8 +110,7 @@ StandIns make_stand_ins(const std::string &name) {
 }
 
 // The --set overrides that put the stand-ins in place of the paths EXAMPLE names.
-std::vector<std::string> stand_in_sets(const std::string &example, const StandIns &s,
-                                       const std::set<std::string> &plugins) {
+std::vector<std::string> stand_in_sets(const std::string &example, const StandIns &s) {
   RunConfig config = RunConfig::load(test::source_dir() + "/" + example);
   std::vector<std::string> sets;
   // The model directory: a tiny checkpoint of the family its tokenizer belongs to.
@@ -126,14 +127,19 @@ std::vector<std::string> stand_in_sets(const std::string &example, const StandIn
   }
   for (const ConfigEntry &entry : config.plugin(ZF_KIND_OFFLOAD).entries)
     if (entry.key == "path") sets.push_back("offload.path=" + s.nvme);
-  // gpu_adam is built only with CUDA: check the rest of the file as a CPU run with cpu_adam in its
-  // place (a CPU optimizer on a GPU run without offload is refused, as it should be).
-  if (names_plugin(config, ZF_KIND_OPTIMIZER, "gpu_adam") && !plugins.count("optimizer/gpu_adam")) {
-    WARN(example << ": this build has no gpu_adam (CUDA builds only); validated with optimizer.plugin = cpu_adam "
-                    "and run.device = cpu");
-    sets.push_back("optimizer.plugin=cpu_adam");
-    sets.push_back("run.device=cpu");
-  }
+  return sets;
+}
+
+// A build without the CUDA path (gpu_adam is built only with CUDA) refuses run.device = "cuda":
+// a GPU example is checked there as a CPU run, with cpu_adam in gpu_adam's place (a CPU optimizer
+// on a GPU run without offload is refused, as it should be).
+std::vector<std::string> cpu_build_sets(const std::string &example, const std::set<std::string> &plugins) {
+  RunConfig config = RunConfig::load(test::source_dir() + "/" + example);
+  if (plugins.count("optimizer/gpu_adam") || config.string("run", "device") != "cuda") return {};
+  WARN(example << ": this build has no CUDA path; validated with run.device = cpu"
+               << (names_plugin(config, ZF_KIND_OPTIMIZER, "gpu_adam") ? " and optimizer.plugin = cpu_adam" : ""));
+  std::vector<std::string> sets = {"run.device=cpu"};
+  if (names_plugin(config, ZF_KIND_OPTIMIZER, "gpu_adam")) sets.push_back("optimizer.plugin=cpu_adam");
   return sets;
 }
 
@@ -153,7 +159,17 @@ Invocation zfcore_on(const std::string &command, const std::string &example, con
 }
 
 Invocation validate_example(const std::string &example, const StandIns &s, const std::set<std::string> &plugins) {
-  return zfcore_on("validate", example, s, stand_in_sets(example, s, plugins));
+  std::vector<std::string> sets = stand_in_sets(example, s);
+  for (const std::string &set : cpu_build_sets(example, plugins)) sets.push_back(set);
+  return zfcore_on("validate", example, s, sets);
+}
+
+// The first line of `output` that holds `part` ("" when none does).
+std::string line_with(const std::string &output, const std::string &part) {
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(part) != std::string::npos) return line;
+  return "";
 }
 
 // A tiny model of FAMILY (llama or qwen2) that the stand-in tokenizer's ids fit, exported in Hugging
@@ -195,6 +211,38 @@ TEST_CASE("examples: every example config validates, without a GPU, with small s
   CHECK(validated >= 8);
 }
 
+TEST_CASE("examples: every example as written trains two steps here, or validate refuses it with run's message",
+          "[examples]") {
+  // Only the paths are stand-ins, and the run is short (two steps of two sequences, one evaluation
+  // batch, no sample). A GPU example on a build without the CUDA path is refused by both, with the
+  // same line; on a CUDA build its steps are the [gpu] tests' (a GPU and minutes).
+  StandIns s = make_stand_ins("examples_run");
+  int trained = 0;
+  for (const std::string &example : example_files()) {
+    const std::vector<std::string> sets = stand_in_sets(example, s);
+    Invocation valid = zfcore_on("validate", example, s, sets);
+    const bool gpu = RunConfig::load(test::source_dir() + "/" + example).string("run", "device") == "cuda";
+    if (valid.outcome.exit_code == 0 && gpu) continue;
+    std::vector<std::string> run_sets = sets;
+    for (const char *quick : {"train.steps=2", "train.micro_batch=2", "train.eval_batches=1", "sample.tokens=0"})
+      run_sets.push_back(quick);
+    run_sets.push_back("run.output_dir=" + s.dir + "/out-" + fs::path(example).stem().string());
+    Invocation run = zfcore_on("run", example, s, run_sets);
+    INFO(valid.command << "\n" << valid.outcome.output << "\n" << run.command << "\n" << run.outcome.output);
+    if (valid.outcome.exit_code == 0) {
+      CHECK(run.outcome.exit_code == 0);
+      CHECK_THAT(run.outcome.output, Catch::Contains("zfcore: trained 2 steps"));
+      ++trained;
+    } else {
+      const std::string error = line_with(valid.outcome.output, "error: ");
+      CHECK(!error.empty());
+      CHECK(run.outcome.exit_code == valid.outcome.exit_code);
+      CHECK(error == line_with(run.outcome.output, "error: "));
+    }
+  }
+  CHECK(trained >= 3);  // quickstart, linear_stack, convergence
+}
+
 TEST_CASE("examples: README's Examples section names every example, and every example it names exists",
           "[examples]") {
   std::string readme = test::read_text(test::source_dir() + "/README.md");
@@ -229,7 +277,8 @@ TEST_CASE("examples: the Alpaca fine-tune examples train on CPU with a tiny mode
     RunConfig config = RunConfig::load(test::source_dir() + "/" + example);
     if (config.string("data", "type") != "alpaca" || !wrote(config, "model", "init_from")) continue;
     const std::string out = s.dir + "/out-" + fs::path(example).stem().string();
-    std::vector<std::string> sets = stand_in_sets(example, s, plugins);
+    std::vector<std::string> sets = stand_in_sets(example, s);
+    for (const std::string &set : cpu_build_sets(example, plugins)) sets.push_back(set);
     for (const std::string &set : {"run.device=cpu", "data.seq_len=255", "train.steps=9", "train.micro_batch=2",
                                    "checkpoint.every=5"})
       sets.push_back(set);
