@@ -25,15 +25,23 @@ const std::map<std::string, std::string> &derived_fills() {
                            "not set, so train.micro_batch x train.grad_accum x ranks"},
       {"scheduler.params.total_num_steps", "the Trainer fills in the run's length (max_steps): the schedule spans "
                                            "train.steps (100 unless set)"},
-      {"zero_optimization.reduce_bucket_size", "the Trainer fills in hidden_size x hidden_size of the model: the stage "
-                                               "plugin's reduce_bucket_size default applies (zfcore plugins --params)"},
-      {"zero_optimization.stage3_prefetch_bucket_size",
-       "the Trainer fills in 0.9 x hidden_size x hidden_size of the model: the stage plugin's prefetch_bucket_size "
-       "default applies (zfcore plugins --params)"},
-      {"zero_optimization.stage3_param_persistence_threshold",
-       "the Trainer fills in 10 x hidden_size of the model: the stage plugin's param_persistence_threshold default "
-       "applies (zfcore plugins --params)"}};
+      {"zero_optimization.reduce_bucket_size", "the Trainer fills in hidden_size x hidden_size of the model"},
+      {"zero_optimization.stage3_prefetch_bucket_size", "the Trainer fills in 0.9 x hidden_size x hidden_size of the "
+                                                        "model"},
+      {"zero_optimization.stage3_param_persistence_threshold", "the Trainer fills in 10 x hidden_size of the model"}};
   return derived;
+}
+
+// Where the Trainer derives the value from the model, which a DeepSpeed config does not name:
+// DeepSpeed's own default for the key (deepspeed/runtime/zero/config.py), written out. nullptr
+// for a key without one.
+const json *deepspeed_default(const std::string &path) {
+  static const std::map<std::string, json> defaults = {
+      {"zero_optimization.reduce_bucket_size", 500000000},
+      {"zero_optimization.stage3_prefetch_bucket_size", 50000000},
+      {"zero_optimization.stage3_param_persistence_threshold", 100000}};
+  auto found = defaults.find(path);
+  return found == defaults.end() ? nullptr : &found->second;
 }
 
 }  // namespace
@@ -108,15 +116,21 @@ const json &Converter::resolve(const json &value, const std::string &path) {
 bool Converter::is_auto(const json &value, const std::string &path) {
   if (value != "auto") return false;
   auto derived = derived_fills().find(path);
-  out_.note(path, derived != derived_fills().end()
-                      ? "\"auto\": " + derived->second
-                      : std::string("\"auto\" (a Hugging Face Trainer value zfcore has no default for): zfcore's "
-                                    "default applies (zfcore config --keys and zfcore plugins --params list them)"));
+  const json *fallback = deepspeed_default(path);
+  out_.note(path, derived == derived_fills().end()
+                      ? std::string("\"auto\" (a Hugging Face Trainer value zfcore has no default for): zfcore's "
+                                    "default applies (zfcore config --keys and zfcore plugins --params list them)")
+                  : fallback ? format("\"auto\": %s, which a DeepSpeed config does not name: DeepSpeed's default "
+                                      "for the key, %s, applies", derived->second.c_str(), fallback->dump().c_str())
+                             : "\"auto\": " + derived->second);
   return true;
 }
 
 std::string Converter::real(const json &value, const std::string &path) {
-  if (is_auto(value, path)) return "";
+  if (is_auto(value, path)) {
+    const json *fallback = deepspeed_default(path);
+    return fallback ? fallback->dump() : "";
+  }
   if (!value.is_number()) fail(path, format("%s = %s must be a number", shown(path).c_str(), shown(value.dump()).c_str()));
   if ((value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX)) ||
       (value.is_number_float() && !std::isfinite(value.get<double>())))
@@ -127,7 +141,7 @@ std::string Converter::real(const json &value, const std::string &path) {
 // A count: DeepSpeed configs write big ones as 1e9, which is a whole number here.
 std::string Converter::integer(const json &value, const std::string &path) {
   const std::string number = real(value, path);
-  if (number.empty() || value.is_number_integer()) return number;
+  if (number.empty() || value == "auto" || value.is_number_integer()) return number;
   const double d = value.get<double>();
   if (d != std::floor(d) || std::fabs(d) >= 9.2e18)
     fail(path, format("%s = %s must be a whole number", shown(path).c_str(), number.c_str()));

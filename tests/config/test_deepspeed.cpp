@@ -171,8 +171,24 @@ TEST_CASE("deepspeed: the Hugging Face Trainer's ZeRO-3 offload config: each \"a
   // The values the Trainer derives from the run or the model say what applies instead.
   CHECK_THAT(converted.output, Catch::Contains("#   train_batch_size: \"auto\": the Trainer fills in "
                                                "per_device_train_batch_size x gradient_accumulation_steps x ranks"));
+  // Those it derives from the model, which a DeepSpeed config does not name: DeepSpeed's default for
+  // the key, written out and said.
+  struct Derived {
+    const char *key, *toml, *value;
+  };
+  for (const Derived &d : {Derived{"reduce_bucket_size", "reduce_bucket_size", "500000000"},
+                           Derived{"stage3_prefetch_bucket_size", "prefetch_bucket_size", "50000000"},
+                           Derived{"stage3_param_persistence_threshold", "param_persistence_threshold", "100000"}}) {
+    CHECK_THAT(converted.output, Catch::Contains(std::string("\n") + d.toml + " = " + d.value + "\n"));
+    CHECK_THAT(converted.output, Catch::Contains(std::string("#   zero_optimization.") + d.key + ": \"auto\": the "
+                                                 "Trainer fills in ") &&
+                                     Catch::Contains(std::string(" of the model, which a DeepSpeed config does not "
+                                                                 "name: DeepSpeed's default for the key, ") +
+                                                     d.value + ", applies\n"));
+  }
   CHECK_THAT(converted.output, Catch::Contains("#   zero_optimization.reduce_bucket_size: \"auto\": the Trainer fills "
                                                "in hidden_size x hidden_size"));
+  CHECK_THAT(converted.output, !Catch::Contains("default applies"));
   CHECK_THAT(converted.output, !Catch::Contains("zfcore's default applies\n"));
   // As trained: 5e-5 from the first step (WarmupLR with the Trainer's 0 warm-up steps).
   test::Outcome run = test::run_command(test::zfcore() + " run " + config + kModelAndData +
