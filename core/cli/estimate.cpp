@@ -1,6 +1,7 @@
-// zfcore estimate FILE [--world N] [--set table.key=value]...: per-rank memory of the model the
-// config describes, for every stage plugin, before running anything, as the stage and offload
-// plugins report it (memory/config_estimate.hpp).
+// zfcore estimate FILE [--world N] [--bytes] [--set table.key=value]...: per-rank memory of the model
+// the config describes, for every stage plugin, before running anything, as the stage and offload
+// plugins report it (memory/config_estimate.hpp). The tables are in KiB/MiB/GiB as the run's memory
+// plan prints them; --bytes prints every cell as an exact byte count, for scripts.
 #include "cli/commands.hpp"
 
 #include "config/config.hpp"
@@ -17,11 +18,14 @@
 namespace zf {
 namespace {
 
-std::string bytes_cell(uint64_t bytes) { return format("%14llu", (unsigned long long)bytes); }
+// A table's cell: exact bytes (--bytes) or in the unit the memory plan uses (2.9 GiB).
+std::string bytes_cell(uint64_t bytes, bool exact) {
+  return exact ? format("%14llu", (unsigned long long)bytes) : format("%14s", format_bytes(bytes).c_str());
+}
 
 // The offload table: where each stage's bytes go under the config's offload plugin. Printed when
 // the plugin moves anything off the compute tier.
-void print_offload(const ConfigEstimate &e) {
+void print_offload(const ConfigEstimate &e, bool exact) {
   bool moves = false, pageable = false;
   const PluginEstimate *reported = nullptr;
   for (const PluginEstimate &o : e.offloaded) {
@@ -36,7 +40,7 @@ void print_offload(const ConfigEstimate &e) {
     return;
   }
   if (!moves) return;
-  std::printf("offload %s: per rank, bytes on each tier%s\n", e.offload.c_str(),
+  std::printf("offload %s: per rank, %son each tier%s\n", e.offload.c_str(), exact ? "bytes " : "",
               reported->note.empty() ? "" : (" (" + reported->note + ")").c_str());
   std::printf("  %-6s %14s %14s%s %14s\n", "stage", "device", "pinned host", pageable ? format(" %14s", "host").c_str() : "",
               "nvme");
@@ -48,9 +52,9 @@ void print_offload(const ConfigEstimate &e) {
       continue;
     }
     std::printf("  %-6s %s %s%s %s%s\n", e.stages[i].plugin.c_str(),
-                bytes_cell(o.tiers[ZF_TIER_DEVICE]).c_str(), bytes_cell(o.tiers[ZF_TIER_PINNED_HOST]).c_str(),
-                pageable ? (" " + bytes_cell(o.tiers[ZF_TIER_HOST])).c_str() : "",
-                bytes_cell(o.tiers[ZF_TIER_NVME]).c_str(), mark);
+                bytes_cell(o.tiers[ZF_TIER_DEVICE], exact).c_str(), bytes_cell(o.tiers[ZF_TIER_PINNED_HOST], exact).c_str(),
+                pageable ? (" " + bytes_cell(o.tiers[ZF_TIER_HOST], exact)).c_str() : "",
+                bytes_cell(o.tiers[ZF_TIER_NVME], exact).c_str(), mark);
   }
 }
 
@@ -135,7 +139,7 @@ bool optimizer_halves_moments(const RunConfig &config, uint64_t state_bytes) {
 // The config's own stage per rank and per host, beside what this host has; its checkpoints beside
 // their directory's space. The same sums and ways out as the run's check before step 1.
 void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t world, uint64_t ranks_per_host,
-                     uint64_t zenflow) {
+                     uint64_t zenflow, bool exact) {
   const PluginEstimate *stage = nullptr, *placed = nullptr;
   for (size_t i = 0; i < e.stages.size(); ++i)
     if (e.stages[i].plugin == e.stage) stage = &e.stages[i], placed = &e.offloaded[i];
@@ -161,16 +165,18 @@ void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t 
   std::printf("\nthis config (stage %s, offload %s): %llu rank%s, %llu per host (%llu host%s)\n", e.stage.c_str(),
               e.offload.c_str(), (unsigned long long)world, world == 1 ? "" : "s", (unsigned long long)ranks_per_host,
               (unsigned long long)hosts, hosts == 1 ? "" : "s");
-  std::printf("  %-14s %14s %14s  %s\n", "tier", "per rank", "per host", "(per host)");
+  std::printf("  %-14s %14s %14s%s\n", "tier", "per rank", "per host", exact ? "  (per host)" : "");
   const std::pair<const char *, uint64_t> rows[] = {{cpu ? "device (CPU)" : "GPU", d.rank.device},
                                                     {"pinned host", d.rank.pinned},
                                                     {"pageable host", d.rank.pageable},
                                                     {"disk (nvme)", d.rank.nvme}};
+  // --bytes: the per-host figure once more in the memory plan's unit.
+  auto readable = [&](uint64_t bytes) { return exact ? "  " + format_bytes(bytes) : std::string(); };
   for (const auto &[name, bytes] : rows)
-    std::printf("  %-14s %s %s  %s\n", name, bytes_cell(bytes).c_str(), bytes_cell(bytes * ranks_per_host).c_str(),
-                format_bytes(bytes * ranks_per_host).c_str());
-  std::printf("  %-14s %s %s  %s; this host allows %s (%s): %s\n", "host memory", bytes_cell(d.rank.host()).c_str(),
-              bytes_cell(d.per_host()).c_str(), format_bytes(d.per_host()).c_str(), format_bytes(limit.bytes).c_str(),
+    std::printf("  %-14s %s %s%s\n", name, bytes_cell(bytes, exact).c_str(),
+                bytes_cell(bytes * ranks_per_host, exact).c_str(), readable(bytes * ranks_per_host).c_str());
+  std::printf("  %-14s %s %s%s; this host allows %s (%s): %s\n", "host memory", bytes_cell(d.rank.host(), exact).c_str(),
+              bytes_cell(d.per_host(), exact).c_str(), readable(d.per_host()).c_str(), format_bytes(limit.bytes).c_str(),
               limit.source.c_str(), limit.bytes == 0 ? "unknown" : d.per_host() <= limit.bytes ? "fits" : "does not fit");
   std::printf("  (GPU: before activations; the run adds its activations and, on the host, its own few GiB)\n");
   if (limit.bytes > 0 && d.per_host() > limit.bytes) std::printf("  %s\n", host_ways_out(d, limit.bytes).c_str());
@@ -198,20 +204,19 @@ void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t 
   }
 }
 
-std::string gib(uint64_t bytes) { return format("%.2f GiB", double(bytes) / double(1ull << 30)); }
-
-// The config's own row in GiB, on each tier its offload plugin uses: the figure to hold against a
+// The config's own row in the memory plan's units, on each tier its offload plugin uses: the figure to hold against a
 // GPU's or a host's memory.
 void print_this_config(const ConfigEstimate &e, uint64_t zenflow) {
   for (size_t i = 0; i < e.stages.size(); ++i) {
     const PluginEstimate &s = e.stages[i];
     if (s.plugin != e.stage || !s.estimated) continue;
     const PluginEstimate *o = i < e.offloaded.size() && e.offloaded[i].estimated ? &e.offloaded[i] : nullptr;
-    std::string where = gib((o ? o->tiers[ZF_TIER_DEVICE] : s.total()) + zenflow) + " where the model computes" +
-                        (zenflow ? " (ZenFlow's " + gib(zenflow) + " included)" : "");
-    if (o && o->tiers[ZF_TIER_PINNED_HOST]) where += ", " + gib(o->tiers[ZF_TIER_PINNED_HOST]) + " pinned host";
-    if (o && o->tiers[ZF_TIER_HOST]) where += ", " + gib(o->tiers[ZF_TIER_HOST]) + " host";
-    if (o && o->tiers[ZF_TIER_NVME]) where += ", " + gib(o->tiers[ZF_TIER_NVME]) + " on NVMe";
+    std::string where = format_bytes((o ? o->tiers[ZF_TIER_DEVICE] : s.total()) + zenflow) +
+                        " where the model computes" +
+                        (zenflow ? " (ZenFlow's " + format_bytes(zenflow) + " included)" : "");
+    if (o && o->tiers[ZF_TIER_PINNED_HOST]) where += ", " + format_bytes(o->tiers[ZF_TIER_PINNED_HOST]) + " pinned host";
+    if (o && o->tiers[ZF_TIER_HOST]) where += ", " + format_bytes(o->tiers[ZF_TIER_HOST]) + " host";
+    if (o && o->tiers[ZF_TIER_NVME]) where += ", " + format_bytes(o->tiers[ZF_TIER_NVME]) + " on NVMe";
     std::printf("this config (%s, offload %s): per rank %s, before activations\n", e.stage.c_str(), e.offload.c_str(),
                 where.c_str());
   }
@@ -222,8 +227,11 @@ void print_this_config(const ConfigEstimate &e, uint64_t zenflow) {
 int command_estimate(const std::vector<std::string> &args) {
   std::vector<std::string> rest;
   uint64_t world = 1, ranks_per_host = 0;
+  bool exact = false;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--world") {
+    if (args[i] == "--bytes") {
+      exact = true;
+    } else if (args[i] == "--world") {
       if (i + 1 >= args.size()) throw UsageError("--world needs a number of ranks");
       const std::string &text = args[++i];
       char *end = nullptr;
@@ -262,7 +270,7 @@ int command_estimate(const std::vector<std::string> &args) {
               (unsigned long long)world, input.compute_bytes == 2 ? "bfloat16" : "float32", optimizer.c_str(),
               (unsigned long long)input.state_bytes);
   if (!e.note.empty()) std::printf("note: %s\n", e.note.c_str());
-  std::printf("per rank, bytes (ledger tags in plugins/stages/README.md):\n");
+  std::printf("per rank%s (ledger tags in plugins/stages/README.md):\n", exact ? ", bytes" : "");
   std::printf("  %-6s %14s %14s %14s %14s %14s %14s %14s  %s\n", "stage", "params", "grads", "master", "opt_state",
               "staging", "transient", "total", "ZeRO paper (2+2+12)/param");
   for (const PluginEstimate &s : e.stages) {
@@ -271,12 +279,12 @@ int command_estimate(const std::vector<std::string> &args) {
       std::printf("  %-6s %s%s\n", s.plugin.c_str(), s.why.c_str(), mark);
       continue;
     }
-    std::printf("  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu  %s%s\n", s.plugin.c_str(),
-                (unsigned long long)s.params, (unsigned long long)s.grads, (unsigned long long)s.master,
-                (unsigned long long)s.state, (unsigned long long)s.staging, (unsigned long long)s.transient,
-                (unsigned long long)s.total(), s.reference ? format_bytes(s.reference).c_str() : "-", mark);
+    std::printf("  %-6s %s %s %s %s %s %s %s  %s%s\n", s.plugin.c_str(), bytes_cell(s.params, exact).c_str(),
+                bytes_cell(s.grads, exact).c_str(), bytes_cell(s.master, exact).c_str(), bytes_cell(s.state, exact).c_str(),
+                bytes_cell(s.staging, exact).c_str(), bytes_cell(s.transient, exact).c_str(),
+                bytes_cell(s.total(), exact).c_str(), s.reference ? format_bytes(s.reference).c_str() : "-", mark);
   }
-  print_offload(e);
+  print_offload(e, exact);
   const uint64_t zenflow = print_zenflow(config, e);
   print_gpu_peak(e, config, zenflow);
   print_this_config(e, zenflow);
@@ -291,7 +299,7 @@ int command_estimate(const std::vector<std::string> &args) {
       "  that reduces block by block stages a reduction only with train.grad_accum > 1); grads: from\n"
       "  the backward to the update.\n"
       "  CPU float32 runs: c = 4, so the per-parameter bytes are 4 + 4 + 4 + k instead of 2 + 2 + 12.\n");
-  print_host_plan(config, e, world, ranks_per_host, zenflow);
+  print_host_plan(config, e, world, ranks_per_host, zenflow, exact);
   return 0;
 }
 

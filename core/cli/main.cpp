@@ -72,13 +72,14 @@ std::string command_usage(const std::string &command) {
                        "Checks FILE and the parameters of the plugins it names; runs nothing.\n\noptions:\n") +
            kConfigOptions;
   if (command == "estimate")
-    return std::string("usage: zfcore estimate FILE [--world N] [--ranks-per-host N] [--set table.key=value]... "
+    return std::string("usage: zfcore estimate FILE [--world N] [--ranks-per-host N] [--bytes] [--set table.key=value]... "
                        "[--unset table.key]...\n\n"
                        "Prints the per-rank memory of FILE's model under each ZeRO stage, before anything runs, then\n"
                        "the config's own plan per rank and per host (GPU, pinned host, pageable host, disk) beside\n"
                        "what this host has, and its checkpoints beside their directory's free space.\n\n"
                        "options:\n  --world N               ranks to spread over (default 1)\n"
-                       "  --ranks-per-host N      ranks that share one host's memory (default: all of them)\n") +
+                       "  --ranks-per-host N      ranks that share one host's memory (default: all of them)\n"
+                       "  --bytes                 every table cell as an exact byte count (default: KiB, MiB, GiB)\n") +
            kConfigOptions;
   if (command == "convert")
     return "usage: zfcore convert DS_CONFIG.json > train.toml\n\nWrites DeepSpeed's config as zfcore TOML: batch (train_batch_size is train.global_batch,\n"

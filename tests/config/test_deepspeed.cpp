@@ -2,6 +2,8 @@
 // in by default, each note says the value that applies; DeepSpeed's semantics are kept (its
 // schedulers' learning rate, step for step, against DeepSpeed's formulas; ZenFlow's defaults) or the
 // config is refused as DeepSpeed refuses it, at the DeepSpeed key's line, with fixes that convert.
+#include "runtime/error.hpp"
+#include "runtime/memory.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -24,6 +26,14 @@ namespace {
 std::string write(const std::string &dir, const std::string &name, const std::string &text) {
   std::ofstream(dir + "/" + name) << text;
   return dir + "/" + name;
+}
+
+// The first line of `output` that holds `part` ("" when none does).
+std::string line_with(const std::string &output, const std::string &part) {
+  std::stringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(part) != std::string::npos) return line;
+  return "";
 }
 
 std::string fixture(const std::string &name) { return test::source_dir() + "/tests/config/deepspeed/" + name; }
@@ -308,13 +318,28 @@ TEST_CASE("deepspeed: data_types.grad_accum_dtype is honoured where zfcore accum
 
 TEST_CASE("deepspeed: estimate takes a DeepSpeed JSON with a model alone, and gives the config's memory in GiB",
           "[config][convert]") {
-  test::Outcome estimate = test::run_command(test::zfcore() + " estimate " + fixture("zero3_offload.json") +
-                                             " --set model.preset=gpt2");
+  const std::string command = test::zfcore() + " estimate " + fixture("zero3_offload.json") + " --set model.preset=gpt2";
+  test::Outcome estimate = test::run_command(command);
   INFO(estimate.output);
   CHECK(estimate.exit_code == 0);
   CHECK_THAT(estimate.output, Catch::Contains("this config (zero3, offload cpu_full): per rank ") &&
                                   Catch::Contains(" GiB where the model computes, ") &&
                                   Catch::Contains(" GiB pinned host"));
+  // The tables in the memory plan's units (MiB, GiB), each cell the exact count of --bytes.
+  test::Outcome exact = test::run_command(command + " --bytes");
+  INFO(exact.output);
+  REQUIRE(exact.exit_code == 0);
+  for (const std::string stage : {"zero0", "zero1", "zero2", "zero3"}) {
+    std::istringstream cells(line_with(exact.output, "  " + stage + " "));
+    std::string name, expected = format("  %-6s", stage.c_str());
+    cells >> name;
+    for (int cell = 0; cell < 7; ++cell) {  // params, grads, master, opt_state, staging, transient, total
+      unsigned long long bytes = 0;
+      REQUIRE(cells >> bytes);
+      expected += format(" %14s", format_bytes(bytes).c_str());
+    }
+    CHECK(line_with(estimate.output, "  " + stage + " ").rfind(expected, 0) == 0);
+  }
 }
 
 TEST_CASE("deepspeed: a run prints the notes at its run directory's first run, and with --verbose every time",

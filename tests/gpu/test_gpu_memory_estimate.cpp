@@ -19,7 +19,7 @@ const std::string kShape =
     "--set stage.plugin=zero0 --set optimizer.plugin=gpu_adam";
 
 uint64_t estimated_peak(const std::string &extra) {
-  test::Outcome e = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+  test::Outcome e = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                       "/examples/gpu/qwen2-1.5b-bench.toml" + kShape + extra);
   INFO(e.output);
   REQUIRE(e.exit_code == 0);

@@ -80,7 +80,7 @@ TEST_CASE("cpu_full keeps the parameters in pinned memory and a block on the dev
   CHECK(device_peak <= number(full.summary, "planned_host_bytes"));
 
   // zfcore estimate's cpu_full table predicts the pinned bytes of the run.
-  test::Outcome estimate = test::run_command(test::zfcore() + " estimate " + test::default_stage_config() +
+  test::Outcome estimate = test::run_command(test::zfcore() + " estimate --bytes " + test::default_stage_config() +
                                              " --set offload.plugin=cpu_full --set optimizer.plugin=cpu_adam "
                                              "--set model.dtype=bfloat16");
   INFO(estimate.output);

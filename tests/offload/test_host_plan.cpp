@@ -178,7 +178,7 @@ TEST_CASE("checkpoints that cannot fit their disk are refused before step 1, and
 
 TEST_CASE("zfcore estimate --world 4 lists every tier per rank and per host, the host's budget and the checkpoint",
           "[offload][estimate]") {
-  const std::string estimate = test::zfcore() + " estimate " + test::source_dir() + "/examples/linear_stack.toml" +
+  const std::string estimate = test::zfcore() + " estimate --bytes " + test::source_dir() + "/examples/linear_stack.toml" +
                                " --world 4 --set stage.plugin=zero3 --set offload.plugin=cpu_optimizer"
                                " --set optimizer.plugin=cpu_adam ";
   test::Outcome four = test::run_command(estimate + "--set run.host_memory_limit_gb=1000");
@@ -207,7 +207,7 @@ TEST_CASE("zfcore estimate --world 4 lists every tier per rank and per host, the
   std::string preset = test::scratch_dir("estimate_32b") + "/preset.toml";
   test::run_command("printf '[model]\\npreset = \"qwen2.5-32b\"\\ndtype = \"bfloat16\"\\n[stage]\\nplugin = \"zero3\"\\n"
                     "[offload]\\nplugin = \"cpu_optimizer\"\\n[optimizer]\\nplugin = \"cpu_adam\"\\n' > " + preset);
-  test::Outcome big = test::run_command(test::zfcore() + " estimate " + preset + " --world 4");
+  test::Outcome big = test::run_command(test::zfcore() + " estimate --bytes " + preset + " --world 4");
   INFO(big.output);
   CHECK(big.exit_code == 0);
   CHECK_THAT(big.output, Catch::Contains("qwen2, 32763876352 parameters"));

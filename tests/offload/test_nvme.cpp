@@ -73,7 +73,7 @@ TEST_CASE("nvme with offload_params gives cpu_full's param_digest under zero0 an
     // at start-up; the steps hold the shard, which is what the estimate gives.)
     if (stage != "zero0") continue;
     test::Outcome estimate =
-        test::run_command(test::zfcore() + " estimate " + test::default_stage_config() + " --world 2 " + base +
+        test::run_command(test::zfcore() + " estimate --bytes " + test::default_stage_config() + " --world 2 " + base +
                           nvme(files, "--set offload.offload_params=true") + "--set stage.plugin=" + stage);
     INFO(estimate.output);
     REQUIRE(estimate.exit_code == 0);

@@ -134,7 +134,7 @@ TEST_CASE("the memory plan is printed, equals the ledger, and a plan that cannot
 
 TEST_CASE("zfcore estimate predicts the offload tiers a run plans, and reads presets", "[offload][estimate]") {
   std::string sets = " --set offload.plugin=cpu_optimizer --set optimizer.plugin=cpu_adam";
-  test::Outcome estimate = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+  test::Outcome estimate = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                              "/examples/linear_stack.toml" + sets);
   INFO(estimate.output);
   REQUIRE(estimate.exit_code == 0);
@@ -147,7 +147,7 @@ TEST_CASE("zfcore estimate predicts the offload tiers a run plans, and reads pre
 
   std::string preset = test::scratch_dir("off_estimate_preset") + "/preset.toml";
   test::run_command("printf '[model]\\npreset = \"qwen2.5-0.5b\"\\n' > " + preset);
-  test::Outcome qwen = test::run_command(test::zfcore() + " estimate " + preset);
+  test::Outcome qwen = test::run_command(test::zfcore() + " estimate --bytes " + preset);
   INFO(qwen.output);
   CHECK(qwen.exit_code == 0);
   CHECK_THAT(qwen.output, Catch::Contains("qwen2, 494032768 parameters"));

@@ -90,7 +90,7 @@ TEST_CASE("the memory plan and zfcore estimate show the device part of offload.r
   CHECK(test::json_field(split.summary, "pinned") == planned);
   // zfcore estimate counts the same device part: its device column grows by what the ledger holds.
   auto device_estimate = [](const std::string &share) {
-    test::Outcome out = test::run_command(test::zfcore() + " estimate " + test::default_stage_config() + " " +
+    test::Outcome out = test::run_command(test::zfcore() + " estimate --bytes " + test::default_stage_config() + " " +
                                           kWorkload + ratio(share.c_str()));
     INFO(out.output);
     REQUIRE(out.exit_code == 0);
@@ -103,7 +103,7 @@ TEST_CASE("the memory plan and zfcore estimate show the device part of offload.r
   };
   const double part_bytes = std::stod(part) + 2 * std::stod(moment);
   CHECK(device_estimate("0.25") - device_estimate("1") == Approx(part_bytes).epsilon(0.001));
-  test::Outcome automatic = test::run_command(test::zfcore() + " estimate " + test::default_stage_config() + " " +
+  test::Outcome automatic = test::run_command(test::zfcore() + " estimate --bytes " + test::default_stage_config() + " " +
                                               kWorkload + ratio("auto"));
   CHECK(automatic.output.find("plus what offload.ratio = \"auto\" keeps there after the first step") !=
         std::string::npos);

@@ -200,7 +200,7 @@ TEST_CASE("an offload tier built out of tree trains as cpu_optimizer does and re
   CHECK(test::ledger_bytes(summaries[1], "memory_peak_bytes", "nvme.mmap_example.state") == 8 * p);
 
   // The estimate says what the ledger showed: the state on disk.
-  auto estimate = test::run_command(env + test::zfcore() + " estimate " + test::source_dir() +
+  auto estimate = test::run_command(env + test::zfcore() + " estimate --bytes " + test::source_dir() +
                                     "/examples/linear_stack.toml --set offload.plugin=mmap_example "
                                     "--set optimizer.plugin=cpu_adam");
   INFO(estimate.output);
@@ -218,7 +218,7 @@ TEST_CASE("a stage built out of tree gets its own row in zfcore estimate", "[sdk
   std::string scratch = test::scratch_dir("sdk_stage");
   std::string prefix = install_sdk(scratch), build = scratch + "/stage";
   build_against(prefix, test::source_dir() + "/tests/sdk/replica_stage", build);
-  const std::string command = "ZFCORE_PLUGIN_PATH=" + build + " " + test::zfcore() + " estimate " +
+  const std::string command = "ZFCORE_PLUGIN_PATH=" + build + " " + test::zfcore() + " estimate --bytes " +
                               test::source_dir() + "/examples/linear_stack.toml --world 2 --set stage.plugin=replica_example";
   auto estimate = test::run_command(command);
   INFO(estimate.output);

@@ -128,7 +128,7 @@ TEST_CASE("zero2 and zero3 stage a reduction only to add a later micro-step, and
 }
 
 TEST_CASE("zfcore estimate predicts the bytes the ledger shows", "[stage]") {
-  auto outcome = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+  auto outcome = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                    "/examples/linear_stack.toml --world 3");
   INFO(outcome.output);
   REQUIRE(outcome.exit_code == 0);
@@ -148,18 +148,18 @@ TEST_CASE("zfcore estimate predicts the bytes the ledger shows", "[stage]") {
   CHECK_THAT(outcome.output, Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 0, 4 * kBlock)));
   // Default threshold (100000 elements): every 65792-element block stays resident; no shard copy.
   CHECK_THAT(outcome.output, Catch::Contains(row("zero3", 4 * kLayout, 4 * s, 4 * s, 8 * s, 0, 4 * kBlock)));
-  auto accumulating = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+  auto accumulating = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                         "/examples/linear_stack.toml --world 3 --set train.grad_accum=2");
   CHECK_THAT(accumulating.output,
              Catch::Contains(row("zero2", 4 * b, 4 * s, 4 * s, 8 * s, 4 * kBlock, 4 * kBlock)));
   // Released blocks: the shard between uses, plus one block's parameters while it computes.
-  auto released = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+  auto released = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                     "/examples/linear_stack.toml --world 3 --set stage.plugin=zero3"
                                     " --set stage.param_persistence_threshold=1000");
   INFO(released.output);
   CHECK_THAT(released.output,
              Catch::Contains(row("zero3", 0, 4 * s, 4 * s, 8 * s, 0, 8 * kBlock) + "  "));
-  auto bad = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+  auto bad = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                "/examples/linear_stack.toml --world 0");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("--world 0: must be an integer in [1, 1048576]"));
@@ -174,7 +174,7 @@ TEST_CASE("zfcore estimate takes the optimizer's state bytes from the optimizer 
                         Case{"optimizer.plugin=cpu_adam --set optimizer.moment_dtype=bf16", 4},
                         Case{"optimizer.plugin=cpu_lion", 4}, Case{"optimizer.plugin=cpu_adagrad --set "
                                                                      "optimizer.moment_dtype=bf16", 2}}) {
-    auto outcome = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+    auto outcome = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                      "/examples/linear_stack.toml --set " + c.set);
     INFO(c.set << "\n" << outcome.output);
     REQUIRE(outcome.exit_code == 0);
@@ -188,7 +188,7 @@ TEST_CASE("zfcore estimate takes the optimizer's state bytes from the optimizer 
     CHECK_THAT(outcome.output, Catch::Contains(row));
   }
   // A GPU config estimated on a machine without the GPU optimizer: Adam's 8 bytes, said so.
-  auto gpu = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+  auto gpu = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                "/examples/linear_stack.toml --set optimizer.plugin=gpu_adam");
   INFO(gpu.output);
   REQUIRE(gpu.exit_code == 0);
@@ -200,7 +200,7 @@ TEST_CASE("zfcore estimate takes the optimizer's state bytes from the optimizer 
 
 TEST_CASE("zfcore estimate reports no estimate for a stage plugin without the memory entry", "[stage][abi]") {
   // tests/engine/faulty_stage.cpp speaks ABI 1.0: it has no estimate_memory (ABI 1.7).
-  auto outcome = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+  auto outcome = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                    "/examples/linear_stack.toml --set stage.plugin=faulty --set run.plugin_path=" +
                                    test::binary_dir() + "/tests/abi_plugins --set offload.plugin=cpu_optimizer "
                                    "--set optimizer.plugin=cpu_adam");
@@ -223,7 +223,7 @@ TEST_CASE("zfcore estimate reports no estimate for a stage plugin without the me
 // builds nothing).
 TEST_CASE("zfcore estimate's GPU peak of Qwen2-1.5B on 4 GPUs is within 5% of the measured peaks", "[stage]") {
   for (const auto &[stage, measured_gib] : {std::pair<std::string, double>{"zero2", 25.31}, {"zero3", 22.87}}) {
-    auto outcome = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+    auto outcome = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                      "/examples/gpu/qwen2-1.5b-bench.toml --world 4 --set stage.plugin=" + stage);
     INFO(outcome.output);
     REQUIRE(outcome.exit_code == 0);
@@ -235,7 +235,7 @@ TEST_CASE("zfcore estimate's GPU peak of Qwen2-1.5B on 4 GPUs is within 5% of th
     CHECK(std::abs(estimate_gib / measured_gib - 1) < 0.05);
   }
   // Checkpointing keeps a layer's input alone: far less than without it.
-  auto checkpointed = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+  auto checkpointed = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
                                         "/examples/gpu/qwen2-1.5b-bench.toml --world 4 --set stage.plugin=zero3"
                                         " --set model.activation_checkpointing=true");
   CHECK_THAT(checkpointed.output, Catch::Contains("activation checkpointing on"));

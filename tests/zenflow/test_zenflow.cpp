@@ -245,7 +245,8 @@ TEST_CASE("ZenFlow's staggered schedule plans and holds a staging buffer of its 
   // zfcore estimate.
   CHECK(test::json_number(deepspeed.summary, "planned_host_bytes") -
             test::json_number(staggered.summary, "planned_host_bytes") == double(4 * (shard - largest)));
-  const std::string estimate = test::zfcore() + " estimate " + test::source_dir() + "/examples/linear_stack.toml " + base;
+  const std::string estimate =
+      test::zfcore() + " estimate --bytes " + test::source_dir() + "/examples/linear_stack.toml " + base;
   test::Outcome said = test::run_command(estimate);
   INFO(said.output);
   CHECK_THAT(said.output, Catch::Contains("staging 266.3 KiB (" + std::to_string(4 * largest) +
