@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 using namespace zf;
 
 namespace {
@@ -16,7 +18,8 @@ namespace {
 constexpr int64_t kEos = 256;  // the byte tokenizer's EOS, also its padding
 
 std::unique_ptr<DataSource> alpaca_source(const std::string &json, int64_t seq_len, const std::string &name = "data.json") {
-  std::string directory = test::scratch_dir("data_alpaca");
+  // Each test process its own directory: ctest runs this file's cases side by side.
+  std::string directory = test::scratch_dir("data_alpaca_" + std::to_string(getpid()));
   test::write_file(directory + "/" + name, json);
   return make_data_source(test::data_config("type = \"alpaca\"\npath = \"" + directory + "/" + name +
                                             "\"\nshuffle = false\nseq_len = " + std::to_string(seq_len)));
