@@ -81,9 +81,12 @@ CheckpointMetadata read_checkpoint_metadata(const std::map<std::string, std::str
   CheckpointMetadata metadata;
   auto format_field = fields.find("format");
   if (format_field != fields.end()) {
+    // Format 1 had no format field: a "1" here was written by hand.
     ZF_REQUIRE(format_field->second == "2",
-               "%s: metadata field 'format' = \"%s\": this zfcore reads checkpoint formats 1 and 2 (a newer zfcore "
-               "wrote it, or the checkpoint is corrupt)", file.c_str(), excerpt(format_field->second).c_str());
+               "%s: metadata field 'format' = \"%s\": this zfcore writes format 2 and reads it and format 1 (whose "
+               "files have no format field); %s", file.c_str(), excerpt(format_field->second).c_str(),
+               format_field->second == "1" ? "the field was edited: the checkpoint is damaged"
+                                           : "a newer zfcore wrote it, or the checkpoint is damaged");
     const std::string &recorded = field(fields, kChecksumField, file);
     const std::string actual = metadata_checksum(fields);
     ZF_REQUIRE(recorded == actual,

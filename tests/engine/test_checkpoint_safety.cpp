@@ -349,6 +349,11 @@ TEST_CASE("a checkpoint whose header was edited by hand (a tensor's dtype, its c
   });
   expect_damaged("the header entries' checksums that every checkpoint of this format records are missing");
 
+  // A format field of 1, which format 1's files never had.
+  test::edit_header(file, [](nlohmann::json &header) { header["__metadata__"]["format"] = "1"; });
+  expect_damaged("metadata field 'format' = \"1\": this zfcore writes format 2 and reads it and format 1 (whose "
+                 "files have no format field); the field was edited");
+
   auto verify = test::run_command(test::zfcore() + " checkpoint verify " + step);  // restored: whole again
   INFO(verify.output);
   CHECK(verify.exit_code == 0);
