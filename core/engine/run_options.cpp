@@ -94,7 +94,7 @@ void check_output_paths(const RunConfig &config, const RunOptions &options, bool
     // the user's (a link named like a probe) is ever written or removed.
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    std::string why = ec ? ec.message() : "";
+    std::string why = !ec ? "" : dangling_link_problem(dir).empty() ? ec.message() : dangling_link_problem(dir);
     if (why.empty()) {
       try {
         why = Directory::open(dir, false).writable_problem();

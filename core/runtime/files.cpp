@@ -80,14 +80,23 @@ std::string entry_name_problem(const std::string &name) {
   return "";
 }
 
+std::string dangling_link_problem(const std::string &path) {
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec)) || std::filesystem::exists(path, ec))
+    return "";
+  return "it is a symbolic link to " + excerpt(std::filesystem::read_symlink(path, ec).string()) +
+         ", which does not exist: create that directory, or give another one";
+}
+
 Directory Directory::open(const std::string &path, bool create, const std::string &what) {
   const std::string who = what.empty() ? path : what;
   ZF_REQUIRE(!path.empty(), "%s: no directory given", who.c_str());
   if (create) {
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
+    const std::string dangling = dangling_link_problem(path);
     ZF_REQUIRE(!ec, "%s: cannot create the directory %s: %s", who.c_str(), excerpt(path).c_str(),
-               ec.message().c_str());
+               dangling.empty() ? ec.message().c_str() : dangling.c_str());
   }
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   ZF_REQUIRE(fd >= 0, "%s: cannot open the directory %s: %s", who.c_str(), excerpt(path).c_str(),

@@ -36,6 +36,10 @@ std::string entry_name_problem(const std::string &name);
 constexpr const char *kOwnerMarker = ".zfcore-owner";
 
 // A directory zfcore writes into, opened once. Move-only; closes its descriptor when destroyed.
+// "it is a symbolic link to T, which does not exist: ..." where `path` is a link to nowhere (whose
+// creation fails with "File exists"), else "".
+std::string dangling_link_problem(const std::string &path);
+
 class Directory {
  public:
   // Opens `path` (a user's path: links in it are followed), with its parents created first when

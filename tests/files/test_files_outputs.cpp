@@ -152,3 +152,16 @@ TEST_CASE("messages: a socket named .zfcore.lock and a checkpoint given as model
   CHECK_THAT(init.output, Catch::Contains(checkpoint + " is a zfcore training checkpoint, not a Hugging Face model") &&
                               Catch::Contains("checkpoint.resume = \"" + checkpoint + "\""));
 }
+
+TEST_CASE("runs: a run.output_dir that is a link to nowhere is named as one, and nothing is created there",
+          "[files]") {
+  const std::string dir = scratch_dir("outputs_dangling_link"), link = dir + "/out", target = dir + "/gone/away";
+  fs::create_directory_symlink(target, link);
+  auto refused = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + link);
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.output, Catch::Contains("cannot write there (it is a symbolic link to " + target +
+                                             ", which does not exist"));
+  CHECK(!fs::exists(dir + "/gone"));
+  CHECK(fs::is_symlink(link));
+}
