@@ -24,8 +24,13 @@ std::string data_path(const RunConfig &config, const char *needs, bool must_exis
   ZF_REQUIRE(!path.empty(), "%s: data.type = \"%s\" needs data.%s (%s)", config.where("data", "type").str().c_str(),
              type.c_str(), key, needs);
   struct stat info {};
-  ZF_REQUIRE(!must_exist || stat(path.c_str(), &info) == 0, "%s: data.%s: no such file: %s",
-             config.where("data", key).str().c_str(), key, path.c_str());
+  if (must_exist && stat(path.c_str(), &info) != 0) {
+    const int error = errno;
+    const std::string where = config.where("data", key).str();
+    ZF_REQUIRE(error != ENOENT, "%s: data.%s: no such file: %s", where.c_str(), key, path.c_str());
+    throw Error(format("%s: data.%s: cannot read %s: %s", where.c_str(), key, path.c_str(),
+                       error == ELOOP ? "its symbolic links lead round in a loop" : std::strerror(error)));
+  }
   return path;
 }
 

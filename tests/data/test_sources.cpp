@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 using namespace zf;
@@ -160,6 +161,11 @@ TEST_CASE("text source: the byte-tokenized file in windows, targets shifted by o
                     Catch::Contains("test.toml:5:8: data.path") && Catch::Contains("empty.txt is empty"));
   CHECK_THROWS_WITH(make_data_source(test::data_config("type = \"text\"\npath = \"" + directory + "/absent.txt\"")),
                     Catch::Contains("test.toml:5:8: data.path: no such file") && Catch::Contains("absent.txt"));
+  std::filesystem::create_symlink(directory + "/loop_b.txt", directory + "/loop_a.txt");
+  std::filesystem::create_symlink(directory + "/loop_a.txt", directory + "/loop_b.txt");
+  CHECK_THROWS_WITH(make_data_source(test::data_config("type = \"text\"\npath = \"" + directory + "/loop_a.txt\"")),
+                    Catch::Contains("test.toml:5:8: data.path: cannot read") &&
+                        Catch::Contains("loop_a.txt: its symbolic links lead round in a loop"));
   CHECK_THROWS_WITH(make_data_source(test::data_config("type = \"text\"\npath = \"" + directory + "/data.txt\"\nseq_len = 10")),
                     Catch::Contains("seq_len = 10 is larger than the data") && Catch::Contains("at most 9"));
   CHECK_THROWS_WITH(make_data_source(test::data_config("type = \"text\"\npath = \"" + directory + "/data.txt\"\nseq_len = 4\nvocab = 256")),
