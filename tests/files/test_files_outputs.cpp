@@ -2,6 +2,7 @@
 // given as run.output_dir that holds the user's files at the run's names, run names and paths that
 // are not ASCII, a name ending in a blank, and a file in tensorboard/ named for a far future second.
 #include "runtime/files.hpp"
+#include "files/tiny_run.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,6 +17,7 @@
 #include <fstream>
 
 namespace fs = std::filesystem;
+using zf::test::tiny_run;
 using zf::test::read_text;
 using zf::test::run_command;
 using zf::test::scratch_dir;
@@ -23,18 +25,6 @@ using zf::test::scratch_dir;
 namespace {
 
 void write_text(const std::string &path, const std::string &text) { std::ofstream(path) << text; }
-
-// The quickstart as a tiny GPT on a short text, a run of a few steps in about a second, bounded by
-// `timeout` (a run that hangs fails the test with 124).
-std::string tiny_run(const std::string &dir, int steps, int timeout_s = 120) {
-  std::ofstream train(dir + "/train.txt");
-  for (int i = 0; i < 40; ++i) train << "Line " << i << ": the quick brown fox jumps over " << i % 13 << " dogs.\n";
-  return "timeout " + std::to_string(timeout_s) + " " + zf::test::zfcore() + " run " + zf::test::source_dir() +
-         "/examples/quickstart.toml --set run.progress=off --set model.hidden=32 --set model.layers=1" +
-         " --set model.heads=2 --set model.max_seq=32 --set data.seq_len=32 --set data.path=" + dir + "/train.txt" +
-         " --set data.eval_fraction=0 --set train.micro_batch=2 --set train.eval_every=0 --set sample.tokens=0" +
-         " --set train.warmup_steps=0 --set train.steps=" + std::to_string(steps) + " ";
-}
 
 const char *kPrecious = "the user's own file\n";
 

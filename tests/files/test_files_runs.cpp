@@ -3,6 +3,7 @@
 // files together, a FIFO input is refused instead of waited on, names that would leave their
 // directory are refused, and values that cannot train are refused where they are set.
 #include "data/token_shard.hpp"
+#include "files/tiny_run.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -14,6 +15,7 @@
 #include <map>
 
 namespace fs = std::filesystem;
+using zf::test::tiny_run;
 using zf::test::read_text;
 using zf::test::run_command;
 using zf::test::scratch_dir;
@@ -21,18 +23,6 @@ using zf::test::scratch_dir;
 namespace {
 
 void write_text(const std::string &path, const std::string &text) { std::ofstream(path) << text; }
-
-// A tiny GPT on a short text file: a run of a few steps takes about a second. Every command is
-// bounded by `timeout`: a FIFO that were waited on fails the test instead of hanging it.
-std::string tiny_run(const std::string &data_dir, int steps = 2) {
-  std::ofstream train(data_dir + "/train.txt");
-  for (int i = 0; i < 40; ++i) train << "Line " << i << ": the quick brown fox jumps over " << i % 13 << " dogs.\n";
-  return "timeout 120 " + zf::test::zfcore() + " run " + zf::test::source_dir() + "/examples/quickstart.toml" +
-         " --set run.progress=off --set model.hidden=32 --set model.layers=1 --set model.heads=2" +
-         " --set model.max_seq=32 --set data.seq_len=32 --set data.path=" + data_dir + "/train.txt" +
-         " --set data.eval_fraction=0 --set train.micro_batch=2 --set train.eval_every=0 --set sample.tokens=0" +
-         " --set train.warmup_steps=0 --set train.steps=" + std::to_string(steps) + " ";
-}
 
 const char *kPrecious = "the user's own file\n";
 
