@@ -94,7 +94,8 @@ void check_output_paths(const RunConfig &config, const RunOptions &options, bool
     // the user's (a link named like a probe) is ever written or removed.
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    std::string why = !ec ? "" : dangling_link_problem(dir).empty() ? ec.message() : dangling_link_problem(dir);
+    std::string why = ec ? dangling_link_problem(dir) : "";
+    if (ec && why.empty()) why = ec.message();
     if (why.empty()) {
       try {
         why = Directory::open(dir, false).writable_problem();
