@@ -88,7 +88,7 @@ struct RowResult {
   double wall_s = 0;                  // the run's processes, from start to exit
   double startup_s = 0;               // of which until step 1 (rank 0's summary.json process_seconds)
   uint64_t estimate = 0;              // `zfcore estimate`'s bytes per rank for this stage (0: none)
-  uint64_t estimate_device = 0, estimate_pinned = 0;  // ... of them on the GPU, in pinned host memory (offload plugin's)
+  uint64_t estimate_device = 0, estimate_pinned = 0;  // the estimate's GPU peak (buffers and activations), pinned host
   std::string estimate_note;          // why there is none
   std::vector<EvalPoint> evals;       // every evaluation the run logged (train.eval_every)
   // per step of the run: bytes the CPU optimizer streamed through host memory, gradient bytes

@@ -238,13 +238,14 @@ void estimate_row(RowResult &r, const std::string &base, const std::vector<std::
         r.estimate_pinned = placed.tiers[ZF_TIER_PINNED_HOST];
       }
     }
+    // Beside the measured GPU peak: the estimate's, with ZenFlow's state and the activations.
     if (config.has_table("zenflow") && r.estimate_device > 0) {
       const double limit_gb = config.real("run", "device_memory_limit_gb");
       const uint64_t capacity = limit_gb > 0 ? zenflow_capacity(config) : gpu_bytes;
-      r.estimate_device += estimate_zenflow(config, estimate, capacity,
-                                            r.estimate_device + (estimate.tokens ? estimate.activations.peak : 0))
-                               .total();
+      r.estimate_device +=
+          estimate_zenflow(config, estimate, capacity, estimate_gpu_peak(estimate, r.estimate_device).bytes()).total();
     }
+    if (r.estimate_device > 0) r.estimate_device = estimate_gpu_peak(estimate, r.estimate_device).bytes();
   } catch (const std::exception &error) {
     r.estimate_note = error_message(error);
   }

@@ -67,32 +67,35 @@ uint64_t device_bytes(const ConfigEstimate &e) {
 }
 
 // A transformer's activations and the GPU peak they make with the config's own stage and offload
-// (and ZenFlow's state, `zenflow`): the device tier's bytes plus the activations at their peak.
+// (and ZenFlow's state, `zenflow`), at the loss and in the backward (estimate_gpu_peak).
 void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config, uint64_t zenflow) {
   if (e.tokens == 0) return;
   const ActivationEstimate &a = e.activations;
   const bool checkpointing = config.boolean("model", "activation_checkpointing");
   const unsigned long long layers = e.input.blocks.size() - 2, whole = a.whole_layers;
-  // The last layers kept whole hold their activations at the head, and are freed before any recompute.
-  const std::string at_head = whole == 0 ? "the head's " + format_bytes(a.head)
-                                         : format("the last %llu layers kept whole, %s each, with the head's %s", whole,
-                                                  format_bytes(a.layer_recompute).c_str(),
-                                                  format_bytes(a.head).c_str());
   const std::string mode = !checkpointing ? "off"
                            : whole == 0   ? "on"
                                           : format("on for the first %llu layers", layers - whole);
-  std::printf("activations per rank (%llu tokens a micro-step, activation checkpointing %s): %s at the peak "
-              "(%llu layers x %s, then the larger of %s and %s)\n",
-              (unsigned long long)e.tokens, mode.c_str(), format_bytes(a.peak).c_str(), layers - whole,
-              format_bytes(a.per_layer).c_str(), at_head.c_str(),
-              checkpointing ? ("a layer recomputed, " + format_bytes(a.layer_recompute)).c_str() : "nothing else");
+  // The last layers kept whole hold their activations at the head, and are freed before any recompute.
+  const std::string kept_whole =
+      whole == 0 ? "" : format(" and the last %llu layers kept whole, %s each,", whole, format_bytes(a.layer_recompute).c_str());
+  std::printf("activations per rank (%llu tokens a micro-step, activation checkpointing %s): %llu layers x %s%s "
+              "then at the loss the head's %s (the logits and their float32 copies); in the backward the larger "
+              "of the logits' gradient, %s%s%s\n",
+              (unsigned long long)e.tokens, mode.c_str(), layers - whole, format_bytes(a.per_layer).c_str(),
+              kept_whole.c_str(), format_bytes(a.head).c_str(), format_bytes(a.head_backward).c_str(),
+              whole ? " with the layers kept whole" : "",
+              checkpointing ? (", and a layer recomputed, " + format_bytes(a.layer_recompute)).c_str() : "");
   for (const PluginEstimate &s : e.stages)
     if (s.plugin == e.stage && !s.estimated) return;
-  const uint64_t device = device_bytes(e), peak = device + zenflow + a.peak;
-  std::printf("GPU peak per rank (%s, offload %s): %s of buffers%s + %s of activations = %s (%llu bytes)\n",
-              e.stage.c_str(), e.offload.c_str(), format_bytes(device).c_str(),
-              zenflow ? (" + " + format_bytes(zenflow) + " of ZenFlow's").c_str() : "", format_bytes(a.peak).c_str(),
-              format_bytes(peak).c_str(), (unsigned long long)peak);
+  const uint64_t device = device_bytes(e) + zenflow;
+  const GpuPeak peak = estimate_gpu_peak(e, device);
+  std::printf("GPU peak per rank (%s, offload %s): %s of buffers%s; at the loss %s, in the backward %s (its gradient "
+              "shard and blocks in the backward only) = %s (%llu bytes)\n",
+              e.stage.c_str(), e.offload.c_str(), format_bytes(device - zenflow).c_str(),
+              zenflow ? (" + " + format_bytes(zenflow) + " of ZenFlow's").c_str() : "", format_bytes(peak.at_loss).c_str(),
+              format_bytes(peak.in_backward).c_str(), format_bytes(peak.bytes()).c_str(),
+              (unsigned long long)peak.bytes());
 }
 
 // ZenFlow's own state where the model computes (update/zenflow_estimate.hpp), beside the stage's:
@@ -102,8 +105,8 @@ void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config, uint64_t z
 // Returns their bytes.
 uint64_t print_zenflow(const RunConfig &config, const ConfigEstimate &e) {
   if (!config.has_table("zenflow") || device_bytes(e) == 0) return 0;
-  const uint64_t capacity = zenflow_capacity(config), activations = e.tokens ? e.activations.peak : 0;
-  const ZenFlowEstimate z = estimate_zenflow(config, e, capacity, device_bytes(e) + activations);
+  const uint64_t capacity = zenflow_capacity(config);
+  const ZenFlowEstimate z = estimate_zenflow(config, e, capacity, estimate_gpu_peak(e, device_bytes(e)).bytes());
   std::printf("zenflow (schedule %s, update_interval %lld): per rank where the model computes, beside the stage's: "
               "gradient sum %s, staging %s (%llu bytes: %s)%s, selected columns %s = %s\n",
               z.staggered ? "staggered" : "deepspeed", (long long)z.update_interval, format_bytes(z.gradient_sum).c_str(),

@@ -121,8 +121,26 @@ ConfigEstimate estimate_config(const RunConfig &config, uint64_t world) {
     out.stages.push_back(estimate_stage(stage, config_for(stages, stage), out.input));
     out.offloaded.push_back(
         estimate_offload(offload, offload_config, out.input, out.stages.back(), stage.descriptor->capabilities));
+    if (name == out.stage) out.stage_capabilities = stage.descriptor->capabilities;
   }
   return out;
+}
+
+GpuPeak estimate_gpu_peak(const ConfigEstimate &e, uint64_t device) {
+  GpuPeak peak;
+  if (e.tokens == 0) return {device, device};
+  uint64_t largest = 0;
+  for (uint64_t numel : e.input.blocks) largest = std::max(largest, numel);
+  const uint64_t block_grads = largest * e.input.compute_bytes;
+  uint64_t backward_only = 0, kept_block = 0;
+  if (e.stage_capabilities & ZF_CAP_SHARD_GRADIENTS) {
+    for (size_t i = 0; i < e.stages.size(); ++i)
+      if (e.stages[i].plugin == e.stage) backward_only = e.stages[i].grads + block_grads;
+    kept_block = block_grads;
+  }
+  peak.at_loss = device - std::min(device, backward_only) + e.activations.at_loss;
+  peak.in_backward = device + kept_block + e.activations.in_backward;
+  return peak;
 }
 
 }  // namespace zf

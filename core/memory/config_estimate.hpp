@@ -26,6 +26,7 @@ struct ConfigEstimate {
   std::string stage, offload;            // the config's plugins
   std::vector<PluginEstimate> stages;    // the built-in stages and the config's, by name
   std::vector<PluginEstimate> offloaded; // the offload plugin's answer for each of them
+  uint64_t stage_capabilities = 0;       // the config's own stage's ZF_CAP_* (sdk/include/zf/zf_plugin.h)
   uint64_t bucket_numel = 0;             // the offload plugin's bucket_size (elements; 0: none)
   // A transformer's activations on one rank (micro_batch x data.seq_len tokens a micro-step);
   // tokens == 0 for other models.
@@ -34,5 +35,19 @@ struct ConfigEstimate {
 };
 // Loads the plugins (the config's plugin path included) and asks them.
 ConfigEstimate estimate_config(const RunConfig &config, uint64_t world);
+
+// The GPU's peak per rank: `device`, the bytes the config's own stage and offload keep where the
+// model computes (with ZenFlow's, when it has them), and the activations, at the two moments the
+// peak can fall on (model/activation_estimate.hpp). A stage that shards gradients
+// (ZF_CAP_SHARD_GRADIENTS) holds its gradient shard and its blocks' gradients only in the
+// backward (params/sharded_grads.hpp), so they are not there at the loss; in the backward a GPU
+// run keeps the newest block's gradients until the next block's reduction releases them: one
+// block more than the plugin's transient. The largest block stands for both. Without
+// activations (not a transformer), `device`.
+struct GpuPeak {
+  uint64_t at_loss = 0, in_backward = 0;
+  uint64_t bytes() const { return at_loss > in_backward ? at_loss : in_backward; }
+};
+GpuPeak estimate_gpu_peak(const ConfigEstimate &e, uint64_t device);
 
 }  // namespace zf

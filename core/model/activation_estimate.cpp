@@ -35,6 +35,7 @@ ActivationEstimate estimate_activations(const TransformerOptions &options, uint6
   // and log_softmax's float32 output (one tensor when the compute dtype is float32).
   const uint64_t norm = s.is_gpt2() ? 2 * e * h : 4 * h + 2 * e * h;
   a.head = (norm + v * (e == 4 ? 8 : e + 8)) * tokens;
+  a.head_backward = v * e * tokens;
   const uint64_t layers = uint64_t(s.layers);
   if (options.activation_checkpointing) {
     a.per_layer = e * h * tokens;  // only the layer's input
@@ -44,9 +45,11 @@ ActivationEstimate estimate_activations(const TransformerOptions &options, uint6
     a.per_layer = layer;
   }
   // The layers kept whole hold their sets until their own backward, which runs before any
-  // recompute: at the head they add to it, at a recompute they are gone.
-  const uint64_t whole = a.whole_layers * layer;
-  a.peak = (layers - a.whole_layers) * a.per_layer + std::max(whole + a.head, a.layer_recompute);
+  // recompute: at the head they add to it, at a recompute they are gone. By the head's backward
+  // the loss's float32 copies are freed; its gradient of the logits is what remains there.
+  const uint64_t whole = a.whole_layers * layer, kept = (layers - a.whole_layers) * a.per_layer;
+  a.at_loss = kept + whole + a.head;
+  a.in_backward = kept + std::max(whole + a.head_backward, a.layer_recompute);
   return a;
 }
 
