@@ -13,8 +13,8 @@ namespace zf::bench {
 
 class MemoryProbe {
  public:
-  // Four arrays of numel floats, first touched by the threads that will use them; threads
-  // workers pinned round-robin to cores (unpinned if cores is empty).
+  // Four arrays of numel floats, each thread's range first touched by the thread that streams it;
+  // threads workers pinned round-robin to cores (unpinned if cores is empty).
   MemoryProbe(uint64_t numel, const std::vector<int> &cores, unsigned threads);
   ~MemoryProbe();
   // One pass each; they return seconds.
