@@ -90,8 +90,8 @@ void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config, uint64_t z
     if (s.plugin == e.stage && !s.estimated) return;
   const uint64_t device = device_bytes(e) + zenflow;
   const GpuPeak peak = estimate_gpu_peak(e, device);
-  std::printf("GPU peak per rank (%s, offload %s): %s of buffers%s; at the loss %s, in the backward %s (its gradient "
-              "shard and blocks in the backward only) = %s (%llu bytes)\n",
+  std::printf("GPU peak per rank (%s, offload %s): %s of buffers%s; at the loss %s, in the backward %s (ZeRO-2 and -3 "
+              "hold their gradient shard from the step's first reduction) = %s (%llu bytes)\n",
               e.stage.c_str(), e.offload.c_str(), format_bytes(device - zenflow).c_str(),
               zenflow ? (" + " + format_bytes(zenflow) + " of ZenFlow's").c_str() : "", format_bytes(peak.at_loss).c_str(),
               format_bytes(peak.in_backward).c_str(), format_bytes(peak.bytes()).c_str(),

@@ -134,8 +134,10 @@ GpuPeak estimate_gpu_peak(const ConfigEstimate &e, uint64_t device) {
   const uint64_t block_grads = largest * e.input.compute_bytes;
   uint64_t backward_only = 0, kept_block = 0;
   if (e.stage_capabilities & ZF_CAP_SHARD_GRADIENTS) {
+    // With accumulation the shard is held from the first micro-step's reductions: the later
+    // micro-steps' losses have it.
     for (size_t i = 0; i < e.stages.size(); ++i)
-      if (e.stages[i].plugin == e.stage) backward_only = e.stages[i].grads + block_grads;
+      if (e.stages[i].plugin == e.stage) backward_only = (e.input.grad_accum > 1 ? 0 : e.stages[i].grads) + block_grads;
     kept_block = block_grads;
   }
   peak.at_loss = device - std::min(device, backward_only) + e.activations.at_loss;

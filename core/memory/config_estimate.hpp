@@ -39,8 +39,9 @@ ConfigEstimate estimate_config(const RunConfig &config, uint64_t world);
 // The GPU's peak per rank: `device`, the bytes the config's own stage and offload keep where the
 // model computes (with ZenFlow's, when it has them), and the activations, at the two moments the
 // peak can fall on (model/activation_estimate.hpp). A stage that shards gradients
-// (ZF_CAP_SHARD_GRADIENTS) holds its gradient shard and its blocks' gradients only in the
-// backward (params/sharded_grads.hpp), so they are not there at the loss; in the backward a GPU
+// (ZF_CAP_SHARD_GRADIENTS) holds its gradient shard (from the first reduction of the step: with
+// train.grad_accum > 1, a micro-step's) and its blocks' gradients only in the backward
+// (params/sharded_grads.hpp), so they are not there at the loss; in the backward a GPU
 // run keeps the newest block's gradients until the next block's reduction releases them: one
 // block more than the plugin's transient. The largest block stands for both. Without
 // activations (not a transformer), `device`.
