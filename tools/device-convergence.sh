@@ -1,8 +1,9 @@
 #!/bin/bash
 # device-convergence.sh: on a GPU machine, judge ZenFlow's corrections of its delayed update
 # (docs/zenflow.md, "Correcting the delay"): build zfcore with CUDA once, then run the convergence
-# recipe's benchmarks with AdamW, ZenFlow and ZenFlow under each correction, 3 trials a row, the
-# rows after the first given 1.5x the steps (steps and time to AdamW's final held-out loss).
+# recipe's benchmarks with AdamW, ZenFlow (its default correction, age_gate), ZenFlow uncorrected and
+# under lookahead, 3 trials a row, the rows after the first given 1.5x the steps (steps and time to
+# AdamW's final held-out loss).
 # usage: tools/device-convergence.sh [PAIR [PART]]   PAIR: python | heldout | docs (default: all
 #   three), PART: finetune | scratch (default: both). One pair and part fits 10 minutes on an H100.
 #   environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_OUT (default /tmp/convergence),
@@ -18,9 +19,9 @@ if [ ! -x "$build/bin/zfcore" ]; then
   cmake --build "$build" -j "$(nproc)" 2>&1 | grep -E "error|FAILED" | head -40
 fi
 default_rows=(none zenflow
+  'zf-none:zenflow,zenflow.correction=none'
   'zf-lookahead:zenflow,zenflow.correction=lookahead'
-  'zf-lookahead-half:zenflow,zenflow.correction=lookahead,zenflow.correction_factor=0.5'
-  'zf-agegate:zenflow,zenflow.correction=age_gate')
+  'zf-lookahead-half:zenflow,zenflow.correction=lookahead,zenflow.correction_factor=0.5')
 read -r -a rows <<<"${ZF_ROWS:-}"
 [ ${#rows[@]} -gt 0 ] || rows=("${default_rows[@]}")
 pairs=${1:-python heldout docs}

@@ -133,11 +133,12 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
              "fine-tuning (model.init_from set) under the staggered schedule, else 1 (each other column gets one "
              "CPU step per update_interval steps; the scale makes up the distance, which helps fine-tuning and "
              "hurts training from scratch)"),
-        decl("correction", ZF_PARAM_STRING, "none",
-             "what the staggered schedule does about the other columns' one step of delay: none; lookahead (the "
-             "forward reads each CPU update extrapolated by correction_factor times its step, Nesterov-style); "
-             "age_gate (the gradient computed before a column's CPU update was swapped in enters its next window "
-             "weighted by correction_factor)", 0, 0, 0, "none|lookahead|age_gate"),
+        decl("correction", ZF_PARAM_STRING, "auto",
+             "what the staggered schedule does about the other columns' one step of delay: auto (age_gate under "
+             "the staggered schedule, none under the deepspeed one); none; lookahead (the forward reads each CPU "
+             "update extrapolated by correction_factor times its step, Nesterov-style); age_gate (the gradient "
+             "computed before a column's CPU update was swapped in enters its next window weighted by "
+             "correction_factor)", 0, 0, 0, "auto|none|lookahead|age_gate"),
         decl("correction_factor", ZF_PARAM_STRING, "auto",
              "lookahead: the share of the last CPU step to extrapolate, in [0, 4]; age_gate: the stale gradient's "
              "weight, in [0, 1]; auto: 1 for lookahead, 0 (dropped) for age_gate"),

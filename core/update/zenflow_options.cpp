@@ -48,14 +48,18 @@ double auto_cpu_lr_scale(const RunConfig &config, const ZenFlowOptions &o) {
 }
 
 // zenflow.correction and its factor ("auto": lookahead 1, one whole step ahead; age_gate 0, the
-// stale gradient dropped).
+// stale gradient dropped). correction "auto" is age_gate under the staggered schedule (measured on
+// three text pairs, fine-tuning and from scratch: docs/zenflow.md) and none under the deepspeed one,
+// whose interval-long delay neither correction was made for; a correction named there is refused.
 void read_correction(const RunConfig &config, ZenFlowOptions &o) {
   using Correction = ZenFlowOptions::Correction;
   const std::string name = config.string("zenflow", "correction");
-  o.correction = name == "lookahead" ? Correction::lookahead : name == "age_gate" ? Correction::age_gate : Correction::none;
+  const bool age_gate = name == "age_gate" || (name == "auto" && o.staggered);
+  o.correction = name == "lookahead" ? Correction::lookahead : age_gate ? Correction::age_gate : Correction::none;
   ZF_REQUIRE(o.correction == Correction::none || o.staggered,
              "%s: zenflow.correction = \"%s\" corrects the staggered schedule's one step of delay; it needs "
-             "zenflow.schedule = \"staggered\"", config.where("zenflow", "correction").str().c_str(), name.c_str());
+             "zenflow.schedule = \"staggered\" (without the key the deepspeed schedule runs uncorrected)",
+             config.where("zenflow", "correction").str().c_str(), name.c_str());
   const std::string text = config.string("zenflow", "correction_factor");
   if (text == "auto") {
     o.correction_factor = o.correction == Correction::lookahead ? 1.0 : 0.0;

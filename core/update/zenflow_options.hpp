@@ -15,7 +15,8 @@ struct ZenFlowOptions {
   bool overlap = true;
   bool staggered = true;   // schedule = "staggered"; false: "deepspeed"
   double cpu_lr_scale = 1;  // the CPU update's lr over optimizer.lr
-  // correction: what the staggered schedule does about the other columns' delay (docs/zenflow.md).
+  // correction: what the staggered schedule does about the other columns' delay (docs/zenflow.md);
+  // "auto" (the default): age_gate under the staggered schedule, none under the deepspeed one.
   // lookahead: the forward reads each CPU update extrapolated by correction_factor x its step;
   // age_gate: a gradient computed before its column's last CPU update was swapped in enters the
   // column's next window weighted by correction_factor.
