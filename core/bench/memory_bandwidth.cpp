@@ -115,9 +115,9 @@ MemoryProbe::~MemoryProbe() {
 // pages are then in its own core's memory node, so on a host of several nodes (two sockets) the
 // probe reads local memory as each rank's optimizer threads do (their pinned state first touched by
 // them), where ranges handed out dynamically would send about half of the traffic across sockets.
-// The clock starts once every thread is running on its
-// core, as the optimizers' pools are: creating and pinning 32 threads takes a few ms. Returns the
-// seconds from then to the last thread done.
+// The clock starts once every thread is running on its core, as the optimizers' pools are:
+// creating and pinning 32 threads takes a few ms. Returns the seconds from then to the last
+// thread done.
 double MemoryProbe::parallel(void (*body)(MemoryProbe &, uint64_t, uint64_t)) {
   std::atomic<unsigned> ready{0};
   std::atomic<bool> go{false};
