@@ -17,18 +17,12 @@
 #include <fstream>
 
 namespace fs = std::filesystem;
+using zf::test::kPrecious;
 using zf::test::tiny_run;
 using zf::test::read_text;
 using zf::test::run_command;
 using zf::test::scratch_dir;
-
-namespace {
-
-void write_text(const std::string &path, const std::string &text) { std::ofstream(path) << text; }
-
-const char *kPrecious = "the user's own file\n";
-
-}  // namespace
+using zf::test::write_text;
 
 TEST_CASE("runs: a run.output_dir holding the user's files at the run's names is refused, an older run's resumes",
           "[files]") {

@@ -1,5 +1,6 @@
 // The filesystem rule itself: what zfcore writes, renames and removes through runtime/files.hpp, and
 // what it reads through runtime/input.hpp.
+#include "files/tiny_run.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
 #include "runtime/input.hpp"
@@ -17,9 +18,9 @@
 namespace fs = std::filesystem;
 using zf::test::read_text;
 using zf::test::scratch_dir;
+using zf::test::write_text;
 
 namespace {
-void write_text(const std::string &path, const std::string &text) { std::ofstream(path) << text; }
 size_t entries_in(const std::string &dir) {
   return size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
 }

@@ -15,18 +15,12 @@
 #include <map>
 
 namespace fs = std::filesystem;
+using zf::test::kPrecious;
 using zf::test::tiny_run;
 using zf::test::read_text;
 using zf::test::run_command;
 using zf::test::scratch_dir;
-
-namespace {
-
-void write_text(const std::string &path, const std::string &text) { std::ofstream(path) << text; }
-
-const char *kPrecious = "the user's own file\n";
-
-}  // namespace
+using zf::test::write_text;
 
 TEST_CASE("runs: links named like the run's own files leave the files they point to untouched", "[files]") {
   const std::string dir = scratch_dir("runs_links"), out = dir + "/out";

@@ -1,4 +1,5 @@
-// tiny_run.hpp: the files tests' run, a tiny GPT on a short text file.
+// tiny_run.hpp: what the files tests share: their run, a tiny GPT on a short text file, and the
+// user's files they plant beside it.
 #pragma once
 
 #include "support/process.hpp"
@@ -20,5 +21,11 @@ inline std::string tiny_run(const std::string &data_dir, int steps = 2, int time
          " --set data.eval_fraction=0 --set train.micro_batch=2 --set train.eval_every=0 --set sample.tokens=0" +
          " --set train.warmup_steps=0 --set train.steps=" + std::to_string(steps) + " ";
 }
+
+// A file of the user's, written as a user would.
+inline void write_text(const std::string &path, const std::string &text) { std::ofstream(path) << text; }
+
+// What the user's own files hold: a test checks it is still there, byte for byte.
+inline const char *const kPrecious = "the user's own file\n";
 
 }  // namespace zf::test
