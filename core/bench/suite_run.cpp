@@ -228,15 +228,12 @@ void estimate_row(RowResult &r, const std::string &base, const std::vector<std::
     RunConfig config = RunConfig::load(base, overrides);
     config.apply_global_batch(ranks);
     ConfigEstimate estimate = estimate_config(config, uint64_t(ranks));
-    for (size_t i = 0; i < estimate.stages.size(); ++i) {
-      const PluginEstimate &e = estimate.stages[i], &placed = estimate.offloaded[i];
-      if (e.plugin != estimate.stage) continue;
-      r.estimate = e.estimated ? e.total() : 0;
-      if (!e.estimated) r.estimate_note = e.why;
-      if (placed.estimated) {
-        r.estimate_device = placed.tiers[ZF_TIER_DEVICE];
-        r.estimate_pinned = placed.tiers[ZF_TIER_PINNED_HOST];
-      }
+    const PluginEstimate &e = estimate.own_stage(), &placed = estimate.own_offload();
+    r.estimate = e.estimated ? e.total() : 0;
+    if (!e.estimated) r.estimate_note = e.why;
+    if (placed.estimated) {
+      r.estimate_device = placed.tiers[ZF_TIER_DEVICE];
+      r.estimate_pinned = placed.tiers[ZF_TIER_PINNED_HOST];
     }
     // Beside the measured GPU peak: the estimate's, with ZenFlow's state and the activations.
     if (config.has_table("zenflow") && r.estimate_device > 0) {

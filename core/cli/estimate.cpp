@@ -60,10 +60,8 @@ void print_offload(const ConfigEstimate &e, bool exact) {
 
 // The config's own stage's bytes where the model computes (the offload plugin's device tier).
 uint64_t device_bytes(const ConfigEstimate &e) {
-  for (size_t i = 0; i < e.stages.size(); ++i)
-    if (e.stages[i].plugin == e.stage && e.stages[i].estimated)
-      return e.offloaded[i].estimated ? e.offloaded[i].tiers[ZF_TIER_DEVICE] : e.stages[i].total();
-  return 0;
+  if (!e.own_stage().estimated) return 0;
+  return e.own_offload().estimated ? e.own_offload().tiers[ZF_TIER_DEVICE] : e.own_stage().total();
 }
 
 // A transformer's activations and the GPU peak they make with the config's own stage and offload
@@ -86,8 +84,7 @@ void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config, uint64_t z
               kept_whole.c_str(), format_bytes(a.head).c_str(), format_bytes(a.head_backward).c_str(),
               whole ? " with the layers kept whole" : "",
               checkpointing ? (", and a layer recomputed, " + format_bytes(a.layer_recompute)).c_str() : "");
-  for (const PluginEstimate &s : e.stages)
-    if (s.plugin == e.stage && !s.estimated) return;
+  if (!e.own_stage().estimated) return;
   const uint64_t device = device_bytes(e) + zenflow;
   const GpuPeak peak = estimate_gpu_peak(e, device);
   std::printf("GPU peak per rank (%s, offload %s): %s of buffers%s; at the loss %s, in the backward %s (ZeRO-2 and -3 "
@@ -143,10 +140,8 @@ bool optimizer_halves_moments(const RunConfig &config, uint64_t state_bytes) {
 // their directory's space. The same sums and ways out as the run's check before step 1.
 void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t world, uint64_t ranks_per_host,
                      uint64_t zenflow, bool exact) {
-  const PluginEstimate *stage = nullptr, *placed = nullptr;
-  for (size_t i = 0; i < e.stages.size(); ++i)
-    if (e.stages[i].plugin == e.stage) stage = &e.stages[i], placed = &e.offloaded[i];
-  if (!stage || !stage->estimated) return;
+  const PluginEstimate *stage = &e.own_stage(), *placed = &e.own_offload();
+  if (!stage->estimated) return;
   const bool cpu = config.string("run", "device") == "cpu";
   HostDemand d;
   d.world = world;

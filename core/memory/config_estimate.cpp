@@ -121,7 +121,7 @@ ConfigEstimate estimate_config(const RunConfig &config, uint64_t world) {
     out.stages.push_back(estimate_stage(stage, config_for(stages, stage), out.input));
     out.offloaded.push_back(
         estimate_offload(offload, offload_config, out.input, out.stages.back(), stage.descriptor->capabilities));
-    if (name == out.stage) out.stage_capabilities = stage.descriptor->capabilities;
+    if (name == out.stage) out.own = out.stages.size() - 1, out.stage_capabilities = stage.descriptor->capabilities;
   }
   return out;
 }
@@ -136,8 +136,7 @@ GpuPeak estimate_gpu_peak(const ConfigEstimate &e, uint64_t device) {
   if (e.stage_capabilities & ZF_CAP_SHARD_GRADIENTS) {
     // With accumulation the shard is held from the first micro-step's reductions: the later
     // micro-steps' losses have it.
-    for (size_t i = 0; i < e.stages.size(); ++i)
-      if (e.stages[i].plugin == e.stage) backward_only = (e.input.grad_accum > 1 ? 0 : e.stages[i].grads) + block_grads;
+    backward_only = (e.input.grad_accum > 1 ? 0 : e.own_stage().grads) + block_grads;
     kept_block = block_grads;
   }
   peak.at_loss = device - std::min(device, backward_only) + e.activations.at_loss;

@@ -26,12 +26,15 @@ struct ConfigEstimate {
   std::string stage, offload;            // the config's plugins
   std::vector<PluginEstimate> stages;    // the built-in stages and the config's, by name
   std::vector<PluginEstimate> offloaded; // the offload plugin's answer for each of them
+  size_t own = 0;                        // the config's own stage's index in stages and offloaded
   uint64_t stage_capabilities = 0;       // the config's own stage's ZF_CAP_* (sdk/include/zf/zf_plugin.h)
   uint64_t bucket_numel = 0;             // the offload plugin's bucket_size (elements; 0: none)
   // A transformer's activations on one rank (micro_batch x data.seq_len tokens a micro-step);
   // tokens == 0 for other models.
   uint64_t tokens = 0;
   ActivationEstimate activations;
+  const PluginEstimate &own_stage() const { return stages.at(own); }      // the config's stage's answer
+  const PluginEstimate &own_offload() const { return offloaded.at(own); }  // and where its offload puts it
 };
 // Loads the plugins (the config's plugin path included) and asks them.
 ConfigEstimate estimate_config(const RunConfig &config, uint64_t world);

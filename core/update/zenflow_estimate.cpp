@@ -58,10 +58,9 @@ ZenFlowEstimate estimate_zenflow(const RunConfig &config, const ConfigEstimate &
 
   // The stage's shard: the whole layout, or (zero1-3, zero_shard.hpp) ceil(numel / world) rounded
   // up to the layout's alignment, rank r's from r times that.
-  uint64_t blocks = 0, master = 0;
+  uint64_t blocks = 0;
   for (uint64_t b : e.input.blocks) blocks += b;
-  for (const PluginEstimate &s : e.stages)
-    if (s.plugin == e.stage) master = s.master;
+  const uint64_t master = e.own_stage().master;
   const uint64_t world = e.input.world, align = std::max<uint64_t>(1, layout.alignment);
   const bool sharded = world > 1 && master / 4 < blocks;
   z.shard = sharded ? std::max(align, ((layout.numel + world - 1) / world + align - 1) / align * align) : layout.numel;
