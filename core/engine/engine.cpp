@@ -71,7 +71,8 @@ class Trainer {
                "no held-out part; set data.eval_path (a file) or data.eval_fraction",
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
     stats_.mark("model");
-    flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major);
+    flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major,
+                                          options_.interleave_blocks);
     if (comm_.rank() == 0) check_output_paths(config, options_, export_only_);  // rank 0 writes them
     if (comm_.rank() == 0 && !export_only_) {
       locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"));

@@ -70,7 +70,7 @@ EvalReport evaluate_config(const RunConfig &config, Runtime &runtime) {
              config.where("data", "eval_path").str().c_str());
 
   // The parameters in one flat buffer of the compute dtype, as a run holds them, without gradients.
-  FlatBuffers flat(model->parameters(), model->block_names(), options.column_major);
+  FlatBuffers flat(model->parameters(), model->block_names(), options.column_major, options.interleave_blocks);
   const uint64_t numel = flat.layout().numel;
   const zf_tier tier = runtime.device == ZF_DEVICE_CUDA ? ZF_TIER_DEVICE : ZF_TIER_HOST;
   flat.materialize(numel, compute_dtype(config), runtime.memory, tier, /*with_grads=*/false);

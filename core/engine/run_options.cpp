@@ -54,6 +54,7 @@ RunOptions RunOptions::read(const RunConfig &config) {
   o.sample.seed = o.seed;
 
   o.column_major = config.boolean("model", "column_major");
+  o.interleave_blocks = config.string("model", "block_order") == "interleaved";
   o.optimizer = OptimizerSettings{config.real("optimizer", "lr"), config.real("optimizer", "beta1"),
                                   config.real("optimizer", "beta2"), config.real("optimizer", "eps"),
                                   config.real("optimizer", "weight_decay")};

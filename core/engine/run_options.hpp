@@ -35,6 +35,7 @@ struct RunOptions {
   SampleOptions sample;
   // [model]
   bool column_major = false;
+  bool interleave_blocks = false;  // model.block_order = "interleaved"
   // [optimizer]
   OptimizerSettings optimizer;
 

@@ -42,7 +42,12 @@ std::vector<zf_param_decl> model_schema() {
            "with activation_checkpointing: how many layers, the first ones, recompute in backward (0: all); the "
            "last layers keep their activations, trading GPU memory for less recompute",
            kRange, 0, kMaxLayers),
-      decl("column_major", ZF_PARAM_BOOL, "true", "store 2-D weights column by column (ZenFlow selects columns)")
+      decl("column_major", ZF_PARAM_BOOL, "true", "store 2-D weights column by column (ZenFlow selects columns)"),
+      decl("block_order", ZF_PARAM_STRING, "model",
+           "the order of the blocks in the flat buffers: model (embedding, layers, head) or interleaved "
+           "(bit-reversed: every ZeRO shard holds blocks from the whole depth, so that each rank's offloaded "
+           "update starts early in the backward instead of the first layers' owner starting last); "
+           "checkpoints resume only under the order that wrote them", 0, 0, 0, "model|interleaved")
   };
 }
 

@@ -239,9 +239,15 @@ std::string digest_string(uint64_t sum, uint64_t count) {
 
 std::string param_digest(Communicator &comm, const zf_layout &layout, const torch::Tensor &master,
                          uint64_t shard_begin, uint64_t shard_end, uint64_t /*padded_numel*/, uint64_t slice_numel) {
-  std::vector<uint64_t> first(layout.segment_count);  // each segment's position in the stream
+  // Each segment's position in the stream: the model's order (block by block), whatever order
+  // the blocks lie in, so that the digest names the parameters' values and not their layout.
+  std::vector<uint64_t> first(layout.segment_count);
   uint64_t total = 0;
-  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+  std::vector<uint32_t> model_order(layout.segment_count);
+  for (uint32_t i = 0; i < layout.segment_count; ++i) model_order[i] = i;
+  std::stable_sort(model_order.begin(), model_order.end(),
+                   [&](uint32_t a, uint32_t b) { return layout.segments[a].block < layout.segments[b].block; });
+  for (uint32_t i : model_order) {
     first[i] = total;
     total += layout.segments[i].numel;
   }

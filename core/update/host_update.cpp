@@ -10,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <tuple>
 #include <thread>
 
 namespace zf {
@@ -51,7 +52,9 @@ class HostUpdate::UpdateThread {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       scale_known_ = true;
-      std::sort(queue_.begin(), queue_.end(), [](const Bucket &a, const Bucket &b) { return a.begin < b.begin; });
+      std::sort(queue_.begin(), queue_.end(), [](const Bucket &a, const Bucket &b) {
+        return std::make_pair(a.block, a.begin) < std::make_pair(b.block, b.begin);
+      });
     }
     changed_.notify_all();
   }
@@ -184,14 +187,27 @@ void HostUpdate::hand_over_rest(float scale) {
   if (!scale_known_) host_job_.scale = scale;  // the update thread waits for it (release_scale)
   std::sort(handed_.begin(), handed_.end());
   uint64_t next = host_job_.begin;
-  std::vector<std::pair<uint64_t, uint64_t>> rest;
+  std::vector<std::tuple<uint32_t, uint64_t, uint64_t>> rest;  // block, shard elements [lo, hi)
+  // Cut where the next block in memory is not a later one in the forward (interleaved blocks).
+  auto add_rest = [&](uint64_t lo, uint64_t hi) {
+    for (uint64_t at = lo, to; at < hi; at = to) {
+      uint32_t block = buffers_.block_of(at);
+      to = std::min(hi, buffers_.block_end(at));
+      while (to < hi && buffers_.block_of(to) > block) {
+        block = buffers_.block_of(to);
+        to = std::min(hi, buffers_.block_end(to));
+      }
+      rest.emplace_back(buffers_.block_of(at), at, to);
+    }
+  };
   for (const auto &[lo, hi] : handed_) {
-    if (next < lo) rest.emplace_back(next, lo);
+    if (next < lo) add_rest(next, lo);
     next = std::max(next, hi);
   }
-  if (next < host_job_.end) rest.emplace_back(next, host_job_.end);
+  if (next < host_job_.end) add_rest(next, host_job_.end);
+  std::sort(rest.begin(), rest.end());
   void *stream = buffers_.runtime.compute_stream;
-  for (const auto &[lo, hi] : rest) hand_over(lo, hi, stream);
+  for (const auto &[block, lo, hi] : rest) hand_over(lo, hi, stream);
   // The compute stream reuses the gradient memory only after the copies down have landed.
   wait_event(stream, transfers_done(ZF_TRANSFER_GRADIENTS_OUT));
   if (thread_) thread_->release_scale();
@@ -211,7 +227,7 @@ void HostUpdate::start_job(HostJob job) {
   thread_->expect_copies();
   for (uint64_t lo = host_job_.begin, hi; lo < host_job_.end; lo = hi) {
     hi = bucket_end(lo, host_job_.end);
-    buckets_.push_back(Bucket{lo, hi, nullptr, uint64_t(buckets_.size())});
+    buckets_.push_back(Bucket{lo, hi, nullptr, uint64_t(buckets_.size()), buffers_.block_of(lo)});
   }
   for (const Bucket &b : buckets_) thread_->push(b);
   pending_ = true;
@@ -252,7 +268,7 @@ void HostUpdate::hand_over(uint64_t begin, uint64_t end, void *stream) {
     auto part = [&](const torch::Tensor &t) { return view_of(t.narrow(0, int64_t(lo), int64_t(hi - lo))); };
     buffers_.plugins.offload.gradients_out(part(host_job_.grads), part(buffers_.host_grads), stream);
     bytes_down_ += (hi - lo) * host_job_.grads.element_size();
-    Bucket b{lo, hi, transfers_done(ZF_TRANSFER_GRADIENTS_OUT), uint64_t(buckets_.size())};
+    Bucket b{lo, hi, transfers_done(ZF_TRANSFER_GRADIENTS_OUT), uint64_t(buckets_.size()), buffers_.block_of(lo)};
     buckets_.push_back(b);
     if (thread_) thread_->push(b);
     else update_bucket(b);

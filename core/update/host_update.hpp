@@ -68,6 +68,7 @@ class HostUpdate {
     uint64_t begin, end;  // shard elements
     void *landed;         // event: its gradients are on the host
     uint64_t sequence;    // handed over as the sequence-th bucket of the step
+    uint32_t block;       // the block of its first element: its place in the next forward
   };
   void issue_copies();                   // on the update thread, for a job
   void update_bucket(const Bucket &bucket);  // on the update thread

@@ -71,6 +71,9 @@ UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layo
 
   job.device = on_host(tiers.master_tier) ? ZF_DEVICE_CPU : ZF_DEVICE_CUDA;
   job.ranges = optimizer_ranges(layout, shard_begin, shard_end);
+  for (uint32_t b = 0; b < layout.block_count; ++b)
+    if (layout.blocks[b].numel) block_starts_.emplace_back(layout.blocks[b].offset, b);
+  std::sort(block_starts_.begin(), block_starts_.end());
   job.overlapped = offloaded && tiers.overlap;
   zf_optimizer_group decay{float(settings.lr), float(settings.beta1), float(settings.beta2), float(settings.eps),
                            float(settings.weight_decay), {}};
@@ -218,6 +221,18 @@ std::vector<std::pair<std::string, torch::Tensor>> UpdateBuffers::optimizer_stat
   }
   for (const auto &[name, view] : optimizer.own_state()) out.emplace_back(name, tensor_of(view));
   return out;
+}
+
+uint32_t UpdateBuffers::block_of(uint64_t element) const {
+  auto after = std::upper_bound(block_starts_.begin(), block_starts_.end(),
+                                std::make_pair(shard_begin + element, ~uint32_t(0)));
+  return after == block_starts_.begin() ? 0 : std::prev(after)->second;
+}
+
+uint64_t UpdateBuffers::block_end(uint64_t element) const {
+  auto after = std::upper_bound(block_starts_.begin(), block_starts_.end(),
+                                std::make_pair(shard_begin + element, ~uint32_t(0)));
+  return after == block_starts_.end() ? numel() : std::min(numel(), after->first - shard_begin);
 }
 
 }  // namespace zf

@@ -59,6 +59,11 @@ class UpdateBuffers {
   // optimizer that keeps its own exposes.
   std::vector<std::pair<std::string, torch::Tensor>> optimizer_state();
   uint64_t numel() const { return shard_end - shard_begin; }
+  // The block that shard element `element` belongs to: its place in the forward (with the blocks
+  // interleaved, the shard's memory order is not the forward's).
+  uint32_t block_of(uint64_t element) const;
+  // The shard elements from `element` to the end of its block (at most the shard's end).
+  uint64_t block_end(uint64_t element) const;
   std::string ratio_text() const;  // offload.ratio as the user wrote it: 0.3 or "auto"
   // For each state tensor of `device` (the optimizer of a part kept where the model computes), the
   // index of the host-held tensor of the same name, whose values it takes over and gives back;
@@ -95,6 +100,7 @@ class UpdateBuffers {
   // Advice: the installed optimizers that could update this run's master in host memory (on the
   // CPU, writing the working parameters of an offloaded bf16/fp16 run) and have `traits`.
   std::string host_optimizers(uint32_t traits = 0, const char *except = nullptr) const;
+  std::vector<std::pair<uint64_t, uint32_t>> block_starts_;  // (layout offset, block), ascending offsets
 };
 
 }  // namespace zf

@@ -111,6 +111,58 @@ TEST_CASE("init: a model with shapes only, filled range by range, holds the allo
   }
 }
 
+TEST_CASE("model.block_order = interleaved: every quarter of the flat buffers holds early and late blocks, "
+          "and each parameter holds the values it holds in the model's order", "[model][init][shard]") {
+  CHECK(interleaved_block_order(5) == std::vector<uint32_t>{0, 4, 2, 1, 3});
+  CHECK(interleaved_block_order(6) == std::vector<uint32_t>{0, 4, 2, 1, 5, 3});
+  TransformerOptions options = test::tiny_options("qwen2", false);
+  options.shape.layers = 12;  // 14 blocks: the embedding, 12 layers, the head
+  torch::manual_seed(11);
+  auto allocated = make_transformer(options);
+  torch::Tensor expected = whole_buffer(*allocated, true, torch::kFloat32);
+  FlatBuffers model_order(allocated->parameters(), allocated->block_names(), true);
+  torch::manual_seed(11);
+  auto shapes_only = make_unallocated_transformer(options);
+  FlatBuffers flat(shapes_only->parameters(), shapes_only->block_names(), true, /*interleave_blocks=*/true);
+  const zf_layout &layout = flat.layout();
+  REQUIRE(layout.block_count == 14);
+  REQUIRE(layout.numel == model_order.layout().numel);
+  for (uint32_t i = 0; i + 1 < layout.segment_count; ++i)
+    CHECK(layout.segments[i].offset + layout.segments[i].numel <= layout.segments[i + 1].offset);
+  uint64_t block_elements = 0;
+  for (uint32_t b = 0; b < layout.block_count; ++b) {
+    CHECK(layout.blocks[b].numel == model_order.layout().blocks[b].numel);
+    block_elements += layout.blocks[b].numel;
+  }
+  CHECK(block_elements == layout.numel);
+  // A quarter of the buffer (4 ZeRO-3 ranks) holds a block of the first half and one of the last.
+  for (uint64_t q = 0; q < 4; ++q) {
+    const uint64_t lo = q * layout.numel / 4, hi = (q + 1) * layout.numel / 4;
+    bool early = false, late = false;
+    for (uint32_t b = 0; b < layout.block_count; ++b)
+      if (layout.blocks[b].offset < hi && lo < layout.blocks[b].offset + layout.blocks[b].numel)
+        (b < layout.block_count / 2 ? early : late) = true;
+    INFO("quarter " << q);
+    CHECK((early && late));
+  }
+  auto values = shapes_only->initial_values();
+  torch::Tensor filled = torch::full({int64_t(layout.numel)}, 7.0);
+  const std::vector<uint64_t> points = cut_points(layout.numel, 5, 6);
+  for (size_t i = 0; i + 1 < points.size(); ++i)
+    flat.fill(*values, points[i], points[i + 1],
+              filled.narrow(0, int64_t(points[i]), int64_t(points[i + 1] - points[i])));
+  for (uint32_t i = 0; i < layout.segment_count; ++i) {
+    const zf_segment &mine = layout.segments[i];
+    const zf_segment *theirs = nullptr;
+    for (uint32_t j = 0; j < model_order.layout().segment_count; ++j)
+      if (std::string(model_order.layout().segments[j].name) == mine.name) theirs = &model_order.layout().segments[j];
+    INFO(mine.name);
+    REQUIRE(theirs);
+    CHECK(torch::equal(filled.narrow(0, int64_t(mine.offset), int64_t(mine.numel)),
+                       expected.narrow(0, int64_t(theirs->offset), int64_t(theirs->numel))));
+  }
+}
+
 TEST_CASE("init_from: a range of a sharded Hugging Face checkpoint reads just that range's bytes",
           "[model][hf][shard]") {
   std::string type = GENERATE("gpt2", "llama");

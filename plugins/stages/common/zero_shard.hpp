@@ -178,12 +178,12 @@ class BackwardReducer {
   zf_status after_backward(uint32_t block, const zf_step_buffers &buffers, zf_error *error) {
     if (host_->world_size == 1 || !knobs_.overlap_comm) return ZF_OK;
     if (buffers.micro_step + 1 != buffers.micro_steps) return ZF_OK;  // still accumulating
-    // Blocks run backward last to first, so every element from the lowest offset of blocks
-    // block.. onward is final (a tied weight belongs to the block whose backward comes last).
+    // Blocks run backward last to first: blocks block.. are final (a tied weight belongs to the
+    // block whose backward comes last). What is reduced is the end of the buffer down to the
+    // lowest of them below which no earlier block lies (all of them in the model's block order;
+    // with the blocks interleaved, the top of the buffer until an earlier block).
     const zf_layout &layout = *buffers.layout;
-    uint64_t final_from = block == 0 ? 0 : layout.numel;
-    for (uint32_t b = block; b < layout.block_count; ++b)
-      if (layout.blocks[b].segment_count) final_from = std::min(final_from, layout.blocks[b].offset);
+    uint64_t final_from = block == 0 ? 0 : final_suffix(layout, block);
     uint64_t pending_end = pending_end_of(buffers.grads);
     if (final_from >= pending_end) return ZF_OK;
     uint64_t bucket = std::max<uint64_t>(1, knobs_.reduce_bucket_size);
@@ -200,6 +200,19 @@ class BackwardReducer {
 
  private:
   static constexpr uint64_t kUnset = ~uint64_t(0);
+  // The lowest offset from which every block up to the layout's end is `block` or later.
+  static uint64_t final_suffix(const zf_layout &layout, uint32_t block) {
+    uint64_t from = layout.numel;
+    for (;;) {
+      uint32_t below = layout.block_count;  // the block that ends where `from` is
+      for (uint32_t b = 0; b < layout.block_count; ++b)
+        if (layout.blocks[b].segment_count && layout.blocks[b].offset < from &&
+            (below == layout.block_count || layout.blocks[b].offset > layout.blocks[below].offset))
+          below = b;
+      if (below == layout.block_count || below < block) return from;
+      from = layout.blocks[below].offset;
+    }
+  }
   uint64_t pending_end_of(const zf_tensor_view &grads) const {
     return pending_end_ != kUnset ? pending_end_ : grads.numel;
   }

@@ -120,7 +120,9 @@ typedef struct zf_segment {
 } zf_segment;
 
 /* One block of the model the engine runs in order (embedding, each transformer layer, head).
- * A block's segments are contiguous: [offset, offset + numel) covers them and their padding. */
+ * A block's segments are contiguous: [offset, offset + numel) covers them and their padding.
+ * Segments ascend in offset; blocks do in the model's block order, but with model.block_order =
+ * "interleaved" the blocks lie in another order, so a later block may lie at a lower offset. */
 typedef struct zf_block {
   const char *name;
   uint64_t offset;
