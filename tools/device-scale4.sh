@@ -45,7 +45,7 @@ for part in "${parts[@]}"; do
     32b) preset=qwen2.5-32b; extra=${ZF_SET_32B:-} ;;
     *) echo "unknown part '$part' (14b 32b)" >&2; exit 2 ;;
   esac
-  sets=()
+  sets=(--set run.rank_timers=true)  # every rank's timers in steps.jsonl, summed up after the rows
   for item in $extra; do sets+=(--set "$item"); done
   config="$out/$part.toml"
   # The config the rows run, for the estimate (the bench writes its own base beside its results).
@@ -96,6 +96,9 @@ EOF
     echo "-- $(basename "$log" .log):"
     grep -E "memory plan per rank|checkpoints:|ready to train|offload.ratio = auto|topk|error" "$log" | head -8
   done
+  # Each row's per-rank timer medians over its steps after the first (where the step waited, on which rank).
+  find "$out/$part" -path "*/scale_*" -name steps.jsonl -printf "%h\n" | sort |
+    xargs -r python3 "$root/tools/rank_timers.py" --skip 1
 done
 echo "== total: $((SECONDS - started)) s"
 exit $status
