@@ -20,7 +20,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export ZF_BUILD_DIR=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
-export ZF_TARGETS=${ZF_TARGETS:-zfcore test_gpu}  # what tools/device-suite.sh builds: zfcore and every plugin
+export ZF_TARGETS=${ZF_TARGETS:-test_gpu}  # what tools/device-suite.sh builds beside zfcore and every plugin
 out=${ZF_OUT:-/tmp/zfcore-multi}
 pair=${ZF_PAIR_CORES:-0-31}
 one=${ZF_ONE_CORES:-0-15}

@@ -13,7 +13,7 @@
 #   13b   the Llama-2-13B shape with bf16 moments on disk (nvme, host budget 16 GB): step time
 # usage: tools/device-scale.sh [tests] [full] [nvme] [7b] [13b]
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_STATE_DIR (default /tmp/zfcore-state),
-#   ZF_TARGETS (what to build; default all), ZF_7B_RUNS (default "none cpu auto full zenflow")
+#   ZF_TARGETS (what to build beside zfcore and its plugins; default all), ZF_7B_RUNS (default "none cpu auto full zenflow")
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -24,7 +24,7 @@ if [ ! -x "$build/bin/zfcore" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA=ON >"$build.configure.log" 2>&1 \
     || { tail -30 "$build.configure.log"; exit 1; }
 fi
-cmake --build "$build" -j "$(nproc)" --target ${ZF_TARGETS:-all} 2>&1 | grep -E "error|FAILED" | head -40
+cmake --build "$build" -j "$(nproc)" --target zfcore-with-plugins ${ZF_TARGETS:-all} 2>&1 | grep -E "error|FAILED" | head -40
 zfcore="$build/bin/zfcore"
 mkdir -p "$out" "$state"
 free -g | head -2

@@ -32,7 +32,7 @@ if [ ! -x "$build/bin/zfcore" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA=ON >"$build.configure.log" 2>&1 \
     || { tail -30 "$build.configure.log"; exit 1; }
 fi
-cmake --build "$build" -j "$(nproc)" --target ${ZF_TARGETS:-all} 2>&1 | grep -E "error|FAILED" | head -40
+cmake --build "$build" -j "$(nproc)" --target zfcore-with-plugins ${ZF_TARGETS:-all} 2>&1 | grep -E "error|FAILED" | head -40
 zfcore="$build/bin/zfcore"
 model="$root/examples/gpu/qwen2-1.5b-bench.toml"
 common=(--num-steps "${ZF_STEPS:-20}" --warmup-steps "${ZF_WARMUP:-5}" --batch-size 8 --seq-length 512)

@@ -6,7 +6,7 @@
 # median and slowest step, the ratio to the no-offload step, and ZenFlow's step lines (update
 # events and timers).
 # usage: tools/device-zenflow.sh [--with-3b]     environment: ZF_BUILD_DIR (default
-#   /tmp/zfcore-build-cuda), ZF_TARGETS (what to build besides zfcore; default all)
+#   /tmp/zfcore-build-cuda), ZF_TARGETS (what to build besides zfcore and its plugins; default all)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || { echo "no GPU
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA=ON >"$build.configure.log" 2>&1 \
   || { tail -30 "$build.configure.log"; exit 1; }
 cmake --build "$build" -j "$(nproc)" --target zfcore 2>&1 | grep -E "error|FAILED" | head -40
-cmake --build "$build" -j "$(nproc)" --target ${ZF_TARGETS:-all} 2>&1 | grep -E "error|FAILED" | head -20
+cmake --build "$build" -j "$(nproc)" --target zfcore-with-plugins ${ZF_TARGETS:-all} 2>&1 | grep -E "error|FAILED" | head -20
 zfcore="$build/bin/zfcore"
 summarize() {  # steps.jsonl, skipped steps, label, reference mean
   python3 - "$1" "$2" "$3" "${4:-0}" <<'PY'
