@@ -191,13 +191,13 @@ void HostUpdate::hand_over_rest(float scale) {
   // Cut where the next block in memory is not a later one in the forward (interleaved blocks).
   auto add_rest = [&](uint64_t lo, uint64_t hi) {
     for (uint64_t at = lo, to; at < hi; at = to) {
-      uint32_t block = buffers_.block_of(at);
+      const uint32_t first = buffers_.block_of(at);
       to = std::min(hi, buffers_.block_end(at));
-      while (to < hi && buffers_.block_of(to) > block) {
+      for (uint32_t block = first; to < hi && buffers_.block_of(to) > block;) {
         block = buffers_.block_of(to);
         to = std::min(hi, buffers_.block_end(to));
       }
-      rest.emplace_back(buffers_.block_of(at), at, to);
+      rest.emplace_back(first, at, to);
     }
   };
   for (const auto &[lo, hi] : handed_) {

@@ -223,15 +223,19 @@ std::vector<std::pair<std::string, torch::Tensor>> UpdateBuffers::optimizer_stat
   return out;
 }
 
+// The first block that starts after layout element `at`.
+static std::vector<std::pair<uint64_t, uint32_t>>::const_iterator starting_after(
+    const std::vector<std::pair<uint64_t, uint32_t>> &block_starts, uint64_t at) {
+  return std::upper_bound(block_starts.begin(), block_starts.end(), std::make_pair(at, ~uint32_t(0)));
+}
+
 uint32_t UpdateBuffers::block_of(uint64_t element) const {
-  auto after = std::upper_bound(block_starts_.begin(), block_starts_.end(),
-                                std::make_pair(shard_begin + element, ~uint32_t(0)));
+  auto after = starting_after(block_starts_, shard_begin + element);
   return after == block_starts_.begin() ? 0 : std::prev(after)->second;
 }
 
 uint64_t UpdateBuffers::block_end(uint64_t element) const {
-  auto after = std::upper_bound(block_starts_.begin(), block_starts_.end(),
-                                std::make_pair(shard_begin + element, ~uint32_t(0)));
+  auto after = starting_after(block_starts_, shard_begin + element);
   return after == block_starts_.end() ? numel() : std::min(numel(), after->first - shard_begin);
 }
 

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace zf::zero {
 
@@ -200,18 +202,19 @@ class BackwardReducer {
 
  private:
   static constexpr uint64_t kUnset = ~uint64_t(0);
-  // The lowest offset from which every block up to the layout's end is `block` or later.
+  // The lowest offset from which every block up to the layout's end is `block` or later: the
+  // blocks walked down from the top of the buffer until an earlier one.
   static uint64_t final_suffix(const zf_layout &layout, uint32_t block) {
+    std::vector<std::pair<uint64_t, uint32_t>> by_offset;  // (offset, block), the blocks with parameters
+    for (uint32_t b = 0; b < layout.block_count; ++b)
+      if (layout.blocks[b].segment_count) by_offset.emplace_back(layout.blocks[b].offset, b);
+    std::sort(by_offset.rbegin(), by_offset.rend());
     uint64_t from = layout.numel;
-    for (;;) {
-      uint32_t below = layout.block_count;  // the block that ends where `from` is
-      for (uint32_t b = 0; b < layout.block_count; ++b)
-        if (layout.blocks[b].segment_count && layout.blocks[b].offset < from &&
-            (below == layout.block_count || layout.blocks[b].offset > layout.blocks[below].offset))
-          below = b;
-      if (below == layout.block_count || below < block) return from;
-      from = layout.blocks[below].offset;
+    for (const auto &[offset, b] : by_offset) {
+      if (b < block) break;
+      from = offset;
     }
+    return from;
   }
   uint64_t pending_end_of(const zf_tensor_view &grads) const {
     return pending_end_ != kUnset ? pending_end_ : grads.numel;
