@@ -351,6 +351,7 @@ class Trainer {
       torch::Tensor loss = model_->loss(hidden, batch);
       hidden = torch::Tensor();
       timers_.stop(t.fwd, stream());
+      if (micro == 0) update().forward_launched();
       stats_.note_device_memory("forward_end");
       if (micro == 0) begin_update(step);  // the previous step's update is complete from here on
 

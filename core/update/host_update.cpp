@@ -90,9 +90,23 @@ class HostUpdate::UpdateThread {
     copies_event_ = nullptr;
     copies_issued_ = false;
   }
+  // A job's updates wait while held (the training thread launches the next forward).
+  void hold(bool held) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      held_ = held;
+    }
+    changed_.notify_all();
+  }
+  void wait_unheld() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return !held_ || stopping_; });
+  }
   // Until every bucket handed over is updated and its upload started.
   void drain() {
     std::unique_lock<std::mutex> lock(mutex_);
+    held_ = false;
+    changed_.notify_all();
     changed_.wait(lock, [&] { return (queue_.empty() && !busy_) || failure_; });
     if (failure_) rethrow(lock);
   }
@@ -134,7 +148,7 @@ class HostUpdate::UpdateThread {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Bucket> queue_;
-  bool scale_known_ = false, busy_ = false, stopping_ = false, copies_issued_ = false;
+  bool scale_known_ = false, busy_ = false, stopping_ = false, copies_issued_ = false, held_ = false;
   void *copies_event_ = nullptr;
   std::vector<uint8_t> done_;  // per bucket of this step (by sequence): updated and uploading
   std::exception_ptr failure_;
@@ -224,6 +238,7 @@ void HostUpdate::start_job(HostJob job) {
   handed_.clear();
   buckets_.clear();
   thread_->start_step(/*scale_known=*/true);
+  thread_->hold(true);
   thread_->expect_copies();
   for (uint64_t lo = host_job_.begin, hi; lo < host_job_.end; lo = hi) {
     hi = bucket_end(lo, host_job_.end);
@@ -234,6 +249,10 @@ void HostUpdate::start_job(HostJob job) {
 }
 
 void *HostUpdate::job_copies_done() { return thread_->wait_copies(); }
+
+void HostUpdate::release() {
+  if (thread_) thread_->hold(false);
+}
 
 // On the update thread, once per ZenFlow job: every bucket's copy down, in order, on the offload
 // plugin's stream after host_job_.grads_ready.
@@ -283,6 +302,12 @@ void HostUpdate::update_bucket(const Bucket &bucket) {
   timers.start(copy_wait);
   synchronize_event(job_ ? landed_[bucket.sequence] : bucket.landed);
   timers.stop(copy_wait);
+  if (job_) {
+    uint32_t held = timers.id("cpu_update_held");
+    timers.start(held);
+    thread_->wait_unheld();
+    timers.stop(held);
+  }
 
   if (buffers_.disk) {
     buffers_.disk->update(bucket.begin, bucket.end, [&](uint64_t lo, uint64_t hi, uint64_t base) {

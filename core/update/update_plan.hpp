@@ -54,6 +54,7 @@ class UpdatePlan {
   void gradients_final(uint64_t begin, uint64_t end, void *stream) { schedule_->gradients_final(begin, end, stream); }
   void finish(float mean_scale, float clip, bool defer) { schedule_->finish(mean_scale, clip, defer); }
   void ready_for(uint64_t begin, uint64_t end) { schedule_->ready_for(begin, end); }
+  void forward_launched() { schedule_->forward_launched(); }
   void drain();
   // Completes the step's own update (ZenFlow's CPU update, which runs across steps, goes on).
   void finish_step() { schedule_->finish_step(); }

@@ -49,6 +49,7 @@ class UpdateSchedule {
   // on while the next forward runs (ready_for orders each block after its parameters).
   virtual void finish(float mean_scale, float clip, bool defer) = 0;
   virtual void ready_for(uint64_t begin, uint64_t end) = 0;
+  virtual void forward_launched() {}  // the training thread has issued the step's first forward
   virtual void finish_step() = 0;  // the step's own update is complete
   virtual void complete() = 0;     // after the last step: every gradient applied
   // Checkpoints: what the schedule adds to the optimizer's state, and setting it back.

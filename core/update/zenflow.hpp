@@ -48,6 +48,7 @@ class ZenFlow : public UpdateSchedule {
   void begin(const StepTensors &step) override;
   void gradients_final(uint64_t begin, uint64_t end, void *stream) override;
   void finish(float mean_scale, float clip, bool defer) override;
+  void forward_launched() override { host_.release(); }
   void ready_for(uint64_t begin, uint64_t end) override { host_.ready_for(begin, end); }
   void finish_step() override { host_.finish_step(); }
   // After the last step: the pending CPU update swapped in, the partial intervals applied, the

@@ -14,8 +14,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace zf;
@@ -145,33 +147,46 @@ std::string config_text(const Schedule &s) {
          "correction = \"" + s.correction + "\"\ncorrection_factor = \"" + std::to_string(s.factor) + "\"\n";
 }
 
-// Runs the update plan `steps` steps under schedule s and compares the parameters the next
-// forward reads after each step, then the master after the end of the run, with the reference.
-void check_schedule(const Schedule &s, int64_t steps) {
-  RunConfig config = RunConfig::parse(config_text(s), "staleness.toml");
+// The update plan over the test's layout (a weight of kCols columns and a bias) under schedule s,
+// its master and parameters from zeros.
+struct PlanUnderTest {
+  RunConfig config;
   std::unique_ptr<Runtime> runtime = Runtime::single_cpu();
   PluginRegistry registry{{PluginRegistry::builtin_dir()}};
-  PluginSet plugins(config, *runtime, registry);
-
-  const std::vector<zf_segment> segments = {
+  PluginSet plugins{config, *runtime, registry};
+  std::vector<zf_segment> segments = {
       {"w", 0, kRows * kCols, kRows, kCols, 0, ZF_SEGMENT_MATRIX | ZF_SEGMENT_COLUMN_CONTIGUOUS},
       {"b", kRows * kCols, kBias, kBias, 1, 0, ZF_SEGMENT_NO_DECAY}};
-  const zf_block block{"block", 0, kNumel, 0, 2};
-  const zf_layout layout{sizeof(zf_layout), 2, segments.data(), 1, 0, &block, kNumel, 1};
-  OptimizerSettings settings{kLr, kBeta1, kBeta2, kEps, kDecay};
-  UpdatePlan plan(*runtime, plugins, layout, 0, kNumel, torch::kFloat32, ZF_TIER_HOST, settings,
-                  ZenFlowOptions::read(config, /*steps_per_epoch=*/1000));
+  zf_block block{"block", 0, kNumel, 0, 2};
+  zf_layout layout{sizeof(zf_layout), 2, segments.data(), 1, 0, &block, kNumel, 1};
+  UpdatePlan plan{*runtime, plugins, layout, 0, kNumel, torch::kFloat32, ZF_TIER_HOST,
+                  OptimizerSettings{kLr, kBeta1, kBeta2, kEps, kDecay},
+                  ZenFlowOptions::read(config, /*steps_per_epoch=*/1000)};
   torch::Tensor params = torch::zeros({int64_t(kNumel)}, torch::kFloat32);
-  plan.allocate(params);
 
-  Reference ref{s};
-  for (int64_t t = 1; t <= steps; ++t) {
+  explicit PlanUnderTest(const Schedule &s) : config(RunConfig::parse(config_text(s), "staleness.toml")) {
+    plan.allocate(params);
+  }
+  // Step t's gradients at the current parameters, through the plan's step protocol.
+  void step(int64_t t) {
     torch::Tensor grads = torch::empty({int64_t(kNumel)}, torch::kFloat32);
     for (uint64_t i = 0; i < kNumel; ++i)
       grads[int64_t(i)] = float(gradient(t, i, double(params[int64_t(i)].item<float>())));
     plan.begin(t, kLr, params, grads, /*scale_known=*/true, 1.0f);
     plan.finish(/*mean_scale=*/1.0f, /*clip=*/1.0f, /*defer=*/false);
     plan.finish_step();
+  }
+};
+
+// Runs the update plan `steps` steps under schedule s and compares the parameters the next
+// forward reads after each step, then the master after the end of the run, with the reference.
+void check_schedule(const Schedule &s, int64_t steps) {
+  PlanUnderTest run(s);
+  UpdatePlan &plan = run.plan;
+  const torch::Tensor &params = run.params;
+  Reference ref{s};
+  for (int64_t t = 1; t <= steps; ++t) {
+    run.step(t);
     ref.step(t);
     for (uint64_t i = 0; i < kNumel; ++i) {
       INFO("step " << t << ", element " << i << (on_device(i) ? " (selected)" : " (CPU)") << ", events "
@@ -221,4 +236,24 @@ TEST_CASE("ZenFlow's corrections of the delayed update: serial references of the
   }
   // Without overlap nothing is stale: age_gate is the plain schedule.
   SECTION("age_gate 0, U 4 synchronous") { check_schedule({true, false, 4, 0, "age_gate", 0.0}, 13); }
+}
+
+TEST_CASE("ZenFlow's CPU update waits while the training thread launches the next forward", "[zenflow]") {
+  // staggered U 1 with overlap: every step hands the other columns' CPU update over.
+  PlanUnderTest run({true, true, 1, 0});
+  const torch::Tensor before = run.plan.master().clone();
+  run.step(1);
+  // Held: given time to finish, the update thread has not touched the master.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto cpu_columns_moved = [&] {
+    int moved = 0;
+    for (uint64_t i = 0; i < kNumel; ++i)
+      if (!on_device(i) && run.plan.master()[int64_t(i)].item<float>() != before[int64_t(i)].item<float>()) ++moved;
+    return moved;
+  };
+  CHECK(cpu_columns_moved() == 0);
+  run.plan.forward_launched();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // released: it runs without a drain
+  CHECK(cpu_columns_moved() == int(kRows * kCols - 3 * kRows));  // all but the 3 selected columns
+  run.plan.complete();
 }
