@@ -2,6 +2,7 @@
 
 #include "engine/training_checkpoint.hpp"
 #include "model/transformer_shape.hpp"
+#include "model/zoo.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
 #include "runtime/input.hpp"
@@ -54,7 +55,7 @@ RunOptions RunOptions::read(const RunConfig &config) {
   o.sample.seed = o.seed;
 
   o.column_major = config.boolean("model", "column_major");
-  o.interleave_blocks = config.string("model", "block_order") == "interleaved";
+  o.interleave_blocks = interleaved_blocks(config);
   o.optimizer = OptimizerSettings{config.real("optimizer", "lr"), config.real("optimizer", "beta1"),
                                   config.real("optimizer", "beta2"), config.real("optimizer", "eps"),
                                   config.real("optimizer", "weight_decay")};

@@ -11,6 +11,8 @@ torch::Dtype compute_dtype(const RunConfig &config) {
   return config.string("model", "dtype") == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
 }
 
+bool interleaved_blocks(const RunConfig &config) { return config.string("model", "block_order") == "interleaved"; }
+
 ModelAndValues make_unallocated_model(const RunConfig &config) {
   std::string type = config.string("model", "type");
   ModelAndValues built;

@@ -23,5 +23,6 @@ std::unique_ptr<Model> make_model(const RunConfig &config);
 // initial values: random, or model.init_from's weights (checked, not read yet).
 ModelAndValues make_unallocated_model(const RunConfig &config);
 torch::Dtype compute_dtype(const RunConfig &config);  // [model].dtype
+bool interleaved_blocks(const RunConfig &config);   // [model].block_order = "interleaved"
 
 }  // namespace zf

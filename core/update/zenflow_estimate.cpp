@@ -24,7 +24,7 @@ std::unique_ptr<FlatBuffers> model_layout(const RunConfig &config, std::unique_p
                                           compute_dtype(config));
   }
   return std::make_unique<FlatBuffers>(model->parameters(), model->block_names(), config.boolean("model", "column_major"),
-                                       config.string("model", "block_order") == "interleaved");
+                                       interleaved_blocks(config));
 }
 
 }  // namespace
