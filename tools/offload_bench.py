@@ -25,7 +25,7 @@ CASES = [
     ("cpu_optimizer+serial", OFFLOAD + ["offload.overlap=false"]),
     ("cpu_full", ["offload.plugin=cpu_full", "optimizer.plugin=cpu_adam"]),
 ]
-TIMERS = ["fwd", "bwd", "grad_copy_wait", "cpu_update", "update_wait", "param_copy_wait", "param_gather", "step"]
+TIMERS = ["fwd", "bwd", "grad_copy_wait", "cpu_update", "update_wait", "update_stall", "param_copy_wait", "param_gather", "step"]
 
 
 def run(build, config, name, sets, steps, out_root, launcher):

@@ -85,7 +85,7 @@ void set_floors(std::vector<RowResult> &rows, const SuiteOptions &o, const LinkR
   if (trials > 0) none_ms /= trials;
   for (RowResult &r : rows)
     if (r.status == "ok")
-      r.floor_ms = floor_ms(r, rates, o.ranks, o.suite == "scale" ? r.fwd_ms + r.bwd_ms : none_ms);
+      r.floor_ms = floor_ms(r, rates, o.ranks, o.suite == "scale" ? r.compute_ms : none_ms);
 }
 
 std::string floor_note(const SuiteOptions &o, const LinkRates &rates) {
@@ -93,7 +93,7 @@ std::string floor_note(const SuiteOptions &o, const LinkRates &rates) {
                          ? format("the PCIe bytes each way over the link's rate (%.1f GB/s down, %.1f GB/s up)",
                                   rates.down_bytes_per_s / 1e9, rates.up_bytes_per_s / 1e9)
                          : "the PCIe bytes each way over the link's rate (not measured on a CPU run)";
-  std::string compute = o.suite == "scale" ? "the row's own compute (fwd + bwd)"
+  std::string compute = o.suite == "scale" ? "the row's own compute (fwd + bwd less update_stall)"
                         : o.device == "cuda" ? "the none row's step"
                                              : "";
   return format("floor: the CPU update's bytes per step over the host's memory bandwidth (%.1f GB/s, Adam-shaped, "

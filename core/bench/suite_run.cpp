@@ -200,6 +200,8 @@ void read_measurements(RowResult &r, int64_t warmup, int64_t timed_count, bool a
       r.timers_ms.emplace_back(name, mean(name));
   r.fwd_ms = mean("fwd");
   r.bwd_ms = mean("bwd");
+  // The GPU's own compute: a deferred update's blocks stall the forward (update_stall, on its stream).
+  r.compute_ms = std::max(0.0, r.fwd_ms + r.bwd_ms - mean("update_stall"));
   r.step_ms = mean("step");
   r.selective_step_ms = totals.count("selective_optimizer_step") ? mean("selective_optimizer_step") : r.step_ms;
 }

@@ -51,7 +51,6 @@ void scale_figures(std::vector<RowResult> &rows, const SuiteReport &report, int 
   for (RowResult &r : rows) {
     if (r.status != "ok" || r.mean_step_ms <= 0) continue;
     const double step_s = r.mean_step_ms / 1e3, tokens_per_step = r.tokens_per_s * step_s;
-    r.compute_ms = r.fwd_ms + r.bwd_ms;
     r.practicality = r.compute_ms / r.mean_step_ms;
     if (report.peak_flops > 0)
       r.mfu = 6 * report.parameters * tokens_per_step / (step_s * double(ranks) * report.peak_flops);
@@ -80,7 +79,7 @@ void print_scale_table(const SuiteOptions &o, const SuiteReport &report, const s
               o.ranks == 1 ? "" : "s", report.peak_flops > 0 ? format("%.0f TFLOP/s per GPU, %s", report.peak_flops / 1e12,
                                                                       report.peak_source.c_str()).c_str()
                                                               : report.peak_source.c_str());
-  std::printf("compute = fwd + bwd on the GPU's stream (their gathers and reductions inside, rank 0); practicality = "
+  std::printf("compute = fwd + bwd on the GPU's stream (their gathers and reductions inside, rank 0) less the forward's stalls for a deferred update (update_stall); practicality = "
               "compute / step; GPU peak: the allocator's, pinned/rank: the ledger's, rank 0; est.: zfcore estimate's\n");
   print_columns(table);
   std::printf("%s\n", bench::floor_note(o, report.rates).c_str());

@@ -334,9 +334,7 @@ class Trainer {
       torch::Tensor hidden = batch.inputs;
       size_t blocks = flat_->layout().block_count;
       for (size_t block = 0; block < blocks; ++block) {
-        const zf_block &range = flat_->layout().blocks[block];
-        update().ready_for(range.offset, range.offset + range.numel);  // the last step's update of the block
-        residency().enter(uint32_t(block), step);
+        residency().enter(uint32_t(block), step);  // after the last step's update of the block
         residency().prefetch_after(uint32_t(block), +1, step);
         stage.hook(StagePlugin::kBeforeForward, uint32_t(block), b);
         hidden = model_->forward_block(block, hidden, batch);
@@ -414,7 +412,7 @@ class Trainer {
   void gather_parameters(int64_t step) {
     if (plugins_.stage.gathers_parameters())
       plugins_.stage.gather_parameters(place_->buffers(step, uint32_t(options_.grad_accum - 1)));
-    residency().gather_resident(step);
+    residency().gather_resident(step, /*lazily=*/place_->defer_update);
   }
 
   StepRecord record(int64_t step, int64_t steps, double loss, double step_ms) {

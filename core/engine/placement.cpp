@@ -116,8 +116,10 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
                      update->param_prefetch(), /*stage_gathers=*/false);
   }
   shard_values = torch::Tensor();
-  // Without a gather after the update, the next forward can start while the update goes on.
-  defer_update = !stage.gathers_parameters() && !residency->sharded();
+  // Without a gather after the update, the next forward can start while the update goes on: each
+  // block's gather (ZeRO-3, parameter offload) first waits for this rank's part of the block.
+  defer_update = !stage.gathers_parameters();
+  residency->before_read([update = update.get()](uint64_t begin, uint64_t end) { update->ready_for(begin, end); });
   stats.mark("stage");
 }
 

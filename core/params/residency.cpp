@@ -23,6 +23,7 @@ void Residency::shard(uint64_t store_begin, torch::Tensor store, bool whole, tor
                                                  std::move(resident));
   whole_ = whole;
   gathered_.assign(sharded_->block_count(), nullptr);
+  stale_.assign(sharded_->block_count(), 0);
   gathers_.assign(sharded_->block_count(), 0);
   users_.assign(sharded_->block_count(), {});
   for (uint32_t block = 0; block < sharded_->block_count(); ++block)
@@ -41,6 +42,8 @@ torch::Tensor Residency::whole() const { return sharded_ && whole_ ? sharded_->s
 // Gathers on the communication stream. The compute stream waits for the block's parameters now,
 // or, gathered ahead (prefetch), when the block is entered.
 void Residency::gather_block(uint32_t block, int64_t step, bool ahead) {
+  wait_for_update(block);
+  stale_[block] = 0;
   sharded_->hold(block);
   ++gathers_[block];
   zf_step_buffers b = on_comm_stream(runtime_, buffers_(step));
@@ -61,6 +64,11 @@ void Residency::gather_block(uint32_t block, int64_t step, bool ahead) {
   void *gathered = record_event(runtime_.comm_stream);
   if (ahead) gathered_[block] = gathered;
   else wait_event(runtime_.compute_stream, gathered);
+}
+
+void Residency::wait_for_update(uint32_t block) const {
+  const zf_block &range = flat_.layout().blocks[block];
+  if (before_read_) before_read_(range.offset, range.offset + range.numel);
 }
 
 void Residency::wait_gathered(uint32_t block) {
@@ -88,16 +96,25 @@ void Residency::prefetch_after(uint32_t block, int direction, int64_t step) {
   }
 }
 
-void Residency::gather_resident(int64_t step) {
+void Residency::gather_resident(int64_t step, bool lazily) {
   if (!sharded_) return;
-  for (uint32_t block = 0; block < sharded_->block_count(); ++block)
-    if (sharded_->resident(block)) gather_block(block, step, /*ahead=*/false);
+  for (uint32_t block = 0; block < sharded_->block_count(); ++block) {
+    if (!sharded_->resident(block)) continue;
+    if (lazily) stale_[block] = 1;
+    else gather_block(block, step, /*ahead=*/false);
+  }
 }
 
 void Residency::enter(uint32_t block, int64_t step) {
-  if (!sharded_) return;
+  if (!sharded_) {  // the compute reads the parameters in place
+    for (uint32_t b : needed_by(block)) wait_for_update(b);
+    return;
+  }
   for (uint32_t b : needed_by(block)) {
-    if (sharded_->resident(b)) continue;
+    if (sharded_->resident(b)) {
+      if (stale_[b]) gather_block(b, step, /*ahead=*/false);
+      continue;
+    }
     if (sharded_->held(b)) wait_gathered(b);
     else gather_block(b, step, /*ahead=*/false);
   }

@@ -46,7 +46,7 @@ class Residency {
   // backward), its backward (blocks N-1 .. 0), or an evaluation's forward (no backward follows).
   enum class Pass { forward, backward, inference };
   // Before a block computes (forward, backward or evaluation): gather it and the blocks whose tied
-  // weights it reads, or wait for them if gathered ahead. After: release those whose last use in
+  // weights it reads, or wait for them if gathered ahead (unsharded: wait for their update). After: release those whose last use in
   // this micro-step it was. A block used by one block is released after its forward and gathered
   // again for its backward (as ZeRO-3 reshards after the forward); one that several blocks read (a
   // tied embedding) stays from its first use in the forward to its last in the backward, so it is
@@ -56,8 +56,13 @@ class Residency {
   // GPU runs: gathers the blocks after `block` in the direction of travel (+1 forward, -1 backward)
   // on the communication stream while `block` computes.
   void prefetch_after(uint32_t block, int direction, int64_t step);
-  // Resident blocks hold gathered copies: refresh them after the shard changed.
-  void gather_resident(int64_t step);
+  // Before a block's parameters are read, gathered (ahead, resident or at its use) or in place
+  // where nothing is sharded, this runs with the block's layout elements [begin, end): under a
+  // deferred update (UpdatePlan::ready_for) it waits for this rank's part of them.
+  void before_read(std::function<void(uint64_t begin, uint64_t end)> wait) { before_read_ = std::move(wait); }
+  // Resident blocks hold gathered copies: refresh them after the shard changed, now or (lazily,
+  // while a deferred update still writes the shard) when each is next entered.
+  void gather_resident(int64_t step, bool lazily = false);
   // Every rank gathers every block, so that rank 0 can export or sample the whole model.
   void gather_whole_model();
   // How often each block was gathered (or copied from the store) so far; empty when not sharded.
@@ -66,6 +71,7 @@ class Residency {
  private:
   void gather_block(uint32_t block, int64_t step, bool ahead);
   void wait_gathered(uint32_t block);
+  void wait_for_update(uint32_t block) const;
   std::vector<uint32_t> needed_by(uint32_t block) const;
   bool last_use(uint32_t held, uint32_t block, Pass pass) const;
 
@@ -80,6 +86,8 @@ class Residency {
   std::vector<std::vector<uint32_t>> users_;  // per block: the blocks that need it, ascending
   std::vector<int64_t> gathers_;             // per block: gathers so far
   uint64_t prefetch_numel_ = 0;   // elements the stage lets the host gather ahead (GPU runs)
+  std::function<void(uint64_t, uint64_t)> before_read_;
+  std::vector<uint8_t> stale_;    // per resident block: the shard changed since its gather
   bool stage_gathers_ = true;
   bool whole_ = false;  // the store is the whole parameter buffer
 };

@@ -339,11 +339,17 @@ void HostUpdate::ready_for(uint64_t begin, uint64_t end) {
     if (b.begin < hi && lo < b.end) needed.push_back(b.sequence);
   if (needed.empty()) return;
   Timers &timers = buffers_.runtime.timers;
+  void *stream = buffers_.runtime.compute_stream;
   uint32_t wait = timers.id("update_wait");
+  // How long the compute stream idles for it (the host's wait and the upload's), on that stream: the
+  // GPU's own compute in the forward is fwd less this.
+  uint32_t stall = timers.id("update_stall");
+  timers.start(stall, stream);
   timers.start(wait);
   thread_->wait_for(needed);
   timers.stop(wait);
   wait_for_uploads();
+  timers.stop(stall, stream);
 }
 
 void HostUpdate::drain() {

@@ -486,7 +486,8 @@ typedef struct zf_stage_api {
   /* ABI 1.1, required with ZF_CAP_SHARD_PARAMETERS, otherwise NULL. Fill buffers->block_params
    * with block `block`'s parameters from every rank's buffers->param_shard (a collective: every
    * rank calls it for the same block). The host calls it before the block's forward and backward
-   * when the block is not resident, for resident blocks after each optimizer step, and for every
+   * when the block is not resident, for resident blocks at their first use after each optimizer
+   * step (while the update may still write other blocks' shards), and for every
    * block before it needs the whole model (export, sampling). The host allocates and frees the
    * storage; the ledger shows it as "params.gathered" (transient) and "params.resident". */
   zf_status (*gather_block)(zf_object *stage, uint32_t block, const zf_step_buffers *buffers,
