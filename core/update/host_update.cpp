@@ -25,13 +25,15 @@ class HostUpdate::UpdateThread {
           use_device_on_this_thread(plan_.buffers_.runtime);
           loop();
         }) {}
-  ~UpdateThread() {
+  ~UpdateThread() { stop(); }
+  // Takes no more work, ends the bucket under way and joins.
+  void stop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
     }
     changed_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
   void start_step(bool scale_known) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -98,9 +100,11 @@ class HostUpdate::UpdateThread {
     }
     changed_.notify_all();
   }
-  void wait_unheld() {
+  // False once the thread is stopping: a held bucket is then dropped, not updated.
+  bool wait_unheld() {
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [&] { return !held_ || stopping_; });
+    return !stopping_;
   }
   // Until every bucket handed over is updated and its upload started.
   void drain() {
@@ -184,7 +188,11 @@ HostUpdate::HostUpdate(UpdateBuffers &buffers, bool threaded) : buffers_(buffers
   if (threaded) thread_ = std::make_unique<UpdateThread>(*this);
 }
 
-HostUpdate::~HostUpdate() = default;
+// The update thread stops (ending the bucket it updates) before the job and buckets it reads go:
+// a run that stops on an error leaves here while a CPU update may still run.
+HostUpdate::~HostUpdate() {
+  if (thread_) thread_->stop();
+}
 
 void HostUpdate::start_step(HostJob job, bool scale_known) {
   host_job_ = std::move(job);
@@ -305,8 +313,9 @@ void HostUpdate::update_bucket(const Bucket &bucket) {
   if (job_) {
     uint32_t held = timers.id("cpu_update_held");
     timers.start(held);
-    thread_->wait_unheld();
+    const bool go_on = thread_->wait_unheld();
     timers.stop(held);
+    if (!go_on) return;
   }
 
   if (buffers_.disk) {

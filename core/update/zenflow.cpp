@@ -308,8 +308,12 @@ void ZenFlow::use_selection(Selection selection) {
   }
   master_ = ledger_tensor(ledger, tier, uint64_t(count), torch::kFloat32, "zenflow.master", /*zero=*/false);
   master_.copy_(host_gather(buffers_.master));
-  if (buffers_.dtype != torch::kFloat32 && !whole())
+  if (buffers_.dtype != torch::kFloat32 && !whole()) {
+    // What the device's update writes there, until its first: a group swapped in before it (the
+    // first step of a resumed run) takes the device's columns from here.
     params_out_ = ledger_tensor(ledger, tier, uint64_t(count), buffers_.dtype, "zenflow.params_out", /*zero=*/false);
+    params_out_.copy_(master_);
+  }
   std::vector<zf_tensor_view> views;
   for (const StateSpec &spec : state_specs_) {
     state_.push_back(ledger_tensor(ledger, tier, uint64_t(count), spec.dtype, "zenflow." + spec.name,

@@ -350,6 +350,47 @@ TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit 
   }
 }
 
+// In bf16 the device's columns of a group swapped in come from the device update's compute-precision
+// output. A resumed run's first step swaps the waiting group in before any device update: that output
+// must then hold the selected columns' master already (it held uninitialised memory, and the run went
+// on from zeros on a CPU and stopped on NaN gradients on a GPU).
+TEST_CASE("a bf16 ZenFlow run whose first step after a resume swaps a group in repeats the uninterrupted run",
+          "[zenflow][checkpoint]") {
+  const std::string tiny_gpt = test::source_dir() + "/tests/gpu/tiny_gpt.toml";
+  const std::string base = "--set model.dtype=bfloat16 --set train.micro_batch=8 --set train.lr_schedule=constant "
+                           "--set optimizer.plugin=cpu_adam --set offload.plugin=cpu_optimizer "
+                           "--set offload.bucket_size=20000 --set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 "
+                           "--set zenflow.select_strategy=step --set zenflow.select_interval=1 "
+                           "--set zenflow.correction=none ";
+  test::StageRun whole = run_ok("zf_bf16_whole", "zero2", 1, base + "--set train.steps=6", tiny_gpt);
+  test::StageRun first = run_ok("zf_bf16_first", "zero2", 1,
+                                base + "--set train.steps=3 --set checkpoint.every=1 --set checkpoint.keep=3", tiny_gpt);
+  test::StageRun resumed = run_ok("zf_bf16_resumed", "zero2", 1,
+                                  base + "--set train.steps=6 --set checkpoint.resume=" + first.dir +
+                                      "/checkpoints/step-00000002", tiny_gpt);
+  CHECK(update_events(resumed.dir).front().rfind("swap,", 0) == 0);  // step 3 starts with a swap
+  CHECK(test::step_losses(resumed.dir).at(6) == test::step_losses(whole.dir).at(6));
+  CHECK(digest_of(resumed) == digest_of(whole));
+}
+
+// A run that stops on an error (here a NaN loss at step 2) while ZenFlow's CPU update runs: the update
+// thread ends before what it reads is freed, and the run exits with the error. Before, most such
+// runs ended on a segmentation fault (the thread updated a bucket of a job already freed).
+TEST_CASE("a ZenFlow run that stops on an error while its CPU update runs exits with the error, not a crash",
+          "[zenflow]") {
+  const std::string tiny_gpt = test::source_dir() + "/tests/gpu/tiny_gpt.toml";
+  const std::string diverging = "--set model.dtype=bfloat16 --set train.micro_batch=8 --set optimizer.plugin=cpu_adam "
+                                "--set offload.plugin=cpu_optimizer --set offload.bucket_size=20000 "
+                                "--set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 --set optimizer.lr=1e6 "
+                                "--set train.clip_grad_norm=0 --set train.steps=8 ";
+  for (int trial = 0; trial < 4; ++trial) {
+    test::StageRun r = test::run_stage("zf_stops_" + std::to_string(trial), "zero2", 1, diverging, tiny_gpt);
+    INFO(r.outcome.output);
+    CHECK(r.outcome.exit_code == 1);
+    CHECK_THAT(r.outcome.output, Catch::Contains("error: step 2: the loss is nan"));
+  }
+}
+
 // A zfcore before the staggered schedule's staging held one group saved zenflow.staging over the whole shard,
 // the waiting result at its group's elements. Such a checkpoint (made here from a new one: the waiting result
 // moved to its group's place, every other element 7) resumes as the uninterrupted run.
