@@ -22,6 +22,10 @@ namespace {
 const std::string kWorkload =
     "--set train.steps=8 --set train.micro_batch=32 --set optimizer.plugin=cpu_adam --set optimizer.threads=1 ";
 const std::string kOffload = "--set offload.plugin=cpu_optimizer --set offload.bucket_size=5000 ";
+// ZenFlow on tests/gpu/tiny_gpt.toml in bf16 (a GPT with a tied head, on the GPL text).
+const std::string kTinyGptZenFlow = "--set model.dtype=bfloat16 --set train.micro_batch=8 --set optimizer.plugin=cpu_adam "
+                                    "--set offload.plugin=cpu_optimizer --set offload.bucket_size=20000 "
+                                    "--set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 ";
 
 std::string digest_of(const test::StageRun &r) { return test::json_field(r.summary, "param_digest"); }
 
@@ -357,11 +361,8 @@ TEST_CASE("a ZenFlow run resumed mid-interval repeats the uninterrupted run bit 
 TEST_CASE("a bf16 ZenFlow run whose first step after a resume swaps a group in repeats the uninterrupted run",
           "[zenflow][checkpoint]") {
   const std::string tiny_gpt = test::source_dir() + "/tests/gpu/tiny_gpt.toml";
-  const std::string base = "--set model.dtype=bfloat16 --set train.micro_batch=8 --set train.lr_schedule=constant "
-                           "--set optimizer.plugin=cpu_adam --set offload.plugin=cpu_optimizer "
-                           "--set offload.bucket_size=20000 --set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 "
-                           "--set zenflow.select_strategy=step --set zenflow.select_interval=1 "
-                           "--set zenflow.correction=none ";
+  const std::string base = kTinyGptZenFlow + "--set train.lr_schedule=constant --set zenflow.select_strategy=step "
+                                             "--set zenflow.select_interval=1 --set zenflow.correction=none ";
   test::StageRun whole = run_ok("zf_bf16_whole", "zero2", 1, base + "--set train.steps=6", tiny_gpt);
   test::StageRun first = run_ok("zf_bf16_first", "zero2", 1,
                                 base + "--set train.steps=3 --set checkpoint.every=1 --set checkpoint.keep=3", tiny_gpt);
@@ -379,10 +380,7 @@ TEST_CASE("a bf16 ZenFlow run whose first step after a resume swaps a group in r
 TEST_CASE("a ZenFlow run that stops on an error while its CPU update runs exits with the error, not a crash",
           "[zenflow]") {
   const std::string tiny_gpt = test::source_dir() + "/tests/gpu/tiny_gpt.toml";
-  const std::string diverging = "--set model.dtype=bfloat16 --set train.micro_batch=8 --set optimizer.plugin=cpu_adam "
-                                "--set offload.plugin=cpu_optimizer --set offload.bucket_size=20000 "
-                                "--set zenflow.topk_ratio=0.25 --set zenflow.update_interval=2 --set optimizer.lr=1e6 "
-                                "--set train.clip_grad_norm=0 --set train.steps=8 ";
+  const std::string diverging = kTinyGptZenFlow + "--set optimizer.lr=1e6 --set train.clip_grad_norm=0 --set train.steps=8 ";
   for (int trial = 0; trial < 4; ++trial) {
     test::StageRun r = test::run_stage("zf_stops_" + std::to_string(trial), "zero2", 1, diverging, tiny_gpt);
     INFO(r.outcome.output);
