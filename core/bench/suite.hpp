@@ -96,9 +96,10 @@ struct RowResult {
   double host_update_bytes_per_step = 0, down_bytes_per_step = 0, up_bytes_per_step = 0;
   double floor_ms = 0;  // offload_floor.hpp; 0: none (offload and scale suites)
   double step_over_floor() const { return floor_ms > 0 ? mean_step_ms / floor_ms : 0; }
-  // scale (scale_figures; compute_ms is read with the timers): model FLOPs utilisation (6 x parameters x tokens over the GPUs' peak),
-  // the GPU's compute per step (fwd + bwd, their collectives inside, less the forward's stalls for
-  // a deferred update: update_stall) and its share of the step
+  // scale (scale_figures; compute_ms is read with the timers): model FLOPs utilisation (6 x
+  // parameters x tokens over the GPUs' peak), the GPU's compute per step (fwd + bwd, their
+  // collectives inside, less the forward's stalls for a deferred update: update_stall) and its
+  // share of the step
   double mfu = 0, compute_ms = 0, practicality = 0;
   // convergence (convergence_figures): against the first row and the target loss
   double loss_ratio = 0;              // final held-out loss / the first row's (0: unknown)

@@ -79,8 +79,9 @@ void print_scale_table(const SuiteOptions &o, const SuiteReport &report, const s
               o.ranks == 1 ? "" : "s", report.peak_flops > 0 ? format("%.0f TFLOP/s per GPU, %s", report.peak_flops / 1e12,
                                                                       report.peak_source.c_str()).c_str()
                                                               : report.peak_source.c_str());
-  std::printf("compute = fwd + bwd on the GPU's stream (their gathers and reductions inside, rank 0) less the forward's stalls for a deferred update (update_stall); practicality = "
-              "compute / step; GPU peak: the allocator's, pinned/rank: the ledger's, rank 0; est.: zfcore estimate's\n");
+  std::printf("compute = fwd + bwd on the GPU's stream (their gathers and reductions inside, rank 0) less the "
+              "forward's stalls for a deferred update (update_stall); practicality = compute / step; GPU peak: the "
+              "allocator's, pinned/rank: the ledger's, rank 0; est.: zfcore estimate's\n");
   print_columns(table);
   std::printf("%s\n", bench::floor_note(o, report.rates).c_str());
 }

@@ -46,11 +46,11 @@ class Residency {
   // backward), its backward (blocks N-1 .. 0), or an evaluation's forward (no backward follows).
   enum class Pass { forward, backward, inference };
   // Before a block computes (forward, backward or evaluation): gather it and the blocks whose tied
-  // weights it reads, or wait for them if gathered ahead (unsharded: wait for their update). After: release those whose last use in
-  // this micro-step it was. A block used by one block is released after its forward and gathered
-  // again for its backward (as ZeRO-3 reshards after the forward); one that several blocks read (a
-  // tied embedding) stays from its first use in the forward to its last in the backward, so it is
-  // gathered once per micro-step.
+  // weights it reads, or wait for them if gathered ahead (unsharded: wait for their update).
+  // After: release those whose last use in this micro-step it was. A block used by one block is
+  // released after its forward and gathered again for its backward (as ZeRO-3 reshards after the
+  // forward); one that several blocks read (a tied embedding) stays from its first use in the
+  // forward to its last in the backward, so it is gathered once per micro-step.
   void enter(uint32_t block, int64_t step);
   void leave(uint32_t block, Pass pass);
   // GPU runs: gathers the blocks after `block` in the direction of travel (+1 forward, -1 backward)
