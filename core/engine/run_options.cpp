@@ -54,7 +54,7 @@ RunOptions RunOptions::read(const RunConfig &config) {
   o.sample.context = config.integer("data", "seq_len");
   o.sample.seed = o.seed;
 
-  o.column_major = config.boolean("model", "column_major");
+  o.column_major = zf::column_major(config);
   o.interleave_blocks = interleaved_blocks(config);
   o.optimizer = OptimizerSettings{config.real("optimizer", "lr"), config.real("optimizer", "beta1"),
                                   config.real("optimizer", "beta2"), config.real("optimizer", "eps"),

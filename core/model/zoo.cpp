@@ -13,6 +13,8 @@ torch::Dtype compute_dtype(const RunConfig &config) {
 
 bool interleaved_blocks(const RunConfig &config) { return config.string("model", "block_order") == "interleaved"; }
 
+bool column_major(const RunConfig &config) { return config.boolean("model", "column_major"); }
+
 ModelAndValues make_unallocated_model(const RunConfig &config) {
   std::string type = config.string("model", "type");
   ModelAndValues built;

@@ -24,5 +24,6 @@ std::unique_ptr<Model> make_model(const RunConfig &config);
 ModelAndValues make_unallocated_model(const RunConfig &config);
 torch::Dtype compute_dtype(const RunConfig &config);  // [model].dtype
 bool interleaved_blocks(const RunConfig &config);   // [model].block_order = "interleaved"
+bool column_major(const RunConfig &config);         // [model].column_major
 
 }  // namespace zf

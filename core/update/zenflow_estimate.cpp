@@ -23,7 +23,7 @@ std::unique_ptr<FlatBuffers> model_layout(const RunConfig &config, std::unique_p
     model = make_unallocated_linear_stack(config.integer("model", "hidden"), config.integer("model", "layers"),
                                           compute_dtype(config));
   }
-  return std::make_unique<FlatBuffers>(model->parameters(), model->block_names(), config.boolean("model", "column_major"),
+  return std::make_unique<FlatBuffers>(model->parameters(), model->block_names(), column_major(config),
                                        interleaved_blocks(config));
 }
 
