@@ -117,7 +117,7 @@ void check_optimizer_offload(const RunConfig &config, PluginRegistry &registry) 
   const char *where = where_text.c_str();
   auto host_optimizers = [&](uint32_t traits) {
     return installed_with(registry, ZF_KIND_OPTIMIZER,
-                          {ZF_CAP_CPU | (low_precision ? ZF_CAP_LOW_PRECISION_OUT : 0), traits, nullptr});
+                          {uint64_t(ZF_CAP_CPU) | (low_precision ? uint64_t(ZF_CAP_LOW_PRECISION_OUT) : 0), traits, nullptr});
   };
   for (const std::string &offload_name : candidates_here(offloads, registry, nullptr)) {
     const zf_descriptor &offload = *resolve_plugin(offloads, offload_name, registry, nullptr).descriptor;
