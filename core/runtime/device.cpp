@@ -273,6 +273,14 @@ void synchronize_event(void *event) {
   ordering_events().give_back(static_cast<cudaEvent_t>(event));
 }
 
+bool event_completed(void *event) {
+  if (!event) return true;
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (status == cudaErrorNotReady) return false;
+  ZF_CUDA_CHECK(status);
+  return true;
+}
+
 uint64_t device_free_bytes() {
   size_t free = 0, total = 0;
   ZF_CUDA_CHECK(cudaMemGetInfo(&free, &total));
@@ -316,6 +324,7 @@ void device_convert(const zf_tensor_view &, const zf_tensor_view &, void *) { no
 void *record_event(void *) { return nullptr; }
 void wait_event(void *, void *) {}
 void synchronize_event(void *) {}
+bool event_completed(void *) { return true; }
 void use_device_on_this_thread(const Runtime &) {}
 void *create_stream() { return nullptr; }
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator>, int, double) {

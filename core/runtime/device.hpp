@@ -55,6 +55,8 @@ inline void stream_wait(void *waiter, void *waited) { wait_event(waiter, record_
 void use_device_on_this_thread(const Runtime &runtime);
 // Blocks the calling thread until the event completed, and takes the event back.
 void synchronize_event(void *event);
+// Whether the event completed, without waiting (true given NULL); the caller keeps the event.
+bool event_completed(void *event);
 // A new non-blocking stream on the current device (NULL in a CPU build); never destroyed.
 void *create_stream();
 

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <tuple>
@@ -16,8 +15,8 @@
 namespace zf {
 
 // The CPU side of an offloaded update: buckets queue up as their gradients are copied down and
-// one thread updates them in order, then starts their upload. The first failure is kept and
-// rethrown on the training thread; the thread stops taking work after it.
+// one thread updates them in the queue's order, then starts their upload. The first failure is
+// kept and rethrown on the training thread; the thread stops taking work after it.
 class HostUpdate::UpdateThread {
  public:
   explicit UpdateThread(HostUpdate &plan)
@@ -35,15 +34,16 @@ class HostUpdate::UpdateThread {
     changed_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
-  void start_step(bool scale_known) {
+  void start_step(bool scale_known, bool newest_first) {
     std::lock_guard<std::mutex> lock(mutex_);
     scale_known_ = scale_known;
+    queue_.start(newest_first);
     done_.clear();
   }
   void push(const Bucket &bucket) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(bucket);
+      queue_.push(bucket);
       done_.resize(std::max<size_t>(done_.size(), bucket.sequence + 1), 0);
     }
     changed_.notify_all();
@@ -54,9 +54,7 @@ class HostUpdate::UpdateThread {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       scale_known_ = true;
-      std::sort(queue_.begin(), queue_.end(), [](const Bucket &a, const Bucket &b) {
-        return std::make_pair(a.block, a.begin) < std::make_pair(b.block, b.begin);
-      });
+      queue_.backward_over();
     }
     changed_.notify_all();
   }
@@ -128,8 +126,7 @@ class HostUpdate::UpdateThread {
     for (;;) {
       changed_.wait(lock, [&] { return stopping_ || (!queue_.empty() && scale_known_ && !failure_); });
       if (stopping_) return;
-      Bucket bucket = queue_.front();
-      queue_.pop_front();
+      const Bucket bucket = queue_.take([](const Bucket &b) { return event_completed(b.landed); });
       busy_ = true;
       lock.unlock();
       try {
@@ -151,7 +148,7 @@ class HostUpdate::UpdateThread {
   HostUpdate &plan_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<Bucket> queue_;
+  UpdateQueue queue_;
   bool scale_known_ = false, busy_ = false, stopping_ = false, copies_issued_ = false, held_ = false;
   void *copies_event_ = nullptr;
   std::vector<uint8_t> done_;  // per bucket of this step (by sequence): updated and uploading
@@ -200,7 +197,8 @@ void HostUpdate::start_step(HostJob job, bool scale_known) {
   scale_known_ = scale_known;
   handed_.clear();
   buckets_.clear();
-  if (thread_) thread_->start_step(scale_known);
+  // Disk tiles keep the order handed over: the read-ahead follows it.
+  if (thread_) thread_->start_step(scale_known, /*newest_first=*/!buffers_.disk);
 }
 
 // What the backward did not hand over (all of it without overlap, or on ranks whose gradients are
@@ -245,7 +243,7 @@ void HostUpdate::start_job(HostJob job) {
   job_ = true;
   handed_.clear();
   buckets_.clear();
-  thread_->start_step(/*scale_known=*/true);
+  thread_->start_step(/*scale_known=*/true, /*newest_first=*/false);
   thread_->hold(true);
   thread_->expect_copies();
   for (uint64_t lo = host_job_.begin, hi; lo < host_job_.end; lo = hi) {

@@ -1,11 +1,12 @@
 // host_update.hpp: the CPU side of an offloaded update. The offload plugin copies the shard's
 // gradients down bucket by bucket on its own streams; the optimizer updates each bucket on the
-// host (on one update thread when there is one, in the order the buckets landed) and the plugin
+// host (on one update thread when there is one, in the order of update_queue.hpp) and the plugin
 // uploads its new parameters. The first failure on the update thread is rethrown on the training
 // thread, which stops the thread taking work.
 #pragma once
 
 #include "update/update_buffers.hpp"
+#include "update/update_queue.hpp"
 
 #include <memory>
 #include <utility>
@@ -67,12 +68,7 @@ class HostUpdate {
 
  private:
   class UpdateThread;
-  struct Bucket {
-    uint64_t begin, end;  // shard elements
-    void *landed;         // event: its gradients are on the host
-    uint64_t sequence;    // handed over as the sequence-th bucket of the step
-    uint32_t block;       // the block of its first element: its place in the next forward
-  };
+  using Bucket = UpdateBucket;
   void issue_copies();                   // on the update thread, for a job
   void update_bucket(const Bucket &bucket);  // on the update thread
   void step_on_host(std::vector<zf_optimizer_range> ranges, uint64_t base, uint64_t end);
