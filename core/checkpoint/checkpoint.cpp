@@ -146,11 +146,12 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
   std::vector<std::pair<std::string, at::Tensor>> tensors = {{"master", state.master}, {"rng", state.rng}};
   if (state.device_rng.defined()) tensors.emplace_back("device_rng", state.device_rng);
   for (const auto &[name, tensor] : state.optimizer) tensors.emplace_back("optimizer." + name, tensor);
-  CheckpointMetadata written{state.step,         uint64_t(comm_.world_size()), state.shard_begin, state.shard_end,
-                             state.layout_digest, state.run_name,               state.run_id,      state.config_digest,
-                             /*record_checksum=*/{}};
   const std::string record = info_json + "\n";  // checkpoint.json, covered by the metadata's checksum
-  written.record_checksum = checksum_hex(record.data(), record.size());
+  const CheckpointMetadata written{state.step,          uint64_t(comm_.world_size()),
+                                   state.shard_begin,   state.shard_end,
+                                   state.layout_digest, state.run_name,
+                                   state.run_id,        state.config_digest,
+                                   checksum_hex(record.data(), record.size())};
   std::map<std::string, std::string> metadata = checkpoint_metadata_fields(written, comm_.rank());
   std::vector<TensorPieces> pieces = state.optimizer_pieces;
   for (TensorPieces &p : pieces) p.name = "optimizer." + p.name;
