@@ -48,8 +48,9 @@ FlatBuffers::FlatBuffers(std::vector<ModelParameter> parameters, const std::vect
       s.rows = two_d ? uint64_t(p.tensor.size(0)) : s.numel;
       s.cols = two_d ? uint64_t(p.tensor.size(1)) : 1;
       s.block = p.block;
-      s.flags = (p.no_decay ? uint32_t(ZF_SEGMENT_NO_DECAY) : 0u) | (p.matrix && two_d ? uint32_t(ZF_SEGMENT_MATRIX) : 0u) |
-                (p.matrix && two_d && column_major ? uint32_t(ZF_SEGMENT_COLUMN_CONTIGUOUS) : 0u);
+      const bool matrix = p.matrix && two_d;
+      s.flags = (p.no_decay ? uint32_t(ZF_SEGMENT_NO_DECAY) : 0u) | (matrix ? uint32_t(ZF_SEGMENT_MATRIX) : 0u) |
+                (matrix && column_major ? uint32_t(ZF_SEGMENT_COLUMN_CONTIGUOUS) : 0u);
       if (p.table && two_d && column_major) {
         // A lookup table [entries, width] stored row by row is W^T of W[width, entries] stored column
         // by column: selectors see its entries (tokens) as columns, and choose among them.
