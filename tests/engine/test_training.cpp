@@ -64,7 +64,7 @@ TEST_CASE("the linear_stack workload memorizes its data", "[train]") {
   CHECK_THAT(r.outcome.output, Catch::Contains("zfcore: ready to train after "));
 }
 
-TEST_CASE("the quickstart's tiny GPT learns the licence text and writes a sample", "[train]") {
+TEST_CASE("the quickstart's tiny GPT learns the licence text and writes a sample", "[train][slow]") {
   std::string dir = test::scratch_dir("quickstart");
   auto outcome = test::run_command(test::zfcore() + " run " + test::source_dir() + "/examples/quickstart.toml" +
                                    " --set run.output_dir=" + dir + " --set run.progress=off");
