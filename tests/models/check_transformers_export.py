@@ -2,7 +2,7 @@
 """Fine-tune, export, then load the export in transformers and generate: what a user does.
 
 Fine-tunes tests/fixtures/hf/gpt2_tokenizer (a tiny GPT-2 saved by transformers with its tokenizer)
-for a few steps on the repository's README, exports it with checkpoint.export_hf, and checks that
+for a few steps on a fixed text (written here, so that no edit elsewhere changes what it learns), exports it with checkpoint.export_hf, and checks that
   - config.json keeps the checkpoint's token ids and dropout, generation_config.json has its eos,
     and the tokenizer files are copied beside the weights;
   - AutoModelForCausalLM.from_pretrained + AutoTokenizer load it with no missing weight, and a
@@ -31,6 +31,20 @@ fixture = os.path.join(source, "tests", "fixtures", "hf", "gpt2_tokenizer")
 shutil.rmtree(scratch, ignore_errors=True)
 os.makedirs(scratch)
 PROMPT = "The quick brown"
+TEXT = """The quick brown fox jumps over the lazy dog. The dog does not move, and the fox runs on into the
+field, where the grass is long and the wind comes from the hills. A farmer walks along the fence in the
+morning and counts his sheep: one, two, three, four, five. The sheep are white, the fence is brown, and
+the sky is grey before the rain. When the rain comes, the farmer goes back to the house and makes a fire.
+He reads a book about the sea, the ships that cross it, and the people who wait for them in the ports.
+The quick brown fox sleeps under a tree at the edge of the wood until the rain stops. Then it runs back
+across the field, past the sheep and the fence, and the dog watches it go without getting up.
+In the evening the farmer writes a letter to his sister in the town. He tells her about the sheep, the
+rain, the fox and the dog, and asks when she will come to visit. The letter is short, and he reads it
+twice before he folds it and puts it by the door, so that he will not forget it in the morning.
+"""
+train_text = os.path.join(scratch, "train.txt")
+with open(train_text, "w") as f:
+    f.write(TEXT * 4)
 
 
 def run(name, *overrides):
@@ -45,7 +59,7 @@ progress = "off"
 init_from = "{fixture}"
 [data]
 type = "text"
-path = "{os.path.join(source, "README.md")}"
+path = "{train_text}"
 tokenizer = "hf"
 tokenizer_path = "{fixture}"
 seq_len = 15
