@@ -44,12 +44,14 @@ namespace {
 // The step's standard timers: fwd, bwd (the whole backward of a step's micro-batches), bwd_inner (autograd's
 // backward, with the per-block hooks the stage runs in it), bwd_reduce (the stage's reduce_gradients after the
 // last micro-batch: an all-reduce under zero0/1, the end of the reduce-scatter under zero2/3), step (the
-// optimizer update). grad_reduce is zero2/3's per-block reduction inside bwd_inner.
+// optimizer update). grad_reduce is zero2/3's per-block reduction inside bwd_inner. fwd_launch and bwd_launch are
+// host time: the training thread queueing the forward and the backward (on a GPU, where one nears fwd or bwd
+// the GPU waited for the host).
 struct StandardTimers {
-  uint32_t fwd, bwd, bwd_inner, bwd_reduce, step;
+  uint32_t fwd, bwd, bwd_inner, bwd_reduce, step, fwd_launch, bwd_launch;
   explicit StandardTimers(Timers &t)
       : fwd(t.id("fwd")), bwd(t.id("bwd")), bwd_inner(t.id("bwd_inner")), bwd_reduce(t.id("bwd_reduce")),
-        step(t.id("step")) {}
+        step(t.id("step")), fwd_launch(t.id("fwd_launch")), bwd_launch(t.id("bwd_launch")) {}
 };
 
 
@@ -324,6 +326,7 @@ class Trainer {
 
       if (micro == 0) stats_.note_device_memory("step_start");
       timers_.start(t.fwd, stream());
+      timers_.start(t.fwd_launch);
       // Each block's backward is framed by hooks (gathers, reductions, an overlapped update): the
       // gradient of block b's output arriving means block b+1's backward is done and block b's is
       // about to start. The hooks live in the autograd graph, so no output is held here: a
@@ -348,6 +351,7 @@ class Trainer {
       }
       torch::Tensor loss = model_->loss(hidden, batch);
       hidden = torch::Tensor();
+      timers_.stop(t.fwd_launch);
       timers_.stop(t.fwd, stream());
       if (micro == 0) update().forward_launched();
       stats_.note_device_memory("forward_end");
@@ -355,7 +359,9 @@ class Trainer {
 
       timers_.start(t.bwd, stream());
       timers_.start(t.bwd_inner, stream());
+      timers_.start(t.bwd_launch);
       loss.backward();
+      timers_.stop(t.bwd_launch);
       finish_block_backward(0, b);
       if (place_->grad_shards) place_->grad_shards->release_all(stream());
       join_comm();

@@ -52,9 +52,11 @@ class Llama final : public TransformerModel {
     torch::Tensor q = heads(torch::linear(normed, l.q_weight, l.q_bias), s.heads);
     torch::Tensor k = heads(torch::linear(normed, l.k_weight, l.k_bias), s.kv_heads);
     torch::Tensor v = heads(torch::linear(normed, l.v_weight, l.v_bias), s.kv_heads);
-    const auto &[cos, sin] = rotary(length, x);
-    q = q * cos + rotate_half(q) * sin;
-    k = k * cos + rotate_half(k) * sin;
+    // rotate_half(t) * sin as one roll: roll(t) * [-sin | sin] has the same bits, in fewer ops (the
+    // backward of a 1.5B step is launch-bound on the host: docs/gpu.md).
+    const auto &[cos, signed_sin] = rotary(length, x);
+    q = q * cos + q.roll(d / 2, -1) * signed_sin;
+    k = k * cos + k.roll(d / 2, -1) * signed_sin;
     // enable_gqa lets each group of heads / kv_heads query heads share one key/value head
     // without materializing repeated keys and values. Under deterministic kernels
     // (run.deterministic) the keys and values are repeated instead: attention with grouped heads
@@ -85,20 +87,15 @@ class Llama final : public TransformerModel {
     torch::Tensor post_attention_norm, gate_weight, up_weight, down_weight;
   };
 
-  // Normalized in fp32, cast back, then scaled: the order HF uses, which matters in bf16.
+  // Normalized in fp32, cast back, then scaled: the order HF uses, which matters in bf16. ATen's
+  // rms_norm without a weight does the first two: the same ops on the CPU (the same bits), one fused
+  // kernel each way on a GPU.
   torch::Tensor rms_norm(const torch::Tensor &x, const torch::Tensor &weight) const {
-    torch::Tensor wide = x.to(torch::kFloat32);
-    wide = wide * torch::rsqrt(wide.pow(2).mean(-1, /*keepdim=*/true) + shape().norm_eps);
-    return weight * wide.to(x.scalar_type());
+    return weight * at::rms_norm(x, {x.size(-1)}, std::nullopt, shape().norm_eps);
   }
 
-  static torch::Tensor rotate_half(const torch::Tensor &x) {
-    int64_t half = x.size(-1) / 2;
-    return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  }
-
-  // cos and sin [T, head_dim] of the rotation angles position * theta^(-2i/d), computed in fp32 and
-  // cached for the last (length, device, dtype) seen.
+  // cos and [-sin | sin] [T, head_dim] of the rotation angles position * theta^(-2i/d), computed in
+  // fp32 and cached for the last (length, device, dtype) seen.
   const std::pair<torch::Tensor, torch::Tensor> &rotary(int64_t length, const torch::Tensor &like) {
     if (rotary_.first.defined() && rotary_.first.size(0) == length && rotary_.first.device() == like.device() &&
         rotary_.first.scalar_type() == like.scalar_type())
@@ -109,8 +106,8 @@ class Llama final : public TransformerModel {
     torch::Tensor inverse_frequency =
         torch::pow(shape().rope_theta, torch::arange(0, d, 2, fp32) / double(d)).reciprocal();
     torch::Tensor angles = torch::outer(torch::arange(length, fp32), inverse_frequency);
-    angles = torch::cat({angles, angles}, -1);
-    rotary_ = {angles.cos().to(like.scalar_type()), angles.sin().to(like.scalar_type())};
+    torch::Tensor sin = angles.sin().to(like.scalar_type());
+    rotary_ = {torch::cat({angles, angles}, -1).cos().to(like.scalar_type()), torch::cat({-sin, sin}, -1)};
     return rotary_;
   }
 

@@ -1,5 +1,5 @@
-// End-to-end GPU runs of the real binary: the same tiny GPT on the CPU (adamw_ref) and on the GPU
-// (gpu_adam) follow the same loss curve in fp32; a bf16 run learns, and its step times hold the
+// End-to-end GPU runs of the real binary: the same tiny GPT (and Qwen2) on the CPU (adamw_ref) and on
+// the GPU (gpu_adam) follow the same loss curve in fp32; a bf16 run learns, and its step times hold the
 // GPU work of their steps; the summary reports GPU memory from the caching allocator beside the
 // ledger; bad input is a clear error.
 #include "gpu_skip.hpp"
@@ -40,25 +40,31 @@ Run run(const std::string &name, const std::string &extra) {
 
 }  // namespace
 
-TEST_CASE("a tiny GPT computes the same losses on the GPU as on the CPU", "[gpu][train]") {
+TEST_CASE("a tiny GPT and a tiny Qwen2 compute the same losses on the GPU as on the CPU", "[gpu][train]") {
   test::require_gpus(1);
-  Run cpu = run("gpu_vs_cpu_cpu", "--set run.threads=1");
-  Run gpu = run("gpu_vs_cpu_gpu", "--set run.device=cuda --set optimizer.plugin=gpu_adam");
-  INFO(cpu.outcome.output << "\n" << gpu.outcome.output);
-  REQUIRE(cpu.outcome.exit_code == 0);
-  REQUIRE(gpu.outcome.exit_code == 0);
-  REQUIRE(cpu.losses.size() == 12);
-  REQUIRE(gpu.losses.size() == cpu.losses.size());
-  for (size_t i = 0; i < cpu.losses.size(); ++i) {
-    INFO("step " << i + 1 << ": cpu " << cpu.losses[i] << ", gpu " << gpu.losses[i]);
-    CHECK(std::abs(gpu.losses[i] - cpu.losses[i]) < 2e-3 * std::abs(cpu.losses[i]));
+  // The Qwen2 shape: RMSNorm (one fused kernel each way on the GPU, ATen's ops on the CPU), rotary
+  // embeddings, grouped-query attention, q/k/v biases.
+  const char *qwen2 = " --set model.type=qwen2 --set model.heads=4 --set model.kv_heads=2 --set model.intermediate=256";
+  for (const std::string &model : {std::string("gpt2"), std::string("qwen2")}) {
+    const std::string shape = model == "qwen2" ? qwen2 : "";
+    Run cpu = run("gpu_vs_cpu_cpu_" + model, "--set run.threads=1" + shape);
+    Run gpu = run("gpu_vs_cpu_gpu_" + model, "--set run.device=cuda --set optimizer.plugin=gpu_adam" + shape);
+    INFO(model << "\n" << cpu.outcome.output << "\n" << gpu.outcome.output);
+    REQUIRE(cpu.outcome.exit_code == 0);
+    REQUIRE(gpu.outcome.exit_code == 0);
+    REQUIRE(cpu.losses.size() == 12);
+    REQUIRE(gpu.losses.size() == cpu.losses.size());
+    for (size_t i = 0; i < cpu.losses.size(); ++i) {
+      INFO("step " << i + 1 << ": cpu " << cpu.losses[i] << ", gpu " << gpu.losses[i]);
+      CHECK(std::abs(gpu.losses[i] - cpu.losses[i]) < 2e-3 * std::abs(cpu.losses[i]));
+    }
+    CHECK(cpu.losses.back() < cpu.losses.front());
+    CHECK_THAT(gpu.summary, Catch::Contains("\"gpu_memory_bytes\""));
+    double allocated = std::stod(test::json_field(gpu.summary, "allocated_peak"));
+    double ledger = std::stod(test::json_field(gpu.summary, "ledger_device_peak"));
+    CHECK(ledger > 0);
+    CHECK(allocated >= ledger);  // the allocator holds the ledger's blocks and the step's tensors
   }
-  CHECK(cpu.losses.back() < cpu.losses.front());
-  CHECK_THAT(gpu.summary, Catch::Contains("\"gpu_memory_bytes\""));
-  double allocated = std::stod(test::json_field(gpu.summary, "allocated_peak"));
-  double ledger = std::stod(test::json_field(gpu.summary, "ledger_device_peak"));
-  CHECK(ledger > 0);
-  CHECK(allocated >= ledger);  // the allocator holds the ledger's blocks and the step's tensors
 }
 
 TEST_CASE("a bf16 GPU run with gpu_adam learns and writes bf16 params in the optimizer pass", "[gpu][train]") {
