@@ -53,7 +53,7 @@ class Llama final : public TransformerModel {
     torch::Tensor k = heads(torch::linear(normed, l.k_weight, l.k_bias), s.kv_heads);
     torch::Tensor v = heads(torch::linear(normed, l.v_weight, l.v_bias), s.kv_heads);
     // rotate_half(t) * sin as one roll: roll(t) * [-sin | sin] has the same bits, in fewer ops (the
-    // backward of a 1.5B step is launch-bound on the host: docs/gpu.md).
+    // backward of a 1.5B step was launch-bound on the host: docs/gpu.md).
     const auto &[cos, signed_sin] = rotary(length, x);
     q = q * cos + q.roll(d / 2, -1) * signed_sin;
     k = k * cos + k.roll(d / 2, -1) * signed_sin;
