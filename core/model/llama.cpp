@@ -106,8 +106,8 @@ class Llama final : public TransformerModel {
     torch::Tensor inverse_frequency =
         torch::pow(shape().rope_theta, torch::arange(0, d, 2, fp32) / double(d)).reciprocal();
     torch::Tensor angles = torch::outer(torch::arange(length, fp32), inverse_frequency);
-    torch::Tensor sin = angles.sin().to(like.scalar_type());
-    rotary_ = {torch::cat({angles, angles}, -1).cos().to(like.scalar_type()), torch::cat({-sin, sin}, -1)};
+    torch::Tensor cos = angles.cos().to(like.scalar_type()), sin = angles.sin().to(like.scalar_type());
+    rotary_ = {torch::cat({cos, cos}, -1), torch::cat({-sin, sin}, -1)};
     return rotary_;
   }
 

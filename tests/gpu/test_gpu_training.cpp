@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 using namespace zf;
@@ -44,9 +46,10 @@ TEST_CASE("a tiny GPT and a tiny Qwen2 compute the same losses on the GPU as on 
   test::require_gpus(1);
   // The Qwen2 shape: RMSNorm (one fused kernel each way on the GPU, ATen's ops on the CPU), rotary
   // embeddings, grouped-query attention, q/k/v biases.
-  const char *qwen2 = " --set model.type=qwen2 --set model.heads=4 --set model.kv_heads=2 --set model.intermediate=256";
-  for (const std::string &model : {std::string("gpt2"), std::string("qwen2")}) {
-    const std::string shape = model == "qwen2" ? qwen2 : "";
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {"gpt2", ""},
+      {"qwen2", " --set model.type=qwen2 --set model.heads=4 --set model.kv_heads=2 --set model.intermediate=256"}};
+  for (const auto &[model, shape] : models) {
     Run cpu = run("gpu_vs_cpu_cpu_" + model, "--set run.threads=1" + shape);
     Run gpu = run("gpu_vs_cpu_gpu_" + model, "--set run.device=cuda --set optimizer.plugin=gpu_adam" + shape);
     INFO(model << "\n" << cpu.outcome.output << "\n" << gpu.outcome.output);

@@ -2,7 +2,8 @@
 """Fine-tune, export, then load the export in transformers and generate: what a user does.
 
 Fine-tunes tests/fixtures/hf/gpt2_tokenizer (a tiny GPT-2 saved by transformers with its tokenizer)
-for a few steps on a fixed text (written here, so that no edit elsewhere changes what it learns), exports it with checkpoint.export_hf, and checks that
+for a few steps on a fixed text (written here, so that no edit elsewhere changes what it learns),
+exports it with checkpoint.export_hf, and checks that
   - config.json keeps the checkpoint's token ids and dropout, generation_config.json has its eos,
     and the tokenizer files are copied beside the weights;
   - AutoModelForCausalLM.from_pretrained + AutoTokenizer load it with no missing weight, and a
