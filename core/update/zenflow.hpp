@@ -108,6 +108,7 @@ class ZenFlow : public UpdateSchedule {
   bool boundary();
   void select(int64_t step);
   void choose_topk();  // topk_ratio = "auto"
+  void advise_from_scratch() const;  // at the first selection: the learning a fraction costs from scratch
   uint64_t staging_numel() const;  // zenflow_staggered.cpp
   uint64_t selected_element_bytes() const;
   void use_selection(Selection selection);

@@ -41,10 +41,8 @@ double positive_or_auto(const RunConfig &config, const char *key, double most, c
 // cpu_lr_scale "auto": the CPU update moves a column as far as the update_interval steps it stands
 // for when fine-tuning (measured: closer to AdamW), and one step's worth from scratch (where the
 // larger step trains worse).
-double auto_cpu_lr_scale(const RunConfig &config, const ZenFlowOptions &o) {
-  return o.staggered && o.update_interval > 0 && !config.string("model", "init_from").empty()
-             ? double(o.update_interval)
-             : 1.0;
+double auto_cpu_lr_scale(const ZenFlowOptions &o) {
+  return o.staggered && o.update_interval > 0 && !o.from_scratch ? double(o.update_interval) : 1.0;
 }
 
 // zenflow.correction and its factor ("auto": lookahead 1, one whole step ahead; age_gate 0, the
@@ -92,8 +90,9 @@ ZenFlowOptions ZenFlowOptions::read(const RunConfig &config, int64_t steps_per_e
              "%s: zenflow.update_interval = \"auto\" ends an interval when the other columns' gradients outweigh the "
              "selected ones (zen-auto), which needs zenflow.schedule = \"deepspeed\"; the staggered schedule "
              "takes an integer", config.where("zenflow", "update_interval").str().c_str());
+  o.from_scratch = config.string("model", "init_from").empty();
   o.cpu_lr_scale = positive_or_auto(config, "cpu_lr_scale", 1e6, "a number > 0");
-  if (o.cpu_lr_scale == 0) o.cpu_lr_scale = auto_cpu_lr_scale(config, o);
+  if (o.cpu_lr_scale == 0) o.cpu_lr_scale = auto_cpu_lr_scale(o);
   read_correction(config, o);
   o.warm_up = config.integer("zenflow", "full_warm_up_rounds");
   o.auto_ratio = config.real("zenflow", "auto_ratio");

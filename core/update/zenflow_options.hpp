@@ -14,6 +14,7 @@ struct ZenFlowOptions {
   int64_t select_interval = 1;  // steps between selections
   bool overlap = true;
   bool staggered = true;   // schedule = "staggered"; false: "deepspeed"
+  bool from_scratch = true;  // model.init_from is not set
   double cpu_lr_scale = 1;  // the CPU update's lr over optimizer.lr
   // correction: what the staggered schedule does about the other columns' delay (docs/zenflow.md);
   // "auto" (the default): age_gate under the staggered schedule, none under the deepspeed one.

@@ -454,6 +454,7 @@ TEST_CASE("ZenFlow fine-tunes like no offload: the quickstart model's loss withi
   double reference = test::json_number(none.summary, "final_loss"), zenflow = test::json_number(zen.summary, "final_loss");
   INFO("no offload " << reference << ", ZenFlow " << zenflow);
   CHECK(test::json_number(zen.summary, "zenflow_cpu_lr_scale") == 4);  // "auto" when fine-tuning: update_interval
+  CHECK_THAT(zen.outcome.output, !Catch::Contains("[zenflow] from scratch"));  // the advice is for pretraining
   CHECK(zenflow < test::json_number(zen.summary, "initial_loss"));
   CHECK(std::abs(zenflow - reference) <= 0.02 * reference);
 }
@@ -469,7 +470,13 @@ TEST_CASE("ZenFlow from scratch learns near AdamW, and the staggered schedule be
   const std::string zen = common + "--set offload.plugin=cpu_optimizer --set zenflow.topk_ratio=0.1 "
                                    "--set zenflow.update_interval=4 ";
   double adamw = test::json_number(run_ok("zf_scratch_adamw", "zero0", 1, common, quickstart).summary, "eval_loss");
-  double staggered = test::json_number(run_ok("zf_scratch_staggered", "zero0", 1, zen, quickstart).summary, "eval_loss");
+  const test::StageRun staggered_run = run_ok("zf_scratch_staggered", "zero0", 1, zen, quickstart);
+  double staggered = test::json_number(staggered_run.summary, "eval_loss");
+  // Whoever pretrains with a fraction of the columns hears what it costs, and what to use instead.
+  CHECK_THAT(staggered_run.outcome.output,
+             Catch::Contains("[zenflow] from scratch (no model.init_from) at topk_ratio 0.1: the other 90% of the "
+                             "columns take one CPU step per interval") &&
+                 Catch::Contains("keep every column where the model computes"));
   double deepspeed = test::json_number(
       run_ok("zf_scratch_deepspeed", "zero0", 1, zen + "--set zenflow.schedule=deepspeed", quickstart).summary,
       "eval_loss");
