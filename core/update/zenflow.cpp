@@ -263,8 +263,7 @@ zf_select_args ZenFlow::select_args(const torch::Tensor &grads) const {
 // Chooses the columns from this step's gradients. What the device held goes back to the host
 // first, with the CPU update in flight applied, so that the host master is whole.
 void ZenFlow::select(int64_t step) {
-  if (options_.topk_ratio == 0) choose_topk();
-  if (selections_ == 0) advise_from_scratch();
+  if (options_.topk_ratio == 0 || selections_ == 0) choose_topk();
   if (swap_due_) swap_in();
   if (selected_) store_device_columns();
   std::vector<float> scored = scores(step_.grads);

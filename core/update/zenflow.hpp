@@ -107,8 +107,7 @@ class ZenFlow : public UpdateSchedule {
   void restore_correction(const torch::Tensor &params_shard);
   bool boundary();
   void select(int64_t step);
-  void choose_topk();  // topk_ratio = "auto"
-  void advise_from_scratch() const;  // at the first selection: the learning a fraction costs from scratch
+  void choose_topk();  // at the first selection: topk_ratio = "auto", and what a fraction costs from scratch
   uint64_t staging_numel() const;  // zenflow_staggered.cpp
   uint64_t selected_element_bytes() const;
   void use_selection(Selection selection);

@@ -8,6 +8,9 @@
 // with its tokens chosen at topk 0.1: held-out loss 1.27x AdamW's, against 1.04x with it whole),
 // unless "auto" finds it does not fit whole beside the least of the weights' columns: then its tokens
 // are chosen among like any weight's columns, on every rank.
+//
+// At the first selection of a run from scratch with a fraction below 1, rank 0 also says what that
+// costs in learning and what to use instead (advise_from_scratch).
 #include "update/zenflow.hpp"
 
 #include "runtime/error.hpp"
@@ -19,12 +22,33 @@
 
 namespace zf {
 
+namespace {
+
+// ZenFlow is a fine-tuning method: from scratch the columns the CPU updates once per interval fall
+// behind (docs/zenflow.md, "Learning per step"), which a user who pretrains should hear.
+void advise_from_scratch(const ZenFlowOptions &options) {
+  if (!options.from_scratch || options.topk_ratio >= 1) return;
+  std::printf("zfcore: [zenflow] from scratch (no model.init_from) at topk_ratio %.3g: the other %.0f%% of the "
+              "columns take one CPU step per interval, so ZenFlow learns less per step than AdamW (measured at topk "
+              "0.1, update_interval 4: 1.13-1.49x AdamW's held-out loss at equal steps; docs/zenflow.md). To "
+              "pretrain, keep every column where the model computes (topk_ratio = 1, or \"auto\" where they fit) or "
+              "offload without [zenflow] (offload.ratio: AdamW's math)\n",
+              options.topk_ratio, 100 * (1 - options.topk_ratio));
+}
+
+}  // namespace
+
 // The compact copies of one selected element, as use_selection and update_selected hold them.
 uint64_t ZenFlow::selected_element_bytes() const {
   return zf::selected_element_bytes(master_and_state_bytes(state_specs_), c10::elementSize(buffers_.dtype)).total();
 }
 
 void ZenFlow::choose_topk() {
+  if (options_.topk_ratio != 0) {  // the user's fraction
+    if (buffers_.runtime.comm->rank() == 0) advise_from_scratch(options_);
+    std::fflush(stdout);
+    return;
+  }
   const DeviceRoom room = device_room(buffers_.runtime, buffers_.model_tier);
   double topk = 0.1;
   std::string why = "a CPU run without run.device_memory_limit_gb: the reference's 0.1";
@@ -53,21 +77,9 @@ void ZenFlow::choose_topk() {
                   "optimizer state here, updated as AdamW does; `zfcore bench convergence` compares the two\n",
                   100 * share);
     }
+    advise_from_scratch(options_);
     std::fflush(stdout);
   }
-}
-
-// ZenFlow is a fine-tuning method: from scratch the columns the CPU updates once per interval fall
-// behind (docs/zenflow.md, "Learning per step"), which a user who pretrains should hear at the first selection.
-void ZenFlow::advise_from_scratch() const {
-  if (!options_.from_scratch || options_.topk_ratio >= 1 || buffers_.runtime.comm->rank() != 0) return;
-  std::printf("zfcore: [zenflow] from scratch (no model.init_from) at topk_ratio %.3g: the other %.0f%% of the "
-              "columns take one CPU step per interval, so ZenFlow learns less per step than AdamW (measured at topk "
-              "0.1, update_interval 4: 1.13-1.49x AdamW's held-out loss at equal steps; docs/zenflow.md). To "
-              "pretrain, keep every column where the model computes (topk_ratio = 1, or \"auto\" where they fit) or "
-              "offload without [zenflow] (offload.ratio: AdamW's math)\n",
-              options_.topk_ratio, 100 * (1 - options_.topk_ratio));
-  std::fflush(stdout);
 }
 
 }  // namespace zf
