@@ -4,6 +4,7 @@
 
 #include "checkpoint/safetensors.hpp"
 #include "config/config.hpp"
+#include "model/family.hpp"
 #include "model/transformer.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
@@ -25,8 +26,8 @@ constexpr uint64_t kMaxTokenizerFileBytes = 1ull << 30;  // what hf_tokenizer re
 
 TransformerModel &transformer(Model &model) {
   auto *t = dynamic_cast<TransformerModel *>(&model);
-  ZF_REQUIRE(t, "model.type = \"%s\" has no Hugging Face format (only gpt2, llama and qwen2 do)",
-             model.name().c_str());
+  ZF_REQUIRE(t, "model.type = \"%s\" has no Hugging Face format (only the transformers do: %s)",
+             model.name().c_str(), family_names().c_str());
   return *t;
 }
 
@@ -38,19 +39,17 @@ void add_text_file(PendingFiles &files, const Directory &directory, const std::s
   files.back()->write(text);
 }
 
-// config.json rebuilt from the shape, with what the source checkpoint's config.json says beyond
-// the shape: its other fields, its token ids, and its dropout unless this run set model.dropout.
+// The source checkpoint's config.json, which describes this model (init_from checked that): every
+// key as the source wrote it, but for the dtype the export stores and the dropout when this run set
+// model.dropout.
 nlohmann::json keep_source_fields(const nlohmann::json &rebuilt, const std::string &source, double dropout) {
   std::string path = source + "/config.json";
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return rebuilt;
   nlohmann::json merged = read_json_file(path, kMaxHfJsonBytes);
-  const std::set<std::string> kept = {"bos_token_id", "eos_token_id", "pad_token_id"};
   const std::set<std::string> dropouts = {"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout"};
-  for (const auto &[key, value] : rebuilt.items()) {
-    bool keep = kept.count(key) || (dropouts.count(key) && dropout == 0);
-    if (!(keep && merged.contains(key))) merged[key] = value;
-  }
+  for (const auto &[key, value] : rebuilt.items())
+    if (key == "dtype" || key == "torch_dtype" || (dropouts.count(key) && dropout > 0)) merged[key] = value;
   return merged;
 }
 

@@ -5,6 +5,7 @@
 
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/safetensors.hpp"
+#include "model/family.hpp"
 #include "model/transformer.hpp"
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
@@ -147,7 +148,8 @@ void HfWeights::fill(size_t index, const StoredRegion &region, torch::Tensor des
 
 std::unique_ptr<ParameterSource> hf_parameter_source(Model &model, const std::string &directory) {
   auto *t = dynamic_cast<TransformerModel *>(&model);
-  ZF_REQUIRE(t, "model.type = \"%s\" has no Hugging Face format (only gpt2, llama and qwen2 do)", model.name().c_str());
+  ZF_REQUIRE(t, "model.type = \"%s\" has no Hugging Face format (only the transformers do: %s)", model.name().c_str(),
+             family_names().c_str());
   TransformerShape stored = read_hf_config(directory);
   ZF_REQUIRE(stored == t->shape(), "%s/config.json does not describe this model (%s)", directory.c_str(),
              shape_difference(t->shape(), stored, "here", "in the checkpoint").c_str());

@@ -2,17 +2,28 @@
 // from init_from's config.json, or from the family's conventions, in that order
 // (model/transformer_options.cpp); a key written in the TOML overrides a preset.
 #include "config/limits.hpp"
+#include "model/family.hpp"
+#include "model/transformer_shape.hpp"
 
 namespace zf {
 
 std::vector<zf_param_decl> model_schema() {
+  // The choices and names below are built from the families and presets once; the schema keeps pointers.
+  static const std::string types = [] {
+    std::string names = "linear_stack|gpt2";
+    for (const Family &family : families()) names += "|" + family.type;
+    return names;
+  }();
+  static const std::string presets = [] {
+    std::string names = "published shape:";
+    for (const std::string &name : preset_names()) names += " " + name;
+    return names;
+  }();
   return {
       decl("type", ZF_PARAM_STRING, "linear_stack",
            "model architecture (default: the preset's or init_from's, else linear_stack)", 0, 0, 0,
-           "linear_stack|gpt2|llama|qwen2"),
-      decl("preset", ZF_PARAM_STRING, "",
-           "published shape: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, llama2-70b, "
-           "qwen2-1.5b, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b, qwen2.5-32b"),
+           types.c_str()),
+      decl("preset", ZF_PARAM_STRING, "", presets.c_str()),
       decl("init_from", ZF_PARAM_STRING, "",
            "Hugging Face checkpoint directory (config.json + model.safetensors or a sharded index) to start from"),
       decl("hidden", ZF_PARAM_INT, "64", "hidden size (linear_stack: features and classes)", kRange, 1, kMaxWidth),

@@ -64,7 +64,7 @@ torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t
   ZF_REQUIRE(block < block_tensors_.size(), "internal: parameter %s in block %u of %zu", name.c_str(), block,
              block_tensors_.size());
   Recipe recipe{init, 0, 0.0};
-  if (init != Init::bias && init != Init::norm && options_.init_from.empty()) {
+  if (init != Init::bias && init != Init::norm && init != Init::zero_norm && options_.init_from.empty()) {
     recipe.std = init == Init::residual ? 0.02 / std::sqrt(2.0 * double(options_.shape.layers)) : 0.02;
     recipe.seed = draw_init_seed();
   }
@@ -72,7 +72,7 @@ torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t
   torch::Tensor value = unallocated_tensor(sizes, dtype_);
   value.requires_grad_(true);
   bool matrix = (init == Init::linear || init == Init::residual) && sizes.size() == 2;
-  bool no_decay = init == Init::bias || init == Init::norm;
+  bool no_decay = init == Init::bias || init == Init::norm || init == Init::zero_norm;
   bool table = init == Init::embedding && sizes.size() == 2;
   parameters_.push_back(ModelParameter{name, value, block, matrix, no_decay, table});
   hf_transposed_.push_back(hf_transposed);
@@ -147,7 +147,7 @@ std::unique_ptr<ParameterSource> TransformerModel::initial_values() const {
 
 std::unique_ptr<TransformerModel> make_unallocated_transformer(const TransformerOptions &options) {
   options.shape.validate("model");
-  return options.shape.is_gpt2() ? make_gpt2(options) : make_llama(options);
+  return options.shape.is_gpt2() ? make_gpt2(options) : make_decoder(options);
 }
 
 std::unique_ptr<TransformerModel> make_transformer(const TransformerOptions &options) {

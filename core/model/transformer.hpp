@@ -63,6 +63,7 @@ class TransformerModel : public Model {
     residual,   // N(0, 0.02 / sqrt(2 * layers)): projections that write into the residual stream
     bias,       // zeros, no weight decay
     norm,       // ones, no weight decay
+    zero_norm,  // zeros, no weight decay: a norm that scales by (1 + w) (Gemma)
   };
   // Registers and returns the parameter, a tensor with no memory yet (param_source.hpp), and
   // draws its seed from torch's global generator (random values are drawn in fp32, then cast, so
@@ -93,7 +94,8 @@ class TransformerModel : public Model {
 };
 
 std::unique_ptr<TransformerModel> make_gpt2(const TransformerOptions &options);
-std::unique_ptr<TransformerModel> make_llama(const TransformerOptions &options);  // llama and qwen2
+// The families of the Llama lineage (model/families/), one layer composed by the shape's features.
+std::unique_ptr<TransformerModel> make_decoder(const TransformerOptions &options);
 // make_transformer's parameters hold their initial values (with init_from: zeros until the
 // checkpoint is loaded); make_unallocated_transformer's have shapes only (initial_values() fills them).
 std::unique_ptr<TransformerModel> make_transformer(const TransformerOptions &options);

@@ -4,6 +4,7 @@
 #include "model/transformer_shape.hpp"
 
 #include "config/config.hpp"
+#include "model/family.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
 
@@ -34,21 +35,31 @@ TransformerShape family_shape(const std::string &type, const RunConfig &config) 
   s.hidden = config.integer("model", "hidden");
   s.layers = config.integer("model", "layers");
   s.tie_embeddings = type == "gpt2";
-  s.qkv_bias = type != "llama";
+  s.qkv_bias = type == "gpt2" || type == "qwen2";
   return s;
 }
 
-// Fields still 0 after preset, config.json and explicit keys get the family's conventions.
-void fill_family_defaults(TransformerShape &s) {
-  bool gpt2 = s.is_gpt2(), qwen2 = s.type == "qwen2";
+// Fields still 0 after preset, config.json and explicit keys get the family's conventions; a model
+// given by type alone (`type_only`) also gets the family's composition (family.hpp).
+void fill_family_defaults(TransformerShape &s, bool type_only) {
+  const bool gpt2 = s.is_gpt2();
   if (s.heads == 0) s.heads = std::max<int64_t>(1, s.hidden / 64);
   if (s.kv_heads == 0) s.kv_heads = s.heads;
-  if (s.intermediate == 0)  // GPT-2: 4h; Llama: 8h/3 rounded up to a multiple of 256
+  if (s.intermediate == 0)  // GPT-2: 4h; the others: 8h/3 rounded up to a multiple of 256
     s.intermediate = gpt2 ? 4 * s.hidden : (8 * s.hidden / 3 + 255) / 256 * 256;
-  if (s.vocab == 0) s.vocab = gpt2 ? 50257 : qwen2 ? 151936 : 32000;
-  if (s.max_seq == 0) s.max_seq = gpt2 ? 1024 : qwen2 ? 32768 : 4096;
-  if (s.rope_theta == 0 && !gpt2) s.rope_theta = qwen2 ? 1e6 : 1e4;
-  if (s.norm_eps == 0) s.norm_eps = qwen2 ? 1e-6 : 1e-5;
+  if (gpt2) {
+    if (s.vocab == 0) s.vocab = 50257;
+    if (s.max_seq == 0) s.max_seq = 1024;
+    if (s.norm_eps == 0) s.norm_eps = 1e-5;
+    return;
+  }
+  const Family *family = find_family(s.type);
+  if (!family) return;  // validate() names the type
+  if (s.vocab == 0) s.vocab = family->default_vocab;
+  if (s.max_seq == 0) s.max_seq = family->default_max_seq;
+  if (s.rope_theta == 0) s.rope_theta = family->default_theta;
+  if (s.norm_eps == 0) s.norm_eps = family->default_norm_eps;
+  if (type_only && family->defaults) family->defaults(s);
 }
 
 std::string number(double value) { return format("%g", value); }
@@ -94,8 +105,8 @@ TransformerOptions transformer_options(const RunConfig &config) {
                type.c_str(), preset.c_str(), found->type.c_str());
     shape = *found;
   } else if (options.init_from.empty() || wrote("type")) {
-    ZF_REQUIRE(is_transformer_type(type), "%s: model.type = \"%s\" is not a transformer (gpt2, llama, qwen2)",
-               at("type").c_str(), type.c_str());
+    ZF_REQUIRE(is_transformer_type(type), "%s: model.type = \"%s\" is not a transformer (%s)",
+               at("type").c_str(), type.c_str(), family_names().c_str());
     shape = family_shape(type, config);
   }
 
@@ -134,6 +145,7 @@ TransformerOptions transformer_options(const RunConfig &config) {
         mismatch(key, value ? "true" : "false", stored.*member ? "true" : "false");
     }
     shape = stored;
+    options.padding_idx = read_hf_padding_idx(options.init_from);
     // Hugging Face trains with config.json's dropout; zfcore with model.dropout: say which.
     const double stored_dropout = read_hf_dropout(options.init_from);
     // Once per process: a run reads its model's shape twice (its checks before setup, then setup).
@@ -150,7 +162,7 @@ TransformerOptions transformer_options(const RunConfig &config) {
     for (auto [key, member] : keys.booleans)
       if (wrote(key)) shape.*member = config.boolean("model", key);
   }
-  fill_family_defaults(shape);
+  fill_family_defaults(shape, preset.empty() && options.init_from.empty());
   shape.validate(config.file() + " [model]");
   options.shape = shape;
   options.checkpoint_layers = config.integer("model", "checkpoint_layers");

@@ -1,107 +1,17 @@
 #include "model/transformer_shape.hpp"
 
 #include "config/limits.hpp"
-#include "runtime/error.hpp"
-#include "runtime/input.hpp"
+#include "model/family.hpp"
+#include "model/hf_config_fields.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <fstream>
-#include <map>
-#include <type_traits>
 
 namespace zf {
 namespace {
 
 using json = nlohmann::json;
-
-TransformerShape gpt2_preset(int64_t hidden, int64_t layers, int64_t heads) {
-  TransformerShape s;
-  s.type = "gpt2";
-  s.hidden = hidden;
-  s.layers = layers;
-  s.heads = s.kv_heads = heads;
-  s.intermediate = 4 * hidden;
-  s.vocab = 50257;
-  s.max_seq = 1024;
-  s.norm_eps = 1e-5;
-  s.tie_embeddings = true;
-  s.qkv_bias = true;
-  return s;
-}
-
-TransformerShape llama_preset(const char *type, int64_t hidden, int64_t intermediate, int64_t layers, int64_t heads,
-                              int64_t kv_heads, int64_t vocab, int64_t max_seq, double theta, double eps, bool tie) {
-  TransformerShape s;
-  s.type = type;
-  s.hidden = hidden;
-  s.intermediate = intermediate;
-  s.layers = layers;
-  s.heads = heads;
-  s.kv_heads = kv_heads;
-  s.vocab = vocab;
-  s.max_seq = max_seq;
-  s.rope_theta = theta;
-  s.norm_eps = eps;
-  s.tie_embeddings = tie;
-  s.qkv_bias = s.type == "qwen2";
-  return s;
-}
-
-// The published shapes (the config.json of each model on the Hugging Face hub).
-const std::map<std::string, TransformerShape> &presets() {
-  static const std::map<std::string, TransformerShape> table = {
-      {"gpt2", gpt2_preset(768, 12, 12)},
-      {"gpt2-medium", gpt2_preset(1024, 24, 16)},
-      {"gpt2-large", gpt2_preset(1280, 36, 20)},
-      {"gpt2-xl", gpt2_preset(1600, 48, 25)},
-      {"llama2-7b", llama_preset("llama", 4096, 11008, 32, 32, 32, 32000, 4096, 1e4, 1e-5, false)},
-      {"llama2-13b", llama_preset("llama", 5120, 13824, 40, 40, 40, 32000, 4096, 1e4, 1e-5, false)},
-      {"llama2-70b", llama_preset("llama", 8192, 28672, 80, 64, 8, 32000, 4096, 1e4, 1e-5, false)},
-      {"qwen2-1.5b", llama_preset("qwen2", 1536, 8960, 28, 12, 2, 151936, 131072, 1e6, 1e-6, true)},
-      {"qwen2.5-0.5b", llama_preset("qwen2", 896, 4864, 24, 14, 2, 151936, 32768, 1e6, 1e-6, true)},
-      {"qwen2.5-1.5b", llama_preset("qwen2", 1536, 8960, 28, 12, 2, 151936, 131072, 1e6, 1e-6, true)},
-      {"qwen2.5-3b", llama_preset("qwen2", 2048, 11008, 36, 16, 2, 151936, 32768, 1e6, 1e-6, true)},
-      {"qwen2.5-7b", llama_preset("qwen2", 3584, 18944, 28, 28, 4, 152064, 131072, 1e6, 1e-6, false)},
-      {"qwen2.5-14b", llama_preset("qwen2", 5120, 13824, 48, 40, 8, 152064, 131072, 1e6, 1e-5, false)},
-      {"qwen2.5-32b", llama_preset("qwen2", 5120, 27648, 64, 40, 8, 152064, 131072, 1e6, 1e-5, false)},
-  };
-  return table;
-}
-
-// ---- config.json field access with messages that name the file and the field ----
-
-template <class T>
-T field(const json &config, const char *key, const std::string &source) {
-  ZF_REQUIRE(config.contains(key) && !config[key].is_null(), "%s: config.json has no \"%s\"", source.c_str(), key);
-  // A count must be written as one: json's conversion would cut 32.5 to 32 without a word.
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    const double value = config[key].is_number_float() ? config[key].get<double>() : 0.0;
-    ZF_REQUIRE(value == std::floor(value) && std::fabs(value) < 9e15,
-               "%s: config.json field \"%s\" = %s must be a whole number", source.c_str(), key,
-               excerpt(config[key].dump()).c_str());
-  }
-  try {
-    return config[key].get<T>();
-  } catch (const json::exception &) {
-    throw Error(format("%s: config.json field \"%s\" = %s has the wrong type", source.c_str(), key,
-                       excerpt(config[key].dump()).c_str()));
-  }
-}
-
-template <class T>
-T field_or(const json &config, const char *key, T fallback, const std::string &source) {
-  if (!config.contains(key) || config[key].is_null()) return fallback;
-  return field<T>(config, key, source);
-}
-
-void require_default(const json &config, const char *key, const json &expected, const std::string &source,
-                     const char *why) {
-  if (!config.contains(key) || config[key].is_null() || config[key] == expected) return;
-  throw Error(format("%s: config.json has \"%s\": %s, which zfcore does not support (%s)", source.c_str(), key,
-                     excerpt(config[key].dump()).c_str(), why));
-}
 
 TransformerShape gpt2_from_hf(const json &c, const std::string &source) {
   TransformerShape s;
@@ -125,49 +35,6 @@ TransformerShape gpt2_from_hf(const json &c, const std::string &source) {
   return s;
 }
 
-TransformerShape llama_from_hf(const json &c, const std::string &source, const std::string &type) {
-  TransformerShape s;
-  s.type = type;
-  s.hidden = field<int64_t>(c, "hidden_size", source);
-  s.intermediate = field<int64_t>(c, "intermediate_size", source);
-  s.layers = field<int64_t>(c, "num_hidden_layers", source);
-  s.heads = field<int64_t>(c, "num_attention_heads", source);
-  s.kv_heads = field_or<int64_t>(c, "num_key_value_heads", s.heads, source);
-  s.vocab = field<int64_t>(c, "vocab_size", source);
-  s.max_seq = field_or<int64_t>(c, "max_position_embeddings", type == "qwen2" ? 32768 : 2048, source);
-  s.norm_eps = field_or<double>(c, "rms_norm_eps", 1e-6, source);
-  s.tie_embeddings = field_or<bool>(c, "tie_word_embeddings", false, source);
-  s.qkv_bias = type == "qwen2";
-  // transformers 5 moved rope_theta into rope_parameters; both spellings are read.
-  s.rope_theta = field_or<double>(c, "rope_theta", 10000.0, source);
-  for (const char *key : {"rope_parameters", "rope_scaling"}) {
-    if (!c.contains(key) || c[key].is_null()) continue;
-    const json &rope = c[key];
-    ZF_REQUIRE(rope.is_object(), "%s: config.json field \"%s\" = %s must be an object like {\"rope_type\": \"default\"}",
-               source.c_str(), key, excerpt(rope.dump()).c_str());
-    std::string rope_type = field_or<std::string>(rope, "rope_type", field_or<std::string>(rope, "type", "default", source), source);
-    ZF_REQUIRE(rope_type == "default", "%s: config.json has \"%s\" of type \"%s\"; only plain RoPE is supported",
-               source.c_str(), key, excerpt(rope_type).c_str());
-    if (rope.contains("rope_theta")) s.rope_theta = field<double>(rope, "rope_theta", source);
-  }
-  if (c.contains("head_dim") && !c["head_dim"].is_null() && s.heads > 0)
-    ZF_REQUIRE(field<int64_t>(c, "head_dim", source) == s.hidden / s.heads,
-               "%s: config.json has \"head_dim\": %lld, but zfcore needs head_dim = hidden_size / "
-               "num_attention_heads = %lld",
-               source.c_str(), (long long)field<int64_t>(c, "head_dim", source), (long long)(s.hidden / s.heads));
-  std::string activation = field_or<std::string>(c, "hidden_act", "silu", source);
-  ZF_REQUIRE(activation == "silu", "%s: config.json has \"hidden_act\": \"%s\"; zfcore's SwiGLU MLP uses silu",
-             source.c_str(), excerpt(activation).c_str());
-  require_default(c, "attention_bias", false, source, "Llama attention has no biases; Qwen2 is model_type qwen2");
-  require_default(c, "mlp_bias", false, source, "the MLP has no biases");
-  require_default(c, "use_sliding_window", false, source, "attention is full causal");
-  if (c.contains("layer_types") && c["layer_types"].is_array())
-    for (const json &kind : c["layer_types"])
-      ZF_REQUIRE(kind == "full_attention", "%s: config.json has a layer of type %s; zfcore supports full_attention only",
-                 source.c_str(), kind.dump().c_str());
-  return s;
-}
-
 }  // namespace
 
 uint64_t TransformerShape::parameter_count() const {
@@ -177,15 +44,19 @@ uint64_t TransformerShape::parameter_count() const {
     uint64_t per_layer = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (i * h + i) + (h * i + h);
     return embeddings + uint64_t(max_seq) * h + l * per_layer + 2 * h + head;
   }
-  uint64_t q = uint64_t(heads * head_dim()), kv = uint64_t(kv_heads * head_dim());
-  uint64_t attention = h * q + 2 * h * kv + q * h + (qkv_bias ? q + 2 * kv : 0);
-  uint64_t per_layer = attention + 3 * h * i + 2 * h;
-  return embeddings + l * per_layer + h + head;
+  const DecoderFeatures &f = features;
+  uint64_t q = uint64_t(heads * head_dim()), kv = uint64_t(kv_heads * head_dim()), d = uint64_t(head_dim());
+  uint64_t attention = h * q + 2 * h * kv + q * h + (qkv_bias ? q + 2 * kv : 0) + (f.attention_bias ? q + 2 * kv + h : 0);
+  attention += f.qk_norm == QkNorm::per_head ? 2 * d : f.qk_norm == QkNorm::whole ? q + kv : 0;
+  uint64_t mlp = 3 * h * i + (f.mlp_bias ? 2 * i + h : 0);
+  uint64_t norms = (f.placement == NormPlacement::sandwich ? 4 : 2) * h;
+  return embeddings + l * (attention + mlp + norms) + h + head;
 }
 
 void TransformerShape::validate(const std::string &source) const {
   const char *where = source.c_str();
-  ZF_REQUIRE(is_transformer_type(type), "%s: model type \"%s\" is not one of gpt2, llama, qwen2", where, type.c_str());
+  ZF_REQUIRE(is_transformer_type(type), "%s: model type \"%s\" is not one of %s", where, type.c_str(),
+             family_names().c_str());
   for (auto [key, value] : {std::pair<const char *, int64_t>{"hidden", hidden}, {"layers", layers},
                             {"heads", heads}, {"kv_heads", kv_heads}, {"intermediate", intermediate},
                             {"vocab", vocab}, {"max_seq", max_seq}})
@@ -195,8 +66,9 @@ void TransformerShape::validate(const std::string &source) const {
       ZF_REQUIRE(std::string(decl.key) != key || !(decl.flags & ZF_PARAM_HAS_MAX) || double(value) <= decl.max,
                  "%s: model.%s = %lld must be <= %.0f", where, key, (long long)value, decl.max);
   }
-  ZF_REQUIRE(hidden % heads == 0, "%s: model.hidden = %lld is not divisible by model.heads = %lld", where,
-             (long long)hidden, (long long)heads);
+  ZF_REQUIRE(features.head_dim > 0 || hidden % heads == 0,
+             "%s: model.hidden = %lld is not divisible by model.heads = %lld", where, (long long)hidden,
+             (long long)heads);
   ZF_REQUIRE(heads % kv_heads == 0, "%s: model.heads = %lld is not divisible by model.kv_heads = %lld", where,
              (long long)heads, (long long)kv_heads);
   ZF_REQUIRE(norm_eps > 0, "%s: model.norm_eps must be > 0", where);
@@ -205,13 +77,21 @@ void TransformerShape::validate(const std::string &source) const {
                where, (long long)heads);
     ZF_REQUIRE(qkv_bias, "%s: GPT-2 always has attention biases: remove model.qkv_bias = false", where);
   } else {
-    ZF_REQUIRE(head_dim() % 2 == 0, "%s: RoPE needs an even head size, but hidden / heads = %lld", where,
+    const DecoderFeatures &f = features;
+    ZF_REQUIRE(head_dim() % 2 == 0, "%s: RoPE needs an even head size, but head_dim = %lld", where,
                (long long)head_dim());
     ZF_REQUIRE(rope_theta > 0, "%s: model.rope_theta must be > 0", where);
     ZF_REQUIRE(qkv_bias == (type == "qwen2"),
-               "%s: model.qkv_bias = %s does not fit type \"%s\" (Qwen2 has q/k/v biases, Llama has none: "
-               "use type = \"%s\")",
+               "%s: model.qkv_bias = %s does not fit type \"%s\" (Qwen2 has q/k/v biases, the other families "
+               "none or all four: use type = \"%s\")",
                where, qkv_bias ? "true" : "false", type.c_str(), qkv_bias ? "qwen2" : "llama");
+    ZF_REQUIRE(f.sliding_layers.empty() || (int64_t(f.sliding_layers.size()) == layers && f.sliding_window > 0),
+               "%s: the sliding-window layers must be one entry per layer, with a window > 0", where);
+    ZF_REQUIRE(f.rope_layers.empty() || int64_t(f.rope_layers.size()) == layers,
+               "%s: the layers without RoPE must be one entry per layer", where);
+    ZF_REQUIRE(int64_t(double(head_dim()) * f.partial_rotary) % 2 == 0,
+               "%s: partial_rotary_factor %g of head_dim %lld must rotate an even number of channels", where,
+               f.partial_rotary, (long long)head_dim());
   }
 }
 
@@ -219,7 +99,8 @@ bool TransformerShape::operator==(const TransformerShape &o) const {
   return type == o.type && hidden == o.hidden && layers == o.layers && heads == o.heads && kv_heads == o.kv_heads &&
          intermediate == o.intermediate && vocab == o.vocab && max_seq == o.max_seq &&
          (is_gpt2() || rope_theta == o.rope_theta) &&  // GPT-2 has no RoPE
-         norm_eps == o.norm_eps && tie_embeddings == o.tie_embeddings && qkv_bias == o.qkv_bias;
+         norm_eps == o.norm_eps && tie_embeddings == o.tie_embeddings && qkv_bias == o.qkv_bias &&
+         (is_gpt2() || features == o.features);
 }
 
 std::string shape_difference(const TransformerShape &a, const TransformerShape &b, const char *a_name,
@@ -240,40 +121,35 @@ std::string shape_difference(const TransformerShape &a, const TransformerShape &
   for (const auto &[name, values] : fields)
     if (values.first != values.second)
       return format("%s = %g %s, %g %s", name, values.first, a_name, values.second, b_name);
+  if (!a.is_gpt2() && !(a.features == b.features)) {  // the features, as config.json spells them
+    const json mine = hf_config(a, "float32", 0), theirs = hf_config(b, "float32", 0);
+    for (const auto &[key, value] : mine.items())
+      if (!theirs.contains(key) || theirs[key] != value)
+        return format("%s = %s %s, %s %s", key.c_str(), excerpt(value.dump(), 60).c_str(), a_name,
+                      theirs.contains(key) ? excerpt(theirs[key].dump(), 60).c_str() : "(none)", b_name);
+  }
   return "";
 }
 
-std::vector<std::string> preset_names() {
-  std::vector<std::string> names;
-  for (const auto &[name, shape] : presets()) names.push_back(name);
-  return names;
-}
+bool is_transformer_type(const std::string &type) { return type == "gpt2" || find_family(type) != nullptr; }
 
-std::optional<TransformerShape> find_preset(const std::string &name) {
-  auto it = presets().find(name);
-  if (it == presets().end()) return std::nullopt;
-  return it->second;
-}
-
-uint64_t preset_parameter_count(const std::string &name) {
-  auto shape = find_preset(name);
-  ZF_REQUIRE(shape.has_value(), "no model preset \"%s\"", name.c_str());
-  return shape->parameter_count();
-}
-
-bool is_transformer_type(const std::string &type) { return type == "gpt2" || type == "llama" || type == "qwen2"; }
-
-TransformerShape shape_from_hf_config(const json &config, const std::string &source) {
+TransformerShape unchecked_shape_from_hf_config(const json &config, const std::string &source) {
   ZF_REQUIRE(config.is_object(), "%s: config.json is not a JSON object", source.c_str());
   std::string type = field<std::string>(config, "model_type", source);
   TransformerShape shape;
-  if (type == "gpt2")
+  if (type == "gpt2") {
     shape = gpt2_from_hf(config, source);
-  else if (type == "llama" || type == "qwen2")
-    shape = llama_from_hf(config, source, type);
-  else
-    throw Error(format("%s: config.json has model_type \"%s\"; zfcore reads gpt2, llama and qwen2", source.c_str(),
-                       excerpt(type).c_str()));
+  } else if (const Family *family = find_family(type)) {
+    read_decoder_config(config, source, *family, shape);
+  } else {
+    throw Error(format("%s: config.json has model_type \"%s\"; zfcore reads %s", source.c_str(),
+                       excerpt(type).c_str(), family_names().c_str()));
+  }
+  return shape;
+}
+
+TransformerShape shape_from_hf_config(const json &config, const std::string &source) {
+  TransformerShape shape = unchecked_shape_from_hf_config(config, source);
   shape.validate(source);
   return shape;
 }
@@ -308,6 +184,18 @@ double read_hf_dropout(const std::string &directory) {
   return dropout;
 }
 
+int64_t read_hf_padding_idx(const std::string &directory) {
+  std::string path = directory + "/config.json", text;
+  if (!read_regular_file(path, 16 << 20, &text).empty()) return -1;  // read_hf_config says why
+  json config = parse_json(text, path);
+  if (!config.is_object() || config.value("model_type", json()) == "gpt2" || !config.contains("pad_token_id") ||
+      !config["pad_token_id"].is_number_integer())
+    return -1;
+  const int64_t pad = config["pad_token_id"].get<int64_t>();
+  const int64_t vocab = config.value("vocab_size", json(0)).is_number_integer() ? config["vocab_size"].get<int64_t>() : 0;
+  return pad >= 0 && pad < vocab ? pad : -1;
+}
+
 json hf_config(const TransformerShape &s, const std::string &dtype, double dropout) {
   json c;
   c["model_type"] = s.type;
@@ -332,27 +220,8 @@ json hf_config(const TransformerShape &s, const std::string &dtype, double dropo
     c["bos_token_id"] = c["eos_token_id"] = s.vocab > 50256 ? json(50256) : json(nullptr);
     return c;
   }
-  c["architectures"] = json::array({s.type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"});
-  c["hidden_size"] = s.hidden;
-  c["intermediate_size"] = s.intermediate;
-  c["num_hidden_layers"] = s.layers;
-  c["num_attention_heads"] = s.heads;
-  c["num_key_value_heads"] = s.kv_heads;
-  c["head_dim"] = s.head_dim();
-  c["max_position_embeddings"] = s.max_seq;
-  c["rms_norm_eps"] = s.norm_eps;
-  c["rope_theta"] = s.rope_theta;
-  c["rope_scaling"] = nullptr;
-  c["hidden_act"] = "silu";
   c["attention_dropout"] = dropout;
-  if (s.type == "qwen2") {
-    c["use_sliding_window"] = false;
-    c["sliding_window"] = s.max_seq;
-    c["max_window_layers"] = s.layers;
-  } else {
-    c["attention_bias"] = false;
-    c["mlp_bias"] = false;
-  }
+  write_decoder_config(s, *find_family(s.type), c);
   return c;
 }
 

@@ -1,9 +1,12 @@
-// transformer_shape.hpp: the shape of a decoder-only transformer of the zoo (GPT-2, Llama, Qwen2),
+// transformer_shape.hpp: the shape of a decoder-only transformer of the zoo (GPT-2 and the families
+// of model/families/: Llama, Qwen, Mistral, OLMo, Gemma, Phi, SmolLM, Granite),
 // the named presets with their published shapes, parameter counts computed from shapes alone, the
 // conversion to and from Hugging Face config.json, and the resolution of the [model] table
 // (type, preset, explicit keys, init_from) into one shape. No libtorch here: the data source and
 // the CLI can ask for the shape (vocab, context length) without building the model.
 #pragma once
+
+#include "model/decoder_features.hpp"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -17,7 +20,7 @@ namespace zf {
 class RunConfig;
 
 struct TransformerShape {
-  std::string type;  // "gpt2", "llama" or "qwen2" (= Hugging Face model_type)
+  std::string type;  // Hugging Face model_type: "gpt2" or a family's (family.hpp)
   int64_t hidden = 0;
   int64_t layers = 0;
   int64_t heads = 0;
@@ -29,8 +32,9 @@ struct TransformerShape {
   double norm_eps = 0;
   bool tie_embeddings = false;  // the output head reuses the token embedding
   bool qkv_bias = false;        // GPT-2 and Qwen2 have q/k/v biases, Llama has none
+  DecoderFeatures features;     // how a layer of the Llama lineage is composed (not GPT-2's)
 
-  int64_t head_dim() const { return hidden / heads; }
+  int64_t head_dim() const { return features.head_dim > 0 ? features.head_dim : hidden / heads; }
   bool is_gpt2() const { return type == "gpt2"; }
   // Number of trainable parameters (a tied head counted once).
   uint64_t parameter_count() const;
@@ -49,6 +53,9 @@ struct TransformerOptions {
   // 0: all of them. The last layers keep their activations: less recompute, more memory.
   int64_t checkpoint_layers = 0;
   std::string init_from;                // a Hugging Face checkpoint directory, or ""
+  // The embedding row of init_from's pad_token_id, which gets no gradient (nn.Embedding's
+  // padding_idx, as every family but GPT-2 builds its embeddings); -1: none.
+  int64_t padding_idx = -1;
 };
 
 // The first field in which a and b differ, as "hidden = 64 vs 128"; "" when they are equal.
@@ -56,8 +63,7 @@ struct TransformerOptions {
 std::string shape_difference(const TransformerShape &a, const TransformerShape &b, const char *a_name,
                              const char *b_name);
 
-// Preset names: gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama2-7b, llama2-13b, llama2-70b,
-// qwen2-1.5b, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b, qwen2.5-32b.
+// Preset names: the published shapes of presets.cpp (gpt2, llama3.1-8b, qwen3-8b, gemma3-27b, ...).
 std::vector<std::string> preset_names();
 std::optional<TransformerShape> find_preset(const std::string &name);
 // Parameter count of a preset without allocating anything; throws for an unknown name.
@@ -66,14 +72,19 @@ uint64_t preset_parameter_count(const std::string &name);
 // Hugging Face config.json <-> shape. `source` names the file in error messages; unsupported
 // features (rope scaling, sliding windows, biases Llama does not have) are errors.
 TransformerShape shape_from_hf_config(const nlohmann::json &config, const std::string &source);
+// The same without validate(), which reads the [model] schema: for the presets, which the schema lists.
+TransformerShape unchecked_shape_from_hf_config(const nlohmann::json &config, const std::string &source);
 TransformerShape read_hf_config(const std::string &directory);  // DIRECTORY/config.json
 // The largest dropout probability DIRECTORY/config.json gives (resid_pdrop, embd_pdrop, attn_pdrop,
 // attention_dropout), 0 without any.
 double read_hf_dropout(const std::string &directory);
+// DIRECTORY/config.json's pad_token_id when the model's embeddings keep its row fixed (not GPT-2) and
+// it is a token of the vocabulary; else -1.
+int64_t read_hf_padding_idx(const std::string &directory);
 // `dtype` is the torch_dtype written ("float32", "bfloat16"); dropout goes to the *_pdrop fields.
 nlohmann::json hf_config(const TransformerShape &shape, const std::string &dtype, double dropout);
 
-// True for the [model].type values this file resolves (gpt2, llama, qwen2).
+// True for the [model].type values this file resolves (gpt2 and the families').
 bool is_transformer_type(const std::string &type);
 // Resolves the [model] table: preset first, then init_from's config.json (which must agree with
 // the preset and every explicit shape key), else explicit keys over the preset or family defaults.

@@ -1,0 +1,19 @@
+// attention.hpp: causal self-attention over heads, with grouped-query heads, an optional sliding
+// window and softmax scale, on the fastest kernel that computes it exactly.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace zf {
+
+struct AttentionOptions {
+  int64_t window = 0;   // > 0: a query at i sees keys j with i - window < j <= i (Mistral, Gemma 3, OLMo 3)
+  double scale = 0;     // softmax scale; 0 = 1 / sqrt(head_dim)
+  double dropout = 0;   // on the attention weights, while training
+};
+
+// q [B, heads, T, d]; k and v [B, kv_heads, T, d] with heads a multiple of kv_heads. Returns [B, heads, T, d].
+torch::Tensor causal_attention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v,
+                               const AttentionOptions &options);
+
+}  // namespace zf

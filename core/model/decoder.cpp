@@ -1,0 +1,222 @@
+// The decoder layer of the Llama lineage, composed as the shape's features say (decoder_features.hpp):
+// each family of model/families/ is this layer with its own norms, RoPE, attention and MLP variants,
+// under Hugging Face's tensor names. Blocks: the embeddings, one per layer, then the final norm and
+// the output head.
+#include "model/attention.hpp"
+#include "model/rope.hpp"
+#include "model/transformer.hpp"
+
+namespace zf {
+namespace {
+
+class Decoder final : public TransformerModel {
+ public:
+  explicit Decoder(const TransformerOptions &options) : TransformerModel(options) {
+    const TransformerShape &s = shape();
+    const DecoderFeatures &f = s.features;
+    const int64_t h = s.hidden, d = s.head_dim(), q = s.heads * d, kv = s.kv_heads * d, inner = s.intermediate;
+    const uint32_t head_block = uint32_t(s.layers + 1);
+    const Init norm = f.norm_weight == NormWeight::one_plus ? Init::zero_norm : Init::norm;
+    const bool qkv_bias = s.qkv_bias || f.attention_bias;
+    set_block_names("model.layers.");
+
+    embed_tokens_ = add("model.embed_tokens.weight", {s.vocab, h}, 0, Init::embedding);
+    for (int64_t i = 0; i < s.layers; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      const uint32_t b = uint32_t(i + 1);
+      auto bias = [&](const std::string &name, int64_t size, bool has) {
+        return has ? add(p + name, {size}, b, Init::bias) : torch::Tensor();
+      };
+      Layer l;
+      if (f.placement != NormPlacement::post) l.attention_in_norm = add(p + "input_layernorm.weight", {h}, b, norm);
+      if (f.fused_qkv) {
+        l.qkv = add(p + "self_attn.qkv_proj.weight", {q + 2 * kv, h}, b, Init::linear);
+      } else {
+        l.q = add(p + "self_attn.q_proj.weight", {q, h}, b, Init::linear);
+        l.q_bias = bias("self_attn.q_proj.bias", q, qkv_bias);
+        l.k = add(p + "self_attn.k_proj.weight", {kv, h}, b, Init::linear);
+        l.k_bias = bias("self_attn.k_proj.bias", kv, qkv_bias);
+        l.v = add(p + "self_attn.v_proj.weight", {kv, h}, b, Init::linear);
+        l.v_bias = bias("self_attn.v_proj.bias", kv, qkv_bias);
+      }
+      l.o = add(p + "self_attn.o_proj.weight", {h, q}, b, Init::residual);
+      l.o_bias = bias("self_attn.o_proj.bias", h, f.attention_bias);
+      if (f.qk_norm != QkNorm::none) {
+        const bool whole = f.qk_norm == QkNorm::whole;
+        l.q_norm = add(p + "self_attn.q_norm.weight", {whole ? q : d}, b, norm);
+        l.k_norm = add(p + "self_attn.k_norm.weight", {whole ? kv : d}, b, norm);
+      }
+      if (f.placement != NormPlacement::pre)
+        l.attention_out_norm = add(p + "post_attention_layernorm.weight", {h}, b, norm);
+      else
+        l.mlp_in_norm = add(p + "post_attention_layernorm.weight", {h}, b, norm);
+      if (f.placement == NormPlacement::sandwich) l.mlp_in_norm = add(p + "pre_feedforward_layernorm.weight", {h}, b, norm);
+      if (f.placement != NormPlacement::pre)
+        l.mlp_out_norm = add(p + "post_feedforward_layernorm.weight", {h}, b, norm);
+      if (f.fused_qkv) {
+        l.gate_up = add(p + "mlp.gate_up_proj.weight", {2 * inner, h}, b, Init::linear);
+      } else {
+        l.gate = add(p + "mlp.gate_proj.weight", {inner, h}, b, Init::linear);
+        l.gate_bias = bias("mlp.gate_proj.bias", inner, f.mlp_bias);
+        l.up = add(p + "mlp.up_proj.weight", {inner, h}, b, Init::linear);
+        l.up_bias = bias("mlp.up_proj.bias", inner, f.mlp_bias);
+      }
+      l.down = add(p + "mlp.down_proj.weight", {h, inner}, b, Init::residual);
+      l.down_bias = bias("mlp.down_proj.bias", h, f.mlp_bias);
+      layers_.push_back(l);
+    }
+    norm_ = add("model.norm.weight", {h}, head_block, norm);
+    lm_head_ = s.tie_embeddings ? embed_tokens_ : add("lm_head.weight", {s.vocab, h}, head_block, Init::linear);
+  }
+
+  torch::Tensor embed(const torch::Tensor &ids) override {
+    torch::Tensor x = torch::embedding(embed_tokens_, ids, options().padding_idx);
+    const double scale = shape().features.embedding_scale;
+    // Gemma multiplies by sqrt(hidden) as a tensor of the model's dtype: the same rounding here.
+    return scale == 1 ? x : x * torch::scalar_tensor(scale, x.options()).to(x.scalar_type());
+  }
+
+  torch::Tensor layer(int64_t index, const torch::Tensor &x) override {
+    const Layer &l = layers_[size_t(index)];
+    const DecoderFeatures &f = shape().features;
+    const double residual_scale = f.residual_scale;
+    auto branch = [&](const torch::Tensor &out) { return residual_scale == 1 ? out : out * residual_scale; };
+    auto around = [&](const torch::Tensor &in_norm, const torch::Tensor &out_norm, const torch::Tensor &input,
+                      auto &&function) {
+      torch::Tensor out = function(in_norm.defined() ? rms_norm(input, in_norm) : input);
+      return input + branch(out_norm.defined() ? rms_norm(out, out_norm) : out);
+    };
+    torch::Tensor h = around(l.attention_in_norm, l.attention_out_norm, x,
+                             [&](const torch::Tensor &in) { return attention(index, l, in); });
+    return around(l.mlp_in_norm, l.mlp_out_norm, h, [&](const torch::Tensor &in) { return mlp(l, in); });
+  }
+
+  torch::Tensor head(const torch::Tensor &x) override {
+    const DecoderFeatures &f = shape().features;
+    torch::Tensor logits = torch::linear(rms_norm(x, norm_), lm_head_);
+    if (f.logits_divisor != 1) logits = logits / f.logits_divisor;
+    if (f.final_softcap > 0) logits = torch::tanh(logits / f.final_softcap) * f.final_softcap;
+    return logits;
+  }
+
+ private:
+  struct Layer {
+    torch::Tensor attention_in_norm, attention_out_norm, mlp_in_norm, mlp_out_norm;
+    torch::Tensor q, q_bias, k, k_bias, v, v_bias, qkv, o, o_bias, q_norm, k_norm;
+    torch::Tensor gate, gate_bias, up, up_bias, gate_up, down, down_bias;
+  };
+
+  // RMSNorm over the last dimension, normalised in fp32, its weight applied as the family does
+  // (NormWeight). ATen's rms_norm without a weight is the same ops as Hugging Face's on the CPU (the
+  // same bits) and one fused kernel each way on a GPU.
+  torch::Tensor rms_norm(const torch::Tensor &x, const torch::Tensor &weight) const {
+    const double eps = shape().norm_eps;
+    switch (shape().features.norm_weight) {
+      case NormWeight::cast_then_scale:
+        return weight * at::rms_norm(x, {x.size(-1)}, std::nullopt, eps);
+      case NormWeight::scale_then_cast:
+        return (weight.to(torch::kFloat32) * at::rms_norm(x.to(torch::kFloat32), {x.size(-1)}, std::nullopt, eps))
+            .to(x.scalar_type());
+      case NormWeight::one_plus:
+        return (at::rms_norm(x.to(torch::kFloat32), {x.size(-1)}, std::nullopt, eps) * (1.0 + weight.to(torch::kFloat32)))
+            .to(x.scalar_type());
+    }
+    return x;
+  }
+
+  torch::Tensor attention(int64_t index, const Layer &l, const torch::Tensor &x) {
+    const TransformerShape &s = shape();
+    const DecoderFeatures &f = s.features;
+    const int64_t batch = x.size(0), length = x.size(1), d = s.head_dim();
+    torch::Tensor q, k, v;
+    if (l.qkv.defined()) {
+      std::vector<torch::Tensor> parts =
+          torch::linear(x, l.qkv).split_with_sizes({s.heads * d, s.kv_heads * d, s.kv_heads * d}, -1);
+      q = parts[0], k = parts[1], v = parts[2];
+    } else {
+      q = torch::linear(x, l.q, l.q_bias);
+      k = torch::linear(x, l.k, l.k_bias);
+      v = torch::linear(x, l.v, l.v_bias);
+    }
+    if (f.qk_norm == QkNorm::whole) {
+      q = rms_norm(q, l.q_norm);
+      k = rms_norm(k, l.k_norm);
+    }
+    auto heads = [&](const torch::Tensor &t, int64_t count) { return t.view({batch, length, count, d}); };
+    q = heads(q, s.heads);
+    k = heads(k, s.kv_heads);
+    if (f.qk_norm == QkNorm::per_head) {
+      q = rms_norm(q, l.q_norm);
+      k = rms_norm(k, l.k_norm);
+    }
+    q = q.transpose(1, 2);
+    k = k.transpose(1, 2);
+    v = heads(v, s.kv_heads).transpose(1, 2);
+    if (f.uses_rope(index)) {
+      const RopeTables &tables = rope(index, length, x);
+      q = apply_rope(q, tables);
+      k = apply_rope(k, tables);
+    }
+    if (f.llama4_scaling_beta != 0) q = q * llama4_query_scale(length, q);
+    AttentionOptions options;
+    options.window = f.sliding(index) ? f.sliding_window : 0;
+    options.scale = f.attention_scale;
+    options.dropout = dropout_p();
+    torch::Tensor attended = causal_attention(q, k, v, options);
+    attended = attended.transpose(1, 2).reshape({batch, length, s.heads * d});
+    return torch::linear(attended, l.o, l.o_bias);
+  }
+
+  torch::Tensor mlp(const Layer &l, const torch::Tensor &x) const {
+    torch::Tensor gate, up;
+    if (l.gate_up.defined()) {
+      std::vector<torch::Tensor> parts = torch::linear(x, l.gate_up).chunk(2, -1);
+      gate = parts[0], up = parts[1];
+    } else {
+      gate = torch::linear(x, l.gate, l.gate_bias);
+      up = torch::linear(x, l.up, l.up_bias);
+    }
+    gate = shape().features.activation == "silu" ? torch::silu(gate) : torch::gelu(gate, "tanh");
+    return torch::linear(gate * up, l.down, l.down_bias);
+  }
+
+  // The tables of the layer's RoPE (full or sliding layers may have their own), cached for the
+  // last (length, device, dtype) seen.
+  const RopeTables &rope(int64_t index, int64_t length, const torch::Tensor &like) {
+    const TransformerShape &s = shape();
+    const RopeSpec spec = s.features.rope_of(index, s.rope_theta);
+    Cached &cached = rope_cache_[s.features.sliding(index) ? 1 : 0];
+    const RopeTables &t = cached.tables;
+    if (!(t.cos.defined() && t.cos.size(0) == length && t.cos.device() == like.device() &&
+          t.cos.scalar_type() == like.scalar_type() && cached.spec == spec)) {
+      const int64_t rotated = int64_t(double(s.head_dim()) * s.features.partial_rotary);
+      cached = Cached{spec, rope_tables(spec, rotated, s.max_seq, length, like)};
+    }
+    return cached.tables;
+  }
+
+  // Ministral 3 (Llama 4's attention temperature): queries scaled by 1 + beta * log(1 + floor(pos / original_max)).
+  torch::Tensor llama4_query_scale(int64_t length, const torch::Tensor &like) const {
+    const DecoderFeatures &f = shape().features;
+    torch::Tensor positions = torch::arange(length, like.options().dtype(torch::kFloat32));
+    const double original = double(f.rope.original_max > 0 ? f.rope.original_max : shape().max_seq);
+    torch::Tensor scale = 1 + f.llama4_scaling_beta * torch::log(1 + torch::floor(positions / original));
+    return scale.view({1, 1, length, 1}).to(like.scalar_type());
+  }
+
+  struct Cached {
+    RopeSpec spec;
+    RopeTables tables;
+  };
+  torch::Tensor embed_tokens_, norm_, lm_head_;
+  std::vector<Layer> layers_;
+  Cached rope_cache_[2];  // full-attention layers, sliding-window layers
+};
+
+}  // namespace
+
+std::unique_ptr<TransformerModel> make_decoder(const TransformerOptions &options) {
+  return std::make_unique<Decoder>(options);
+}
+
+}  // namespace zf

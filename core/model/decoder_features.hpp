@@ -1,0 +1,80 @@
+// decoder_features.hpp: how a decoder layer of the Llama lineage is composed, beyond its sizes. Each
+// family (model/families/) sets these from its config.json; the shared layer (decoder.cpp) reads
+// them. The defaults are plain Llama: pre-norm RMSNorm, RoPE over the whole head, causal attention
+// over every position, SwiGLU. No libtorch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zf {
+
+// RoPE's inverse frequencies (rope.cpp), as Hugging Face's rope_parameters give them.
+struct RopeSpec {
+  std::string type = "default";  // default, linear, llama3, yarn
+  double theta = 0;  // sliding_rope's own base; the full layers' base is TransformerShape::rope_theta
+  double factor = 1;
+  double low_freq_factor = 1, high_freq_factor = 4;  // llama3
+  int64_t original_max = 0;                           // llama3, yarn: original_max_position_embeddings
+  double beta_fast = 32, beta_slow = 1;               // yarn
+  double attention_factor = 0;                        // yarn: 0 = computed from factor (and mscale)
+  double mscale = 0, mscale_all_dim = 0;              // yarn
+  bool truncate = true;                               // yarn
+  bool operator==(const RopeSpec &) const = default;
+};
+
+// Where the layer's norms sit around its two branches (attention, MLP).
+enum class NormPlacement {
+  pre,       // x + f(norm(x)): Llama, Qwen, Mistral, Phi-3, Granite
+  post,      // x + norm(f(x)): OLMo 2 / 3
+  sandwich,  // x + norm(f(norm(x))): Gemma 3
+};
+
+// How an RMSNorm applies its weight w to x / rms(x) (computed in fp32).
+enum class NormWeight {
+  cast_then_scale,  // w * (x / rms).to(dtype): Llama, Qwen, Mistral
+  scale_then_cast,  // (w * (x / rms)).to(dtype): OLMo 2 / 3
+  one_plus,         // ((1 + w) * (x / rms)).to(dtype), w starting at 0: Gemma 3
+};
+
+enum class QkNorm {
+  none,
+  per_head,  // RMSNorm over each head of q and k, weight [head_dim]: Qwen3, Gemma 3
+  whole,     // RMSNorm over the whole q and k projections, weight [heads * head_dim]: OLMo 2 / 3
+};
+
+struct DecoderFeatures {
+  int64_t head_dim = 0;  // 0: hidden / heads
+  NormPlacement placement = NormPlacement::pre;
+  NormWeight norm_weight = NormWeight::cast_then_scale;
+  QkNorm qk_norm = QkNorm::none;
+  bool attention_bias = false;  // q, k, v and o have biases (Llama's attention_bias)
+  bool mlp_bias = false;
+  std::string activation = "silu";  // the MLP's gate: silu (SwiGLU) or gelu_tanh (GeGLU)
+  bool fused_qkv = false;           // one qkv_proj and one gate_up_proj matrix (Phi-3)
+  RopeSpec rope;                    // full-attention layers (every layer without sliding windows)
+  RopeSpec sliding_rope;            // sliding-window layers, where they have their own (Gemma 3, OLMo 3)
+  double partial_rotary = 1;        // the fraction of each head that RoPE rotates (Phi-3)
+  int64_t sliding_window = 0;       // a sliding layer's query at i sees keys j with i - window < j <= i
+  std::vector<uint8_t> sliding_layers;  // per layer, 1 = sliding window; empty = none
+  std::vector<uint8_t> rope_layers;     // per layer, 0 = no RoPE (SmolLM3); empty = RoPE everywhere
+  double llama4_scaling_beta = 0;       // Ministral 3: queries scaled by 1 + beta * log(1 + floor(pos / original_max))
+  double embedding_scale = 1;           // Gemma: sqrt(hidden); Granite: embedding_multiplier
+  double attention_scale = 0;           // softmax scale; 0 = 1 / sqrt(head_dim)
+  double residual_scale = 1;            // Granite: branch outputs scaled before the residual add
+  double logits_divisor = 1;            // Granite: logits_scaling
+  double final_softcap = 0;             // Gemma: final_logit_softcapping (0: none)
+  bool operator==(const DecoderFeatures &) const = default;
+
+  bool sliding(int64_t layer) const { return !sliding_layers.empty() && sliding_layers[size_t(layer)]; }
+  bool uses_rope(int64_t layer) const { return rope_layers.empty() || rope_layers[size_t(layer)]; }
+  // The RoPE of a layer, its base filled in (`theta`: TransformerShape::rope_theta).
+  RopeSpec rope_of(int64_t layer, double theta) const {
+    RopeSpec spec = sliding(layer) && sliding_rope.theta > 0 ? sliding_rope : rope;
+    if (spec.theta == 0) spec.theta = theta;
+    return spec;
+  }
+};
+
+}  // namespace zf

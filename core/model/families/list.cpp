@@ -1,0 +1,37 @@
+// The families zfcore reads, one file each in this folder (family.hpp).
+#include "model/family.hpp"
+
+namespace zf {
+
+Family llama_family();
+Family qwen2_family();
+Family qwen3_family();
+Family mistral_family();
+Family ministral3_family();
+Family olmo2_family();
+Family olmo3_family();
+Family gemma3_family();
+Family phi3_family();
+Family smollm3_family();
+Family granite_family();
+
+const std::vector<Family> &families() {
+  static const std::vector<Family> all = {llama_family(),  qwen2_family(),   qwen3_family(),  mistral_family(),
+                                          ministral3_family(), olmo2_family(), olmo3_family(), gemma3_family(),
+                                          phi3_family(),   smollm3_family(), granite_family()};
+  return all;
+}
+
+const Family *find_family(const std::string &type) {
+  for (const Family &family : families())
+    if (family.type == type) return &family;
+  return nullptr;
+}
+
+std::string family_names() {
+  std::string names = "gpt2";
+  for (const Family &family : families()) names += ", " + family.type;
+  return names;
+}
+
+}  // namespace zf

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Every family trains, exports and loads in transformers with the loss zfcore computes.
+
+For each fixture of tests/fixtures/families (tools/make_family_fixtures.py): zfcore trains it 3 steps
+from model.init_from on random token windows and exports it with checkpoint.export_hf; then
+  - the export's config.json has every key of the fixture's, with the same values (dtype aside);
+  - transformers loads it as the same class with no missing or unexpected weight, and its weights moved;
+  - `zfcore eval` of the export and transformers' loss agree (1e-5) on windows of the fixture's own
+    sequences (zfcore's windows of seq_len + 1 ids start every seq_len ids).
+Exits 4 (skipped) when transformers is not importable.
+Usage: check_families_export.py ZFCORE SOURCE_DIR SCRATCH_DIR
+"""
+import array
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+try:
+    import torch
+    import transformers
+    from safetensors.torch import load_file
+except ImportError as error:
+    print(f"SKIP: the Python package transformers is not importable ({error}); tools/setup.sh installs it")
+    sys.exit(4)
+
+zfcore, source, scratch = sys.argv[1:4]
+fixtures = os.path.join(source, "tests", "fixtures", "families")
+shutil.rmtree(scratch, ignore_errors=True)
+os.makedirs(scratch)
+SEQ_LEN = 31  # windows of 32 ids: the fixtures' sequence length
+failures = []
+
+
+def check(ok, what):
+    print(f"{'ok  ' if ok else 'FAIL'} {what}")
+    if not ok:
+        failures.append(what)
+
+
+def shard(path, ids, vocab):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<8sIIQQ32x", b"ZFTOKENS", 1, 2, len(ids), vocab))
+        f.write(array.array("H", ids).tobytes())
+
+
+def zfcore_command(*args):
+    result = subprocess.run([zfcore, *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"FAIL: zfcore {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+for name in sorted(os.listdir(fixtures)):
+    fixture = os.path.join(fixtures, name)
+    source_config = json.load(open(os.path.join(fixture, "config.json")))
+    vocab = source_config["vocab_size"]
+    work = os.path.join(scratch, name)
+    os.makedirs(work)
+    train = torch.randint(vocab, (SEQ_LEN * 8 + 1,), generator=torch.Generator().manual_seed(1)).tolist()
+    shard(os.path.join(work, "train.bin"), train, vocab)
+    sequences = load_file(os.path.join(fixture, "expected.safetensors"))["input_ids"]
+    # The fixture's sequences end to end: zfcore's windows of 32 ids start every 31.
+    held_out = sequences.reshape(-1).tolist()
+    windows = torch.tensor([held_out[i * SEQ_LEN:i * SEQ_LEN + SEQ_LEN + 1]
+                            for i in range((len(held_out) - 1) // SEQ_LEN)])
+    shard(os.path.join(work, "held_out.bin"), held_out, vocab)
+    export = os.path.join(work, "export")
+    with open(os.path.join(work, "train.toml"), "w") as f:
+        f.write(f"""[run]
+output_dir = "{work}/run"
+progress = "off"
+[model]
+init_from = "{fixture}"
+[data]
+type = "tokens"
+path = "{work}/train.bin"
+seq_len = {SEQ_LEN}
+[train]
+steps = 3
+micro_batch = 2
+[optimizer]
+lr = 0.01
+[checkpoint]
+export_hf = "{export}"
+""")
+    zfcore_command("run", os.path.join(work, "train.toml"))
+    with open(os.path.join(work, "eval.toml"), "w") as f:
+        f.write(f"""[run]
+output_dir = "{work}/eval"
+[model]
+init_from = "{export}"
+[data]
+type = "tokens"
+eval_path = "{work}/held_out.bin"
+seq_len = {SEQ_LEN}
+[train]
+micro_batch = 2
+eval_batches = 10
+""")
+    report = json.loads(zfcore_command("eval", os.path.join(work, "eval.toml"), "--json").strip().splitlines()[-1])
+
+    config = json.load(open(os.path.join(export, "config.json")))
+    changed = [k for k, v in source_config.items() if k not in ("dtype", "torch_dtype") and config.get(k) != v]
+    check(not changed, f"{name}: the export's config.json keeps every key of the fixture's (differing: {changed})")
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32,
+                                                                    output_loading_info=True)
+    model.eval()
+    original = transformers.AutoModelForCausalLM.from_pretrained(fixture, dtype=torch.float32)
+    check(type(model) is type(original), f"{name}: loads as {type(original).__name__} ({type(model).__name__})")
+    check(not info["missing_keys"] and not info["unexpected_keys"],
+          f"{name}: no missing or unexpected weight ({info['missing_keys']}, {info['unexpected_keys']})")
+    moved = any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), original.state_dict().values()))
+    check(moved, f"{name}: 3 steps changed the weights")
+    with torch.no_grad():
+        expected = model(input_ids=windows, labels=windows).loss.item()
+    check(report["sequences"] == windows.shape[0], f"{name}: zfcore evaluated {report['sequences']} windows")
+    check(abs(report["loss"] - expected) <= 1e-5 * abs(expected),
+          f"{name}: zfcore's loss {report['loss']!r} == transformers' {expected!r} on the export")
+
+print(f"{len(failures)} failures")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,115 @@
+// The families of the Llama lineage (core/model/families/) against transformers, on the fixtures of
+// tools/make_family_fixtures.py: tiny models with each family's features switched on, evaluated on
+// sequences they sampled themselves. Loss within 1e-4 relative, every gradient within 1e-3 of the
+// largest; config.json read, written and read again gives the same model.
+#include "config/config.hpp"
+#include "model/family.hpp"
+#include "model/zoo.hpp"
+#include "models/model_fixture.hpp"
+#include "runtime/error.hpp"
+#include "runtime/input.hpp"
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+using namespace zf;
+using test::next_token_batch;
+using test::run_blocks;
+
+namespace {
+
+const char *const kFixtures[] = {"gemma3", "granite", "llama3", "ministral3", "mistral",
+                                 "olmo2",  "olmo3",   "phi3",   "qwen3",      "smollm3"};
+
+std::string fixture_dir(const std::string &name) { return test::source_dir() + "/tests/fixtures/families/" + name; }
+
+}  // namespace
+
+TEST_CASE("families: loss and every gradient match transformers on sequences the model wrote", "[model][hf][parity]") {
+  const std::string name = GENERATE(from_range(std::begin(kFixtures), std::end(kFixtures)));
+  const std::string dir = fixture_dir(name);
+  INFO(name);
+  REQUIRE(std::filesystem::exists(dir + "/expected.safetensors"));
+  auto model = make_model(RunConfig::parse("[model]\ninit_from = \"" + dir + "\"\n", "parity.toml"));
+  model->train(false);
+  SafetensorsFile expected = SafetensorsFile::open(dir + "/expected.safetensors");
+  Batch batch = next_token_batch(expected.load("input_ids"));
+  torch::Tensor logits = run_blocks(*model, batch);
+  torch::Tensor reference = expected.load("logits");
+  REQUIRE(logits.sizes() == reference.sizes());
+  const double logits_diff = (logits.detach() - reference).abs().max().item<double>();
+  torch::Tensor loss = model->loss(logits, batch);
+  const double want = expected.load("loss").item<double>();
+  INFO("loss " << loss.item<double>() << " vs transformers' " << want << ", max |logits diff| " << logits_diff);
+  CHECK(std::abs(loss.item<double>() - want) <= 1e-4 * std::abs(want));
+  CHECK(logits_diff <= 1e-4 * reference.abs().max().item<double>());
+  loss.backward();
+  for (const ModelParameter &p : model->parameters()) {
+    INFO(p.name);
+    REQUIRE(expected.has("grad." + p.name));
+    torch::Tensor want_grad = expected.load("grad." + p.name);
+    REQUIRE(p.tensor.grad().defined());
+    const double scale = std::max(want_grad.abs().max().item<double>(), 1e-12);
+    CHECK((p.tensor.grad() - want_grad).abs().max().item<double>() <= 1e-3 * scale);
+  }
+}
+
+TEST_CASE("families: a fixture's config.json, written back as an export writes it, reads as the same model",
+          "[model][hf]") {
+  const std::string name = GENERATE(from_range(std::begin(kFixtures), std::end(kFixtures)));
+  INFO(name);
+  const TransformerShape shape = read_hf_config(fixture_dir(name));
+  const nlohmann::json written = hf_config(shape, "float32", 0);
+  const TransformerShape again = shape_from_hf_config(written, name + " (written)");
+  INFO(shape_difference(shape, again, "read", "written"));
+  CHECK(again == shape);
+}
+
+TEST_CASE("families: a model given by type alone has its family's layer, trains, and round-trips its config",
+          "[model][hf]") {
+  const Family &family = GENERATE(from_range(families()));
+  INFO(family.type);
+  torch::manual_seed(3);
+  auto config = RunConfig::parse("[model]\ntype = \"" + family.type + "\"\nhidden = 32\nlayers = 2\nheads = 4\n"
+                                 "kv_heads = 2\nvocab = 61\nmax_seq = 64\n", "type.toml");
+  const TransformerShape shape = transformer_options(config).shape;
+  CHECK(shape.type == family.type);
+  CHECK(shape_from_hf_config(hf_config(shape, "float32", 0), "written") == shape);
+  auto model = make_model(config);
+  CHECK(model->name() == family.type);
+  uint64_t numel = 0;
+  for (const ModelParameter &p : model->parameters()) numel += uint64_t(p.tensor.numel());
+  CHECK(numel == shape.parameter_count());
+  torch::manual_seed(4);
+  Batch batch = next_token_batch(torch::randint(61, {2, 24}, torch::kLong));
+  torch::Tensor loss = model->loss(run_blocks(*model, batch), batch);
+  CHECK(std::isfinite(loss.item<double>()));
+  CHECK(loss.item<double>() < 1.5 * std::log(61.0));  // near uniform at the start, not diverged
+}
+
+TEST_CASE("families: a config.json zfcore cannot compute is refused, naming the key", "[model][hf]") {
+  nlohmann::json config = read_json_file(fixture_dir("llama3") + "/config.json", 1 << 20);
+  auto refusal = [&](nlohmann::json changed) {
+    try {
+      shape_from_hf_config(changed, "x/config.json");
+    } catch (const Error &error) {
+      return std::string(error.what());
+    }
+    return std::string("(accepted)");
+  };
+  nlohmann::json longrope = config;
+  longrope["rope_parameters"]["rope_type"] = "longrope";
+  CHECK_THAT(refusal(longrope), Catch::Contains("x/config.json") && Catch::Contains("\"longrope\"") &&
+                                    Catch::Contains("default, linear, llama3 and yarn"));
+  nlohmann::json delta = config;
+  delta["layer_types"] = {"linear_attention", "full_attention"};
+  CHECK_THAT(refusal(delta), Catch::Contains("\"linear_attention\""));
+  nlohmann::json unknown = config;
+  unknown["model_type"] = "qwen3_5";
+  CHECK_THAT(refusal(unknown), Catch::Contains("model_type \"qwen3_5\"") && Catch::Contains("gemma3_text"));
+  nlohmann::json activation = config;
+  activation["hidden_act"] = "relu2";
+  CHECK_THAT(refusal(activation), Catch::Contains("\"relu2\""));
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Builds the parity fixtures of the model families: one tiny random-weight model per family, built by
+transformers (pinned: transformers==5.23.0, fp32), with the family's distinctive features switched on
+where they change the result: windows shorter than the sequence, RoPE scaling past the original
+positions, norms and multipliers far from 1, partial rotation, layers without RoPE.
+
+Usage: python3 tools/make_family_fixtures.py [OUT_DIR]   (default tests/fixtures/families)
+Writes OUT_DIR/NAME/config.json and model.safetensors (transformers' save_pretrained) and
+OUT_DIR/NAME/expected.safetensors:
+  input_ids [2, 32]  sampled from the model itself (random ids hide most features)
+  logits [2, 32, V]  transformers' logits in fp32
+  loss [1]           transformers' loss with labels = input_ids
+  grad.PARAM         the gradient of that loss for every parameter, under Hugging Face's names
+zfcore does not need this script to build or test: the fixtures are committed.
+"""
+import os
+import sys
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+VOCAB, SEQ, BATCH, HIDDEN = 96, 32, 2, 32
+
+
+def common(**overrides):
+    config = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6,
+                  tie_word_embeddings=False, attention_dropout=0.0, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    config.update(overrides)
+    return config
+
+
+def families():
+    T = transformers
+    window_types = ["sliding_attention", "full_attention"]
+    return {
+        # Llama 3.1+: llama3 frequency scaling whose original context (16) the sequence passes; 3.2's tied head.
+        "llama3": (T.LlamaConfig, common(tie_word_embeddings=True, rope_parameters={
+            "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
+        # Qwen3: head_dim 16 != hidden / heads, q/k norms per head; biases on q, k, v and o.
+        "qwen3": (T.Qwen3Config, common(head_dim=16, attention_bias=True,
+                                        rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
+        # Mistral: explicit head_dim, a window of 8 over every layer.
+        "mistral": (T.MistralConfig, common(head_dim=16, sliding_window=8)),
+        # Ministral 3: yarn from 16 original positions, Llama 4's query scaling past them.
+        "ministral3": (T.Ministral3Config, common(head_dim=16, sliding_window=None, rope_parameters={
+            "rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 16,
+            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+            "llama_4_scaling_beta": 0.5})),
+        # OLMo 2: norms after the branches, q/k norms over the whole projections.
+        "olmo2": (T.Olmo2Config, common()),
+        # OLMo 3: OLMo 2 with a sliding layer (window 8) and a full one, each with its RoPE.
+        "olmo3": (T.Olmo3Config, common(layer_types=window_types, sliding_window=8, rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 4.0,
+                               "original_max_position_embeddings": 16, "attention_factor": 1.2}})),
+        # Gemma 3: a local layer (window 8, base 10000) and a global one (base 1e6, linear factor 2),
+        # (1 + w) norms before and after each branch, query_pre_attn_scalar != head_dim, soft-capped logits.
+        "gemma3": (T.Gemma3TextConfig, common(head_dim=16, tie_word_embeddings=True, layer_types=window_types,
+                                              sliding_window=8, query_pre_attn_scalar=10,
+                                              final_logit_softcapping=5.0, rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0}})),
+        # Phi-3 / Phi-4: fused qkv and gate_up, half of each head rotated, a window of 12.
+        "phi3": (T.Phi3Config, common(sliding_window=12, rope_parameters={
+            "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})),
+        # SmolLM3: the second layer without RoPE.
+        "smollm3": (T.SmolLM3Config, common(no_rope_layers=[1, 0])),
+        # Granite: every multiplier away from 1.
+        "granite": (T.GraniteConfig, common(embedding_multiplier=3.0, residual_multiplier=0.5,
+                                            attention_multiplier=0.2, logits_scaling=2.5)),
+    }
+
+
+def perturb(model, seed):
+    # transformers' init (std 0.02, norms at 1 or 0) gives near-uniform logits; larger weights make a sharper test.
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1 and "norm" in name:
+                p.copy_(p + 0.3 * torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(0.2 * torch.randn(p.shape, generator=gen))
+
+
+def build(out, name, config_class, settings, seed):
+    torch.manual_seed(seed)
+    config = config_class(**settings)
+    config._attn_implementation = "eager"
+    model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+    perturb(model, seed)
+    directory = os.path.join(out, name)
+    model.save_pretrained(directory, safe_serialization=True)
+    generation = os.path.join(directory, "generation_config.json")
+    if os.path.exists(generation):
+        os.remove(generation)
+    # Sequences the model itself writes: its features then shape every position.
+    torch.manual_seed(seed + 1)
+    start = torch.randint(0, VOCAB, (BATCH, 1))
+    with torch.no_grad():
+        ids = model.generate(start, do_sample=True, max_new_tokens=SEQ - 1, min_new_tokens=SEQ - 1,
+                             pad_token_id=0, eos_token_id=None, top_k=0, top_p=1.0)
+    model.zero_grad()
+    result = model(input_ids=ids, labels=ids)
+    result.loss.backward()
+    tensors = {"input_ids": ids.contiguous(), "logits": result.logits.detach().float().contiguous(),
+               "loss": result.loss.detach().float().reshape(1).contiguous()}
+    for param_name, p in model.named_parameters():
+        tensors["grad." + param_name] = p.grad.detach().float().contiguous()
+    save_file(tensors, os.path.join(directory, "expected.safetensors"))
+    print(name, config.model_type, "loss", float(result.loss), "params", sum(p.numel() for p in model.parameters()))
+
+
+def main():
+    assert transformers.__version__ == "5.23.0", f"the fixtures pin transformers 5.23.0, not {transformers.__version__}"
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
+                                                             "families")
+    for seed, (name, (config_class, settings)) in enumerate(sorted(families().items())):
+        build(out, name, config_class, settings, 100 + 10 * seed)
+
+
+if __name__ == "__main__":
+    main()
