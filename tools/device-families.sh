@@ -1,0 +1,61 @@
+#!/bin/bash
+# device-families.sh: on a machine with an NVIDIA GPU, in one go: build the CUDA configuration, run
+# the families' GPU tests ([gpu][model]: every fixture's loss and gradients on the GPU, FlashAttention's
+# sliding window against the masked attention), then time a 1-2B shape of each family at 8 x 512
+# tokens in bf16 with gpu_adam beside Qwen2-1.5B's, and ZenFlow beside no offload on the Qwen3-1.7B
+# shape. Prints one table: step time, tokens/s, MFU at 6 x parameters x tokens (989 TFLOPS, the
+# dense bf16 peak of an H100 / H200 SXM), GPU peak.
+# usage: tools/device-families.sh [--no-tests]
+# environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_BENCH_STEPS (timed steps, default 10),
+#              ZF_FAMILY_PRESETS (default "qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b")
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
+steps=${ZF_BENCH_STEPS:-10}
+presets=${ZF_FAMILY_PRESETS:-qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b}
+status=0
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || { echo "no GPU here" >&2; exit 1; }
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA=ON >"$build.configure.log" 2>&1 \
+  || { tail -30 "$build.configure.log"; exit 1; }
+targets="zfcore-with-plugins"
+[ "${1:-}" = --no-tests ] || targets+=" test_gpu"
+# shellcheck disable=SC2086
+cmake --build "$build" -j "$(nproc)" --target $targets 2>&1 | grep -E "error|FAILED" | head -30
+[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "build failed" >&2; exit 1; }
+if [ "${1:-}" != --no-tests ]; then
+  echo "== [gpu][model] tests"
+  timeout 300 "$build/bin/test_gpu" "[model]" || status=1
+fi
+
+row() {  # name config warm-up extra-sets...: one zfcore run; prints a table row
+  local name=$1 config=$root/$2 warmup=$3 out="$build/families-${1// /-}"
+  shift 3
+  rm -rf "$out"
+  local params
+  params=$("$build/bin/zfcore" estimate "$config" "$@" 2>/dev/null |
+           sed -n 's/^model: [^,]*, \([0-9]*\) parameters.*/\1/p')
+  timeout 400 "$build/bin/zfcore" run "$config" --set run.output_dir="$out" --set run.timing_warmup="$warmup" \
+    --set train.steps=$((steps + warmup)) "$@" >"$out.log" 2>&1 || { echo "$name failed:"; tail -15 "$out.log"; status=1; return; }
+  python3 - "$out/summary.json" "$name" "$params" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+params, tokens_per_s = int(sys.argv[3] or 0), s["tokens_per_s"]
+mfu = 6 * params * tokens_per_s / 989e12
+peak = s.get("gpu_memory_bytes", {}).get("allocated_peak", 0) / 2**30
+print(f"| {sys.argv[2]:<24} | {params / 1e9:5.2f}B | {s['mean_step_ms']:8.1f} | {tokens_per_s:9.0f} | {100 * mfu:5.1f}% | {peak:5.1f} GiB | {s['final_loss']:.3f} |")
+PY
+}
+
+echo "== families at 8 x 512, bf16, gpu_adam, no offload (then ZenFlow on qwen3-1.7b); $steps timed steps"
+echo "| run | params | step ms | tokens/s | MFU 6ND | GPU peak | loss |"
+echo "|---|---|---|---|---|---|---|"
+bench=examples/gpu/qwen2-1.5b-bench.toml
+for preset in $presets; do
+  row "$preset" $bench 3 --set model.preset="$preset" --set data.vocab=32000
+done
+# ZenFlow (examples/gpu/qwen2-1.5b-zenflow.toml: topk 0.1, every 4 steps, staggered, overlapped) on Qwen3-1.7B,
+# between two runs of its no-offload twin.
+row "qwen3-1.7b" $bench 5 --set model.preset=qwen3-1.7b --set data.vocab=32000 --set train.steps=$((2 * steps + 5))
+row "qwen3-1.7b zenflow" examples/gpu/qwen2-1.5b-zenflow.toml 5 --set model.preset=qwen3-1.7b --set data.vocab=32000 \
+  --set train.steps=$((2 * steps + 5))
+exit $status
