@@ -179,7 +179,7 @@ class HfTokenizer final : public Tokenizer {
     decoder_ = std::make_unique<HfDecoder>(root.value("decoder", json()), path_);
 
     std::unordered_map<std::string, int64_t> vocab;
-    for (const auto &[text, id] : model.at("vocab").items()) vocab.emplace(text, id.get<int64_t>());
+    for (const auto &[text, id] : model.at("vocab").items()) vocab.emplace(text, integer_id(id, "model.vocab"));
     std::vector<std::pair<std::string, std::string>> merges;
     for (const json &merge : model.value("merges", json::array())) {
       if (merge.is_array()) {
@@ -211,7 +211,7 @@ class HfTokenizer final : public Tokenizer {
     for (const json &entry : root.value("added_tokens", json::array())) {
       AddedToken token;
       token.content = entry.at("content").get<std::string>();
-      token.id = entry.at("id").get<int64_t>();
+      token.id = integer_id(entry.at("id"), "added_tokens[].id");
       token.lstrip = entry.value("lstrip", false);
       token.rstrip = entry.value("rstrip", false);
       token.single_word = entry.value("single_word", false);
@@ -229,6 +229,12 @@ class HfTokenizer final : public Tokenizer {
     normalized_added_.index();
 
     if (root.contains("post_processor")) load_post_processor(root["post_processor"]);
+  }
+
+  int64_t integer_id(const json &id, const char *field) const {
+    ZF_REQUIRE(id.is_number_integer(), "%s: %s holds %s where a token id (an integer) belongs", path_.c_str(), field,
+               excerpt(id.dump(), 40).c_str());
+    return id.get<int64_t>();
   }
 
   // A TemplateProcessing whose single-sequence template starts with a special token means every
