@@ -3,6 +3,8 @@
 #include "runtime/error.hpp"
 #include "tokenizer/unicode.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <queue>
 
 namespace zf {
@@ -11,6 +13,7 @@ namespace {
 uint64_t pair_key(int64_t left, int64_t right) { return (uint64_t(left) << 32) | uint64_t(uint32_t(right)); }
 
 constexpr size_t kCacheLimit = 1 << 18;
+constexpr size_t kCachedWordBytes = 256;
 
 }  // namespace
 
@@ -28,6 +31,14 @@ Bpe::Bpe(std::unordered_map<std::string, int64_t> vocab, const std::vector<std::
   for (const auto &[text, id] : vocab_) {
     tokens_[size_t(id)] = text;
     has_token_[size_t(id)] = true;
+  }
+  if (options_.byte_fallback) {
+    byte_ids_.assign(256, -1);
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      if (auto found = id(name)) byte_ids_[size_t(b)] = *found;
+    }
   }
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto &[left, right] = merges[rank];
@@ -66,6 +77,7 @@ void Bpe::encode_word(const std::string &word, std::vector<int64_t> &ids) const 
   }
   std::vector<int64_t> merged = merge(word);
   ids.insert(ids.end(), merged.begin(), merged.end());
+  if (word.size() > kCachedWordBytes) return;  // a SentencePiece-style piece can be a whole document
   std::lock_guard<std::mutex> lock(cache_mutex_);
   if (cache_.size() >= kCacheLimit) cache_.clear();
   cache_.emplace(word, std::move(merged));
@@ -83,6 +95,10 @@ std::vector<int64_t> Bpe::merge(const std::string &word) const {
     if (it != vocab_.end()) {
       symbol.push_back(it->second);
       previous_unknown = false;
+    } else if (options_.byte_fallback &&
+               std::all_of(word.begin() + long(position - length), word.begin() + long(position),
+                           [&](char b) { return byte_ids_[uint8_t(b)] >= 0; })) {
+      for (size_t b = position - length; b < position; ++b) symbol.push_back(byte_ids_[uint8_t(word[b])]);
     } else if (options_.unk) {
       if (!(options_.fuse_unk && previous_unknown)) symbol.push_back(*options_.unk);
       previous_unknown = true;

@@ -1,5 +1,5 @@
-// bpe.hpp: the byte-pair-encoding model of a byte-level BPE tokenizer: a vocabulary of strings
-// and an ordered list of merges. A word is split into characters, then the adjacent pair with the
+// bpe.hpp: the byte-pair-encoding model of a tokenizer.json: a vocabulary of strings and an
+// ordered list of merges. A word is split into characters, then the adjacent pair with the
 // lowest merge rank (leftmost among equals) is merged until no pair has a merge.
 #pragma once
 
@@ -17,6 +17,9 @@ struct BpeOptions {
   std::optional<int64_t> unk;  // id for characters missing from the vocabulary; without it they are dropped
   bool fuse_unk = false;       // consecutive unknown characters give one unk
   bool ignore_merges = false;  // a word that is itself in the vocabulary is one token (Llama-3)
+  // A character missing from the vocabulary becomes the tokens <0xNN> of its UTF-8 bytes when the
+  // vocabulary has them all (SentencePiece-style BPE: Gemma, Llama 2).
+  bool byte_fallback = false;
 };
 
 class Bpe {
@@ -25,7 +28,8 @@ class Bpe {
   Bpe(std::unordered_map<std::string, int64_t> vocab, const std::vector<std::pair<std::string, std::string>> &merges,
       BpeOptions options);
 
-  // Appends the ids of one pre-token, spelled in byte-level characters (see byte_level.hpp).
+  // Appends the ids of one pre-token, spelled in the vocabulary's alphabet (byte-level characters
+  // for a byte-level BPE, byte_level.hpp).
   void encode_word(const std::string &word, std::vector<int64_t> &ids) const;
   // The string of id, or nullptr when the vocabulary has no such id.
   const std::string *token(int64_t id) const;
@@ -44,6 +48,7 @@ class Bpe {
   };
   std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> rank and result
   BpeOptions options_;
+  std::vector<int64_t> byte_ids_;  // id of <0xNN> by byte, -1 where missing (byte_fallback)
   // Words repeat a lot in text; the cache makes tokenizing a corpus several times faster.
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;

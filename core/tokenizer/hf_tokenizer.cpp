@@ -1,21 +1,19 @@
-// Hugging Face tokenizer.json files holding a byte-level BPE (GPT-2, Qwen2, Llama-3). What runs:
-//   added tokens (<|endoftext|>, <|im_start|>, ...) are cut out of the text first, longest match
-//   at the leftmost position, honouring lstrip/rstrip (ASCII whitespace) and single_word;
-//   each remaining piece gets ByteLevel's add_prefix_space, the split pattern (pretokenizer.hpp),
-//   the byte-to-unicode mapping (byte_level.hpp) and the BPE merges (bpe.hpp).
-// Left out, with a warning when a file asks for it: normalizers (Qwen2's NFC; text that is already
-// NFC, as most is, tokenizes the same), split patterns other than GPT-2/Qwen2/Llama-3 (GPT-2's is
-// used), post-processors other than a BOS template. Non-byte-level files (Llama-2's Metaspace +
-// byte_fallback tokenizer.json) are refused: use tokenizer = "sentencepiece" with tokenizer.model.
+// Hugging Face tokenizer.json files holding a BPE: byte-level (GPT-2, Qwen2/3/3.5, Llama 3, Mistral's
+// Tekken, OLMo 2, Phi-4) or SentencePiece-style with byte fallback (Gemma 3). What runs, in Hugging
+// Face's order:
+//   added tokens whose "normalized" is false are cut out of the raw text (longest match at the
+//   leftmost position, honouring lstrip/rstrip (ASCII whitespace) and single_word); the rest is
+//   normalized (hf_steps.hpp), added tokens whose "normalized" is true are cut out of that, and the
+//   remaining pieces go through the pre-tokenizer (hf_steps.hpp) and the BPE model (bpe.hpp).
+//   Decoding maps ids to their strings and runs the decoder (hf_steps.hpp).
+// A step, model or option zfcore does not read is refused with the file and the field.
 #include "tokenizer/tokenizer.hpp"
 
 #include "runtime/error.hpp"
 #include "runtime/input.hpp"
 #include "runtime/log.hpp"
 #include "tokenizer/bpe.hpp"
-#include "tokenizer/byte_level.hpp"
-#include "tokenizer/pretokenizer.hpp"
-#include "tokenizer/unicode.hpp"
+#include "tokenizer/hf_steps.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -34,7 +32,62 @@ using nlohmann::json;
 struct AddedToken {
   std::string content;
   int64_t id = 0;
-  bool lstrip = false, rstrip = false, single_word = false;
+  bool lstrip = false, rstrip = false, single_word = false, normalized = false;
+};
+
+bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool word_byte(char c) {
+  return uint8_t(c) >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+// Added tokens matched in text: the longest at the leftmost position.
+class AddedSet {
+ public:
+  void add(AddedToken token) { tokens_.push_back(std::move(token)); }
+  void index() {
+    std::sort(tokens_.begin(), tokens_.end(),
+              [](const AddedToken &a, const AddedToken &b) { return a.content.size() > b.content.size(); });
+    for (size_t i = 0; i < tokens_.size(); ++i) by_first_byte_[uint8_t(tokens_[i].content[0])].push_back(i);
+  }
+  // Calls text(begin, end) for the pieces between added tokens and token(id) for each of these.
+  template <typename Text, typename Token>
+  void split(const std::string &text, Text on_text, Token on_token) const {
+    size_t piece_begin = 0;
+    for (size_t position = 0; position < text.size();) {
+      const AddedToken *match = tokens_.empty() ? nullptr : at(text, position);
+      if (!match) {
+        ++position;
+        continue;
+      }
+      size_t piece_end = position;
+      if (match->lstrip)
+        while (piece_end > piece_begin && ascii_space(text[piece_end - 1])) --piece_end;
+      if (piece_end > piece_begin) on_text(piece_begin, piece_end);
+      on_token(match->id);
+      position += match->content.size();
+      if (match->rstrip)
+        while (position < text.size() && ascii_space(text[position])) ++position;
+      piece_begin = position;
+    }
+    if (text.size() > piece_begin) on_text(piece_begin, text.size());
+  }
+
+ private:
+  const AddedToken *at(const std::string &text, size_t position) const {
+    for (size_t index : by_first_byte_[uint8_t(text[position])]) {
+      const AddedToken &token = tokens_[index];
+      if (text.compare(position, token.content.size(), token.content) != 0) continue;
+      size_t end = position + token.content.size();
+      if (token.single_word &&
+          ((position > 0 && word_byte(text[position - 1])) || (end < text.size() && word_byte(text[end]))))
+        continue;
+      return &token;
+    }
+    return nullptr;
+  }
+
+  std::vector<AddedToken> tokens_;  // longest first
+  std::array<std::vector<size_t>, 256> by_first_byte_;
 };
 
 std::string read_text(const std::string &path) {
@@ -57,11 +110,6 @@ std::vector<json> flatten(const json &node, const char *list_key) {
   return {node};
 }
 
-bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-bool word_byte(char c) {
-  return uint8_t(c) >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-
 class HfTokenizer final : public Tokenizer {
  public:
   // `text` is the content of the tokenizer.json at `path`, `config_text` that of the
@@ -81,49 +129,30 @@ class HfTokenizer final : public Tokenizer {
 
   std::vector<int64_t> encode(const std::string &text) const override {
     std::vector<int64_t> ids;
-    size_t piece_begin = 0;
-    for (size_t position = 0; position < text.size();) {
-      const AddedToken *match = added_at(text, position);
-      if (!match) {
-        ++position;
-        continue;
-      }
-      size_t piece_end = position;
-      if (match->lstrip)
-        while (piece_end > piece_begin && ascii_space(text[piece_end - 1])) --piece_end;
-      encode_piece(text, piece_begin, piece_end, ids);
-      ids.push_back(match->id);
-      position += match->content.size();
-      if (match->rstrip)
-        while (position < text.size() && ascii_space(text[position])) ++position;
-      piece_begin = position;
-    }
-    encode_piece(text, piece_begin, text.size(), ids);
+    auto push = [&](int64_t id) { ids.push_back(id); };
+    raw_added_.split(text, [&](size_t begin, size_t end) {
+      std::string normalized = normalizer_->apply(text.substr(begin, end - begin));
+      normalized_added_.split(normalized, [&](size_t b, size_t e) {
+        for (const std::string &word : pre_tokenizer_->words(normalized.substr(b, e - b))) bpe_->encode_word(word, ids);
+      }, push);
+    }, push);
     return ids;
   }
 
   std::string decode(const std::vector<int64_t> &ids) const override {
-    std::string text;
+    std::vector<std::string> tokens;
     for (int64_t id : ids) {
       auto added = added_by_id_.find(id);
       if (added != added_by_id_.end()) {
-        text += added->second;
+        tokens.push_back(added->second);
         continue;
       }
       const std::string *token = bpe_->token(id);
       ZF_REQUIRE(token, "%s: token id %lld is not in the vocabulary (size %lld)", path_.c_str(), (long long)id,
                  (long long)vocab_size());
-      for (size_t position = 0; position < token->size();) {
-        CodePoint c = decode_utf8(*token, position);
-        int byte = byte_level_byte(c.value);
-        if (byte >= 0 && c.valid)
-          text += char(byte);
-        else
-          text.append(*token, position, c.length);
-        position += c.length;
-      }
+      tokens.push_back(*token);
     }
-    return text;
+    return decoder_->decode(std::move(tokens));
   }
 
   int64_t vocab_size() const override { return vocab_size_; }
@@ -135,24 +164,22 @@ class HfTokenizer final : public Tokenizer {
   void load(const json &root) {
     const json &model = root.at("model");
     std::string type = model.value("type", "BPE");
-    ZF_REQUIRE(type == "BPE", "%s: model.type is \"%s\"; only byte-level BPE tokenizer.json files are supported "
-               "(for SentencePiece models set data.tokenizer = \"sentencepiece\")", path_.c_str(), type.c_str());
-    ZF_REQUIRE(!model.value("byte_fallback", false),
-               "%s: a BPE with byte_fallback (Llama-2 style) is not byte-level; set data.tokenizer = \"sentencepiece\" "
-               "and data.tokenizer_path to its tokenizer.model", path_.c_str());
-    load_pre_tokenizer(root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json());
-    if (root.contains("normalizer") && !root["normalizer"].is_null())
-      log_warn(format("%s: the %s normalizer is not applied; text that is already normalized tokenizes the same",
-                      path_.c_str(), root["normalizer"].value("type", "?").c_str()));
-    if (root.contains("decoder") && !root["decoder"].is_null()) {
-      std::vector<json> decoders = flatten(root["decoder"], "decoders");
-      bool byte_level = std::any_of(decoders.begin(), decoders.end(),
-                                    [](const json &d) { return d.value("type", "") == "ByteLevel"; });
-      if (!byte_level) log_warn(format("%s: the decoder is not ByteLevel; decoding maps byte-level characters back to bytes anyway", path_.c_str()));
-    }
+    ZF_REQUIRE(type == "BPE", "%s: model.type is \"%s\", which zfcore does not read; it reads BPE models (for a "
+               "SentencePiece model set data.tokenizer = \"sentencepiece\" and data.tokenizer_path to its tokenizer.model)",
+               path_.c_str(), type.c_str());
+    ZF_REQUIRE(!model.contains("dropout") || model["dropout"].is_null(),
+               "%s: model.dropout is %s, which zfcore does not read (it tokenizes deterministically): set it to null",
+               path_.c_str(), model["dropout"].dump().c_str());
+    for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix"})
+      ZF_REQUIRE(!model.contains(key) || model[key].is_null() || model[key].get<std::string>().empty(),
+                 "%s: model.%s is \"%s\", which zfcore does not read; it reads BPE models without one", path_.c_str(), key,
+                 model[key].get<std::string>().c_str());
+    normalizer_ = std::make_unique<HfNormalizer>(root.value("normalizer", json()), path_);
+    pre_tokenizer_ = std::make_unique<HfPreTokenizer>(root.value("pre_tokenizer", json()), path_);
+    decoder_ = std::make_unique<HfDecoder>(root.value("decoder", json()), path_);
 
     std::unordered_map<std::string, int64_t> vocab;
-    for (const auto &[text, id] : model.at("vocab").items()) vocab.emplace(text, id.get<int64_t>());
+    for (const auto &[text, id] : model.at("vocab").items()) vocab.emplace(text, integer_id(id, "model.vocab"));
     std::vector<std::pair<std::string, std::string>> merges;
     for (const json &merge : model.value("merges", json::array())) {
       if (merge.is_array()) {
@@ -168,14 +195,12 @@ class HfTokenizer final : public Tokenizer {
     BpeOptions options;
     options.fuse_unk = model.value("fuse_unk", false);
     options.ignore_merges = model.value("ignore_merges", false);
+    options.byte_fallback = model.value("byte_fallback", false);
     if (model.contains("unk_token") && model["unk_token"].is_string()) {
       auto unk = vocab.find(model["unk_token"].get<std::string>());
       ZF_REQUIRE(unk != vocab.end(), "%s: the unk_token is not in the vocabulary", path_.c_str());
       options.unk = unk->second;
     }
-    for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix"})
-      if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
-        log_warn(format("%s: model.%s is not supported and is ignored", path_.c_str(), key));
     try {
       bpe_ = std::make_unique<Bpe>(std::move(vocab), merges, options);
     } catch (const Error &e) {
@@ -186,49 +211,30 @@ class HfTokenizer final : public Tokenizer {
     for (const json &entry : root.value("added_tokens", json::array())) {
       AddedToken token;
       token.content = entry.at("content").get<std::string>();
-      token.id = entry.at("id").get<int64_t>();
+      token.id = integer_id(entry.at("id"), "added_tokens[].id");
       token.lstrip = entry.value("lstrip", false);
       token.rstrip = entry.value("rstrip", false);
       token.single_word = entry.value("single_word", false);
+      token.normalized = entry.value("normalized", !entry.value("special", false));
       if (token.content.empty()) continue;
       added_by_id_[token.id] = token.content;
       added_by_content_[token.content] = token.id;
       vocab_size_ = std::max(vocab_size_, token.id + 1);
-      added_.push_back(token);
+      // One that is normalized is looked for in the normalized text, as its normalized content.
+      if (token.normalized) token.content = normalizer_->apply(token.content);
+      if (token.content.empty()) continue;
+      (token.normalized ? normalized_added_ : raw_added_).add(token);
     }
-    // Longest first, so the scan in added_at finds the longest match at a position.
-    std::sort(added_.begin(), added_.end(),
-              [](const AddedToken &a, const AddedToken &b) { return a.content.size() > b.content.size(); });
-    for (size_t i = 0; i < added_.size(); ++i) added_by_first_byte_[uint8_t(added_[i].content[0])].push_back(i);
+    raw_added_.index();
+    normalized_added_.index();
 
     if (root.contains("post_processor")) load_post_processor(root["post_processor"]);
   }
 
-  void load_pre_tokenizer(const json &node) {
-    bool byte_level = false;
-    std::optional<SplitPattern> split;
-    for (const json &step : flatten(node, "pretokenizers")) {
-      std::string type = step.value("type", "");
-      if (type == "ByteLevel") {
-        byte_level = true;
-        add_prefix_space_ = step.value("add_prefix_space", false);
-        if (step.value("use_regex", true) && !split) split = SplitPattern::gpt2;
-      } else if (type == "Split") {
-        const json &pattern = step.at("pattern");
-        std::string regex = pattern.contains("Regex") ? pattern["Regex"].get<std::string>() : "";
-        split = recognize_split_pattern(regex);
-        if (!split) {
-          log_warn(format("%s: split pattern %s is not one zfcore implements (GPT-2, Qwen2, Llama-3); using GPT-2's, "
-                          "so some texts will tokenize differently", path_.c_str(), pattern.dump().c_str()));
-          split = SplitPattern::gpt2;
-        }
-      } else {
-        log_warn(format("%s: pre-tokenizer %s is not supported and is skipped", path_.c_str(), type.c_str()));
-      }
-    }
-    ZF_REQUIRE(byte_level, "%s: no ByteLevel pre-tokenizer: only byte-level BPE tokenizer.json files (GPT-2, Qwen2, "
-               "Llama-3) are supported; for a SentencePiece model set data.tokenizer = \"sentencepiece\"", path_.c_str());
-    split_ = split;
+  int64_t integer_id(const json &id, const char *field) const {
+    ZF_REQUIRE(id.is_number_integer(), "%s: %s holds %s where a token id (an integer) belongs", path_.c_str(), field,
+               excerpt(id.dump(), 40).c_str());
+    return id.get<int64_t>();
   }
 
   // A TemplateProcessing whose single-sequence template starts with a special token means every
@@ -291,36 +297,12 @@ class HfTokenizer final : public Tokenizer {
     return bpe_->id(content);
   }
 
-  const AddedToken *added_at(const std::string &text, size_t position) const {
-    for (size_t index : added_by_first_byte_[uint8_t(text[position])]) {
-      const AddedToken &token = added_[index];
-      if (text.compare(position, token.content.size(), token.content) != 0) continue;
-      size_t end = position + token.content.size();
-      if (token.single_word && ((position > 0 && word_byte(text[position - 1])) || (end < text.size() && word_byte(text[end]))))
-        continue;
-      return &token;
-    }
-    return nullptr;
-  }
-
-  void encode_piece(const std::string &text, size_t begin, size_t end, std::vector<int64_t> &ids) const {
-    if (begin >= end) return;
-    std::string piece = text.substr(begin, end - begin);
-    if (add_prefix_space_ && piece[0] != ' ') piece.insert(piece.begin(), ' ');
-    if (!split_) {
-      bpe_->encode_word(to_byte_level(piece, 0, piece.size()), ids);
-      return;
-    }
-    for (const auto &[word_begin, word_end] : pretokenize(piece, *split_))
-      bpe_->encode_word(to_byte_level(piece, word_begin, word_end), ids);
-  }
-
   std::string path_;
   std::unique_ptr<Bpe> bpe_;
-  std::optional<SplitPattern> split_;  // none: the whole piece is one word
-  bool add_prefix_space_ = false;
-  std::vector<AddedToken> added_;  // longest first
-  std::array<std::vector<size_t>, 256> added_by_first_byte_;
+  std::unique_ptr<HfNormalizer> normalizer_;
+  std::unique_ptr<HfPreTokenizer> pre_tokenizer_;
+  std::unique_ptr<HfDecoder> decoder_;
+  AddedSet raw_added_, normalized_added_;
   std::map<int64_t, std::string> added_by_id_;
   std::map<std::string, int64_t> added_by_content_;
   int64_t vocab_size_ = 0;

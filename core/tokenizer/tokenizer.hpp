@@ -1,6 +1,7 @@
 // tokenizer.hpp: text <-> token ids. Three kinds, chosen by [data] tokenizer:
 //   byte           built in: one token per byte (ids 0..255) plus EOS = 256, vocab 257
-//   hf             a Hugging Face tokenizer.json holding a byte-level BPE (GPT-2, Qwen2, Llama-3)
+//   hf             a Hugging Face tokenizer.json holding a BPE (byte-level, or SentencePiece-style
+//                  with byte fallback): hf_tokenizer.cpp
 //   sentencepiece  a SentencePiece model file (Llama-2's tokenizer.model), through libsentencepiece
 // Pure C++: no libtorch here, so tokenizers build fast and run in tools and tests alike.
 #pragma once

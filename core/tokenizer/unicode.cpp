@@ -1,23 +1,22 @@
 #include "tokenizer/unicode.hpp"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 
 namespace zf {
 namespace {
 
-struct CodeRange {
+struct CategoryRange {
   uint32_t first, last;
+  uint8_t category;
 };
 
 #include "tokenizer/unicode_tables.inc"
 
-template <size_t N>
-bool in_ranges(const CodeRange (&ranges)[N], uint32_t code_point) {
-  auto it = std::upper_bound(std::begin(ranges), std::end(ranges), code_point,
-                             [](uint32_t value, const CodeRange &range) { return value < range.first; });
-  return it != std::begin(ranges) && code_point <= std::prev(it)->last;
-}
+const char *const kCategoryNames[] = {"Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd",
+                                      "Nl", "No", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm",
+                                      "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co"};
 
 }  // namespace
 
@@ -93,8 +92,38 @@ std::string encode_utf8(uint32_t c) {
   return out;
 }
 
-bool is_letter(uint32_t code_point) { return in_ranges(kLetterRanges, code_point); }
-bool is_number(uint32_t code_point) { return in_ranges(kNumberRanges, code_point); }
+Category category(uint32_t code_point) {
+  // Latin-1 is most of most text: a table, filled once from the ranges.
+  static const auto latin1 = [] {
+    std::array<uint8_t, 256> table{};
+    for (const CategoryRange &range : kCategoryRanges)
+      for (uint32_t c = range.first; c <= range.last && c < 256; ++c) table[c] = range.category;
+    return table;
+  }();
+  if (code_point < 256) return Category(latin1[code_point]);
+  auto it = std::upper_bound(std::begin(kCategoryRanges), std::end(kCategoryRanges), code_point,
+                             [](uint32_t value, const CategoryRange &range) { return value < range.first; });
+  if (it == std::begin(kCategoryRanges) || code_point > std::prev(it)->last) return Category::Cn;
+  return Category(std::prev(it)->category);
+}
+
+uint32_t category_mask(const std::string &name) {
+  uint32_t mask = 0;
+  for (size_t i = 1; i < std::size(kCategoryNames); ++i)  // Cn (unassigned) only by its full name
+    if (name == kCategoryNames[i] || (name.size() == 1 && name[0] == kCategoryNames[i][0])) mask |= 1u << i;
+  if (name == "Cn") mask |= 1u;
+  if (name == "C") mask |= 1u;
+  return mask;
+}
+
+bool is_letter(uint32_t code_point) {
+  Category c = category(code_point);
+  return c >= Category::Lu && c <= Category::Lo;
+}
+bool is_number(uint32_t code_point) {
+  Category c = category(code_point);
+  return c >= Category::Nd && c <= Category::No;
+}
 
 bool is_whitespace(uint32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||

@@ -1,5 +1,6 @@
 // Tokenizers against Hugging Face and SentencePiece: the ids each library gave for the same texts
-// (tests/fixtures/tokenizers, written by tools/make_fixtures.py and make_split_fixtures.py there).
+// (tests/fixtures/tokenizers, written by tools/make_fixtures.py, make_split_fixtures.py and
+// make_family_fixtures.py there).
 // Skipped with a warning when a fixture is missing.
 #include "data/data_test_support.hpp"
 #include "support/process.hpp"
@@ -94,6 +95,32 @@ TEST_CASE("Qwen2 and Llama-3 style tokenizer.json: split, added tokens, EOS and 
     CHECK(llama3_ids == ids_of(c.at("llama3_ids")));
     CHECK(qwen2->decode(qwen2->encode(text)) == text);
   }
+}
+
+// Tiny vocabularies with the configuration of each family's published tokenizer.json (see
+// make_family_fixtures.py): NFC (Qwen), Qwen3.5's and Tekken's split patterns, Gemma 3's
+// SentencePiece-style BPE with byte fallback, added tokens special or not, stripping or not.
+TEST_CASE("tokenizer.json of Llama 3, Qwen3, Qwen3.5, Gemma 3, Mistral, OLMo 2, Phi-4: Hugging Face's ids and text",
+          "[data]") {
+  std::string cases_path = test::tokenizer_fixture("families/cases.json");
+  if (cases_path.empty()) return;
+  json cases = read_json(cases_path);
+  const auto texts = cases.at("texts").get<std::vector<std::string>>();
+  int families = 0;
+  for (const auto &[name, family] : cases.at("families").items()) {
+    auto tokenizer = load_hf_tokenizer(test::tokenizer_fixture("families/" + name + "/tokenizer.json"));
+    INFO("family: " << name);
+    if (family.at("bos").is_null()) CHECK_FALSE(tokenizer->bos_id());
+    else CHECK(tokenizer->bos_id() == family.at("bos").get<int64_t>());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      INFO("text: " << texts[i]);
+      CHECK(tokenizer->encode(texts[i]) == ids_of(family.at("ids")[i]));
+      CHECK(tokenizer->decode(ids_of(family.at("ids")[i])) == family.at("decoded")[i].get<std::string>());
+    }
+    ++families;
+  }
+  CHECK(families == 7);
+  CHECK(texts.size() >= 30);
 }
 
 TEST_CASE("text source: a file tokenized in blocks gives the ids of the whole file", "[data]") {

@@ -6,6 +6,7 @@
 #include "runtime/error.hpp"
 #include "support/process.hpp"
 #include "tokenizer/byte_level.hpp"
+#include "tokenizer/nfc.hpp"
 #include "tokenizer/pretokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/unicode.hpp"
@@ -112,8 +113,39 @@ TEST_CASE("Qwen2 and Llama-3 split patterns: single digits or groups of three, n
   CHECK(words("x.\nY", SplitPattern::qwen2) == Words{"x", ".\n", "Y"});
   CHECK(words("a\n\n  b", SplitPattern::qwen2) == Words{"a", "\n\n", " ", " b"});
   CHECK(words("$hello", SplitPattern::qwen2) == Words{"$hello"});
-  CHECK(recognize_split_pattern(split_pattern_regex(SplitPattern::qwen2)) == SplitPattern::qwen2);
-  CHECK_FALSE(recognize_split_pattern("\\w+"));
+}
+
+TEST_CASE("split regex: classes of categories, look-ahead, possessive and lazy quantifiers", "[tokenizer]") {
+  auto matches = [](const std::string &pattern, const std::string &text) {
+    std::vector<std::string> out;
+    for (const auto &[begin, end] : SplitRegex(pattern).find_all(text)) out.push_back(text.substr(begin, end - begin));
+    return out;
+  };
+  // Tekken's cased words: upper-case letters, then lower-case ones.
+  CHECK(matches(R"([\p{Lu}\p{Lt}]*[\p{Ll}]+|[\p{Lu}]+)", "McDonaldHTTP") == Words{"Mc", "Donald", "HTTP"});
+  CHECK(matches(R"(\p{L}[\p{L}\p{M}]*)", "हिंदी") == Words{"हिंदी"});  // marks join the word
+  CHECK(matches(R"(\p{L}+)", "हिंदी") == Words{"ह", "द"});            // without them, letters alone
+  CHECK(matches(R"(\s+(?!\S)|\s+)", "a   b") == Words{"  ", " "});
+  CHECK(matches(R"(a.*?b)", "aXbYb") == Words{"aXb"});
+  CHECK(matches(R"(x?+x)", "xx") == Words{"xx"});
+  CHECK(matches(R"((?>a*)a|b)", "aaab") == Words{"b"});  // the atomic group gives nothing back
+  CHECK(matches(R"(\p{N}{1,3})", "12345") == Words{"123", "45"});
+  CHECK(matches(R"((?i:'s|'ll))", "IT'S we'LL") == Words{"'S", "'LL"});
+  CHECK(matches(R"([^\r\n/]+|/)", "a/b") == Words{"a", "/", "b"});
+  CHECK_THROWS_WITH(SplitRegex(R"((?<=a)b)"), Catch::Contains("(?<") && Catch::Contains("character 2"));
+  CHECK_THROWS_WITH(SplitRegex(R"(\p{Greek})"), Catch::Contains("\\p{Greek}"));
+  CHECK_THROWS_WITH(SplitRegex(R"([\p{L}&&[^a]])"), Catch::Contains("&&"));
+  CHECK_THROWS_WITH(SplitRegex(R"((a*)*b)"), Catch::Contains("can match nothing"));  // it would loop forever
+}
+
+TEST_CASE("NFC composes what Unicode composes and keeps what it excludes", "[tokenizer]") {
+  CHECK(to_nfc("cafe\u0301") == "caf\u00e9");
+  CHECK(to_nfc("Vie\u0302\u0323t") == "Vi\u1ec7t");      // two marks, reordered by class, then composed
+  CHECK(to_nfc("\u1100\u1161\u11a8") == "\uac01");        // Hangul jamo to a syllable
+  CHECK(to_nfc("\u2126") == "\u03a9");                     // a singleton decomposition: Ohm sign to Omega
+  CHECK(to_nfc("\u0915\u093c") == "\u0915\u093c");         // an exclusion: stays decomposed
+  CHECK(to_nfc("a\xff\u0301") == "a\xff\u0301");           // not UTF-8: kept, and composes nothing
+  CHECK(to_nfc("plain ascii") == "plain ascii");
 }
 
 TEST_CASE("hf tokenizer: merges by rank, added tokens before BPE, decoding to bytes", "[data]") {
@@ -141,17 +173,37 @@ TEST_CASE("hf tokenizer: merges by rank, added tokens before BPE, decoding to by
   CHECK(load_hf_tokenizer(tiny_tokenizer(with_unk, false, "\"?\""))->encode("azb") == std::vector<int64_t>{0, 8, 1});
 }
 
-TEST_CASE("hf tokenizer: unsupported files are refused with a reason", "[data]") {
+TEST_CASE("hf tokenizer: unsupported files are refused with the file and the field", "[data]") {
   std::string directory = test::scratch_dir("data_bad_tokenizer");
   std::string path = directory + "/tokenizer.json";
-  test::write_file(path, R"({"model": {"type": "Unigram", "vocab": []}})");
-  CHECK_THROWS_WITH(load_hf_tokenizer(path), Catch::Contains("only byte-level BPE") && Catch::Contains(path));
-  test::write_file(path, R"({"pre_tokenizer": {"type": "Metaspace"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})");
-  CHECK_THROWS_WITH(load_hf_tokenizer(path), Catch::Contains("no ByteLevel pre-tokenizer"));
-  test::write_file(path, "{ not json");
-  CHECK_THROWS_WITH(load_hf_tokenizer(path), Catch::Contains("not valid JSON"));
-  test::write_file(path, R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
-  CHECK_THROWS_WITH(load_hf_tokenizer(path), Catch::Contains("merge 0"));
+  auto refused = [&](const std::string &text) {
+    test::write_file(path, text);
+    try {
+      load_hf_tokenizer(path);
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  const std::string bpe = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": []})";
+  std::string message = refused(R"({"model": {"type": "Unigram", "vocab": []}})");
+  CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("model.type is \"Unigram\"") &&
+                          Catch::Contains("data.tokenizer = \"sentencepiece\""));
+  message = refused(R"({"pre_tokenizer": {"type": "Metaspace"}, )" + bpe + "}");
+  CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("pre_tokenizer.type is \"Metaspace\""));
+  message = refused(R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "NFKC"}]}, )" + bpe + "}");
+  CHECK_THAT(message, Catch::Contains("normalizer.normalizers[1].type is \"NFKC\"") && Catch::Contains("NFC, Replace"));
+  message = refused(R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(?<=a)b"}, "behavior": "Isolated"}, )" + bpe + "}");
+  CHECK_THAT(message, Catch::Contains(path) && Catch::Contains("pre_tokenizer.pattern") && Catch::Contains("(?<"));
+  message = refused(R"({"decoder": {"type": "Metaspace"}, )" + bpe + "}");
+  CHECK_THAT(message, Catch::Contains("decoder.type is \"Metaspace\""));
+  message = refused(R"({"model": {"type": "BPE", "dropout": 0.1, "vocab": {"a": 0}, "merges": []}})");
+  CHECK_THAT(message, Catch::Contains("model.dropout"));
+  message = refused(R"({"model": {"type": "BPE", "continuing_subword_prefix": "##", "vocab": {"a": 0}, "merges": []}})");
+  CHECK_THAT(message, Catch::Contains("model.continuing_subword_prefix is \"##\""));
+  CHECK_THAT(refused("{ not json"), Catch::Contains("not valid JSON"));
+  CHECK_THAT(refused(R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})"),
+             Catch::Contains("merge 0"));
 }
 
 TEST_CASE("make_tokenizer: byte by default, a missing tokenizer_path is a located error", "[data]") {
