@@ -4,10 +4,13 @@
 # sliding window against the masked attention), then time a 1-2B shape of each family at 8 x 512
 # tokens in bf16 with gpu_adam beside Qwen2-1.5B's, and ZenFlow beside no offload on the Qwen3-1.7B
 # shape. Prints one table: step time, tokens/s, MFU at 6 x parameters x tokens (989 TFLOPS, the
-# dense bf16 peak of an H100 / H200 SXM), GPU peak.
+# dense bf16 peak of an H100 / H200 SXM), GPU peak, the last step's timers; then the torch peers of
+# the same shapes (tools/torch_eager_bench.py: transformers' model of each family under torch.compile,
+# autocast bf16, fused AdamW) in the same call.
 # usage: tools/device-families.sh [--no-tests]
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_BENCH_STEPS (timed steps, default 10),
-#              ZF_FAMILY_PRESETS (default "qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b")
+#              ZF_FAMILY_PRESETS (default "qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b"),
+#              ZF_TORCH_PEERS (torch.compile peers, default "qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b"; "" for none)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${ZF_BUILD_DIR:-/tmp/zfcore-build-cuda}
@@ -42,13 +45,14 @@ s = json.load(open(sys.argv[1]))
 params, tokens_per_s = int(sys.argv[3] or 0), s["tokens_per_s"]
 mfu = 6 * params * tokens_per_s / 989e12
 peak = s.get("gpu_memory_bytes", {}).get("allocated_peak", 0) / 2**30
-print(f"| {sys.argv[2]:<24} | {params / 1e9:5.2f}B | {s['mean_step_ms']:8.1f} | {tokens_per_s:9.0f} | {100 * mfu:5.1f}% | {peak:5.1f} GiB | {s['final_loss']:.3f} |")
+timers = {k: round(v, 1) for k, v in s.get("mean_timers_ms", {}).items() if not k.endswith("_microstep")}
+print(f"| {sys.argv[2]:<24} | {params / 1e9:5.2f}B | {s['mean_step_ms']:8.1f} | {tokens_per_s:9.0f} | {100 * mfu:5.1f}% | {peak:5.1f} GiB | {s['final_loss']:.3f} | {timers} |")
 PY
 }
 
 echo "== families at 8 x 512, bf16, gpu_adam, no offload (then ZenFlow on qwen3-1.7b); $steps timed steps"
-echo "| run | params | step ms | tokens/s | MFU 6ND | GPU peak | loss |"
-echo "|---|---|---|---|---|---|---|"
+echo "| run | params | step ms | tokens/s | MFU 6ND | GPU peak | loss | mean timers (ms) |"
+echo "|---|---|---|---|---|---|---|---|"
 bench=examples/gpu/qwen2-1.5b-bench.toml
 for preset in $presets; do
   row "$preset" $bench 3 --set model.preset="$preset" --set data.vocab=32000
@@ -58,4 +62,9 @@ done
 row "qwen3-1.7b" $bench 5 --set model.preset=qwen3-1.7b --set data.vocab=32000 --set train.steps=$((2 * steps + 5))
 row "qwen3-1.7b zenflow" examples/gpu/qwen2-1.5b-zenflow.toml 5 --set model.preset=qwen3-1.7b --set data.vocab=32000 \
   --set train.steps=$((2 * steps + 5))
+echo "== torch peers: transformers' model of each shape under torch.compile (qwen2-1.5b: this repository's own model)"
+for shape in ${ZF_TORCH_PEERS-qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b}; do
+  timeout 300 python3 "$root/tools/torch_eager_bench.py" "$shape" --batch 8 --seq 512 --warmup 3 --steps "$steps" \
+    --compile 2>"$build/torch-$shape.log" | grep '^{' || { echo "torch $shape failed:"; tail -5 "$build/torch-$shape.log"; }
+done
 exit $status

@@ -4,7 +4,11 @@ the Qwen2 or GPT-2 architecture), fp32 parameters, fused AdamW, synthetic tokens
 then timed steps with the loss on the host every step. Prints one line of JSON: step ms,
 tokens/s, peak GiB.
 
-usage: torch_eager_bench.py {qwen2-1.5b,gpt2} --batch 8 --seq 512 [--warmup 3 --steps 10]
+usage: torch_eager_bench.py SHAPE --batch 8 --seq 512 [--warmup 3 --steps 10] [--compile]
+  SHAPE: qwen2-1.5b or gpt2 (this file's own torch model), or a family's shape built by transformers
+         from its config (the model every user of that family trains): llama3.2-1b, qwen3-1.7b,
+         gemma3-1b, qwen2-1.5b-hf
+  --compile: torch.compile(model) (one GPU), the peer a user gets with one more line
        torchrun --standalone --nproc_per_node N torch_eager_bench.py SHAPE --parallel MODE [...]
        mpirun -np N python3 torch_eager_bench.py SHAPE --parallel MODE [...]
 
@@ -43,6 +47,41 @@ SHAPES = {
     "gpt2": dict(kind="gpt2", hidden=768, layers=12, heads=12, kv_heads=12, intermediate=3072, vocab=50257,
                  max_seq=1024, eps=1e-5),
 }
+
+
+def llama_like(model_type, hidden, layers, heads, kv_heads, intermediate, vocab, theta, eps, tie, **extra):
+    config = dict(model_type=model_type, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                  num_key_value_heads=kv_heads, intermediate_size=intermediate, vocab_size=vocab, rope_theta=theta,
+                  rms_norm_eps=eps, tie_word_embeddings=tie, max_position_embeddings=8192)
+    config.update(extra)
+    return dict(kind="hf", vocab=vocab, config=config)
+
+
+# The families' shapes as zfcore's presets give them (core/model/presets.cpp), built by transformers.
+SHAPES.update({
+    "qwen2-1.5b-hf": llama_like("qwen2", 1536, 28, 12, 2, 8960, 151936, 1e6, 1e-6, True),
+    "llama3.2-1b": llama_like("llama", 2048, 16, 32, 8, 8192, 128256, 5e5, 1e-5, True, max_position_embeddings=131072,
+                              rope_parameters={
+        "rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192}),
+    "qwen3-1.7b": llama_like("qwen3", 2048, 28, 16, 8, 6144, 151936, 1e6, 1e-6, True, head_dim=128),
+    "gemma3-1b": llama_like("gemma3_text", 1152, 26, 4, 1, 6912, 262144, 1e6, 1e-6, True, head_dim=256,
+                            query_pre_attn_scalar=256, sliding_window=512),
+})
+
+
+class HfModel(nn.Module):
+    """A transformers causal LM of the shape's config, with this file's (ids, targets) -> loss."""
+
+    def __init__(self, s):
+        super().__init__()
+        import transformers
+        config = transformers.AutoConfig.for_model(**s["config"])
+        self.model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+
+    def forward(self, ids, targets):
+        logits = self.model(input_ids=ids).logits
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
 
 
 class RMSNorm(nn.Module):
@@ -145,6 +184,7 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0, help="weights: seed; tokens: seed + rank")
     parser.add_argument("--parallel", choices=PARALLEL, default="none")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (one GPU)")
     parser.add_argument("--reduce-dtype", choices=("float32", "bfloat16"), default="float32",
                         help="fsdp2*: MixedPrecisionPolicy.reduce_dtype of the gradient reduce-scatter")
     return parser.parse_args()
@@ -171,7 +211,7 @@ def init_distributed():
 def build_model(shape, seed):
     """The model on the CPU with the same weights on every rank (FSDP2 does not broadcast them)."""
     torch.manual_seed(seed)
-    model = Model(SHAPES[shape])
+    model = HfModel(SHAPES[shape]) if SHAPES[shape]["kind"] == "hf" else Model(SHAPES[shape])
     with torch.no_grad():  # GPT-2 style initialization, so that the loss starts near ln(vocab)
         for name, p in model.named_parameters():
             if p.dim() == 2:
@@ -256,7 +296,8 @@ def report(args, params, world, ms, loss, peak, allocated_at):
               "allocated_at_gib": {k: round(v / 2**30, 2) for k, v in allocated_at.items()}}
     tail = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     if args.parallel == "none":  # the single-GPU line, as it always was
-        return {"system": "torch eager (autocast bf16, fused AdamW)", **common, "step_ms": round(ms, 2),
+        system = "torch.compile" if args.compile else "torch eager"
+        return {"system": system + " (autocast bf16, fused AdamW)", **common, "step_ms": round(ms, 2),
                 "tokens_per_s": round(tokens_per_gpu), "peak_gib": round(peak / 2**30, 2),
                 "loss": round(loss, 4), **tail}
     if args.parallel == "ddp":
@@ -280,6 +321,8 @@ def main():
     model = build_model(args.shape, args.seed).cuda()
     params = sum(p.numel() for p in model.parameters())
     model = parallelize(model, args, world, local_rank)
+    if args.compile:
+        model = torch.compile(model)
     # Fused AdamW, also on FSDP2's sharded (DTensor) parameters.
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
     inputs, targets = tokens(args, rank, "cuda")

@@ -46,8 +46,8 @@ TEST_CASE("a bf16 sliding window on the GPU (FlashAttention's window) is the mas
   AttentionOptions window;
   window.window = 37;
   auto run = [&](torch::Dtype dtype) {
-    std::vector<torch::Tensor> inputs = {q.to(dtype).requires_grad_(), k.to(dtype).requires_grad_(),
-                                         v.to(dtype).requires_grad_()};
+    std::vector<torch::Tensor> inputs;  // fresh leaves of this dtype
+    for (const torch::Tensor &t : {q, k, v}) inputs.push_back(t.to(dtype).detach().requires_grad_());
     torch::Tensor out = causal_attention(inputs[0], inputs[1], inputs[2], window);
     out.backward(out_grad.to(dtype));
     return std::vector<torch::Tensor>{out.to(torch::kFloat32), inputs[0].grad().to(torch::kFloat32), inputs[1].grad().to(torch::kFloat32),
