@@ -176,17 +176,26 @@ void write_decoder_config(const TransformerShape &s, const Family &family, json 
   json rope = write_rope(f.rope, s.rope_theta);
   if (f.partial_rotary != 1) rope["partial_rotary_factor"] = f.partial_rotary;
   if (f.llama4_scaling_beta != 0) rope["llama_4_scaling_beta"] = f.llama4_scaling_beta;
-  if (!f.sliding_layers.empty()) {
+  if (family.layer_types || !f.sliding_layers.empty()) {
     json types = json::array();
-    for (uint8_t sliding : f.sliding_layers) types.push_back(sliding ? "sliding_attention" : "full_attention");
+    for (int64_t i = 0; i < s.layers; ++i) types.push_back(f.sliding(i) ? "sliding_attention" : "full_attention");
     c["layer_types"] = types;
-    c["sliding_window"] = f.sliding_window;
-    if (f.sliding_rope.theta > 0) rope = {{"full_attention", rope}, {"sliding_attention", write_rope(f.sliding_rope, f.sliding_rope.theta)}};
+    // transformers builds the masks of both layer types for the families with a rope per layer type: they
+    // need a window even where no layer slides.
+    c["sliding_window"] = !f.sliding_layers.empty()   ? json(f.sliding_window)
+                          : family.rope_per_layer_type ? json(s.max_seq)
+                                                       : json(nullptr);
   }
+  if (family.rope_per_layer_type || f.sliding_rope.theta > 0)
+    rope = {{"full_attention", rope},
+            {"sliding_attention", f.sliding_rope.theta > 0 ? write_rope(f.sliding_rope, f.sliding_rope.theta) : rope}};
   c["rope_parameters"] = rope;
   c["hidden_act"] = f.activation == "silu" ? "silu" : "gelu_pytorch_tanh";
   c["attention_bias"] = f.attention_bias;
   c["mlp_bias"] = f.mlp_bias;
+  // No embedding row is held fixed (TransformerOptions::padding_idx) unless a source config.json says so,
+  // whatever the family's class defaults to.
+  c["pad_token_id"] = nullptr;
   if (family.write) family.write(s, c);
 }
 

@@ -7,6 +7,8 @@ from model.init_from on random token windows and exports it with checkpoint.expo
   - transformers loads it as the same class with no missing or unexpected weight, and its weights moved;
   - `zfcore eval` of the export and transformers' loss agree (1e-5) on windows of the fixture's own
     sequences (zfcore's windows of seq_len + 1 ids start every seq_len ids).
+Then each family given by type alone (random weights) trains a step and exports a config.json that
+transformers loads as the same model: no missing weight, the same loss as `zfcore eval`.
 Exits 4 (skipped) when transformers is not importable.
 Usage: check_families_export.py ZFCORE SOURCE_DIR SCRATCH_DIR
 """
@@ -119,6 +121,64 @@ eval_batches = 10
     check(report["sequences"] == windows.shape[0], f"{name}: zfcore evaluated {report['sequences']} windows")
     check(abs(report["loss"] - expected) <= 1e-5 * abs(expected),
           f"{name}: zfcore's loss {report['loss']!r} == transformers' {expected!r} on the export")
+
+# A model given by type alone (random weights) exports a config.json that transformers reads as the same model.
+TYPES = ["llama", "qwen2", "qwen3", "mistral", "ministral3", "olmo2", "olmo3", "gemma3_text", "phi3", "smollm3",
+         "granite"]
+for family in TYPES:
+    work = os.path.join(scratch, "type-" + family)
+    os.makedirs(work)
+    held_out = torch.randint(96, (SEQ_LEN * 2 + 1,), generator=torch.Generator().manual_seed(2)).tolist()
+    shard(os.path.join(work, "held_out.bin"), held_out, 96)
+    export = os.path.join(work, "export")
+    with open(os.path.join(work, "train.toml"), "w") as f:
+        f.write(f"""[run]
+output_dir = "{work}/run"
+progress = "off"
+[model]
+type = "{family}"
+hidden = 32
+layers = 2
+heads = 4
+kv_heads = 2
+intermediate = 48
+vocab = 96
+max_seq = 64
+[data]
+type = "synthetic"
+vocab = 96
+seq_len = {SEQ_LEN}
+[train]
+steps = 1
+micro_batch = 2
+[checkpoint]
+export_hf = "{export}"
+""")
+    zfcore_command("run", os.path.join(work, "train.toml"))
+    with open(os.path.join(work, "eval.toml"), "w") as f:
+        f.write(f"""[run]
+output_dir = "{work}/eval"
+[model]
+init_from = "{export}"
+[data]
+type = "tokens"
+eval_path = "{work}/held_out.bin"
+seq_len = {SEQ_LEN}
+[train]
+micro_batch = 2
+eval_batches = 10
+""")
+    report = json.loads(zfcore_command("eval", os.path.join(work, "eval.toml"), "--json").strip().splitlines()[-1])
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32,
+                                                                    output_loading_info=True)
+    model.eval()
+    check(not info["missing_keys"] and not info["unexpected_keys"],
+          f"type {family}: loads as {type(model).__name__}, no missing or unexpected weight")
+    windows = torch.tensor([held_out[i * SEQ_LEN:i * SEQ_LEN + SEQ_LEN + 1] for i in range(2)])
+    with torch.no_grad():
+        expected = model(input_ids=windows, labels=windows).loss.item()
+    check(abs(report["loss"] - expected) <= 1e-5 * abs(expected),
+          f"type {family}: zfcore's loss {report['loss']!r} == transformers' {expected!r} on the export")
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -44,12 +44,10 @@ void write(const TransformerShape &s, nlohmann::json &c) {
   c["hidden_activation"] = c["hidden_act"];
   c.erase("hidden_act");
   c.erase("mlp_bias");
-  c["query_pre_attn_scalar"] = f.attention_scale > 0 ? 1 / (f.attention_scale * f.attention_scale) : double(s.head_dim());
+  const double scalar = f.attention_scale > 0 ? 1 / (f.attention_scale * f.attention_scale) : double(s.head_dim());
+  c["query_pre_attn_scalar"] = std::round(scalar) == scalar ? nlohmann::json(int64_t(scalar)) : nlohmann::json(scalar);
   c["final_logit_softcapping"] = f.final_softcap > 0 ? nlohmann::json(f.final_softcap) : nlohmann::json(nullptr);
   c["attn_logit_softcapping"] = nullptr;
-  if (!c["rope_parameters"].contains("full_attention"))  // transformers 5 reads one object per layer type
-    c["rope_parameters"] = {{"full_attention", c["rope_parameters"]},
-                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", s.rope_theta}}}};
 }
 
 }  // namespace
@@ -58,6 +56,7 @@ Family gemma3_family() {
   Family f;
   f.type = "gemma3_text";
   f.architecture = "Gemma3ForCausalLM";
+  f.layer_types = f.rope_per_layer_type = true;
   f.default_tie = true;
   f.default_theta = 1e6;
   f.default_vocab = 262208;

@@ -7,17 +7,19 @@
 namespace zf {
 namespace {
 
+void write_mistral(const TransformerShape &s, nlohmann::json &c) {
+  c.erase("attention_bias");
+  c.erase("mlp_bias");
+  if (s.features.sliding_layers.empty()) c["sliding_window"] = nullptr;
+  c.erase("layer_types");  // a window over every layer is sliding_window alone
+}
+
 Family mistral_like(const char *type, const char *architecture) {
   Family f;
   f.type = type;
   f.architecture = architecture;
   f.default_max_seq = 131072;
-  f.write = [](const TransformerShape &s, nlohmann::json &c) {
-    c.erase("attention_bias");
-    c.erase("mlp_bias");
-    if (s.features.sliding_layers.empty()) c["sliding_window"] = nullptr;
-    c.erase("layer_types");  // a window over every layer is sliding_window alone
-  };
+  f.write = write_mistral;
   return f;
 }
 
@@ -30,6 +32,13 @@ Family ministral3_family() {
   f.default_theta = 1e6;
   f.default_vocab = 131072;
   f.default_max_seq = 262144;
+  // transformers' Ministral 3 always scales its queries: both keys are always written (beta 0: no scaling).
+  f.write = [](const TransformerShape &s, nlohmann::json &c) {
+    write_mistral(s, c);
+    nlohmann::json &rope = c["rope_parameters"];
+    rope["llama_4_scaling_beta"] = s.features.llama4_scaling_beta;
+    if (!rope.contains("original_max_position_embeddings")) rope["original_max_position_embeddings"] = s.max_seq;
+  };
   return f;
 }
 

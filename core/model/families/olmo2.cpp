@@ -28,6 +28,10 @@ Family olmo(const char *type, const char *architecture) {
 }  // namespace
 
 Family olmo2_family() { return olmo("olmo2", "Olmo2ForCausalLM"); }
-Family olmo3_family() { return olmo("olmo3", "Olmo3ForCausalLM"); }
+Family olmo3_family() {
+  Family f = olmo("olmo3", "Olmo3ForCausalLM");
+  f.layer_types = f.rope_per_layer_type = true;
+  return f;
+}
 
 }  // namespace zf

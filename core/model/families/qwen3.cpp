@@ -7,6 +7,7 @@ namespace zf {
 Family qwen3_family() {
   Family f;
   f.type = "qwen3";
+  f.layer_types = true;
   f.architecture = "Qwen3ForCausalLM";
   f.default_theta = 1e6;
   f.default_vocab = 151936;

@@ -8,6 +8,7 @@ namespace zf {
 Family smollm3_family() {
   Family f;
   f.type = "smollm3";
+  f.layer_types = true;
   f.architecture = "SmolLM3ForCausalLM";
   f.default_tie = true;
   f.default_theta = 2e6;
