@@ -24,9 +24,6 @@ struct Family {
   // A model given by type and sizes only: the family's conventions for what the config left at 0.
   void (*defaults)(TransformerShape &s) = nullptr;
   bool linear_attention = false;  // layer_types may name "linear_attention" (Gated DeltaNet) layers
-  // The model's keys sit in config.json's "text_config" object, its weights under "model.language_model."
-  // (an image-text checkpoint whose language model zfcore trains; the rest passes through an export).
-  bool nested_text = false;
   bool default_tie = false;       // tie_word_embeddings when config.json has none
   double default_theta = 1e4;     // RoPE base when config.json has none
   double default_norm_eps = 1e-6; // rms_norm_eps when config.json has none
