@@ -4,11 +4,12 @@ transformers (pinned: transformers==5.23.0, fp32), with the family's distinctive
 where they change the result: windows shorter than the sequence, RoPE scaling past the original
 positions, norms and multipliers far from 1, partial rotation, layers without RoPE.
 
-Usage: python3 tools/make_family_fixtures.py [OUT_DIR]   (default tests/fixtures/families)
+Usage: python3 tools/make_family_fixtures.py [OUT_DIR [NAME...]]   (default tests/fixtures/families, every family)
 Writes OUT_DIR/NAME/config.json and model.safetensors (transformers' save_pretrained) and
 OUT_DIR/NAME/expected.safetensors:
-  input_ids [2, 32]  sampled from the model itself (random ids hide most features)
-  logits [2, 32, V]  transformers' logits in fp32
+  input_ids [2, T]   sampled from the model itself (random ids hide most features); T = 32, or the
+                     family's own length (Qwen3.5: 80, past transformers' delta-rule chunk of 64)
+  logits [2, T, V]   transformers' logits in fp32
   loss [1]           transformers' loss with labels = input_ids
   grad.PARAM         the gradient of that loss for every parameter, under Hugging Face's names
 zfcore does not need this script to build or test: the fixtures are committed.
@@ -71,6 +72,13 @@ def families():
         # Granite: every multiplier away from 1.
         "granite": (T.GraniteConfig, common(embedding_multiplier=3.0, residual_multiplier=0.5,
                                             attention_multiplier=0.2, logits_scaling=2.5)),
+        # Qwen3.5: a Gated DeltaNet layer (2 key heads serving 4 value heads) and a gated full-attention
+        # layer with a quarter of each head rotated; 80 positions, so the delta rule runs over two chunks.
+        "qwen3_5": (T.Qwen3_5TextConfig, common(
+            head_dim=16, max_position_embeddings=128, layer_types=["linear_attention", "full_attention"],
+            linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
+            linear_conv_kernel_dim=4,
+            rope_parameters={"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25}), 80),
     }
 
 
@@ -85,7 +93,7 @@ def perturb(model, seed):
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
 
 
-def build(out, name, config_class, settings, seed):
+def build(out, name, seed, config_class, settings, seq=SEQ):
     torch.manual_seed(seed)
     config = config_class(**settings)
     config._attn_implementation = "eager"
@@ -100,7 +108,7 @@ def build(out, name, config_class, settings, seed):
     torch.manual_seed(seed + 1)
     start = torch.randint(0, VOCAB, (BATCH, 1))
     with torch.no_grad():
-        ids = model.generate(start, do_sample=True, max_new_tokens=SEQ - 1, min_new_tokens=SEQ - 1,
+        ids = model.generate(start, do_sample=True, max_new_tokens=seq - 1, min_new_tokens=seq - 1,
                              pad_token_id=0, eos_token_id=None, top_k=0, top_p=1.0)
     model.zero_grad()
     result = model(input_ids=ids, labels=ids)
@@ -117,8 +125,15 @@ def main():
     assert transformers.__version__ == "5.23.0", f"the fixtures pin transformers 5.23.0, not {transformers.__version__}"
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
                                                              "families")
-    for seed, (name, (config_class, settings)) in enumerate(sorted(families().items())):
-        build(out, name, config_class, settings, 100 + 10 * seed)
+    only = set(sys.argv[2:])
+    everything = families()
+    # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the end,
+    # so that adding a family leaves the others' fixtures as committed.
+    later = ["qwen3_5"]
+    order = sorted(name for name in everything if name not in later) + later
+    for seed, name in enumerate(order):
+        if not only or name in only:
+            build(out, name, 100 + 10 * seed, *everything[name])
 
 
 if __name__ == "__main__":

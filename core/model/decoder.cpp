@@ -3,6 +3,7 @@
 // under Hugging Face's tensor names. Blocks: the embeddings, one per layer, then the final norm and
 // the output head.
 #include "model/attention.hpp"
+#include "model/gated_deltanet.hpp"
 #include "model/rope.hpp"
 #include "model/transformer.hpp"
 
@@ -29,19 +30,21 @@ class Decoder final : public TransformerModel {
       };
       Layer l;
       if (f.placement != NormPlacement::post) l.attention_in_norm = add(p + "input_layernorm.weight", {h}, b, norm);
-      if (f.fused_qkv) {
+      if (f.linear(i)) {
+        add_deltanet(p + "linear_attn.", b, l.deltanet);
+      } else if (f.fused_qkv) {
         l.qkv = add(p + "self_attn.qkv_proj.weight", {q + 2 * kv, h}, b, Init::linear);
       } else {
-        l.q = add(p + "self_attn.q_proj.weight", {q, h}, b, Init::linear);
+        l.q = add(p + "self_attn.q_proj.weight", {f.attention_output_gate ? 2 * q : q, h}, b, Init::linear);
         l.q_bias = bias("self_attn.q_proj.bias", q, qkv_bias);
         l.k = add(p + "self_attn.k_proj.weight", {kv, h}, b, Init::linear);
         l.k_bias = bias("self_attn.k_proj.bias", kv, qkv_bias);
         l.v = add(p + "self_attn.v_proj.weight", {kv, h}, b, Init::linear);
         l.v_bias = bias("self_attn.v_proj.bias", kv, qkv_bias);
       }
-      l.o = add(p + "self_attn.o_proj.weight", {h, q}, b, Init::residual);
-      l.o_bias = bias("self_attn.o_proj.bias", h, f.attention_bias);
-      if (f.qk_norm != QkNorm::none) {
+      if (!f.linear(i)) l.o = add(p + "self_attn.o_proj.weight", {h, q}, b, Init::residual);
+      l.o_bias = bias("self_attn.o_proj.bias", h, f.attention_bias && !f.linear(i));
+      if (f.qk_norm != QkNorm::none && !f.linear(i)) {
         const bool whole = f.qk_norm == QkNorm::whole;
         l.q_norm = add(p + "self_attn.q_norm.weight", {whole ? q : d}, b, norm);
         l.k_norm = add(p + "self_attn.k_norm.weight", {whole ? kv : d}, b, norm);
@@ -87,7 +90,7 @@ class Decoder final : public TransformerModel {
       return input + branch(out_norm.defined() ? rms_norm(out, out_norm) : out);
     };
     torch::Tensor h = around(l.attention_in_norm, l.attention_out_norm, x,
-                             [&](const torch::Tensor &in) { return attention(index, l, in); });
+                             [&](const torch::Tensor &in) { return mix(index, l, in); });
     return around(l.mlp_in_norm, l.mlp_out_norm, h, [&](const torch::Tensor &in) { return mlp(l, in); });
   }
 
@@ -103,8 +106,31 @@ class Decoder final : public TransformerModel {
   struct Layer {
     torch::Tensor attention_in_norm, attention_out_norm, mlp_in_norm, mlp_out_norm;
     torch::Tensor q, q_bias, k, k_bias, v, v_bias, qkv, o, o_bias, q_norm, k_norm;
+    DeltaNetWeights deltanet;  // a linear-attention layer's mixer instead of q, k, v and o
     torch::Tensor gate, gate_bias, up, up_bias, gate_up, down, down_bias;
   };
+
+  // A Gated DeltaNet mixer's parameters, under transformers' names (`p` ends in "linear_attn.").
+  void add_deltanet(const std::string &p, uint32_t b, DeltaNetWeights &w) {
+    const int64_t h = shape().hidden;
+    const DeltaNetSpec &d = shape().features.deltanet;
+    const int64_t values = d.value_heads * d.value_dim;
+    w.in_proj_qkv = add(p + "in_proj_qkv.weight", {d.conv_channels(), h}, b, Init::linear);
+    w.in_proj_z = add(p + "in_proj_z.weight", {values, h}, b, Init::linear);
+    w.in_proj_b = add(p + "in_proj_b.weight", {d.value_heads, h}, b, Init::linear);
+    w.in_proj_a = add(p + "in_proj_a.weight", {d.value_heads, h}, b, Init::linear);
+    w.conv1d = add(p + "conv1d.weight", {d.conv_channels(), 1, d.conv_kernel}, b, Init::linear);
+    w.dt_bias = add(p + "dt_bias", {d.value_heads}, b, Init::norm);
+    w.A_log = add(p + "A_log", {d.value_heads}, b, Init::log_decay);
+    w.norm = add(p + "norm.weight", {d.value_dim}, b, Init::norm);
+    w.out_proj = add(p + "out_proj.weight", {h, values}, b, Init::residual);
+  }
+
+  torch::Tensor mix(int64_t index, const Layer &l, const torch::Tensor &x) {
+    if (!l.deltanet.out_proj.defined()) return attention(index, l, x);
+    const DeltaNetSpec &d = shape().features.deltanet;
+    return gated_deltanet(l.deltanet, x, d.key_heads, d.key_dim, d.value_heads, d.value_dim, shape().norm_eps);
+  }
 
   // RMSNorm over the last dimension, normalised in fp32, its weight applied as the family does
   // (NormWeight). ATen's rms_norm without a weight is the same ops as Hugging Face's on the CPU (the
@@ -128,13 +154,18 @@ class Decoder final : public TransformerModel {
     const TransformerShape &s = shape();
     const DecoderFeatures &f = s.features;
     const int64_t batch = x.size(0), length = x.size(1), d = s.head_dim();
-    torch::Tensor q, k, v;
+    torch::Tensor q, k, v, output_gate;
     if (l.qkv.defined()) {
       std::vector<torch::Tensor> parts =
           torch::linear(x, l.qkv).split_with_sizes({s.heads * d, s.kv_heads * d, s.kv_heads * d}, -1);
       q = parts[0], k = parts[1], v = parts[2];
     } else {
       q = torch::linear(x, l.q, l.q_bias);
+      if (f.attention_output_gate) {  // each head's q, then its gate: [B, T, heads, 2d]
+        std::vector<torch::Tensor> parts = q.view({batch, length, s.heads, 2 * d}).chunk(2, -1);
+        q = parts[0].reshape({batch, length, s.heads * d});
+        output_gate = parts[1].reshape({batch, length, s.heads * d});
+      }
       k = torch::linear(x, l.k, l.k_bias);
       v = torch::linear(x, l.v, l.v_bias);
     }
@@ -164,6 +195,7 @@ class Decoder final : public TransformerModel {
     options.dropout = dropout_p();
     torch::Tensor attended = causal_attention(q, k, v, options);
     attended = attended.transpose(1, 2).reshape({batch, length, s.heads * d});
+    if (output_gate.defined()) attended = attended * torch::sigmoid(output_gate);
     return torch::linear(attended, l.o, l.o_bias);
   }
 

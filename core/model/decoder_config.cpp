@@ -104,18 +104,25 @@ void read_rope_config(const json &c, const std::string &source, TransformerShape
 void read_layer_types(const json &c, const std::string &source, const Family &family, TransformerShape &s) {
   DecoderFeatures &f = s.features;
   const int64_t window = field_or<int64_t>(c, "sliding_window", 0, source);
-  std::vector<uint8_t> sliding;
+  std::vector<uint8_t> sliding, linear;
   if (c.contains("layer_types") && c["layer_types"].is_array()) {
     ZF_REQUIRE(int64_t(c["layer_types"].size()) == s.layers,
                "%s: config.json has %zu layer_types for %lld layers", source.c_str(), c["layer_types"].size(),
                (long long)s.layers);
     for (const json &kind : c["layer_types"]) {
-      ZF_REQUIRE(kind == "full_attention" || kind == "sliding_attention",
+      const bool known = kind == "full_attention" || kind == "sliding_attention" ||
+                         (family.linear_attention && kind == "linear_attention");
+      ZF_REQUIRE(known,
                  "%s: config.json has a layer of type %s; zfcore computes full_attention and sliding_attention "
-                 "layers (a %s model with such layers is not supported yet)",
-                 source.c_str(), excerpt(kind.dump()).c_str(), family.type.c_str());
+                 "layers%s (a %s model with such layers is not supported yet)",
+                 source.c_str(), excerpt(kind.dump()).c_str(),
+                 family.linear_attention ? " and linear_attention (Gated DeltaNet) ones" : "", family.type.c_str());
       sliding.push_back(kind == "sliding_attention");
+      linear.push_back(kind == "linear_attention");
     }
+    bool any_linear = false;
+    for (uint8_t one : linear) any_linear = any_linear || one;
+    if (any_linear) f.linear_layers = linear;
   } else if (c.contains("use_sliding_window")) {
     if (field<bool>(c, "use_sliding_window", source) && window > 0) {
       const int64_t from = field_or<int64_t>(c, "max_window_layers", s.layers, source);

@@ -44,6 +44,15 @@ enum class QkNorm {
   whole,     // RMSNorm over the whole q and k projections, weight [heads * head_dim]: OLMo 2 / 3
 };
 
+// The Gated DeltaNet layers' sizes (Qwen3.5's linear_* keys; gated_deltanet.hpp).
+struct DeltaNetSpec {
+  int64_t key_heads = 0, key_dim = 0;      // linear_num_key_heads, linear_key_head_dim
+  int64_t value_heads = 0, value_dim = 0;  // linear_num_value_heads, linear_value_head_dim
+  int64_t conv_kernel = 0;                 // linear_conv_kernel_dim
+  int64_t conv_channels() const { return 2 * key_heads * key_dim + value_heads * value_dim; }
+  bool operator==(const DeltaNetSpec &) const = default;
+};
+
 struct DecoderFeatures {
   int64_t head_dim = 0;  // 0: hidden / heads
   NormPlacement placement = NormPlacement::pre;
@@ -59,6 +68,9 @@ struct DecoderFeatures {
   int64_t sliding_window = 0;       // a sliding layer's query at i sees keys j with i - window < j <= i
   std::vector<uint8_t> sliding_layers;  // per layer, 1 = sliding window; empty = none
   std::vector<uint8_t> rope_layers;     // per layer, 0 = no RoPE (SmolLM3); empty = RoPE everywhere
+  std::vector<uint8_t> linear_layers;   // per layer, 1 = a Gated DeltaNet mixer instead of attention (Qwen3.5)
+  DeltaNetSpec deltanet;                // the sizes of those layers
+  bool attention_output_gate = false;   // q_proj doubled: attention's output times sigmoid(gate) (Qwen3.5)
   double llama4_scaling_beta = 0;       // Ministral 3: queries scaled by 1 + beta * log(1 + floor(pos / original_max))
   double embedding_scale = 1;           // Gemma: sqrt(hidden); Granite: embedding_multiplier
   double attention_scale = 0;           // softmax scale; 0 = 1 / sqrt(head_dim)
@@ -68,6 +80,7 @@ struct DecoderFeatures {
   bool operator==(const DecoderFeatures &) const = default;
 
   bool sliding(int64_t layer) const { return !sliding_layers.empty() && sliding_layers[size_t(layer)]; }
+  bool linear(int64_t layer) const { return !linear_layers.empty() && linear_layers[size_t(layer)]; }
   bool uses_rope(int64_t layer) const { return rope_layers.empty() || rope_layers[size_t(layer)]; }
   // The RoPE of a layer, its base filled in (`theta`: TransformerShape::rope_theta).
   RopeSpec rope_of(int64_t layer, double theta) const {

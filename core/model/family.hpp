@@ -25,6 +25,7 @@ struct Family {
   void (*defaults)(TransformerShape &s) = nullptr;
   bool layer_types = false;       // its config.json lists layer_types (full_attention / sliding_attention)
   bool rope_per_layer_type = false;  // its rope_parameters hold one object per layer type (Gemma 3, OLMo 3)
+  bool linear_attention = false;  // layer_types may name "linear_attention" (Gated DeltaNet) layers
   bool default_tie = false;       // tie_word_embeddings when config.json has none
   double default_theta = 1e4;     // RoPE base when config.json has none
   double default_norm_eps = 1e-6; // rms_norm_eps when config.json has none

@@ -64,6 +64,19 @@ json olmo3_layers(int64_t layers) {
   return {{"layer_types", types}, {"sliding_window", 4096}};
 }
 
+// Qwen3.5 dense: Gated DeltaNet layers (16 key heads, `value_heads` value heads, 128 wide, kernel 4),
+// every fourth layer full attention with head_dim 256, a quarter of it rotated.
+json qwen3_5_layers(int64_t value_heads) {
+  return {{"head_dim", 256},
+          {"linear_num_key_heads", 16},
+          {"linear_num_value_heads", value_heads},
+          {"linear_key_head_dim", 128},
+          {"linear_value_head_dim", 128},
+          {"linear_conv_kernel_dim", 4},
+          {"full_attention_interval", 4},
+          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}}}};
+}
+
 const std::map<std::string, TransformerShape> &presets() {
   static const std::map<std::string, TransformerShape> table = [] {
     std::map<std::string, TransformerShape> t = {
@@ -93,6 +106,10 @@ const std::map<std::string, TransformerShape> &presets() {
         {"qwen3-8b", config("qwen3", 4096, 12288, 36, 32, 8, 151936, 40960, 1e6, 1e-6, false, {{"head_dim", 128}})},
         {"qwen3-14b", config("qwen3", 5120, 17408, 40, 40, 8, 151936, 40960, 1e6, 1e-6, false, {{"head_dim", 128}})},
         {"qwen3-32b", config("qwen3", 5120, 25600, 64, 64, 8, 151936, 40960, 1e6, 1e-6, false, {{"head_dim", 128}})},
+        {"qwen3.5-9b", config("qwen3_5_text", 4096, 12288, 32, 16, 4, 248320, 262144, 1e7, 1e-6, false,
+                              qwen3_5_layers(32))},
+        {"qwen3.5-27b", config("qwen3_5_text", 5120, 17408, 64, 24, 4, 248320, 262144, 1e7, 1e-6, false,
+                               qwen3_5_layers(48))},
         {"mistral-small-24b",
          config("mistral", 5120, 32768, 40, 32, 8, 131072, 32768, 1e8, 1e-5, false, {{"head_dim", 128}})},
         {"phi-4", config("phi3", 5120, 17920, 40, 40, 10, 100352, 16384, 250000, 1e-5, false)},

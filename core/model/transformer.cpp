@@ -3,6 +3,7 @@
 #include "model/init.hpp"
 #include "runtime/error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -64,7 +65,8 @@ torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t
   ZF_REQUIRE(block < block_tensors_.size(), "internal: parameter %s in block %u of %zu", name.c_str(), block,
              block_tensors_.size());
   Recipe recipe{init, 0, 0.0};
-  if (init != Init::bias && init != Init::norm && init != Init::zero_norm && options_.init_from.empty()) {
+  const bool no_decay = init == Init::bias || init == Init::norm || init == Init::zero_norm || init == Init::log_decay;
+  if (!no_decay && options_.init_from.empty()) {
     recipe.std = init == Init::residual ? 0.02 / std::sqrt(2.0 * double(options_.shape.layers)) : 0.02;
     recipe.seed = draw_init_seed();
   }
@@ -72,7 +74,6 @@ torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t
   torch::Tensor value = unallocated_tensor(sizes, dtype_);
   value.requires_grad_(true);
   bool matrix = (init == Init::linear || init == Init::residual) && sizes.size() == 2;
-  bool no_decay = init == Init::bias || init == Init::norm || init == Init::zero_norm;
   bool table = init == Init::embedding && sizes.size() == 2;
   parameters_.push_back(ModelParameter{name, value, block, matrix, no_decay, table});
   hf_transposed_.push_back(hf_transposed);
@@ -133,6 +134,10 @@ std::unique_ptr<ParameterSource> TransformerModel::initial_values() const {
       if (recipe.std > 0) {
         const auto [rows, cols] = matrix_shape(parameters_[index].tensor);
         fill_normal(recipe.seed, recipe.std, rows, cols, region, destination);
+      } else if (recipe.init == Init::log_decay) {  // entries [x0, x0 + nx) of a vector
+        const int64_t n = parameters_[index].tensor.numel();
+        torch::Tensor at = torch::arange(region.x0, region.x0 + region.nx, torch::kFloat64);
+        destination.copy_(torch::log(1 + 15 * at / double(std::max<int64_t>(n - 1, 1))));
       } else {
         destination.fill_(recipe.init == Init::norm ? 1.0 : 0.0);
       }

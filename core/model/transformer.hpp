@@ -64,6 +64,8 @@ class TransformerModel : public Model {
     bias,       // zeros, no weight decay
     norm,       // ones, no weight decay
     zero_norm,  // zeros, no weight decay: a norm that scales by (1 + w) (Gemma)
+    log_decay,  // log(A) with A spread evenly over [1, 16] across its entries, no weight decay: a
+                // Gated DeltaNet's per-head decay rate (transformers draws A uniformly from that range)
   };
   // Registers and returns the parameter, a tensor with no memory yet (param_source.hpp), and
   // draws its seed from torch's global generator (random values are drawn in fp32, then cast, so

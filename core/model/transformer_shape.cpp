@@ -46,11 +46,19 @@ uint64_t TransformerShape::parameter_count() const {
   }
   const DecoderFeatures &f = features;
   uint64_t q = uint64_t(heads * head_dim()), kv = uint64_t(kv_heads * head_dim()), d = uint64_t(head_dim());
-  uint64_t attention = h * q + 2 * h * kv + q * h + (qkv_bias ? q + 2 * kv : 0) + (f.attention_bias ? q + 2 * kv + h : 0);
+  uint64_t attention = h * q * (f.attention_output_gate ? 2 : 1) + 2 * h * kv + q * h +
+                      (qkv_bias ? q + 2 * kv : 0) + (f.attention_bias ? q + 2 * kv + h : 0);
   attention += f.qk_norm == QkNorm::per_head ? 2 * d : f.qk_norm == QkNorm::whole ? q + kv : 0;
   uint64_t mlp = 3 * h * i + (f.mlp_bias ? 2 * i + h : 0);
   uint64_t norms = (f.placement == NormPlacement::sandwich ? 4 : 2) * h;
-  return embeddings + l * (attention + mlp + norms) + h + head;
+  // A Gated DeltaNet layer: in_proj_qkv, z, b and a; the convolution; dt_bias, A_log; the gated norm; out_proj.
+  const DeltaNetSpec &n = f.deltanet;
+  const uint64_t channels = uint64_t(n.conv_channels()), values = uint64_t(n.value_heads * n.value_dim);
+  const uint64_t deltanet = h * (channels + values + 2 * uint64_t(n.value_heads)) + channels * uint64_t(n.conv_kernel) +
+                            2 * uint64_t(n.value_heads) + uint64_t(n.value_dim) + values * h;
+  uint64_t linear = 0;
+  for (uint8_t one : f.linear_layers) linear += one;
+  return embeddings + l * (mlp + norms) + (l - linear) * attention + linear * deltanet + h + head;
 }
 
 void TransformerShape::validate(const std::string &source) const {
@@ -89,6 +97,12 @@ void TransformerShape::validate(const std::string &source) const {
                "%s: the sliding-window layers must be one entry per layer, with a window > 0", where);
     ZF_REQUIRE(f.rope_layers.empty() || int64_t(f.rope_layers.size()) == layers,
                "%s: the layers without RoPE must be one entry per layer", where);
+    const DeltaNetSpec &n = f.deltanet;
+    ZF_REQUIRE(f.linear_layers.empty() ||
+                   (int64_t(f.linear_layers.size()) == layers && n.key_heads > 0 && n.key_dim > 0 &&
+                    n.value_heads > 0 && n.value_dim > 0 && n.conv_kernel > 0 && n.value_heads % n.key_heads == 0),
+               "%s: the Gated DeltaNet layers must be one entry per layer, with key and value heads, head sizes and "
+               "a convolution kernel > 0 (value heads a multiple of key heads)", where);
     ZF_REQUIRE(int64_t(double(head_dim()) * f.partial_rotary) % 2 == 0,
                "%s: partial_rotary_factor %g of head_dim %lld must rotate an even number of channels", where,
                f.partial_rotary, (long long)head_dim());

@@ -20,8 +20,8 @@ using test::run_blocks;
 
 namespace {
 
-const char *const kFixtures[] = {"gemma3", "granite", "llama3", "ministral3", "mistral",
-                                 "olmo2",  "olmo3",   "phi3",   "qwen3",      "smollm3"};
+const char *const kFixtures[] = {"gemma3", "granite", "llama3", "ministral3", "mistral", "olmo2",
+                                 "olmo3",  "phi3",    "qwen3",  "qwen3_5",    "smollm3"};
 
 std::string fixture_dir(const std::string &name) { return test::source_dir() + "/tests/fixtures/families/" + name; }
 
@@ -107,9 +107,20 @@ TEST_CASE("families: a config.json zfcore cannot compute is refused, naming the 
   delta["layer_types"] = {"linear_attention", "full_attention"};
   CHECK_THAT(refusal(delta), Catch::Contains("\"linear_attention\""));
   nlohmann::json unknown = config;
-  unknown["model_type"] = "qwen3_5";
-  CHECK_THAT(refusal(unknown), Catch::Contains("model_type \"qwen3_5\"") && Catch::Contains("gemma3_text"));
+  unknown["model_type"] = "qwen3_next";
+  CHECK_THAT(refusal(unknown), Catch::Contains("model_type \"qwen3_next\"") && Catch::Contains("qwen3_5_text"));
   nlohmann::json activation = config;
   activation["hidden_act"] = "relu2";
   CHECK_THAT(refusal(activation), Catch::Contains("\"relu2\""));
+}
+
+TEST_CASE("families: the Qwen3.5 presets count the parameters transformers builds for their text model", "[model]") {
+  // transformers 5.23.0's Qwen3_5ForCausalLM of each published text_config, counted on the meta device.
+  CHECK(preset_parameter_count("qwen3.5-9b") == 8953803264ull);
+  CHECK(preset_parameter_count("qwen3.5-27b") == 26895998464ull);
+  const TransformerShape shape = *find_preset("qwen3.5-27b");
+  int64_t linear = 0;
+  for (int64_t i = 0; i < shape.layers; ++i) linear += shape.features.linear(i);
+  CHECK(linear == 48);  // three of every four layers
+  CHECK(shape.features.partial_rotary == 0.25);
 }

@@ -1,0 +1,61 @@
+// The chunked gated delta rule (core/model/gated_deltanet.hpp) against its definition, the
+// step-by-step recurrence S_t = exp(g_t) S_{t-1} + beta_t k_t (v_t - exp(g_t) S_{t-1}^T k_t)^T,
+// o_t = S_t^T q_t / sqrt(dk): forward and gradients, for any chunk size, a sequence that is not a
+// whole number of chunks included.
+#include "model/gated_deltanet.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+using namespace zf;
+
+namespace {
+
+torch::Tensor recurrence(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, const torch::Tensor &g,
+                         const torch::Tensor &beta) {
+  const int64_t batch = q.size(0), length = q.size(1), heads = q.size(2), dk = q.size(3), dv = v.size(3);
+  torch::Tensor state = torch::zeros({batch, heads, dk, dv}, torch::kFloat64);
+  std::vector<torch::Tensor> outputs;
+  for (int64_t t = 0; t < length; ++t) {
+    torch::Tensor kt = k.select(1, t), vt = v.select(1, t), qt = q.select(1, t) / std::sqrt(double(dk));
+    state = state * g.select(1, t).exp().view({batch, heads, 1, 1});
+    torch::Tensor predicted = torch::matmul(kt.unsqueeze(-2), state).squeeze(-2);  // S^T k: [B, H, dv]
+    torch::Tensor delta = (vt - predicted) * beta.select(1, t).unsqueeze(-1);
+    state = state + kt.unsqueeze(-1) * delta.unsqueeze(-2);
+    outputs.push_back(torch::matmul(qt.unsqueeze(-2), state).squeeze(-2));
+  }
+  return torch::stack(outputs, 1);
+}
+
+}  // namespace
+
+TEST_CASE("gated delta rule: the chunked form equals the step-by-step recurrence, values and gradients", "[model]") {
+  torch::manual_seed(7);
+  const int64_t batch = 2, length = 21, heads = 3, dk = 8, dv = 6;
+  auto unit = [](torch::Tensor x) { return x / x.norm(2, -1, true); };
+  std::vector<torch::Tensor> inputs = {unit(torch::randn({batch, length, heads, dk}, torch::kFloat64)),
+                                       unit(torch::randn({batch, length, heads, dk}, torch::kFloat64)),
+                                       torch::randn({batch, length, heads, dv}, torch::kFloat64),
+                                       -torch::rand({batch, length, heads}, torch::kFloat64),
+                                       torch::rand({batch, length, heads}, torch::kFloat64)};
+  for (torch::Tensor &x : inputs) x.requires_grad_(true);
+  torch::Tensor weights = torch::randn({batch, length, heads, dv}, torch::kFloat64);
+  auto gradients = [&](const torch::Tensor &out) {
+    return torch::autograd::grad({(out.to(torch::kFloat64) * weights).sum()}, inputs);
+  };
+  torch::Tensor want = recurrence(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]);
+  std::vector<torch::Tensor> want_grads = gradients(want);
+  for (int64_t chunk : {1, 4, 8, 64}) {
+    INFO("chunk " << chunk);
+    torch::Tensor got = chunk_gated_delta_rule(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], chunk);
+    CHECK(got.scalar_type() == torch::kFloat32);
+    CHECK((got.to(torch::kFloat64) - want).abs().max().item<double>() < 1e-5);
+    std::vector<torch::Tensor> got_grads = gradients(got);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      INFO("input " << i);
+      CHECK((got_grads[i] - want_grads[i]).abs().max().item<double>() < 1e-4 * want_grads[i].abs().max().item<double>() + 1e-6);
+    }
+  }
+}
