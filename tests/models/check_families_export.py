@@ -124,7 +124,7 @@ eval_batches = 10
 
 # A model given by type alone (random weights) exports a config.json that transformers reads as the same model.
 TYPES = ["llama", "qwen2", "qwen3", "mistral", "ministral3", "olmo2", "olmo3", "gemma3_text", "phi3", "smollm3",
-         "granite"]
+         "granite", "qwen3_5_text"]  # qwen3_5_text: 4 layers, its first full-attention layer is the 4th
 for family in TYPES:
     work = os.path.join(scratch, "type-" + family)
     os.makedirs(work)
@@ -138,7 +138,7 @@ progress = "off"
 [model]
 type = "{family}"
 hidden = 32
-layers = 2
+layers = {4 if family == "qwen3_5_text" else 2}
 heads = 4
 kv_heads = 2
 intermediate = 48
