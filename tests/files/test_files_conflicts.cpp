@@ -90,3 +90,60 @@ TEST_CASE("lock: removing .zfcore.lock lets no second run in; a killed run's loc
   CHECK(after.exit_code == 0);
   CHECK_THAT(after.output, !Catch::Contains("takes the lock over"));
 }
+
+namespace {
+
+// `zfcore export CHECKPOINT OUT` of a tiny run's checkpoint, from `cwd`, with the run's shape.
+zf::test::Outcome export_tiny(const std::string &dir, const std::string &cwd, const std::string &checkpoint,
+                              const std::string &out) {
+  return run_command("cd " + cwd + " && timeout 120 " + zf::test::zfcore() + " export " + checkpoint + " " + out +
+                     " --set model.hidden=32 --set model.layers=1 --set model.heads=2 --set model.max_seq=32 "
+                     "--set data.seq_len=32 --set data.path=" + dir + "/train.txt --set sample.tokens=0");
+}
+
+}  // namespace
+
+TEST_CASE("conflicts: a step directory in the way, an export into init_from or into a checkpoint are refused "
+          "before step 1", "[files]") {
+  const std::string dir = scratch_dir("conflicts_before"), out = dir + "/out";
+  // A user's directory where the final checkpoint goes: refused before any step trains.
+  fs::create_directories(out + "/checkpoints/step-00000003");
+  write_text(out + "/checkpoints/step-00000003/notes.txt", kPrecious);
+  auto in_the_way = run_command(tiny_run(dir, 3) + "--set run.output_dir=" + out);
+  INFO(in_the_way.output);
+  CHECK(in_the_way.exit_code == 1);
+  CHECK_THAT(in_the_way.output, Catch::Contains(out + "/checkpoints/step-00000003 is in the way of this run's "
+                                                      "checkpoint of step 3"));
+  CHECK(read_text(out + "/steps.jsonl").find("\"step\":1") == std::string::npos);  // nothing trained
+  CHECK(read_text(out + "/checkpoints/step-00000003/notes.txt") == kPrecious);
+
+  // checkpoint.export_hf equal to, or inside, model.init_from: the base model is never overwritten.
+  const std::string base = dir + "/base";
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/seed --set checkpoint.export_hf=" + base)
+              .exit_code == 0);
+  const std::string weights = read_text(base + "/model.safetensors");
+  for (const std::string &target : {base, base + "/", base + "/finetuned"}) {
+    auto into_model = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/ft --set model.init_from=" +
+                                  base + " --set checkpoint.export_hf=" + target);
+    INFO(into_model.output);
+    CHECK(into_model.exit_code == 1);
+    CHECK_THAT(into_model.output, Catch::Contains("checkpoint.export_hf = \"" + target + "\" is") &&
+                                      Catch::Contains("model.init_from = \"" + base + "\""));
+    CHECK(!fs::exists(dir + "/ft/checkpoints"));  // refused before step 1
+  }
+  CHECK(read_text(base + "/model.safetensors") == weights);
+  CHECK(!fs::exists(base + "/finetuned"));
+
+  // zfcore export into another run's checkpoint, into a directory inside it, or into its checkpoint directory.
+  const std::string second = dir + "/second", other = dir + "/seed/checkpoints/step-00000002";
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + second).exit_code == 0);
+  for (const std::string &target : {other, other + "/hf", dir + "/seed/checkpoints"}) {
+    auto across = export_tiny(dir, dir, second + "/checkpoints/step-00000002", target);
+    INFO(across.output);
+    CHECK(across.exit_code == 1);
+    CHECK_THAT(across.output, Catch::Contains("zfcore export: OUT_DIR " + target + " is"));
+  }
+  CHECK(!fs::exists(other + "/hf"));
+  CHECK(!fs::exists(other + "/model.safetensors"));
+  CHECK(!fs::exists(other + "/config.json"));
+}
