@@ -147,3 +147,36 @@ TEST_CASE("conflicts: a step directory in the way, an export into init_from or i
   CHECK(!fs::exists(other + "/model.safetensors"));
   CHECK(!fs::exists(other + "/config.json"));
 }
+
+TEST_CASE("interrupted saves: a temporary of this run without its marker never blocks a resume, and the log says "
+          "what was removed or stepped around", "[files]") {
+  const std::string dir = scratch_dir("conflicts_interrupted"), out = dir + "/out", store = out + "/checkpoints";
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out + " --set checkpoint.every=1").exit_code == 0);
+  const std::string id = zf::test::json_field(read_text(store + "/step-00000002/checkpoint.json"), "run_id");
+  REQUIRE(!id.empty());
+  // Killed between creating step 3's temporary and marking it: an empty directory.
+  fs::create_directories(store + "/step-00000003." + id + ".tmp");
+  // A full disk while marking step 4's: the marker's own temporary, no marker.
+  fs::create_directories(store + "/step-00000004." + id + ".tmp");
+  write_text(store + "/step-00000004." + id + ".tmp/.zfcore-owner.zf-1-2-3.tmp", "");
+  // Killed while writing step 5's files: a full-size temporary with its marker.
+  fs::copy(store + "/step-00000002", store + "/step-00000005." + id + ".tmp", fs::copy_options::recursive);
+  auto resumed = run_command(tiny_run(dir, 5) + "--set run.output_dir=" + out + " --set checkpoint.every=1 " +
+                             "--set checkpoint.keep=10");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("removed the empty " + store + "/step-00000003." + id + ".tmp, left by "
+                                             "an interrupted save of this run"));
+  CHECK_THAT(resumed.output, Catch::Contains(store + "/step-00000004." + id + ".tmp, left by an interrupted save of "
+                                             "this run, has no .zfcore-owner marker") &&
+                                 Catch::Contains("this save writes " + store + "/step-00000004.2." + id + ".tmp"));
+  CHECK_THAT(resumed.output, Catch::Contains("removed " + store + "/step-00000005." + id + ".tmp, left by an "
+                                             "interrupted save of this run"));
+  for (int step : {3, 4, 5}) CHECK(fs::exists(store + "/step-0000000" + std::to_string(step) + "/checkpoint.json"));
+  CHECK(fs::exists(store + "/step-00000004." + id + ".tmp"));  // not proven zfcore's: left
+  CHECK(!fs::exists(store + "/step-00000004.2." + id + ".tmp"));
+  // And the next resume is not blocked either.
+  auto again = run_command(tiny_run(dir, 6) + "--set run.output_dir=" + out + " --set checkpoint.every=1");
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+}
