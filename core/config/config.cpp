@@ -258,6 +258,16 @@ RunConfig RunConfig::parse(const std::string &text, const std::string &name, con
       list = parsed.get("v") && parsed.get("v")->is_array();
     } catch (const toml::parse_error &) {
     }
+    // A key of string type (a path, a name) keeps what was typed: run.output_dir=1e3 is "1e3", not
+    // 1000, and checkpoint.export_hf=true is "true"; only a quoted TOML string is unquoted.
+    if ((!std::holds_alternative<std::string>(value) || list) && config.core_.count(table)) {
+      const auto &declared = config.core_.at(table).declarations();
+      list = list && std::none_of(declared.begin(), declared.end(), [&](const zf_param_decl &d) {
+        return key == d.key && d.type == ZF_PARAM_STRING;
+      });
+      for (const zf_param_decl &decl : declared)
+        if (key == decl.key && decl.type == ZF_PARAM_STRING) value = text_value;
+    }
     auto known = known_tables();
     if (std::find(known.begin(), known.end(), table) == known.end()) {
       std::string hint = suggest(table, known);

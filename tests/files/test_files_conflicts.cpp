@@ -180,3 +180,30 @@ TEST_CASE("interrupted saves: a temporary of this run without its marker never b
   INFO(again.output);
   CHECK(again.exit_code == 0);
 }
+
+TEST_CASE("command-line paths are strings: 1e-3, 1e3, 0x10 and true name directories as typed", "[files]") {
+  const std::string dir = scratch_dir("conflicts_strings");
+  auto number = run_command("cd " + dir + " && " + tiny_run(dir, 2) + "--set run.output_dir=1e3");
+  INFO(number.output);
+  CHECK(number.exit_code == 0);
+  CHECK(fs::exists(dir + "/1e3/steps.jsonl"));
+  CHECK(!fs::exists(dir + "/1000"));
+  auto hex = run_command("cd " + dir + " && " + tiny_run(dir, 2) + "--set run.name=0x10");
+  INFO(hex.output);
+  CHECK(hex.exit_code == 0);
+  CHECK(fs::exists(dir + "/runs/0x10/steps.jsonl"));
+  CHECK(!fs::exists(dir + "/runs/16"));
+  // A quoted TOML string is still unquoted.
+  auto quoted = run_command("cd " + dir + " && " + tiny_run(dir, 2) + "--set 'run.output_dir=\"q 1\"'");
+  CHECK(quoted.exit_code == 0);
+  CHECK(fs::exists(dir + "/q 1/steps.jsonl"));
+
+  const std::string checkpoint = dir + "/1e3/checkpoints/step-00000002";
+  for (const std::string &name : {"1e-3", "true", "0x10"}) {
+    auto exported = export_tiny(dir, dir, checkpoint, name);
+    INFO(exported.output);
+    CHECK(exported.exit_code == 0);
+    CHECK(fs::exists(dir + "/" + name + "/model.safetensors"));
+  }
+  CHECK(!fs::exists(dir + "/0.001"));
+}
