@@ -237,8 +237,10 @@ std::string saves_in_the_way(const Directory &store, const std::string &run_id, 
     std::string why = store.kind_of(name) != "dir"            ? "not a directory"
                       : store.owner_of(name) != run_id         ? "not this run's checkpoint (no marker of this run)"
                       : checkpoint_copy_problem(entry.path(), run_id, /*unreadable_fails=*/true);
-    if (why.empty() && !checkpoint_foreign_entries(store, name).empty())
-      why = "holding " + checkpoint_foreign_entries(store, name)[0] + ", which zfcore did not write";
+    const std::vector<std::string> foreign = why.empty() ? checkpoint_foreign_entries(store, name) : std::vector<std::string>{};
+    if (!foreign.empty())  // as save() says it
+      return format("%s holds %s, which zfcore did not write: move it away; this run writes its checkpoint of step "
+                    "%lld there (found before step 1)", store.path_of(name).c_str(), foreign[0].c_str(), (long long)step);
     if (!why.empty())
       return format("%s is in the way of this run's checkpoint of step %lld (%s): the run would train up to it and "
                     "then stop; move it away, or give this run its own checkpoint.dir", store.path_of(name).c_str(),
