@@ -181,7 +181,7 @@ TEST_CASE("interrupted saves: a temporary of this run without its marker never b
   CHECK(again.exit_code == 0);
 }
 
-TEST_CASE("command-line paths are strings: 1e-3, 1e3, 0x10 and true name directories as typed", "[files]") {
+TEST_CASE("command-line paths are strings: 1e-3, 1e3, 0x10 and true name directories as typed; 1e309 is named", "[files]") {
   const std::string dir = scratch_dir("conflicts_strings");
   auto number = run_command("cd " + dir + " && " + tiny_run(dir, 2) + "--set run.output_dir=1e3");
   INFO(number.output);
@@ -206,4 +206,13 @@ TEST_CASE("command-line paths are strings: 1e-3, 1e3, 0x10 and true name directo
     CHECK(fs::exists(dir + "/" + name + "/model.safetensors"));
   }
   CHECK(!fs::exists(dir + "/0.001"));
+
+  // A number beyond a double is named as one, where it was set; as a string key's value it is a name.
+  auto huge = run_command("cd " + dir + " && " + tiny_run(dir, 2) + "--set optimizer.lr=1e309");
+  INFO(huge.output);
+  CHECK(huge.exit_code == 1);
+  CHECK_THAT(huge.output, Catch::Contains("--set optimizer.lr=1e309: 1e309 is beyond the range of a number"));
+  auto named = run_command("cd " + dir + " && " + tiny_run(dir, 2) + "--set run.name=1e309");
+  CHECK(named.exit_code == 0);
+  CHECK(fs::exists(dir + "/runs/1e309/steps.jsonl"));
 }
