@@ -152,6 +152,15 @@ void claim_output_dir(const std::string &output_dir, const std::string &run_name
   if (!text.empty() && text.back() == '\n') text.pop_back();
   require_own_outputs(out, !kind.empty(), run_name, where);  // another run.name is refused below
   if (!kind.empty() && text == run_name) return;
+  // A record with none of its run's files (that run was refused before it wrote any): nothing to mix.
+  bool any_output = false;
+  for (const char *name : kRunOutputs) any_output |= !out.kind_of(name).empty();
+  if (!kind.empty() && !any_output) {
+    log_info(format("%s names the run \"%s\", which left no step log or summary here: this run, \"%s\", takes "
+                    "the directory", out.path_of(record).c_str(), excerpt(text).c_str(), run_name.c_str()));
+    out.write_atomically(record, run_name + "\n");
+    return;
+  }
   ZF_REQUIRE(kind.empty(), "run.output_dir = \"%s\" holds the step log and summary (steps.jsonl, steps.csv, "
              "summary.json) of the run \"%s\" (its run.name, recorded in %s); this run, run.name = \"%s\" at %s, "
              "would replace them, and a resume would mix the two runs' rows: give it a run.output_dir of its own (the "

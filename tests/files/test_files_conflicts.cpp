@@ -216,3 +216,23 @@ TEST_CASE("command-line paths are strings: 1e-3, 1e3, 0x10 and true name directo
   CHECK(named.exit_code == 0);
   CHECK(fs::exists(dir + "/runs/1e309/steps.jsonl"));
 }
+
+TEST_CASE("messages: a run refused before it wrote its step log leaves no claim that refuses a retry under another "
+          "name", "[files]") {
+  const std::string dir = scratch_dir("conflicts_stale_claim"), out = dir + "/out";
+  // A run refused by its memory plan, with the hidden size of a large model: it recorded its name only.
+  auto refused = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out + " --set run.name=first " +
+                             "--set model.hidden=65536 --set model.heads=64 --set model.layers=64");
+  INFO(refused.output);
+  REQUIRE(refused.exit_code == 1);
+  REQUIRE(!fs::exists(out + "/steps.jsonl"));
+  auto retry = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out + " --set run.name=second");
+  INFO(retry.output);
+  CHECK(retry.exit_code == 0);
+  CHECK_THAT(retry.output, !Catch::Contains("steps.jsonl, steps.csv, summary.json) of the run \"first\""));
+  CHECK(read_text(out + "/.zfcore-run") == "second\n");
+  // Once a run wrote its step log, another name is still refused.
+  auto third = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out + " --set run.name=third");
+  CHECK(third.exit_code == 1);
+  CHECK_THAT(third.output, Catch::Contains("of the run \"second\""));
+}
