@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -235,4 +236,24 @@ TEST_CASE("messages: a run refused before it wrote its step log leaves no claim 
   auto third = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out + " --set run.name=third");
   CHECK(third.exit_code == 1);
   CHECK_THAT(third.output, Catch::Contains("of the run \"second\""));
+}
+
+TEST_CASE("messages: a tiny sample.temperature samples as greedy decoding does, instead of failing after training",
+          "[files]") {
+  const std::string dir = scratch_dir("conflicts_temperature");
+  auto sample = [&](const std::string &out, const std::string &temperature) {
+    auto run = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/" + out + " --set sample.tokens=8 " +
+                           "--set sample.temperature=" + temperature);
+    INFO(run.output);
+    CHECK(run.exit_code == 0);
+    // The sampled text: from the line after "zfcore: sample (...):" to the next line of zfcore's.
+    const size_t at = run.output.find("zfcore: sample (");
+    if (at == std::string::npos) return std::string();
+    const size_t begin = run.output.find(":\n", at) + 2;
+    const size_t end = std::min(run.output.find("\nzfcore", begin), run.output.find("\n[zfcore", begin));
+    return run.output.substr(begin, end - begin);
+  };
+  const std::string greedy = sample("greedy", "0");
+  REQUIRE(!greedy.empty());
+  CHECK(sample("tiny", "1e-300") == greedy);  // the largest logit only, as argmax takes it
 }
