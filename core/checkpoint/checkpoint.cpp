@@ -126,11 +126,13 @@ CheckpointStore::CheckpointStore(fs::path directory, int64_t keep, Communicator 
 
 fs::path CheckpointStore::save(const TrainingState &state, const std::string &info_json) {
   const std::string owner = state.run_id.empty() ? "run" : state.run_id;  // the marker's text (a test's state has no id)
-  const std::string final_name = step_name(state.step), temp_name = checkpoint_own_name(state.step, owner, ".tmp");
-  const fs::path final_dir = directory_ / final_name, temp_dir = directory_ / temp_name;
+  const std::string final_name = step_name(state.step);
+  const fs::path final_dir = directory_ / final_name;
+  std::string temp_name = checkpoint_own_name(state.step, owner, ".tmp");
   std::optional<Directory> store;
   if (comm_.rank() == 0) {
     store.emplace(Directory::open(directory_.string(), /*create=*/true, "checkpoint.dir"));
+    temp_name = clear_save_name(*store, state.step, owner);  // what an interrupted save of this run left
     // A checkpoint of this step from another run (run.name) is not ours to replace.
     std::error_code ec;
     const std::string holder = fs::exists(final_dir / "checkpoint.json", ec) ? checkpoint_run_name(final_dir) : "";
@@ -138,10 +140,10 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
                "%s already holds step %lld of the run \"%s\"; this run (run.name = \"%s\") does not replace it: "
                "give this run its own checkpoint.dir", directory_.c_str(), (long long)state.step, holder.c_str(),
                state.run_name.c_str());
-    store->remove_owned(temp_name, owner);  // this run's own, from a save that was interrupted
     store->create_owned(temp_name, owner);
   }
-  comm_.barrier();
+  temp_name = first_finding(comm_, temp_name);  // rank 0's, on every rank
+  const fs::path temp_dir = directory_ / temp_name;
 
   std::vector<std::pair<std::string, at::Tensor>> tensors = {{"master", state.master}, {"rng", state.rng}};
   if (state.device_rng.defined()) tensors.emplace_back("device_rng", state.device_rng);

@@ -11,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace zf {
@@ -74,7 +77,34 @@ void remove_checkpoint_leftovers(const Directory &store, const std::string &run_
     const std::string name = entry.path().filename().string();
     if (ends_with(name, "." + run_id + ".tmp") || ends_with(name, "." + run_id + ".deleting")) doomed.push_back(name);
   }
-  for (const std::string &name : doomed) store.remove_owned(name, run_id);
+  for (const std::string &name : doomed)
+    if (!store.owner_of(name).empty() && store.remove_owned(name, run_id).empty())
+      log_info(format("removed %s, left by an interrupted %s of this run", store.path_of(name).c_str(),
+                      ends_with(name, ".tmp") ? "save" : "removal of an old checkpoint"));
+}
+
+std::string clear_save_name(const Directory &store, int64_t step, const std::string &run_id) {
+  std::string name = checkpoint_own_name(step, run_id, ".tmp");
+  for (int other = 2; other < 100 && !store.kind_of(name).empty(); ++other) {
+    // The name carries this run's id: a save of this run made it and was cut short.
+    if (!store.owner_of(name).empty()) {
+      const std::string why = store.remove_owned(name, run_id);
+      if (why.empty()) {
+        log_info(format("removed %s, left by an interrupted save of this run", store.path_of(name).c_str()));
+        return name;
+      }
+    } else if (store.kind_of(name) == "dir" && ::unlinkat(store.fd(), name.c_str(), AT_REMOVEDIR) == 0) {
+      // Without its marker (cut short between creating it and marking it): empty, nothing is lost.
+      log_info(format("removed the empty %s, left by an interrupted save of this run", store.path_of(name).c_str()));
+      return name;
+    }
+    const std::string next = checkpoint_step_name(step) + "." + std::to_string(other) + "." + run_id + ".tmp";
+    log_warn(format("%s, left by an interrupted save of this run, has no %s marker and is not empty: zfcore "
+                    "cannot prove what is in it is its own and leaves it (remove it when you do not need it); this "
+                    "save writes %s instead", store.path_of(name).c_str(), kOwnerMarker, store.path_of(next).c_str()));
+    name = next;
+  }
+  return name;
 }
 
 std::string checkpoint_run_name(const fs::path &checkpoint) {
@@ -193,6 +223,45 @@ std::string export_dir_problem(const fs::path &export_dir, const fs::path &check
                 out == store ? "" : "inside ", one ? "the checkpoint" : "the checkpoint directory", store.c_str(),
                 one ? "which runs replace and prune" : "whose checkpoints runs write, replace and prune",
                 (store.parent_path() / (store.filename().string() + "-hf")).c_str());
+}
+
+std::string saves_in_the_way(const Directory &store, const std::string &run_id, int64_t after, int64_t last,
+                             int64_t every, bool final) {
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(store.path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    const int64_t step = checkpoint_step_of_name(name);
+    if (step <= after || step > last || !((every > 0 && step % every == 0) || (final && step == last))) continue;
+    if (name != checkpoint_step_name(step)) continue;  // step-5.damaged, step-5-notes: not where a save goes
+    // What save() would meet there (checkpoint.cpp): only this run's own checkpoint is replaced.
+    std::string why = store.kind_of(name) != "dir"            ? "not a directory"
+                      : store.owner_of(name) != run_id         ? "not this run's checkpoint (no marker of this run)"
+                      : checkpoint_copy_problem(entry.path(), run_id, /*unreadable_fails=*/true);
+    const std::vector<std::string> foreign = why.empty() ? checkpoint_foreign_entries(store, name) : std::vector<std::string>{};
+    if (!foreign.empty())  // as save() says it
+      return format("%s holds %s, which zfcore did not write: move it away; this run writes its checkpoint of step "
+                    "%lld there (found before step 1)", store.path_of(name).c_str(), foreign[0].c_str(), (long long)step);
+    if (!why.empty())
+      return format("%s is in the way of this run's checkpoint of step %lld (%s): the run would train up to it and "
+                    "then stop; move it away, or give this run its own checkpoint.dir", store.path_of(name).c_str(),
+                    (long long)step, why.c_str());
+  }
+  return "";
+}
+
+std::string export_into_checkpoints_problem(const fs::path &export_dir) {
+  std::error_code ec;
+  const fs::path out = fs::weakly_canonical(fs::absolute(export_dir, ec), ec);
+  if (ec) return "";
+  // The directory itself and each above it: a checkpoint (step-N holding a checkpoint's files) or a
+  // directory of checkpoints, of any run.
+  for (fs::path at = out; !at.empty(); at = at.parent_path()) {
+    const bool checkpoint = checkpoint_step_of_name(at) >= 0 && (fs::exists(at / "checkpoint.json", ec) ||
+                                                                  fs::exists(at / "rank-00000.safetensors", ec));
+    if (checkpoint || !checkpoints_in(at, /*strict=*/false).empty()) return export_dir_problem(out, at);
+    if (at == at.parent_path()) break;
+  }
+  return "";
 }
 
 fs::path store_of(const fs::path &checkpoint) {

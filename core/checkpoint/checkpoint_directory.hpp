@@ -74,11 +74,23 @@ std::string remove_checkpoint(const Directory &store, const std::string &name, c
 // step-N.RUNID.deleting carrying its marker. Anything else (a user's step-notes/, an export under
 // step-5-hf/, another run's leftovers) is not this run's to remove.
 void remove_checkpoint_leftovers(const Directory &store, const std::string &run_id);
+// The temporary name of this run's save of `step` (step-N.RUNID.tmp), free: what an interrupted save
+// of this run left there is removed when it carries the run's marker or is empty, else stepped
+// around (step-N.K.RUNID.tmp); the log says which.
+std::string clear_save_name(const Directory &store, int64_t step, const std::string &run_id);
 
 // "" when `export_dir` (checkpoint.export_hf, zfcore export's OUT_DIR) lies outside `checkpoints` (a
 // checkpoint.dir, or one checkpoint), else why not ("is inside the checkpoint directory ..."): runs
 // write, replace and prune what is in there, and an export there would go with it.
 std::string export_dir_problem(const std::filesystem::path &export_dir, const std::filesystem::path &checkpoints);
+// Before step 1: "" when each step-N entry of `store` that this run's saves of the steps (after, last]
+// would replace (every `every` steps, and `last` when `final`) is this run's own checkpoint, else
+// which one is in the way, why, and what to do.
+std::string saves_in_the_way(const Directory &store, const std::string &run_id, int64_t after, int64_t last,
+                             int64_t every, bool final);
+// "" when `export_dir` is no checkpoint of any run and lies in none, nor in a directory of checkpoints
+// (it, or a directory above it, holds step-N checkpoints); else export_dir_problem's why.
+std::string export_into_checkpoints_problem(const std::filesystem::path &export_dir);
 // The checkpoint directory that `checkpoint` lies in (a step-N directory is saved into one), or the
 // checkpoint itself when its name is another: what an export must stay out of.
 std::filesystem::path store_of(const std::filesystem::path &checkpoint);

@@ -112,7 +112,8 @@ int command_export(const std::vector<std::string> &args) {
   const fs::file_status out_status = fs::status(out, ec);
   ZF_REQUIRE(!fs::exists(out_status) || fs::is_directory(out_status), "zfcore export: OUT_DIR %s exists and is not a "
              "directory: give the directory to export into (it is created when missing)", out.c_str());
-  const std::string inside = export_dir_problem(out, store_of(checkpoint));
+  std::string inside = export_dir_problem(out, store_of(checkpoint));
+  if (inside.empty()) inside = export_into_checkpoints_problem(out);  // another run's checkpoints
   ZF_REQUIRE(inside.empty(), "zfcore export: OUT_DIR %s %s", out.c_str(), inside.c_str());
   const int64_t step = CheckpointShards::open(checkpoint).metadata().step;
   std::vector<std::string> run(args.begin() + 2, args.end());

@@ -7,6 +7,8 @@
 #include <toml++/toml.h>
 
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -257,6 +259,25 @@ RunConfig RunConfig::parse(const std::string &text, const std::string &name, con
       if (auto node = parsed.get("v"); node && scalar(*node)) value = *scalar(*node);
       list = parsed.get("v") && parsed.get("v")->is_array();
     } catch (const toml::parse_error &) {
+    }
+    // A key of string type (a path, a name) keeps what was typed: run.output_dir=1e3 is "1e3", not
+    // 1000, and checkpoint.export_hf=true is "true"; only a quoted TOML string is unquoted.
+    bool string_key = false;
+    if (config.core_.count(table))
+      for (const zf_param_decl &decl : config.core_.at(table).declarations())
+        string_key |= key == decl.key && decl.type == ZF_PARAM_STRING;
+    if (string_key && (!std::holds_alternative<std::string>(value) || list)) {
+      value = text_value;
+      list = false;
+    }
+    // A number beyond what a double holds (1e309) is named as such, not kept as a word ("got a string").
+    if (!string_key && std::holds_alternative<std::string>(value) && std::get<std::string>(value) == text_value) {
+      errno = 0;
+      char *end = nullptr;
+      const double number = std::strtod(text_value.c_str(), &end);
+      ZF_REQUIRE(!(end != text_value.c_str() && *end == '\0' && errno == ERANGE && std::isinf(number)),
+                 "%s: %s is beyond the range of a number (at most about 1.8e308): give a smaller value",
+                 where.str().c_str(), excerpt(text_value).c_str());
     }
     auto known = known_tables();
     if (std::find(known.begin(), known.end(), table) == known.end()) {

@@ -304,6 +304,7 @@ class Trainer {
   // Continues from the checkpoint that checkpoint.resume names, if any.
   void resume() {
     start_step_ = checkpoints_->resume(update(), place_->params_shard());
+    checkpoints_->check_saves(start_step_, options_.steps);
     if (start_step_ > 0) gather_parameters(start_step_);
   }
 

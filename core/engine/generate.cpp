@@ -4,6 +4,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <limits>
 
 namespace zf {
@@ -30,7 +31,9 @@ std::string generate(Model &model, const Tokenizer &tokenizer, const SampleOptio
     if (options.temperature <= 0) {
       next = logits.argmax().item<int64_t>();
     } else {
-      logits = logits / options.temperature;
+      // Shifted by the largest logit, then scaled by 1/temperature (at most 1e30): a tiny temperature
+      // (1e-300, 0 as a float) sends the others to -inf and keeps the largest at 0, never 0/0 = NaN.
+      logits = (logits - logits.max()) * std::min(1.0 / options.temperature, 1e30);
       if (options.top_k > 0 && options.top_k < logits.size(0)) {
         auto kth = std::get<0>(logits.topk(options.top_k)).index({-1});
         logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());

@@ -14,30 +14,58 @@
 
 namespace zf {
 
+namespace {
+
+// The holder a lock file names ("pid N on HOST"), "" when it is missing, empty or not a plain file.
+std::string holder_in(const Directory &dir) {
+  std::string text;
+  if (dir.kind_of(".zfcore.lock") != "file" || !read_regular_file(dir.path_of(".zfcore.lock"), 4096, &text).empty())
+    return "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
 RunLock::RunLock(const std::filesystem::path &directory, const std::string &what) {
-  // The lock file is opened without following a link and only when it is a regular file of one name
-  // (runtime/files.hpp): a link named .zfcore.lock never truncates the file it points to.
-  const std::filesystem::path path = directory / ".zfcore.lock";
+  Directory dir;
   try {
-    fd_ = Directory::open(directory.string(), true).open_append(".zfcore.lock");
+    dir = Directory::open(directory.string(), true);
   } catch (const Error &e) {
     throw Error(format("%s: %s", what.c_str(), e.what()));
   }
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    char holder[256] = {};
-    ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
-    std::string who = n > 0 ? std::string(holder, size_t(n)) : "another process";
-    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
-    ::close(fd_);
-    fd_ = -1;
-    if (error == EWOULDBLOCK)
-      throw Error(format("%s is in use by %s (another zfcore run): wait for it to end or stop it, or give this run "
-                         "a directory of its own", what.c_str(), who.c_str()));
-    log_warn(format("%s: cannot lock %s (%s): nothing keeps a second run out of it", what.c_str(), path.c_str(),
-                    std::strerror(error)));
+  // The lock is on the directory itself (its descriptor, held open until exit): removing or replacing
+  // .zfcore.lock cannot break it. The file, locked too, names the holder for the message below.
+  dir_fd_ = ::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
+  int error = dir_fd_ < 0 || ::flock(dir_fd_, LOCK_EX | LOCK_NB) != 0 ? errno : 0;
+  const std::filesystem::path path = directory / ".zfcore.lock";
+  if (error == 0) {
+    // The lock file is opened without following a link and only when it is a regular file of one name
+    // (runtime/files.hpp): a link named .zfcore.lock never truncates the file it points to.
+    try {
+      fd_ = dir.open_append(".zfcore.lock");
+    } catch (const Error &e) {
+      throw Error(format("%s: %s", what.c_str(), e.what()));
+    }
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) error = errno;  // held by a zfcore that locked the file only
+  }
+  if (error == EWOULDBLOCK) {
+    std::string who = holder_in(dir);
+    if (who.empty()) who = "another process";
+    throw Error(format("%s is in use by %s (another zfcore run): wait for it to end or stop it, or give this run "
+                       "a directory of its own", what.c_str(), who.c_str()));
+  }
+  if (error != 0) {
+    log_warn(format("%s: cannot lock %s (%s): nothing keeps a second run out of it", what.c_str(),
+                    directory.c_str(), std::strerror(error)));
     return;
   }
+  // A run that ends releases its lock with an empty file: a holder still named is a run that was
+  // killed or crashed, whose lock the kernel released with its process.
+  const std::string stale = holder_in(dir);
+  if (!stale.empty())
+    log_info(format("%s: %s names %s, which no longer holds it (that run was killed or crashed): this run takes "
+                    "the lock over", what.c_str(), path.c_str(), excerpt(stale).c_str()));
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   const std::string holder = format("pid %d on %s\n", int(::getpid()), host);
@@ -47,7 +75,12 @@ RunLock::RunLock(const std::filesystem::path &directory, const std::string &what
 }
 
 RunLock::~RunLock() {
-  if (fd_ >= 0) ::close(fd_);
+  // Released: the file names no holder (a run that is killed leaves its name, see above).
+  if (fd_ >= 0) {
+    [[maybe_unused]] const int emptied = ::ftruncate(fd_, 0);
+    ::close(fd_);
+  }
+  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 std::vector<std::unique_ptr<RunLock>> lock_run_directories(const std::string &output_dir,
@@ -119,6 +152,15 @@ void claim_output_dir(const std::string &output_dir, const std::string &run_name
   if (!text.empty() && text.back() == '\n') text.pop_back();
   require_own_outputs(out, !kind.empty(), run_name, where);  // another run.name is refused below
   if (!kind.empty() && text == run_name) return;
+  // A record with none of its run's files (that run was refused before it wrote any): nothing to mix.
+  bool any_output = false;
+  for (const char *name : kRunOutputs) any_output |= !out.kind_of(name).empty();
+  if (!kind.empty() && !any_output) {
+    log_info(format("%s names the run \"%s\", which left no step log or summary here: this run, \"%s\", takes "
+                    "the directory", out.path_of(record).c_str(), excerpt(text).c_str(), run_name.c_str()));
+    out.write_atomically(record, run_name + "\n");
+    return;
+  }
   ZF_REQUIRE(kind.empty(), "run.output_dir = \"%s\" holds the step log and summary (steps.jsonl, steps.csv, "
              "summary.json) of the run \"%s\" (its run.name, recorded in %s); this run, run.name = \"%s\" at %s, "
              "would replace them, and a resume would mix the two runs' rows: give it a run.output_dir of its own (the "

@@ -1,8 +1,10 @@
 // run_lock.hpp: one run per directory. A run holds a lock on its output directory (and on
 // checkpoint.dir when that is elsewhere) from start-up to exit, so that a second run given the same
 // directory stops at once, naming the process that holds it, instead of resuming from the first
-// run's checkpoints and interleaving its files. The lock is the kernel's (flock): it goes with the
-// process, however the process ends.
+// run's checkpoints and interleaving its files. The lock is the kernel's (flock on the directory's
+// own descriptor, held open for the run's life): it goes with the process, however the process ends,
+// and no file removal breaks it. .zfcore.lock names the holder while it runs; one still named when
+// the lock is free was left by a run that was killed, and is taken over with a word in the log.
 #pragma once
 
 #include <filesystem>
@@ -22,7 +24,8 @@ class RunLock {
   RunLock &operator=(const RunLock &) = delete;
 
  private:
-  int fd_ = -1;
+  int fd_ = -1;      // .zfcore.lock
+  int dir_fd_ = -1;  // the directory
 };
 
 // One run per directory: the locks on run.output_dir, and on checkpoint.dir where that is another

@@ -62,6 +62,28 @@ RunOptions RunOptions::read(const RunConfig &config) {
   return o;
 }
 
+namespace {
+
+// The export writes model.safetensors and config.json: never into the model the run reads
+// (model.init_from), nor into a directory inside it.
+void require_export_outside_model(const RunConfig &config, const std::string &export_hf) {
+  const std::string init_from = config.string("model", "init_from");
+  if (init_from.empty()) return;
+  std::error_code ec;
+  std::filesystem::path model = std::filesystem::weakly_canonical(std::filesystem::absolute(init_from, ec), ec);
+  if (std::filesystem::is_regular_file(model, ec)) model = model.parent_path();
+  const std::filesystem::path out = std::filesystem::weakly_canonical(std::filesystem::absolute(export_hf, ec), ec);
+  if (model.empty() || std::mismatch(model.begin(), model.end(), out.begin(), out.end()).first != model.end()) return;
+  throw Error(format("%s: checkpoint.export_hf = \"%s\" is %sthe directory of model.init_from = \"%s\" (%s): the "
+                     "export would overwrite the model this run starts from (its model.safetensors, config.json); "
+                     "export into a directory of its own, e.g. %s", config.where("checkpoint", "export_hf").str().c_str(),
+                     excerpt(export_hf).c_str(), out == model ? "" : "inside ", excerpt(init_from).c_str(),
+                     config.where("model", "init_from").str().c_str(),
+                     (model.parent_path() / (model.filename().string() + "-finetuned")).c_str()));
+}
+
+}  // namespace
+
 void check_output_paths(const RunConfig &config, const RunOptions &options, bool export_only) {
   // An export inside a checkpoint directory would go when its checkpoints are replaced or pruned
   // (checked before any directory is created).
@@ -74,6 +96,11 @@ void check_output_paths(const RunConfig &config, const RunOptions &options, bool
       ZF_REQUIRE(inside.empty(), "%s: checkpoint.export_hf = \"%s\" %s", config.where("checkpoint", "export_hf").str().c_str(),
                  excerpt(options.export_hf).c_str(), inside.c_str());
     }
+    const std::string elsewhere = export_into_checkpoints_problem(options.export_hf);  // another run's
+    ZF_REQUIRE(elsewhere.empty(), "%s: checkpoint.export_hf = \"%s\" %s",
+               config.where("checkpoint", "export_hf").str().c_str(), excerpt(options.export_hf).c_str(),
+               elsewhere.c_str());
+    require_export_outside_model(config, options.export_hf);
   }
   // checkpoint.dir is written on any run (a stop signal saves one), its default inside output_dir.
   const std::string checkpoints = config.string("checkpoint", "dir");

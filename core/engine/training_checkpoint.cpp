@@ -80,6 +80,17 @@ TrainingCheckpoints::TrainingCheckpoints(const RunConfig &config, const std::str
                                              *runtime.comm);
 }
 
+void TrainingCheckpoints::check_saves(int64_t start_step, int64_t last_step) const {
+  std::string found;
+  std::error_code ec;
+  if (runtime_.comm->rank() == 0 && std::filesystem::is_directory(store_->directory(), ec))
+    found = saves_in_the_way(Directory::open(store_->directory().string(), false, "checkpoint.dir"), run_id_,
+                             start_step, last_step, config_.integer("checkpoint", "every"),
+                             config_.boolean("checkpoint", "final"));
+  found = first_finding(*runtime_.comm, found);
+  ZF_REQUIRE(found.empty(), "%s", found.c_str());
+}
+
 TrainingState TrainingCheckpoints::state(int64_t step, UpdatePlan &update) const {
   TrainingState state;
   state.step = step;

@@ -78,6 +78,9 @@ class TrainingCheckpoints {
   // is printed), and makes the working parameters `params_shard` match it (UpdatePlan::restore);
   // returns its step, or 0 when the run starts fresh.
   int64_t resume(UpdatePlan &update, const torch::Tensor &params_shard);
+  // Collective, after resume(): stops before step 1 when a step-N directory that a save of the
+  // steps (start_step, last_step] would replace is not this run's (a user's, another run's).
+  void check_saves(int64_t start_step, int64_t last_step) const;
   // Whether the checkpoint resumed from was written by another layout.
   bool resharded() const { return resharded_; }
   // After a resume from a checkpoint outside this run's checkpoint.dir, with nothing to train: saves
