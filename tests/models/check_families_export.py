@@ -55,6 +55,24 @@ def zfcore_command(*args):
     return result.stdout
 
 
+def zfcore_eval(work, export):
+    """`zfcore eval --json` of the export on WORK/held_out.bin."""
+    with open(os.path.join(work, "eval.toml"), "w") as f:
+        f.write(f"""[run]
+output_dir = "{work}/eval"
+[model]
+init_from = "{export}"
+[data]
+type = "tokens"
+eval_path = "{work}/held_out.bin"
+seq_len = {SEQ_LEN}
+[train]
+micro_batch = 2
+eval_batches = 10
+""")
+    return json.loads(zfcore_command("eval", os.path.join(work, "eval.toml"), "--json").strip().splitlines()[-1])
+
+
 for name in sorted(os.listdir(fixtures)):
     fixture = os.path.join(fixtures, name)
     source_config = json.load(open(os.path.join(fixture, "config.json")))
@@ -89,20 +107,7 @@ lr = 0.01
 export_hf = "{export}"
 """)
     zfcore_command("run", os.path.join(work, "train.toml"))
-    with open(os.path.join(work, "eval.toml"), "w") as f:
-        f.write(f"""[run]
-output_dir = "{work}/eval"
-[model]
-init_from = "{export}"
-[data]
-type = "tokens"
-eval_path = "{work}/held_out.bin"
-seq_len = {SEQ_LEN}
-[train]
-micro_batch = 2
-eval_batches = 10
-""")
-    report = json.loads(zfcore_command("eval", os.path.join(work, "eval.toml"), "--json").strip().splitlines()[-1])
+    report = zfcore_eval(work, export)
 
     config = json.load(open(os.path.join(export, "config.json")))
     changed = [k for k, v in source_config.items() if k not in ("dtype", "torch_dtype") and config.get(k) != v]
@@ -155,20 +160,7 @@ micro_batch = 2
 export_hf = "{export}"
 """)
     zfcore_command("run", os.path.join(work, "train.toml"))
-    with open(os.path.join(work, "eval.toml"), "w") as f:
-        f.write(f"""[run]
-output_dir = "{work}/eval"
-[model]
-init_from = "{export}"
-[data]
-type = "tokens"
-eval_path = "{work}/held_out.bin"
-seq_len = {SEQ_LEN}
-[train]
-micro_batch = 2
-eval_batches = 10
-""")
-    report = json.loads(zfcore_command("eval", os.path.join(work, "eval.toml"), "--json").strip().splitlines()[-1])
+    report = zfcore_eval(work, export)
     model, info = transformers.AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32,
                                                                     output_loading_info=True)
     model.eval()
