@@ -2,6 +2,7 @@
 // run.plugin_path beside the config file, and docs/config.md equal to `zfcore config --keys
 // --markdown` (the reference page cannot drift from the schema).
 #include "config/config.hpp"
+#include "runtime/error.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -24,6 +26,22 @@ namespace {
 std::string linear_stack() { return test::source_dir() + "/examples/linear_stack.toml"; }
 
 }  // namespace
+
+// Which NaN an operation makes (its sign bit) is chance: the CPU, the kernel, the order of a
+// reduction; printf writes one as "-nan". Every message says nan (a fresh machine printed "the loss
+// is -nan" where the test expected "the loss is nan").
+TEST_CASE("cli: a message says nan for a NaN whatever its sign", "[config][cli]") {
+  const double negative = -std::nan(""), positive = std::nan("");
+  REQUIRE(std::signbit(negative));
+  for (double nan : {negative, positive}) {
+    CHECK(format("step %d: the loss is %f; lower optimizer.lr", 2, nan) == "step 2: the loss is nan; lower optimizer.lr");
+    CHECK(format("global norm %g)", nan) == "global norm nan)");
+    CHECK(format("%.4f -> %e, %G", nan, nan, nan) == "nan -> nan, NAN");
+  }
+  CHECK(format("%f", -INFINITY) == "-inf");  // an infinity keeps its sign: it means something
+  // Text that only contains "-nan" inside a name is not a number.
+  CHECK(format("%s", "runs/x-nan.toml, -nanosecond, --set a=-nan_b") == "runs/x-nan.toml, -nanosecond, --set a=-nan_b");
+}
 
 TEST_CASE("cli: every command's --help prints its usage and exits 0", "[config][cli]") {
   for (const std::string command : {"run", "validate", "estimate", "plugins", "config", "bench"}) {
