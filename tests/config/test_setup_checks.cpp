@@ -211,6 +211,32 @@ TEST_CASE("validate: a combination error's fix, applied as written, validates an
   }
 }
 
+TEST_CASE("validate: a fallback optimizer list is checked by the plugin the run takes, so the quickstart takes nvme "
+          "and ZenFlow", "[config][cli]") {
+  std::string dir = test::scratch_dir("setup_fallback_taken");
+  fs::create_directories(dir + "/nvme");
+  const std::string quickstart = test::source_dir() + "/examples/quickstart.toml";  // ["cpu_adam", "adamw_ref"]
+  const std::string nvme = " --set offload.plugin=nvme --set offload.path=" + dir + "/nvme";
+  const std::string zenflow = " --set offload.plugin=cpu_optimizer --set zenflow.topk_ratio=0.5";
+  for (const std::string &swap : {nvme, zenflow}) {
+    test::Outcome valid = test::run_command(test::zfcore() + " validate " + quickstart + swap);
+    INFO(valid.output);
+    CHECK(valid.exit_code == 0);
+    // The same list the other way round takes adamw_ref, which keeps its own state: refused, naming it.
+    test::Outcome refused = test::run_command(test::zfcore() + " validate " + quickstart + swap +
+                                              " --set 'optimizer.plugin=[\"adamw_ref\", \"cpu_adam\"]'");
+    INFO(refused.output);
+    CHECK(refused.exit_code == 1);
+    CHECK_THAT(refused.output, Catch::Contains("so the host must hold it: optimizer plugin 'adamw_ref' keeps its own"));
+  }
+  test::Outcome run = test::run_command(test::zfcore() + " run " + quickstart + nvme + " --set train.steps=2 "
+                                        "--set train.eval_every=0 --set sample.tokens=0 --set run.progress=off "
+                                        "--set run.output_dir=" + dir + "/out");
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(test::read_text(dir + "/out/summary.json").find("\"optimizer\":{\"name\":\"cpu_adam\"") != std::string::npos);
+}
+
 TEST_CASE("plugins: a fallback list skips a known plugin not installed here, and zfcore plugins lists both kinds",
           "[config][cli]") {
   std::string dir = test::scratch_dir("fallback_lists");
