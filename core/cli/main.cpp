@@ -143,6 +143,10 @@ int main(int argc, char **argv) {
   // A file past the size limit (ulimit -f) fails its write with EFBIG, which is reported with the
   // file's name, instead of killing the process with SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
+  // A closed stdout or stderr (`| head` that has read its lines, `| tee` ended by Ctrl-C) fails the
+  // write with EPIPE instead of killing the run: training, its checkpoints and outputs go on, and
+  // the step lines stop (report/report.cpp says so once; steps.jsonl and steps.csv have every step).
+  std::signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);

@@ -238,6 +238,59 @@ TEST_CASE("cli: the exit codes `zfcore run --help` documents are the ones it ret
   CHECK(fs::exists(dir + "/checkpoints"));
 }
 
+namespace {
+// zfcore run with stdout and stderr on a pipe whose reader is gone (`| head` that has read its
+// lines, `| tee` ended by Ctrl-C): every write to them fails. SIGINT after its first step when `interrupt`.
+int run_into_closed_pipe(const std::string &dir, const std::string &steps, bool interrupt) {
+  int ends[2];
+  REQUIRE(pipe(ends) == 0);
+  close(ends[0]);
+  const std::string output = "run.output_dir=" + dir, train = "train.steps=" + steps;
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    signal(SIGPIPE, SIG_DFL);  // as a shell starts it
+    dup2(ends[1], 1);
+    dup2(ends[1], 2);
+    execl(test::zfcore().c_str(), "zfcore", "run", linear_stack().c_str(), "--set", train.c_str(), "--set",
+          output.c_str(), "--set", "run.progress=on", "--set", "run.log_every=1", nullptr);
+    _exit(127);
+  }
+  close(ends[1]);
+  if (interrupt) {
+    for (int i = 0; i < 600 && test::read_text(dir + "/steps.jsonl").size() < 10; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    kill(child, SIGINT);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  INFO("signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+}  // namespace
+
+TEST_CASE("cli: a closed stdout and stderr never stop a run, Ctrl-C still checkpoints, and a run that starts over "
+          "says so", "[config][cli]") {
+  std::string dir = test::scratch_dir("cli_closed_pipe");
+  CHECK(run_into_closed_pipe(dir + "/whole", "5", false) == 0);
+  for (const char *file : {"summary.json", "report.html", "checkpoints"}) CHECK(fs::exists(dir + "/whole/" + file));
+  CHECK(test::json_field(test::read_text(dir + "/whole/summary.json"), "steps") == "5");
+  CHECK(run_into_closed_pipe(dir + "/stopped", "1000000", true) == 130);
+  for (const char *file : {"summary.json", "report.html", "checkpoints"}) CHECK(fs::exists(dir + "/stopped/" + file));
+  // A run that stopped before its first checkpoint, started again, says that it starts over.
+  const std::string run = test::zfcore() + " run " + linear_stack() + " --set run.output_dir=" + dir + "/over" +
+                          " --set run.progress=off --set train.steps=2 --set checkpoint.final=false";
+  test::Outcome first = test::run_command(run);
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.output, !Catch::Contains("starts over"));
+  test::Outcome again = test::run_command(run);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains(dir + "/over holds the steps of an earlier run (to step 2) and no checkpoint "
+                                                 "this run resumes: it starts over at step 1"));
+}
+
 TEST_CASE("cli: summary.json names each plugin by an absolute path", "[config][cli]") {
   // A plugin found through a relative run.plugin_path, from another working directory.
   std::string dir = test::scratch_dir("cli_absolute_plugin");
