@@ -2,6 +2,7 @@
 // conversion's entry points (deepspeed.hpp) and its TOML output.
 #include "config/deepspeed.hpp"
 
+#include "config/config.hpp"
 #include "config/deepspeed_converter.hpp"
 #include "config/plugin_config.hpp"
 #include "runtime/error.hpp"
@@ -62,12 +63,18 @@ std::string Toml::text(const std::string &source) const {
     out += "# DeepSpeed keys without a zfcore key of their own, or whose value differs from DeepSpeed's:\n";
     for (const std::string &n : notes) out += "#   " + n + "\n";
   }
-  out += "# A DeepSpeed config names no model and no data: add [model] (preset, init_from or the shape)\n"
-         "# and [data] (see examples/).\n";
-  for (const char *table : {"run", "model", "train", "optimizer", "stage", "offload", "zenflow"}) {
+  out += "# A DeepSpeed config names no model and no data: name the model in the [model] table at the\n"
+         "# end (preset, init_from or the shape) and add [data] (see examples/); until then zfcore run\n"
+         "# and validate refuse this file, as they refuse the JSON.\n";
+  // [model] last, and always there: its keys go in that table, so that a key or two appended at the
+  // end of the file land in it (a second [model] table would be a TOML error).
+  for (const char *table : {"run", "train", "optimizer", "stage", "offload", "zenflow", "model"}) {
     auto found = tables.find(table);
-    if (found == tables.end()) continue;
+    if (found == tables.end() && std::string(table) != "model") continue;
     out += std::string("\n[") + table + "]\n";
+    if (std::string(table) == "model")
+      out += "# preset = \"gpt2\"    # or init_from = \"DIR\" (a Hugging Face model), or type and the shape\n";
+    if (found == tables.end()) continue;
     for (const auto &[key, value] : found->second) out += key + " = " + value + "\n";
   }
   return out;
@@ -342,6 +349,39 @@ void Converter::zenflow(const json &value, const std::string &offload) {
 }
 
 }  // namespace deepspeed
+
+// A DeepSpeed config names no model and no data; training linear_stack on random tokens instead
+// would look like success. They must come from --set, or (`converted`: the TOML `zfcore convert`
+// wrote) from the file's [model] and an added [data].
+void require_model_and_data(const RunConfig &config, const std::string &path, bool converted) {
+  const bool model = config.is_set("model", "type") || config.is_set("model", "preset") ||
+                     config.is_set("model", "init_from");
+  const bool data = config.is_set("data", "type") || config.is_set("data", "path");
+  if (model && data) return;
+  const std::string missing = !model && !data ? "no model and no data" : !model ? "no model" : "no data";
+  const std::string add = format("%s%s%s", model ? "" : "--set model.preset=gpt2 (or model.init_from=DIR)",
+                                 model || data ? "" : " and ", data ? "" : "--set data.type=text --set data.path=FILE");
+  if (converted)
+    throw Error(format("%s: converted from a DeepSpeed config by zfcore convert, it names %s (it would train a toy "
+                       "model on random data): %s%s%s, or add %s on the command line",
+                       path.c_str(), missing.c_str(),
+                       model ? "" : "set preset = \"gpt2\" (or init_from = \"DIR\", or type and the shape) in its "
+                                    "[model] table",
+                       model || data ? "" : " and ", data ? "" : "add a [data] table (type = \"text\", path = FILE)",
+                       add.c_str()));
+  throw Error(format("%s: a DeepSpeed config names %s: add %s on the command line, or write it as TOML "
+                     "(zfcore convert %s > train.toml) and add %s there",
+                     path.c_str(), missing.c_str(), add.c_str(), path.c_str(),
+                     !model && !data ? "[model] and [data]" : !model ? "[model]" : "[data]"));
+}
+
+// The TOML zfcore convert wrote: its first line says so (config/deepspeed.cpp).
+bool converted_by_zfcore(const std::string &text) {
+  const std::string first = text.substr(0, text.find('\n'));
+  const std::string tail = " by zfcore convert.";
+  return first.rfind("# Converted from ", 0) == 0 && first.size() > tail.size() &&
+         first.compare(first.size() - tail.size(), tail.size(), tail) == 0;
+}
 
 DeepSpeedConversion convert_deepspeed(const std::string &json_text, const std::string &source) {
   const nlohmann::json config = parse_json(json_text, source);
