@@ -51,16 +51,17 @@ void check_model(const RunConfig &config, std::vector<std::string> *notes) {
     return;
   }
   const TransformerOptions options = transformer_options(config);
-  // The byte tokenizer's ids are bytes: a larger vocabulary trains embeddings no id reaches.
+  // The byte tokenizer's ids are the 256 bytes and EOS (256): a larger vocabulary trains embeddings
+  // no id reaches. (A model of vocab 256 trains on text as well; its export's tokenizer has no EOS.)
   const std::string type = config.string("data", "type");
   if ((type == "text" || type == "alpaca") && config.string("data", "tokenizer") == "byte" &&
-      options.shape.vocab > 256 && notes)  // a smaller one: the text's ids are checked
-    notes->push_back(format("%s: data.tokenizer = \"byte\" gives 256 ids, and the model has a vocabulary of %lld "
-                            "(model.preset or init_from): %lld embeddings are never trained. Use the model's "
-                            "tokenizer (data.tokenizer = \"hf\" or \"sentencepiece\" with data.tokenizer_path), or "
-                            "a model of vocab = 256 for byte-level text",
+      options.shape.vocab > 257 && notes)  // a smaller one: the text's ids are checked
+    notes->push_back(format("%s: data.tokenizer = \"byte\" gives 257 ids (the 256 bytes and EOS), and the model has "
+                            "a vocabulary of %lld (model.preset, init_from or model.vocab): %lld embeddings are never "
+                            "trained. Use the model's tokenizer (data.tokenizer = \"hf\" or \"sentencepiece\" with "
+                            "data.tokenizer_path), or a model of vocab = 257 for byte-level text (--set model.vocab=257)",
                             config.where("data", "tokenizer").str().c_str(), (long long)options.shape.vocab,
-                            (long long)(options.shape.vocab - 256)));
+                            (long long)(options.shape.vocab - 257)));
 }
 
 // [zenflow] chooses what the device updates and needs the master weights in host memory; the
