@@ -47,8 +47,9 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("progress", ZF_PARAM_STRING, "auto", "progress bar: auto (on a terminal), on, off", 0, 0, 0, "auto|on|off"),
         decl("tensorboard", ZF_PARAM_BOOL, "true",
              "write TensorBoard event files of the step scalars (loss, eval loss, lr, grad norm, step time, tokens/s, "
-             "memory, timers) to OUTPUT_DIR/tensorboard/; a resumed run adds a file that makes TensorBoard drop the "
-             "older files' steps after the checkpoint, so each step shows once"),
+             "memory, timers as timer/NAME_ms) to OUTPUT_DIR/tensorboard/; a resumed run, or one that starts over "
+             "beside older files, adds a file that makes TensorBoard drop their steps from its first, so each step "
+             "shows once"),
         decl("comm_timeout_s", ZF_PARAM_FLOAT, "0",
              "seconds an MPI collective may wait for its peers before the rank ends, naming it (a stopped, dead or "
              "unreachable rank); 0 = automatic: ZF_COMM_TIMEOUT_S or 600 s, and during the steps 20 x the slowest "
