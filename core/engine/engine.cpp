@@ -121,7 +121,9 @@ class Trainer {
       slowest_step_ms_ = std::max(slowest_step_ms_, step_ms);
       ++steps_timed_;
       set_comm_timeout(true);
-      if (step == first_step) summary.initial_loss = loss;
+      if (step == 1) checkpoints_->set_initial_loss(loss);  // carried by the checkpoints to a resumed run
+      const double initial = checkpoints_->initial_loss();  // NaN: an older checkpoint did not carry it
+      if (step == first_step) summary.initial_loss = std::isnan(initial) ? loss : initial;
       summary.final_loss = loss;
       if (step >= first_step + warmup || steps - first_step < warmup) {
         timed_ms += step_ms;

@@ -46,6 +46,7 @@ RecordedRun read_recorded_run(const fs::path &checkpoint) {
   run.config_digest = text_of("config_digest");
   run.output_dir = text_of("output_dir");
   run.zenflow = info.contains("zenflow") && info["zenflow"].is_boolean() && info["zenflow"].get<bool>();
+  if (info.contains("initial_loss") && info["initial_loss"].is_number()) run.initial_loss = info["initial_loss"].get<double>();
   return run;
 }
 

@@ -10,6 +10,7 @@
 #include "engine/training_checkpoint.hpp"
 
 #include <filesystem>
+#include <limits>
 #include <string>
 
 namespace zf {
@@ -21,6 +22,7 @@ struct RecordedRun {
   std::string config, stage, offload, optimizer, run_name, run_id, config_digest;  // config: the file it ran
   std::string output_dir;  // the run's output directory, absolute ("" before zfcore recorded it)
   bool zenflow = false;
+  double initial_loss = std::numeric_limits<double>::quiet_NaN();  // the run's loss at step 1 (NaN: not recorded)
   int64_t global_batch() const { return world_size * micro_batch * grad_accum; }
 };
 RecordedRun read_recorded_run(const std::filesystem::path &checkpoint);

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 
@@ -109,6 +111,7 @@ std::string TrainingCheckpoints::info(int64_t step) const {
   json.key("zenflow").value(identity_.zenflow).key("micro_batch").value(identity_.micro_batch);
   json.key("grad_accum").value(identity_.grad_accum).key("run_name").value(run_name_).key("run_id").value(run_id_);
   json.key("config_digest").value(config_digest_).key("output_dir").value(absolute_output_dir(output_dir_));
+  if (std::isfinite(initial_loss_)) json.key("initial_loss").value(initial_loss_);  // the run's, at step 1
   json.key("model").begin_object();
   for (const auto &[key, value] : model_) json.key(key).value(value);
   json.end_object().end_object();
@@ -281,6 +284,7 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
               : checkpoint_to_resume(config_, output_dir_, comm, true, true, load_checked);
   if (!from) return 0;
   const RecordedRun recorded = read_recorded_run(*from);
+  initial_loss_ = recorded.initial_loss;
   if (by_hand) prepare(*from);
   if (own) {
     if (by_hand) require_undamaged(config_, *store_, *from, /*tensors=*/true);

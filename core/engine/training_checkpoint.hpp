@@ -8,6 +8,7 @@
 #include "config/config.hpp"
 #include "update/update_plan.hpp"
 
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -78,6 +79,10 @@ class TrainingCheckpoints {
   // is printed), and makes the working parameters `params_shard` match it (UpdatePlan::restore);
   // returns its step, or 0 when the run starts fresh.
   int64_t resume(UpdatePlan &update, const torch::Tensor &params_shard);
+  // The loss of the run's step 1: this run's, or the one the checkpoint resumed from carries
+  // (checkpoint.json "initial_loss"; NaN when an older zfcore's checkpoint has none).
+  double initial_loss() const { return initial_loss_; }
+  void set_initial_loss(double loss) { initial_loss_ = loss; }
   // Whether the checkpoint resumed from was written by another layout.
   bool resharded() const { return resharded_; }
   // After a resume from a checkpoint outside this run's checkpoint.dir, with nothing to train: saves
@@ -104,6 +109,7 @@ class TrainingCheckpoints {
   std::string run_name_, run_id_, config_digest_;  // a new run id, or the id of the run it continues
   bool resharded_ = false;
   bool converting_ = false;  // save_converted: no step ran since the resume
+  double initial_loss_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 // What the run's checkpoints record about it: its plugins, shard, batch and whether ZenFlow runs.

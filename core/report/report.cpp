@@ -96,6 +96,7 @@ RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, const
   started_s_ = process_seconds();
   if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(output_dir_ / "tensorboard", resumed_step);
   if (!continuing) return;
+  resumed_step_ = resumed_step;
   points_ = read_run_points(output_dir_ / "steps.jsonl");
   for_each_line(out.path_of("steps.csv"), kMaxStepLogLineBytes, [&](const TextLine &header) {
     if (!header.text.empty() && !header.too_long) csv_columns_ = csv_fields(header.text);
@@ -288,7 +289,8 @@ void RunReport::write_html() {
   try {  // whole or not at all, and never through a link
     const std::filesystem::path name = output_dir_.filename().empty() ? output_dir_.parent_path().filename()
                                                                        : output_dir_.filename();  // "runs/x/"
-    Directory::open(output_dir_.string(), false).write_atomically("report.html", run_html(name.string(), points_));
+    Directory::open(output_dir_.string(), false)
+        .write_atomically("report.html", run_html(name.string(), points_, resumed_step_));
   } catch (const Error &error) {
     log_warn(format("%s; the run goes on", error.what()));
   }
