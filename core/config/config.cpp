@@ -155,6 +155,7 @@ RunConfig RunConfig::from_file_text(const std::string &text, const std::string &
     DeepSpeedConversion converted = convert_deepspeed(text, path);
     RunConfig config = parse(converted.toml, path + " (as `zfcore convert " + path + "` writes it)", overrides, unsets);
     config.notes_ = converted.notes;
+    config.given_.file = path;
     require_model_and_data(config, path, /*converted=*/false);
     return config;
   }
@@ -162,6 +163,7 @@ RunConfig RunConfig::from_file_text(const std::string &text, const std::string &
              "%s:1:1: the config file is empty (or only comments); examples/quickstart.toml shows the common keys",
              path.c_str());
   RunConfig config = parse(text, path, overrides, unsets);
+  config.given_.file = path;
   if (converted_by_zfcore(text)) require_model_and_data(config, path, /*converted=*/true);
   return config;
 }
@@ -170,6 +172,7 @@ RunConfig RunConfig::parse(const std::string &text, const std::string &name, con
                      const std::vector<std::string> &unsets) {
   RunConfig config;
   config.file_ = name;
+  config.given_ = Given{name, text, overrides, unsets};
   for (const auto &[table, decls] : core_schema()) config.core_.emplace(table, PluginConfig(decls, table));
   for (const auto &[table, kind] : plugin_tables()) {
     PluginSection section;
