@@ -163,22 +163,24 @@ void Converter::precision(const json &config) {
   if (any) out_.set("model", "dtype", bf16_ ? "\"bfloat16\"" : "\"float32\"");
 }
 
-// data_types.grad_accum_dtype: zfcore accumulates gradients in the compute dtype.
+// data_types.grad_accum_dtype: fp32 is train.grad_accum_dtype = "float32" (the micro-steps' bf16
+// gradients add up in fp32); bf16 and fp16 accumulate in the compute dtype, as zfcore does by default.
 void Converter::data_types(const json &value) {
   expect_object(value, "data_types");
   known_keys(value, "data_types", {"grad_accum_dtype"}, "a data_types key");
   if (!value.contains("grad_accum_dtype")) return;
   const std::string name = "data_types.grad_accum_dtype";
   const std::string dtype = text(value, "data_types", "grad_accum_dtype", "");
-  const char *compute = bf16_ ? "bfloat16" : "float32";
-  if (dtype == "fp32" && bf16_)
-    fail(name, format("%s = \"fp32\": zfcore accumulates gradients in the compute dtype, bfloat16 here (bf16.enabled "
-                      "or fp16.enabled), and cannot keep DeepSpeed's float32 accumulation: remove grad_accum_dtype "
-                      "to accumulate in bfloat16, or turn bf16 off to compute and accumulate in float32",
-                      name.c_str()));
   if (dtype != "fp32" && dtype != "bf16" && dtype != "fp16")
     fail(name, format("%s = \"%s\": DeepSpeed's accumulation dtypes are fp32, bf16 and fp16", name.c_str(),
                       shown(dtype).c_str()));
+  if (dtype == "fp32" && bf16_) {
+    out_.set("train", "grad_accum_dtype", "\"float32\"");
+    out_.note(name, "\"fp32\": train.grad_accum_dtype = \"float32\", the bf16 gradients of the micro-steps add up in "
+                    "fp32 (zero_optimization.stage 0 and 1; the reduction across ranks stays in bf16)");
+    return;
+  }
+  const char *compute = bf16_ ? "bfloat16" : "float32";
   const bool same = (dtype == "fp32") == !bf16_;
   out_.note(name, format("\"%s\": gradients accumulate in %s, the compute dtype%s", shown(dtype).c_str(), compute,
                          same ? ", as in DeepSpeed" : " (DeepSpeed would accumulate in the dtype named)"));

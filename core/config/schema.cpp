@@ -58,6 +58,11 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
        {decl("steps", ZF_PARAM_INT, "100", "optimizer steps to run", kRange, 1, kMaxSteps),
         decl("micro_batch", ZF_PARAM_INT, "16", "samples per micro-batch per rank", kRange, 1, kMaxBatch),
         decl("grad_accum", ZF_PARAM_INT, "1", "micro-batches accumulated per optimizer step", kRange, 1, kMaxBatch),
+        decl("grad_accum_dtype", ZF_PARAM_STRING, "auto",
+             "what the micro-steps' gradients add up in: auto (the compute dtype, model.dtype) or float32 (an fp32 "
+             "sum, rounded to the compute dtype once per step: DeepSpeed's data_types.grad_accum_dtype = \"fp32\"; "
+             "stages zero0 and zero1, any offload; the reduction across ranks keeps the compute dtype)", 0, 0, 0,
+             "auto|float32"),
         decl("global_batch", ZF_PARAM_INT, "0",
              "samples per optimizer step over all ranks (DeepSpeed's train_batch_size; 0 = not set): must equal "
              "micro_batch x grad_accum x ranks; where grad_accum (or micro_batch) is not set, it is derived from "

@@ -8,6 +8,7 @@
 #include "config/config.hpp"
 #include "update/update_plan.hpp"
 
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <string>
@@ -79,10 +80,13 @@ class TrainingCheckpoints {
   // is printed), and makes the working parameters `params_shard` match it (UpdatePlan::restore);
   // returns its step, or 0 when the run starts fresh.
   int64_t resume(UpdatePlan &update, const torch::Tensor &params_shard);
-  // The loss of the run's step 1: this run's, or the one the checkpoint resumed from carries
-  // (checkpoint.json "initial_loss"; NaN when an older zfcore's checkpoint has none).
-  double initial_loss() const { return initial_loss_; }
-  void set_initial_loss(double loss) { initial_loss_ = loss; }
+  // The run's initial loss, given this run's first step and its loss: step 1's (recorded for the
+  // checkpoints), or the one the checkpoint resumed from carries (checkpoint.json "initial_loss";
+  // where an older zfcore's has none, this run's first loss).
+  double initial_loss(int64_t first_step, double loss) {
+    if (first_step == 1) initial_loss_ = loss;
+    return std::isnan(initial_loss_) ? loss : initial_loss_;
+  }
   // Whether the checkpoint resumed from was written by another layout.
   bool resharded() const { return resharded_; }
   // After a resume from a checkpoint outside this run's checkpoint.dir, with nothing to train: saves
