@@ -15,7 +15,9 @@ void Fp32GradAccumulation::micro_step_done(bool last) {
     folded_.assign(folded_.size(), false);
     return;
   }
-  sum_.add_(grads_);  // bf16 values widened exactly, added in fp32
+  // Widened first (exactly): torch's mixed-dtype add_ measured 6-20x slower on CPU (850k elements:
+  // 10.4 ms against 1.8 ms).
+  sum_.add_(grads_.to(torch::kFloat32));
   grads_.zero_();
 }
 
@@ -25,7 +27,7 @@ void Fp32GradAccumulation::fold_block(uint32_t block) {
   const zf_block &range = layout_.blocks[block];
   torch::Tensor sum = sum_.narrow(0, int64_t(range.offset), int64_t(range.numel));
   torch::Tensor grads = grads_.narrow(0, int64_t(range.offset), int64_t(range.numel));
-  sum.add_(grads);
+  sum.add_(grads.to(torch::kFloat32));
   grads.copy_(sum);  // one rounding to the compute dtype
   sum.zero_();
 }
