@@ -121,6 +121,7 @@ Exit spawn(const std::vector<std::string> &argv, const std::string &log_path, do
     dup2(null, 0);
     dup2(log, 1);
     dup2(log, 2);
+    signal(SIGPIPE, SIG_DFL);  // zfcore ignores it (cli/main.cpp); what it starts gets the default
     execvp(args[0], args.data());
     dprintf(2, "[zfcore] error: cannot run %s: %s\n", args[0], std::strerror(errno));
     _exit(127);

@@ -98,6 +98,15 @@ int checkpoint_info(const fs::path &checkpoint) {
 
 }  // namespace
 
+namespace {
+// What makes a run an export: resume CHECKPOINT, train none, write OUT_DIR only.
+std::vector<std::string> export_settings(const fs::path &checkpoint, int64_t step, const std::string &out) {
+  return {"checkpoint.resume=" + checkpoint.string(), "train.steps=" + std::to_string(step),
+          "checkpoint.export_hf=" + out,             "checkpoint.final=false",
+          "checkpoint.every=0",                      "checkpoint.resume_batch=new"};
+}
+}  // namespace
+
 int command_export(const std::vector<std::string> &args) {
   if (args.size() < 2 || args[0].rfind("--", 0) == 0 || args[1].rfind("--", 0) == 0)
     throw UsageError("expected: zfcore export CHECKPOINT OUT_DIR [FILE] [--set table.key=value]... (CHECKPOINT a "
@@ -117,8 +126,26 @@ int command_export(const std::vector<std::string> &args) {
   ZF_REQUIRE(inside.empty(), "zfcore export: OUT_DIR %s %s", out.c_str(), inside.c_str());
   const int64_t step = CheckpointShards::open(checkpoint).metadata().step;
   std::vector<std::string> run(args.begin() + 2, args.end());
-  if (run.empty() || run[0].rfind("--", 0) == 0) {  // no FILE: the config the checkpoint's run recorded
-    const std::string recorded = read_recorded_run(checkpoint).config;
+  const RecordedRun recorded_run = read_recorded_run(checkpoint);
+  const bool no_file = run.empty() || run[0].rfind("--", 0) == 0;
+  if (no_file && recorded_run.has_config) {  // the config the checkpoint records: no file needed
+    // Read as its run read it: relative paths (data.path, ...) from the directory the run started in.
+    const fs::path at = fs::absolute(checkpoint), out_dir = fs::absolute(args[1]);
+    std::error_code moved;
+    if (!recorded_run.config_directory.empty() && fs::is_directory(recorded_run.config_directory, moved))
+      fs::current_path(recorded_run.config_directory, moved);
+    std::vector<std::string> export_args{(at / "checkpoint.json").string() + " (the config its run recorded)"};
+    for (const std::string &set : recorded_run.config_set) export_args.insert(export_args.end(), {"--set", set});
+    for (const std::string &unset : recorded_run.config_unset) export_args.insert(export_args.end(), {"--unset", unset});
+    export_args.insert(export_args.end(), run.begin(), run.end());  // the command's own --set last
+    for (const std::string &set : export_settings(at, step, out_dir.string()))
+      export_args.insert(export_args.end(), {"--set", set});
+    RunArgs parsed = parse_run_args(export_args, "export");
+    parsed.text = recorded_run.config_text;
+    return command_run(parsed, /*export_only=*/true);
+  }
+  if (no_file) {  // an older zfcore's checkpoint: the config file its run recorded
+    const std::string recorded = recorded_run.config;
     std::error_code ec;
     // A relative path (an older zfcore's record) was relative to where that run started, which is
     // not recorded: read from here it could be another file.
@@ -132,9 +159,7 @@ int command_export(const std::vector<std::string> &args) {
                checkpoint.c_str(), args[1].c_str());
     run.insert(run.begin(), recorded);
   }
-  for (const std::string &set : {"checkpoint.resume=" + checkpoint.string(), "train.steps=" + std::to_string(step),
-                                 "checkpoint.export_hf=" + args[1], std::string("checkpoint.final=false"),
-                                 std::string("checkpoint.every=0"), std::string("checkpoint.resume_batch=new")}) {
+  for (const std::string &set : export_settings(checkpoint, step, args[1])) {
     run.push_back("--set");
     run.push_back(set);
   }

@@ -111,7 +111,8 @@ int on_every_rank(const RunArgs &run, const std::function<int(const RunConfig &,
   log_set_rank(runtime->comm->rank(), runtime->comm->world_size());
   runtime->worker_cores = allowed_cores();
   try {
-    RunConfig config = RunConfig::load(run.file, run.overrides, run.unsets);
+    RunConfig config = run.text.empty() ? RunConfig::load(run.file, run.overrides, run.unsets)
+                                        : RunConfig::from_file_text(run.text, run.file, run.overrides, run.unsets);
     config.apply_global_batch(runtime->comm->world_size());
     if (runtime->comm->rank() == 0) print_config_notes(config, run.verbose ? "" : RunOptions::read(config).output_dir);
     check_same_config_on_all_ranks(config, *runtime->comm);
@@ -130,8 +131,11 @@ int on_every_rank(const RunArgs &run, const std::function<int(const RunConfig &,
 }  // namespace
 
 int command_run(const std::vector<std::string> &args, bool export_only) {
-  return on_every_rank(parse_run_args(args, export_only ? "export" : "run"), [export_only](const RunConfig &config,
-                                                                                          Runtime &runtime) {
+  return command_run(parse_run_args(args, export_only ? "export" : "run"), export_only);
+}
+
+int command_run(const RunArgs &run, bool export_only) {
+  return on_every_rank(run, [export_only](const RunConfig &config, Runtime &runtime) {
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
     std::vector<std::string> notes;  // what `zfcore validate` checks, first and alike (setup_checks.hpp)
     check_before_setup(config, registry, &notes);

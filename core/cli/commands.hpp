@@ -18,12 +18,14 @@ struct RunArgs {
   std::vector<std::string> overrides;  // "table.key=value"
   std::vector<std::string> unsets;     // "table.key"
   bool verbose = false;                // --verbose (run): the DeepSpeed notes on every run
+  std::string text;                    // the config itself, when not read from `file` (zfcore export)
 };
 // Throws UsageError for anything else, and for `--set table.key value` says to write table.key=value.
 RunArgs parse_run_args(const std::vector<std::string> &args, const char *command);
 
 int command_version();
 int command_run(const std::vector<std::string> &args, bool export_only = false);  // export_only: zfcore export
+int command_run(const RunArgs &run, bool export_only);
 int command_eval(const std::vector<std::string> &args);
 int command_validate(const std::vector<std::string> &args);
 int command_plugins(const std::vector<std::string> &args);

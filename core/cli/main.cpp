@@ -96,8 +96,9 @@ std::string command_usage(const std::string &command) {
     return "usage: zfcore export CHECKPOINT OUT_DIR [FILE] [--set table.key=value]...\n\nWrites the model of the\n"
            "checkpoint CHECKPOINT (a step-N directory) to OUT_DIR in Hugging Face format (safetensors,\n"
            "config.json, the tokenizer where the run has one), as checkpoint.export_hf does, without\n"
-           "training. FILE is the run's config (for the model; by default the file its checkpoint.json\n"
-           "names), with the --set values the run had that change the model; any number of ranks may run\n"
+           "training. FILE is the run's config (for the model); by default the config checkpoint.json\n"
+           "records (the run's file or DeepSpeed JSON as it read it, with its --set and --unset), so no file\n"
+           "is needed (an older zfcore's checkpoint: the file it names); any number of ranks may run\n"
            "it (the checkpoint is resharded on load). It is `zfcore run FILE` with checkpoint.resume =\n"
            "CHECKPOINT, train.steps = its step, checkpoint.export_hf = OUT_DIR, checkpoint.final = false.\n";
   if (command == "checkpoint")
@@ -143,6 +144,10 @@ int main(int argc, char **argv) {
   // A file past the size limit (ulimit -f) fails its write with EFBIG, which is reported with the
   // file's name, instead of killing the process with SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
+  // A closed stdout or stderr (`| head` that has read its lines, `| tee` ended by Ctrl-C) fails the
+  // write with EPIPE instead of killing the run: training, its checkpoints and outputs go on, and
+  // the step lines stop (report/report.cpp says so once; steps.jsonl and steps.csv have every step).
+  std::signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);

@@ -90,19 +90,22 @@ void unset(toml::table &root, const std::string &argument, const std::string &fi
   found->erase(key);
 }
 
-// A DeepSpeed config names no model and no data; training linear_stack on random tokens instead
-// would look like success. They must come from --set.
-void require_model_and_data(const RunConfig &config, const std::string &path) {
-  const bool model = config.is_set("model", "type") || config.is_set("model", "preset") ||
-                     config.is_set("model", "init_from");
-  const bool data = config.is_set("data", "type") || config.is_set("data", "path");
-  if (model && data) return;
-  const std::string missing = !model && !data ? "no model and no data" : !model ? "no model" : "no data";
-  throw Error(format("%s: a DeepSpeed config names %s: add %s%s%s on the command line, or write it as TOML "
-                     "(zfcore convert %s > train.toml) and add %s there",
-                     path.c_str(), missing.c_str(), model ? "" : "--set model.preset=gpt2 (or model.init_from=DIR)",
-                     model || data ? "" : " and ", data ? "" : "--set data.type=text --set data.path=FILE",
-                     path.c_str(), !model && !data ? "[model] and [data]" : !model ? "[model]" : "[data]"));
+// toml++'s "cannot redefine existing table 'model'" with where the first one is, and what to do.
+std::string redefined_table_hint(const std::string &description, const std::string &text) {
+  const std::string lead = "cannot redefine existing table '";
+  const size_t at = description.find(lead);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + lead.size();
+  const std::string table = description.substr(begin, description.find('\'', begin) - begin);
+  std::stringstream lines(text);
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    line.erase(0, line.find_first_not_of(" \t"));
+    if (line.rfind("[" + table + "]", 0) == 0)
+      return format("; [%s] is already at line %d: put these keys in that table", table.c_str(), number);
+  }
+  return "";
 }
 
 // A run.plugin_path entry written in the file: relative to the file's directory.
@@ -154,19 +157,24 @@ RunConfig RunConfig::from_file_text(const std::string &text, const std::string &
     DeepSpeedConversion converted = convert_deepspeed(text, path);
     RunConfig config = parse(converted.toml, path + " (as `zfcore convert " + path + "` writes it)", overrides, unsets);
     config.notes_ = converted.notes;
-    require_model_and_data(config, path);
+    config.given_.file = path;
+    require_model_and_data(config, path, /*converted=*/false);
     return config;
   }
   ZF_REQUIRE(has_settings(text),
              "%s:1:1: the config file is empty (or only comments); examples/quickstart.toml shows the common keys",
              path.c_str());
-  return parse(text, path, overrides, unsets);
+  RunConfig config = parse(text, path, overrides, unsets);
+  config.given_.file = path;
+  if (converted_by_zfcore(text)) require_model_and_data(config, path, /*converted=*/true);
+  return config;
 }
 
 RunConfig RunConfig::parse(const std::string &text, const std::string &name, const std::vector<std::string> &overrides,
                      const std::vector<std::string> &unsets) {
   RunConfig config;
   config.file_ = name;
+  config.given_ = Given{name, text, overrides, unsets};
   for (const auto &[table, decls] : core_schema()) config.core_.emplace(table, PluginConfig(decls, table));
   for (const auto &[table, kind] : plugin_tables()) {
     PluginSection section;
@@ -181,8 +189,9 @@ RunConfig RunConfig::parse(const std::string &text, const std::string &name, con
   try {
     root = toml::parse(text, name);
   } catch (const toml::parse_error &error) {
-    throw Error(format("%s: syntax error: %s", at(name, error.source()).str().c_str(),
-                       std::string(error.description()).c_str()));
+    const std::string description(error.description());
+    throw Error(format("%s: syntax error: %s%s", at(name, error.source()).str().c_str(), description.c_str(),
+                       redefined_table_hint(description, text).c_str()));
   }
   for (const std::string &argument : unsets) unset(root, argument, name);
 

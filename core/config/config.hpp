@@ -53,6 +53,13 @@ class RunConfig {
                       const std::vector<std::string> &overrides = {}, const std::vector<std::string> &unsets = {});
 
   const std::string &file() const { return file_; }
+  // What the config was made from: the file, the text parsed (a DeepSpeed JSON's converted TOML),
+  // the --set and --unset arguments. A checkpoint records them, so that zfcore export needs no file.
+  struct Given {
+    std::string file, text;
+    std::vector<std::string> overrides, unsets;
+  };
+  const Given &given() const { return given_; }
   const PluginConfig &core(const std::string &table) const;  // "run", "model", "data", "train", "optimizer"
   bool boolean(const std::string &table, const std::string &key) const;
   int64_t integer(const std::string &table, const std::string &key) const;
@@ -92,6 +99,7 @@ class RunConfig {
   std::vector<std::string> plugin_path_;
   std::set<std::string> tables_;  // written by the file or --set
   std::vector<std::string> notes_;
+  Given given_;
 };
 
 // A --set value of a list key (a plugin table's `plugin`, run.plugin_path): a TOML array of names,

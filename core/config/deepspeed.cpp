@@ -2,6 +2,7 @@
 // conversion's entry points (deepspeed.hpp) and its TOML output.
 #include "config/deepspeed.hpp"
 
+#include "config/config.hpp"
 #include "config/deepspeed_converter.hpp"
 #include "config/plugin_config.hpp"
 #include "runtime/error.hpp"
@@ -62,12 +63,18 @@ std::string Toml::text(const std::string &source) const {
     out += "# DeepSpeed keys without a zfcore key of their own, or whose value differs from DeepSpeed's:\n";
     for (const std::string &n : notes) out += "#   " + n + "\n";
   }
-  out += "# A DeepSpeed config names no model and no data: add [model] (preset, init_from or the shape)\n"
-         "# and [data] (see examples/).\n";
-  for (const char *table : {"run", "model", "train", "optimizer", "stage", "offload", "zenflow"}) {
+  out += "# A DeepSpeed config names no model and no data: name the model in the [model] table at the\n"
+         "# end (preset, init_from or the shape) and add [data] (see examples/); until then zfcore run\n"
+         "# and validate refuse this file, as they refuse the JSON.\n";
+  // [model] last, and always there: its keys go in that table, so that a key or two appended at the
+  // end of the file land in it (a second [model] table would be a TOML error).
+  for (const char *table : {"run", "train", "optimizer", "stage", "offload", "zenflow", "model"}) {
     auto found = tables.find(table);
-    if (found == tables.end()) continue;
+    if (found == tables.end() && std::string(table) != "model") continue;
     out += std::string("\n[") + table + "]\n";
+    if (std::string(table) == "model")
+      out += "# preset = \"gpt2\"    # or init_from = \"DIR\" (a Hugging Face model), or type and the shape\n";
+    if (found == tables.end()) continue;
     for (const auto &[key, value] : found->second) out += key + " = " + value + "\n";
   }
   return out;
@@ -156,22 +163,24 @@ void Converter::precision(const json &config) {
   if (any) out_.set("model", "dtype", bf16_ ? "\"bfloat16\"" : "\"float32\"");
 }
 
-// data_types.grad_accum_dtype: zfcore accumulates gradients in the compute dtype.
+// data_types.grad_accum_dtype: fp32 is train.grad_accum_dtype = "float32" (the micro-steps' bf16
+// gradients add up in fp32); bf16 and fp16 accumulate in the compute dtype, as zfcore does by default.
 void Converter::data_types(const json &value) {
   expect_object(value, "data_types");
   known_keys(value, "data_types", {"grad_accum_dtype"}, "a data_types key");
   if (!value.contains("grad_accum_dtype")) return;
   const std::string name = "data_types.grad_accum_dtype";
   const std::string dtype = text(value, "data_types", "grad_accum_dtype", "");
-  const char *compute = bf16_ ? "bfloat16" : "float32";
-  if (dtype == "fp32" && bf16_)
-    fail(name, format("%s = \"fp32\": zfcore accumulates gradients in the compute dtype, bfloat16 here (bf16.enabled "
-                      "or fp16.enabled), and cannot keep DeepSpeed's float32 accumulation: remove grad_accum_dtype "
-                      "to accumulate in bfloat16, or turn bf16 off to compute and accumulate in float32",
-                      name.c_str()));
   if (dtype != "fp32" && dtype != "bf16" && dtype != "fp16")
     fail(name, format("%s = \"%s\": DeepSpeed's accumulation dtypes are fp32, bf16 and fp16", name.c_str(),
                       shown(dtype).c_str()));
+  if (dtype == "fp32" && bf16_) {
+    out_.set("train", "grad_accum_dtype", "\"float32\"");
+    out_.note(name, "\"fp32\": train.grad_accum_dtype = \"float32\", the bf16 gradients of the micro-steps add up in "
+                    "fp32 (zero_optimization.stage 0 and 1; the reduction across ranks stays in bf16)");
+    return;
+  }
+  const char *compute = bf16_ ? "bfloat16" : "float32";
   const bool same = (dtype == "fp32") == !bf16_;
   out_.note(name, format("\"%s\": gradients accumulate in %s, the compute dtype%s", shown(dtype).c_str(), compute,
                          same ? ", as in DeepSpeed" : " (DeepSpeed would accumulate in the dtype named)"));
@@ -342,6 +351,39 @@ void Converter::zenflow(const json &value, const std::string &offload) {
 }
 
 }  // namespace deepspeed
+
+// A DeepSpeed config names no model and no data; training linear_stack on random tokens instead
+// would look like success. They must come from --set, or (`converted`: the TOML `zfcore convert`
+// wrote) from the file's [model] and an added [data].
+void require_model_and_data(const RunConfig &config, const std::string &path, bool converted) {
+  const bool model = config.is_set("model", "type") || config.is_set("model", "preset") ||
+                     config.is_set("model", "init_from");
+  const bool data = config.is_set("data", "type") || config.is_set("data", "path");
+  if (model && data) return;
+  const std::string missing = !model && !data ? "no model and no data" : !model ? "no model" : "no data";
+  const std::string add = format("%s%s%s", model ? "" : "--set model.preset=gpt2 (or model.init_from=DIR)",
+                                 model || data ? "" : " and ", data ? "" : "--set data.type=text --set data.path=FILE");
+  if (converted)
+    throw Error(format("%s: converted from a DeepSpeed config by zfcore convert, it names %s (it would train a toy "
+                       "model on random data): %s%s%s, or add %s on the command line",
+                       path.c_str(), missing.c_str(),
+                       model ? "" : "set preset = \"gpt2\" (or init_from = \"DIR\", or type and the shape) in its "
+                                    "[model] table",
+                       model || data ? "" : " and ", data ? "" : "add a [data] table (type = \"text\", path = FILE)",
+                       add.c_str()));
+  throw Error(format("%s: a DeepSpeed config names %s: add %s on the command line, or write it as TOML "
+                     "(zfcore convert %s > train.toml) and add %s there",
+                     path.c_str(), missing.c_str(), add.c_str(), path.c_str(),
+                     !model && !data ? "[model] and [data]" : !model ? "[model]" : "[data]"));
+}
+
+// The TOML zfcore convert wrote: its first line says so (config/deepspeed.cpp).
+bool converted_by_zfcore(const std::string &text) {
+  const std::string first = text.substr(0, text.find('\n'));
+  const std::string tail = " by zfcore convert.";
+  return first.rfind("# Converted from ", 0) == 0 && first.size() > tail.size() &&
+         first.compare(first.size() - tail.size(), tail.size(), tail) == 0;
+}
 
 DeepSpeedConversion convert_deepspeed(const std::string &json_text, const std::string &source) {
   const nlohmann::json config = parse_json(json_text, source);

@@ -14,6 +14,8 @@
 
 namespace zf {
 
+class RunConfig;
+
 struct DeepSpeedConversion {
   std::string toml;                // the whole TOML text, notes included as comments
   std::vector<std::string> notes;  // "ds.key: what happens", one per key noted
@@ -24,5 +26,12 @@ DeepSpeedConversion convert_deepspeed(const std::string &json_text, const std::s
 
 // convert_deepspeed(...).toml, as `zfcore convert` prints it.
 std::string deepspeed_to_toml(const std::string &json_text, const std::string &source);
+
+// Throws, saying what to add, when `config` (the JSON at `path`, or the TOML `zfcore convert` wrote:
+// `converted`) names no model or no data: training linear_stack on random data would look like success.
+void require_model_and_data(const RunConfig &config, const std::string &path, bool converted);
+
+// Whether `text` is the TOML `zfcore convert` wrote (its first line says so).
+bool converted_by_zfcore(const std::string &text);
 
 }  // namespace zf

@@ -130,7 +130,8 @@ void Converter::scheduler(const json &value) {
       const std::string steps = integer(v, full);
       out_.set("train", "warmup_steps", steps);
       if (steps == "0" && raw != "auto")
-        out_.note(full, "0: no warm-up (DeepSpeed refuses 0: warmup_num_steps must be a positive integer)");
+        out_.note(full, "0: warms up as 1 and 2 do, over DeepSpeed's max(2, warmup_num_steps) steps (DeepSpeed "
+                        "before 0.19.3 takes 0 so; later versions refuse it: warmup_num_steps must be positive)");
     } else if (key == "total_num_steps") {  // the decay's length, and the run's unless train.steps is set
       const std::string total = integer(v, full);
       out_.set("train", "steps", total);

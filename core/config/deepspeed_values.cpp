@@ -105,7 +105,7 @@ const json &Converter::resolve(const json &value, const std::string &path) {
                                       ? "(" + fill->value[0].dump() + ", " + fill->value[1].dump() + ")"
                                       : fill->value.dump();
   std::string meaning;
-  if (path == "scheduler.params.warmup_num_steps") meaning = ": no warm-up";
+  if (path == "scheduler.params.warmup_num_steps") meaning = ": DeepSpeed's scheduler warms up over max(2, 0) = 2 steps";
   if (path.size() > 8 && path.compare(path.size() - 8, 8, ".enabled") == 0) meaning = ": off";
   out_.note(path, format("\"auto\": the Hugging Face Trainer's default, %s (%s)%s",
                          shown_value.c_str(), fill->source.c_str(), meaning.c_str()));

@@ -47,8 +47,9 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
         decl("progress", ZF_PARAM_STRING, "auto", "progress bar: auto (on a terminal), on, off", 0, 0, 0, "auto|on|off"),
         decl("tensorboard", ZF_PARAM_BOOL, "true",
              "write TensorBoard event files of the step scalars (loss, eval loss, lr, grad norm, step time, tokens/s, "
-             "memory, timers) to OUTPUT_DIR/tensorboard/; a resumed run adds a file that makes TensorBoard drop the "
-             "older files' steps after the checkpoint, so each step shows once"),
+             "memory, timers as timer/NAME_ms) to OUTPUT_DIR/tensorboard/; a resumed run, or one that starts over "
+             "beside older files, adds a file that makes TensorBoard drop their steps from its first, so each step "
+             "shows once"),
         decl("comm_timeout_s", ZF_PARAM_FLOAT, "0",
              "seconds an MPI collective may wait for its peers before the rank ends, naming it (a stopped, dead or "
              "unreachable rank); 0 = automatic: ZF_COMM_TIMEOUT_S or 600 s, and during the steps 20 x the slowest "
@@ -57,6 +58,11 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
        {decl("steps", ZF_PARAM_INT, "100", "optimizer steps to run", kRange, 1, kMaxSteps),
         decl("micro_batch", ZF_PARAM_INT, "16", "samples per micro-batch per rank", kRange, 1, kMaxBatch),
         decl("grad_accum", ZF_PARAM_INT, "1", "micro-batches accumulated per optimizer step", kRange, 1, kMaxBatch),
+        decl("grad_accum_dtype", ZF_PARAM_STRING, "auto",
+             "what the micro-steps' gradients add up in: auto (the compute dtype, model.dtype) or float32 (an fp32 "
+             "sum, rounded to the compute dtype once per step: DeepSpeed's data_types.grad_accum_dtype = \"fp32\"; "
+             "stages zero0 and zero1, any offload; the reduction across ranks keeps the compute dtype)", 0, 0, 0,
+             "auto|float32"),
         decl("global_batch", ZF_PARAM_INT, "0",
              "samples per optimizer step over all ranks (DeepSpeed's train_batch_size; 0 = not set): must equal "
              "micro_batch x grad_accum x ranks; where grad_accum (or micro_batch) is not set, it is derived from "

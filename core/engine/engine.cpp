@@ -2,9 +2,9 @@
 
 #include "data/data_source.hpp"
 #include "model/hf_checkpoint.hpp"
-#include "params/flat_buffers.hpp"
 #include "engine/evaluate.hpp"
 #include "engine/generate.hpp"
+#include "engine/grad_accumulation.hpp"
 #include "plugin/plugin_set.hpp"
 #include "report/rank_timers.hpp"
 #include "report/report.hpp"
@@ -17,7 +17,6 @@
 #include "engine/run_setup.hpp"
 #include "engine/run_options.hpp"
 #include "engine/training_checkpoint.hpp"
-#include "engine/placement.hpp"
 #include "model/zoo.hpp"
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"
@@ -84,6 +83,7 @@ class Trainer {
     const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
     place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, *built.values,
                                          steps_per_epoch, stats_);
+    accum_ = fp32_grad_accumulation(config, *place_, *flat_, runtime_, plugins_.stage.name());
     checkpoints_ = std::make_unique<TrainingCheckpoints>(config, options_.output_dir, runtime_, flat_->layout(),
                                                          run_identity(config, plugins_, options_, *place_));
     resume();
@@ -121,7 +121,7 @@ class Trainer {
       slowest_step_ms_ = std::max(slowest_step_ms_, step_ms);
       ++steps_timed_;
       set_comm_timeout(true);
-      if (step == first_step) summary.initial_loss = loss;
+      if (step == first_step) summary.initial_loss = checkpoints_->initial_loss(step, loss);  // a resumed run's too
       summary.final_loss = loss;
       if (step >= first_step + warmup || steps - first_step < warmup) {
         timed_ms += step_ms;
@@ -265,6 +265,7 @@ class Trainer {
   // its gradient memory and (sharded) parameters go.
   // On a GPU the reduction runs on the communication stream beside the next blocks' backward.
   void finish_block_backward(uint32_t block, const zf_step_buffers &b) {
+    if (accum_ && b.micro_step + 1 == b.micro_steps) accum_->fold_block(block);  // the whole sum, for what follows
     if (place_->grad_shards) place_->grad_shards->hold_shard();  // the step's first reduction (zeroed on the compute stream)
     zf_step_buffers comm = on_comm_stream(runtime_, b);
     if (place_->grad_shards) comm.grad_shard = view_of(place_->grad_shards->shard);
@@ -364,6 +365,7 @@ class Trainer {
       loss.backward();
       timers_.stop(t.bwd_launch);
       finish_block_backward(0, b);
+      if (accum_) accum_->micro_step_done(micro + 1 == options_.grad_accum);  // train.grad_accum_dtype = "float32"
       if (place_->grad_shards) place_->grad_shards->release_all(stream());
       join_comm();
       timers_.stop(t.bwd_inner, stream());
@@ -454,6 +456,7 @@ class Trainer {
   std::unique_ptr<DataSource> data_, eval_data_;
   std::unique_ptr<FlatBuffers> flat_;
   std::unique_ptr<Placement> place_;  // after flat_, which it places
+  std::unique_ptr<Fp32GradAccumulation> accum_;  // train.grad_accum_dtype = "float32", else null
   RunStats stats_;
   double lr_ = 0, grad_norm_ = 0;  // this step's
   double slowest_step_ms_ = 0;     // of this run's steps so far (set_comm_timeout)

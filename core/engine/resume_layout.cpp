@@ -46,6 +46,19 @@ RecordedRun read_recorded_run(const fs::path &checkpoint) {
   run.config_digest = text_of("config_digest");
   run.output_dir = text_of("output_dir");
   run.zenflow = info.contains("zenflow") && info["zenflow"].is_boolean() && info["zenflow"].get<bool>();
+  if (info.contains("initial_loss") && info["initial_loss"].is_number()) run.initial_loss = info["initial_loss"].get<double>();
+  const nlohmann::json given = info.value("run_config", nlohmann::json());
+  auto words = [&](const char *key, std::vector<std::string> &out) {
+    if (!given.contains(key) || !given[key].is_array()) return false;
+    for (const auto &word : given[key])
+      if (word.is_string()) out.push_back(word.get<std::string>());
+    return true;
+  };
+  run.has_config = given.is_object() && given.contains("text") && given["text"].is_string() &&
+                   words("set", run.config_set) && words("unset", run.config_unset);
+  if (run.has_config) run.config_text = given["text"].get<std::string>();
+  if (run.has_config && given.contains("directory") && given["directory"].is_string())
+    run.config_directory = given["directory"].get<std::string>();
   return run;
 }
 

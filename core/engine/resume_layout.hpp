@@ -10,7 +10,9 @@
 #include "engine/training_checkpoint.hpp"
 
 #include <filesystem>
+#include <limits>
 #include <string>
+#include <vector>
 
 namespace zf {
 
@@ -21,9 +23,16 @@ struct RecordedRun {
   std::string config, stage, offload, optimizer, run_name, run_id, config_digest;  // config: the file it ran
   std::string output_dir;  // the run's output directory, absolute ("" before zfcore recorded it)
   bool zenflow = false;
+  double initial_loss = std::numeric_limits<double>::quiet_NaN();  // the run's loss at step 1 (NaN: not recorded)
+  // The config the run was made from (checkpoint.json "run_config"; has_config false: not recorded).
+  bool has_config = false;
+  std::string config_text, config_directory;  // the config, and the directory its relative paths start from
+  std::vector<std::string> config_set, config_unset;
   int64_t global_batch() const { return world_size * micro_batch * grad_accum; }
 };
 RecordedRun read_recorded_run(const std::filesystem::path &checkpoint);
+// checkpoint.json is read up to 1 MiB: the config text it records stays well under that.
+constexpr size_t kMaxRecordedConfigBytes = size_t(256) << 10;
 
 // batch_for_resume (training_checkpoint.hpp): the run's options with train.grad_accum derived from
 // the checkpoint it will resume from when checkpoint.resume_batch = "keep" (its global batch kept on

@@ -25,19 +25,18 @@ double LrSchedule::factor_zfcore(int64_t step) const {
 // [Note: DeepSpeed's steps] in schedule.hpp.
 double LrSchedule::factor_deepspeed(int64_t step) const {
   const int64_t i = step - 2;
-  const int64_t warmup = warmup_steps > 0 ? std::max<int64_t>(2, warmup_steps) : 0;
-  if (warmup > 0 && i < warmup) {
+  const int64_t warmup = std::max<int64_t>(2, warmup_steps);  // 0, 1 and 2 alike, as in DeepSpeed
+  if (i < warmup) {
     if (i < 0) return kind == "cosine" ? 0.0 : warmup_min_ratio;
     double rise = warmup_type == "log" ? std::log(double(i + 1)) / std::log(double(warmup))
                                        : double(i) / double(warmup);
     return warmup_min_ratio + (1.0 - warmup_min_ratio) * rise;
   }
-  const int64_t at = std::max<int64_t>(0, i);  // no warm-up: the first step at the peak
   const double span = double(std::max<int64_t>(1, total_steps - warmup));
   if (kind == "constant") return 1.0;
   if (kind == "linear")
-    return min_lr_ratio + (1.0 - min_lr_ratio) * std::max(0.0, double(total_steps - at) / span);
-  const double progress = std::min(1.0, double(at - warmup + 1) / span);
+    return min_lr_ratio + (1.0 - min_lr_ratio) * std::max(0.0, double(total_steps - i) / span);
+  const double progress = std::min(1.0, double(i - warmup + 1) / span);
   return std::max(0.0, min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + std::cos(M_PI * progress)));
 }
 

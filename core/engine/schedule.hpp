@@ -26,7 +26,8 @@ struct LrSchedule {
   // [Note: DeepSpeed's steps] DeepSpeed's engine steps its scheduler after each optimizer step, and
   // the scheduler sets the lr of the step after: step 1 runs at the lr set when the scheduler was
   // made (the warm-up's start; WarmupCosineLR's 0), step s at DeepSpeed's iteration i = s - 2. Its
-  // warm-up lasts W = max(2, warmup_steps) iterations: log(i + 1) / log(W) or i / W; then
+  // warm-up lasts W = max(2, warmup_steps) iterations, so 0, 1 and 2 warm up alike (DeepSpeed 0.19.3
+  // and later refuse 0; earlier ones take it as 2): log(i + 1) / log(W) or i / W; then
   // WarmupLR stays at the peak, WarmupDecayLR falls linearly, (total - i) / (total - W), and
   // WarmupCosineLR follows a cosine over (i - W + 1) / (total - W), floored at min_lr_ratio.
   double factor_deepspeed(int64_t step) const;

@@ -51,16 +51,17 @@ void check_model(const RunConfig &config, std::vector<std::string> *notes) {
     return;
   }
   const TransformerOptions options = transformer_options(config);
-  // The byte tokenizer's ids are bytes: a larger vocabulary trains embeddings no id reaches.
+  // The byte tokenizer's ids are the 256 bytes and EOS (256): a larger vocabulary trains embeddings
+  // no id reaches. (A model of vocab 256 trains on text as well; its export's tokenizer has no EOS.)
   const std::string type = config.string("data", "type");
   if ((type == "text" || type == "alpaca") && config.string("data", "tokenizer") == "byte" &&
-      options.shape.vocab > 256 && notes)  // a smaller one: the text's ids are checked
-    notes->push_back(format("%s: data.tokenizer = \"byte\" gives 256 ids, and the model has a vocabulary of %lld "
-                            "(model.preset or init_from): %lld embeddings are never trained. Use the model's "
-                            "tokenizer (data.tokenizer = \"hf\" or \"sentencepiece\" with data.tokenizer_path), or "
-                            "a model of vocab = 256 for byte-level text",
+      options.shape.vocab > 257 && notes)  // a smaller one: the text's ids are checked
+    notes->push_back(format("%s: data.tokenizer = \"byte\" gives 257 ids (the 256 bytes and EOS), and the model has "
+                            "a vocabulary of %lld (model.preset, init_from or model.vocab): %lld embeddings are never "
+                            "trained. Use the model's tokenizer (data.tokenizer = \"hf\" or \"sentencepiece\" with "
+                            "data.tokenizer_path), or a model of vocab = 257 for byte-level text (--set model.vocab=257)",
                             config.where("data", "tokenizer").str().c_str(), (long long)options.shape.vocab,
-                            (long long)(options.shape.vocab - 256)));
+                            (long long)(options.shape.vocab - 257)));
 }
 
 // [zenflow] chooses what the device updates and needs the master weights in host memory; the
@@ -104,8 +105,10 @@ void check_zenflow_offload(const RunConfig &config, PluginRegistry &registry) {
 }
 
 // The optimizer runs where the offload keeps the master weights, and holds its state where the
-// offload needs it held (per pair of candidates installed here; a GPU-only optimizer declines on a
-// CPU run, so a list like ["gpu_adam", "cpu_adam"] is checked by its CPU entries there).
+// offload needs it held. Checked for each offload candidate installed here against the optimizer the
+// run takes: the first candidate that does not decline (a GPU-only optimizer declines on a CPU run,
+// so ["gpu_adam", "cpu_adam"] is cpu_adam there). A fallback behind it never runs, so what it lacks
+// does not matter: ["cpu_adam", "adamw_ref"] takes nvme or ZenFlow as cpu_adam does.
 void check_optimizer_offload(const RunConfig &config, PluginRegistry &registry) {
   const PluginSection &optimizers = config.plugin(ZF_KIND_OPTIMIZER), &offloads = config.plugin(ZF_KIND_OFFLOAD);
   const bool gpu = config.string("run", "device") == "cuda";
@@ -126,7 +129,7 @@ void check_optimizer_offload(const RunConfig &config, PluginRegistry &registry) 
       const zf_descriptor &optimizer = *resolve_plugin(optimizers, name, registry, nullptr).descriptor;
       const uint64_t caps = optimizer.capabilities;
       if (!gpu && !(caps & ZF_CAP_CPU)) continue;  // declines on a CPU run
-      if (!on_host) continue;  // the master where the model computes: checked below
+      if (!on_host) break;  // the master where the model computes: checked below
       ZF_REQUIRE(caps & ZF_CAP_CPU,
                  "%s: optimizer plugin '%s' runs on the GPU but offload plugin '%s' keeps the master weights in host "
                  "memory: use a CPU optimizer (%s)", where, name.c_str(), offload_name.c_str(), host_optimizers(0).c_str());
@@ -146,6 +149,7 @@ void check_optimizer_offload(const RunConfig &config, PluginRegistry &registry) 
       ZF_REQUIRE(moves.empty() || held,
                  "%s: %s, so the host must hold it: optimizer plugin '%s' keeps its own (use one that lets the host "
                  "hold it: %s)", where, moves.c_str(), name.c_str(), host_optimizers(kHostHeldState).c_str());
+      break;  // the one the run takes
     }
     // A GPU run whose offload keeps the master weights on the GPU updates there: a list of only CPU
     // optimizers cannot (told from the descriptors: no GPU needed to check it).

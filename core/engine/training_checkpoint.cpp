@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 
@@ -120,6 +122,18 @@ std::string TrainingCheckpoints::info(int64_t step) const {
   json.key("zenflow").value(identity_.zenflow).key("micro_batch").value(identity_.micro_batch);
   json.key("grad_accum").value(identity_.grad_accum).key("run_name").value(run_name_).key("run_id").value(run_id_);
   json.key("config_digest").value(config_digest_).key("output_dir").value(absolute_output_dir(output_dir_));
+  if (std::isfinite(initial_loss_)) json.key("initial_loss").value(initial_loss_);  // the run's, at step 1
+  // What the config was made from, for zfcore export without a config file (one of a sane size).
+  const RunConfig::Given &given = config_.given();
+  if (given.text.size() <= kMaxRecordedConfigBytes) {
+    std::error_code ec;  // where its relative paths start
+    json.key("run_config").begin_object().key("directory").value(std::filesystem::current_path(ec).string());
+    json.key("text").value(given.text).key("set").begin_array();
+    for (const std::string &set : given.overrides) json.value(set);
+    json.end_array().key("unset").begin_array();
+    for (const std::string &unset : given.unsets) json.value(unset);
+    json.end_array().end_object();
+  }
   json.key("model").begin_object();
   for (const auto &[key, value] : model_) json.key(key).value(value);
   json.end_object().end_object();
@@ -248,7 +262,7 @@ void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, T
 
 TrainingCheckpoints::RunIdentity run_identity(const RunConfig &config, const PluginSet &plugins,
                                               const RunOptions &options, const Placement &placement) {
-  return {config.file(),           plugins.stage.name(),          plugins.optimizer.name(),
+  return {config.given().file,     plugins.stage.name(),          plugins.optimizer.name(),
           plugins.optimizer.state_names(), placement.shard_begin,  placement.shard_end,
           plugins.offload.name(),  config.has_table("zenflow"),   options.micro_batch,
           options.grad_accum};
@@ -292,6 +306,7 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
               : checkpoint_to_resume(config_, output_dir_, comm, true, true, load_checked);
   if (!from) return 0;
   const RecordedRun recorded = read_recorded_run(*from);
+  initial_loss_ = recorded.initial_loss;
   if (by_hand) prepare(*from);
   if (own) {
     if (by_hand) require_undamaged(config_, *store_, *from, /*tensors=*/true);

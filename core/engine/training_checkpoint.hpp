@@ -8,6 +8,8 @@
 #include "config/config.hpp"
 #include "update/update_plan.hpp"
 
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -81,6 +83,13 @@ class TrainingCheckpoints {
   // Collective, after resume(): stops before step 1 when a step-N directory that a save of the
   // steps (start_step, last_step] would replace is not this run's (a user's, another run's).
   void check_saves(int64_t start_step, int64_t last_step) const;
+  // The run's initial loss, given this run's first step and its loss: step 1's (recorded for the
+  // checkpoints), or the one the checkpoint resumed from carries (checkpoint.json "initial_loss";
+  // where an older zfcore's has none, this run's first loss).
+  double initial_loss(int64_t first_step, double loss) {
+    if (first_step == 1) initial_loss_ = loss;
+    return std::isnan(initial_loss_) ? loss : initial_loss_;
+  }
   // Whether the checkpoint resumed from was written by another layout.
   bool resharded() const { return resharded_; }
   // After a resume from a checkpoint outside this run's checkpoint.dir, with nothing to train: saves
@@ -107,6 +116,7 @@ class TrainingCheckpoints {
   std::string run_name_, run_id_, config_digest_;  // a new run id, or the id of the run it continues
   bool resharded_ = false;
   bool converting_ = false;  // save_converted: no step ran since the resume
+  double initial_loss_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 // What the run's checkpoints record about it: its plugins, shard, batch and whether ZenFlow runs.

@@ -77,6 +77,14 @@ RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, const
   if (!writer_) return;
   const Directory out = Directory::open(output_dir_.string(), true, "the output directory");
   bool continuing = resumed_step > 0 && !out.kind_of("steps.csv").empty();
+  // An earlier run here that stopped before its first checkpoint: this one starts over, and says so.
+  if (resumed_step == 0 && out.kind_of("steps.jsonl") == "file") {
+    const std::vector<RunPoint> earlier = read_run_points(output_dir_ / "steps.jsonl");
+    if (!earlier.empty())
+      std::printf("zfcore: %s holds the steps of an earlier run (to step %lld) and no checkpoint this run resumes: "
+                  "it starts over at step 1 and writes the step logs anew\n",
+                  output_dir_.c_str(), (long long)earlier.back().step);
+  }
   // A resumed run keeps the rows up to its step; a new one starts empty files. Either way the file
   // is replaced by a rename, never written through a link named like it.
   for (const char *name : {"steps.jsonl", "steps.csv"}) {
@@ -88,6 +96,7 @@ RunReport::RunReport(const std::filesystem::path &output_dir, bool writer, const
   started_s_ = process_seconds();
   if (tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>(output_dir_ / "tensorboard", resumed_step);
   if (!continuing) return;
+  resumed_step_ = resumed_step;
   points_ = read_run_points(output_dir_ / "steps.jsonl");
   for_each_line(out.path_of("steps.csv"), kMaxStepLogLineBytes, [&](const TextLine &header) {
     if (!header.text.empty() && !header.too_long) csv_columns_ = csv_fields(header.text);
@@ -142,7 +151,7 @@ void RunReport::step(const StepRecord &r) {
 
   if (bar_shown_) std::printf("\r\033[K");
   bar_shown_ = false;
-  if (r.step == 1 || r.step == r.steps || r.step % log_every_ == 0 || r.eval_loss >= 0) {
+  if (!stdout_closed_ && (r.step == 1 || r.step == r.steps || r.step % log_every_ == 0 || r.eval_loss >= 0)) {
     std::string memory;
     for (int tier = 0; tier < ZF_TIER_COUNT; ++tier)
       if (r.memory[tier]) memory += format(" | %s %s", tier_name(tier), format_bytes(r.memory[tier]).c_str());
@@ -163,10 +172,20 @@ void RunReport::step(const StepRecord &r) {
     }
   }
   std::fflush(stdout);
+  note_closed_stdout();
+}
+
+// A closed stdout (a pipe whose reader is gone) fails every write with EPIPE (SIGPIPE is ignored,
+// cli/main.cpp): said once on stderr, and the step lines and the bar stop; training goes on.
+void RunReport::note_closed_stdout() {
+  if (stdout_closed_ || !std::ferror(stdout)) return;
+  stdout_closed_ = true;
+  log_warn(format("stdout is closed (%s): the step lines stop here; %s/steps.jsonl and steps.csv have every step, "
+                  "and the run goes on", std::strerror(errno), output_dir_.c_str()));
 }
 
 void RunReport::show_progress() {
-  if (!progress_ || first_step_ < 0) return;
+  if (!progress_ || first_step_ < 0 || stdout_closed_) return;
   const StepRecord &r = last_;
   const int width = 30;
   int filled = int(width * r.step / std::max<int64_t>(1, r.steps));
@@ -270,7 +289,8 @@ void RunReport::write_html() {
   try {  // whole or not at all, and never through a link
     const std::filesystem::path name = output_dir_.filename().empty() ? output_dir_.parent_path().filename()
                                                                        : output_dir_.filename();  // "runs/x/"
-    Directory::open(output_dir_.string(), false).write_atomically("report.html", run_html(name.string(), points_));
+    Directory::open(output_dir_.string(), false)
+        .write_atomically("report.html", run_html(name.string(), points_, resumed_step_));
   } catch (const Error &error) {
     log_warn(format("%s; the run goes on", error.what()));
   }

@@ -66,6 +66,7 @@ class RunReport {
 
  private:
   void append_line(std::FILE *&file, const std::string &line, const char *name);
+  void note_closed_stdout();
   void write_csv(const StepRecord &record);
   void rewrite_csv(const std::vector<std::string> &old_columns);
   // "0:12 elapsed, ETA 1:05, 3.2 steps/s" after `record`, from this run's steps so far.
@@ -81,6 +82,8 @@ class RunReport {
   int64_t first_step_ = -1;               // this run's first step
   StepRecord last_;
   bool bar_shown_ = false;
+  int64_t resumed_step_ = 0;     // the checkpoint's step this run continues the files of (0: none)
+  bool stdout_closed_ = false;  // a write to stdout failed (a closed pipe): no more step lines
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::vector<RunPoint> points_;  // report.html's
 };

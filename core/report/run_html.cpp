@@ -71,12 +71,18 @@ std::vector<RunPoint> read_run_points(const std::filesystem::path &steps_jsonl) 
 namespace {
 
 // Over steps (x = the step) or over training time (x = the steps' own seconds up to the point).
-std::string loss_chart(const std::vector<RunPoint> &points, bool over_time) {
+// A dot on the training loss where the run resumed (the first step after `resumed_step`, > 0).
+std::string loss_chart(const std::vector<RunPoint> &points, bool over_time, int64_t resumed_step) {
   svg::Line train{"training loss", {}, {}, {}, {}}, eval{"held-out loss", {}, {}, {}, {}};
   double seconds = 0;
   for (const RunPoint &p : points) {
     seconds += p.step_ms / 1000;
     const double x = over_time ? seconds : double(p.step);
+    if (resumed_step > 0 && p.step == resumed_step + 1) {
+      train.marked.push_back(train.values.size());
+      train.marked_notes.push_back(format("step %lld: resumed from the checkpoint of step %lld", (long long)p.step,
+                                          (long long)resumed_step));
+    }
     train.values.push_back(p.loss);
     train.x.push_back(x);
     if (p.eval_loss < 0) continue;
@@ -150,7 +156,7 @@ std::string memory_chart(const std::vector<RunPoint> &points) {
 
 }  // namespace
 
-std::string run_html(const std::string &title, const std::vector<RunPoint> &points) {
+std::string run_html(const std::string &title, const std::vector<RunPoint> &points, int64_t resumed_step) {
   using svg::escape;
   std::string body = "<h1>zfcore run " + escape(title) + "</h1>\n";
   if (points.empty()) return svg::html_page("zfcore run " + title, body + "<p>No step has run yet.</p>\n");
@@ -164,12 +170,15 @@ std::string run_html(const std::string &title, const std::vector<RunPoint> &poin
       body += format(", held-out loss %.4f at step %lld", p->eval_loss, (long long)p->step);
       break;
     }
+  if (resumed_step > 0)
+    body += format(". Resumed from the checkpoint of step %lld: the steps up to it are the earlier run's (a dot marks "
+                   "step %lld on the loss)", (long long)resumed_step, (long long)resumed_step + 1);
   body += ". Data: <a href=\"steps.csv\">steps.csv</a>, <a href=\"steps.jsonl\">steps.jsonl</a>, <a "
           "href=\"summary.json\">summary.json</a>; <code>tensorboard --logdir tensorboard</code> here for TensorBoard.</p>\n";
   body += "<h2>Loss over steps</h2>\n<p class=\"note\">The training loss of every step; a dot per evaluation on the "
-          "held-out data.</p>\n" + loss_chart(points, false);
+          "held-out data.</p>\n" + loss_chart(points, false, resumed_step);
   body += "<h2>Loss over training time</h2>\n<p class=\"note\">Time is the sum of the steps' own times (evaluations, "
-          "checkpoints and start-up left out).</p>\n" + loss_chart(points, true);
+          "checkpoints and start-up left out).</p>\n" + loss_chart(points, true, resumed_step);
   body += "<h2>Learning rate</h2>\n" + lr_chart(points);
   size_t spikes = 0;
   std::string time = step_time_chart(points, spikes);

@@ -31,7 +31,8 @@ std::vector<RunPoint> read_run_points(const std::filesystem::path &steps_jsonl);
 // A step is a spike when it took more than this many times the median step.
 constexpr double kSpikeFactor = 2.0;
 
-// The page; `title` names the run (its output directory).
-std::string run_html(const std::string &title, const std::vector<RunPoint> &points);
+// The page; `title` names the run (its output directory). resumed_step > 0: the run resumed from the
+// checkpoint of that step, said on the page and marked on the loss charts.
+std::string run_html(const std::string &title, const std::vector<RunPoint> &points, int64_t resumed_step = 0);
 
 }  // namespace zf

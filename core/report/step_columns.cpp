@@ -55,8 +55,11 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepRecord
     s.emplace_back("memory/gpu_peak_allocated_bytes", double(r.device_allocated_peak));
     s.emplace_back("memory/gpu_peak_reserved_bytes", double(r.device_reserved_peak));
   }
+  // The timers under timer/; the optimizer step's ("step") as timer/optimizer_step_ms, so that no
+  // tag but perf/step_ms (the whole step) ends in step_ms.
   for (const auto &[name, ms] : r.timers_ms)
-    if (name.find("_microstep") == std::string::npos) s.emplace_back("time/" + name + "_ms", ms);
+    if (name.find("_microstep") == std::string::npos)
+      s.emplace_back("timer/" + (name == "step" ? std::string("optimizer_step") : name) + "_ms", ms);
   return s;
 }
 

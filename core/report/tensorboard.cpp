@@ -73,7 +73,9 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path &directory, int
   event.set_wall_time(now);
   event.set_file_version("brain.Event:2");
   append(event.SerializeAsString());
-  if (resumed_step <= 0) return;
+  // After a resume, and where an earlier run left events (one that stopped before its first
+  // checkpoint and started over): TensorBoard drops the older files' steps from here on.
+  if (resumed_step <= 0 && newest.empty()) return;
   tensorboard::Event start;
   start.set_wall_time(now);
   start.set_step(resumed_step + 1);

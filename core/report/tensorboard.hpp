@@ -5,7 +5,8 @@
 // length and the data, each followed by its masked CRC-32C (Boost.CRC). `tensorboard --logdir runs`
 // then shows every run. A resumed run's file starts with a START session log at its first step, so
 // that TensorBoard drops the steps the old file holds from there on (the old run may have trained
-// past the checkpoint before it stopped) and shows each step once.
+// past the checkpoint before it stopped) and shows each step once; so does the file of a run that
+// starts over at step 1 beside an earlier run's files (one stopped before its first checkpoint).
 #pragma once
 
 #include <cstdio>
@@ -19,7 +20,8 @@ namespace zf {
 class TensorBoardWriter {
  public:
   // Creates `directory` and a new event file in it, starting with the file-version event; after a
-  // resume from `resumed_step` (> 0), then the START session log at step resumed_step + 1.
+  // resume from `resumed_step` (> 0), or when the directory holds an earlier event file, then the
+  // START session log at step resumed_step + 1.
   explicit TensorBoardWriter(const std::filesystem::path &directory, int64_t resumed_step = 0);
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter &) = delete;

@@ -2,6 +2,7 @@
 // run.plugin_path beside the config file, and docs/config.md equal to `zfcore config --keys
 // --markdown` (the reference page cannot drift from the schema).
 #include "config/config.hpp"
+#include "runtime/error.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -24,6 +26,22 @@ namespace {
 std::string linear_stack() { return test::source_dir() + "/examples/linear_stack.toml"; }
 
 }  // namespace
+
+// Which NaN an operation makes (its sign bit) is chance: the CPU, the kernel, the order of a
+// reduction; printf writes one as "-nan". Every message says nan (a fresh machine printed "the loss
+// is -nan" where the test expected "the loss is nan").
+TEST_CASE("cli: a message says nan for a NaN whatever its sign", "[config][cli]") {
+  const double negative = -std::nan(""), positive = std::nan("");
+  REQUIRE(std::signbit(negative));
+  for (double nan : {negative, positive}) {
+    CHECK(format("step %d: the loss is %f; lower optimizer.lr", 2, nan) == "step 2: the loss is nan; lower optimizer.lr");
+    CHECK(format("global norm %g)", nan) == "global norm nan)");
+    CHECK(format("%.4f -> %e, %G", nan, nan, nan) == "nan -> nan, NAN");
+  }
+  CHECK(format("%f", -INFINITY) == "-inf");  // an infinity keeps its sign: it means something
+  // Text that only contains "-nan" inside a name is not a number.
+  CHECK(format("%s", "runs/x-nan.toml, -nanosecond, --set a=-nan_b") == "runs/x-nan.toml, -nanosecond, --set a=-nan_b");
+}
 
 TEST_CASE("cli: every command's --help prints its usage and exits 0", "[config][cli]") {
   for (const std::string command : {"run", "validate", "estimate", "plugins", "config", "bench"}) {
@@ -218,6 +236,59 @@ TEST_CASE("cli: the exit codes `zfcore run --help` documents are the ones it ret
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 130);
   CHECK(fs::exists(dir + "/checkpoints"));
+}
+
+namespace {
+// zfcore run with stdout and stderr on a pipe whose reader is gone (`| head` that has read its
+// lines, `| tee` ended by Ctrl-C): every write to them fails. SIGINT after its first step when `interrupt`.
+int run_into_closed_pipe(const std::string &dir, const std::string &steps, bool interrupt) {
+  int ends[2];
+  REQUIRE(pipe(ends) == 0);
+  close(ends[0]);
+  const std::string output = "run.output_dir=" + dir, train = "train.steps=" + steps;
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    signal(SIGPIPE, SIG_DFL);  // as a shell starts it
+    dup2(ends[1], 1);
+    dup2(ends[1], 2);
+    execl(test::zfcore().c_str(), "zfcore", "run", linear_stack().c_str(), "--set", train.c_str(), "--set",
+          output.c_str(), "--set", "run.progress=on", "--set", "run.log_every=1", nullptr);
+    _exit(127);
+  }
+  close(ends[1]);
+  if (interrupt) {
+    for (int i = 0; i < 600 && test::read_text(dir + "/steps.jsonl").size() < 10; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    kill(child, SIGINT);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  INFO("signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+}  // namespace
+
+TEST_CASE("cli: a closed stdout and stderr never stop a run, Ctrl-C still checkpoints, and a run that starts over "
+          "says so", "[config][cli]") {
+  std::string dir = test::scratch_dir("cli_closed_pipe");
+  CHECK(run_into_closed_pipe(dir + "/whole", "5", false) == 0);
+  for (const char *file : {"summary.json", "report.html", "checkpoints"}) CHECK(fs::exists(dir + "/whole/" + file));
+  CHECK(test::json_field(test::read_text(dir + "/whole/summary.json"), "steps") == "5");
+  CHECK(run_into_closed_pipe(dir + "/stopped", "1000000", true) == 130);
+  for (const char *file : {"summary.json", "report.html", "checkpoints"}) CHECK(fs::exists(dir + "/stopped/" + file));
+  // A run that stopped before its first checkpoint, started again, says that it starts over.
+  const std::string run = test::zfcore() + " run " + linear_stack() + " --set run.output_dir=" + dir + "/over" +
+                          " --set run.progress=off --set train.steps=2 --set checkpoint.final=false";
+  test::Outcome first = test::run_command(run);
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.output, !Catch::Contains("starts over"));
+  test::Outcome again = test::run_command(run);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains(dir + "/over holds the steps of an earlier run (to step 2) and no checkpoint "
+                                                 "this run resumes: it starts over at step 1"));
 }
 
 TEST_CASE("cli: summary.json names each plugin by an absolute path", "[config][cli]") {

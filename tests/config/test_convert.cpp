@@ -296,6 +296,39 @@ TEST_CASE("convert: run and validate on a DeepSpeed JSON without a model or data
   CHECK_THAT(no_data.output, Catch::Contains("names no data"));
 }
 
+TEST_CASE("convert: the converted TOML without a model is refused as the JSON is, and takes the model keys "
+          "appended at its end", "[config][convert]") {
+  std::string dir = test::scratch_dir("convert_no_model_toml");
+  std::string json = write(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}})");
+  const std::string toml = dir + "/train.toml";
+  REQUIRE(test::run_command(test::zfcore() + " convert " + json + " > " + toml).exit_code == 0);
+  const std::string converted = test::read_text(toml);
+  for (const std::string &command : {" run ", " validate "}) {
+    test::Outcome none = test::run_command(test::zfcore() + command + toml + " --set run.output_dir=" + dir + "/out");
+    INFO(none.output);
+    CHECK(none.exit_code == 1);
+    CHECK_THAT(none.output, Catch::Contains(toml + ": converted from a DeepSpeed config by zfcore convert, it names no "
+                                                   "model and no data") &&
+                                Catch::Contains("[model] table") && Catch::Contains("[data] table"));
+    CHECK(!fs::exists(dir + "/out/summary.json"));
+  }
+  // A second [model] table is a TOML error that says where the first one is.
+  write(dir, "twice.toml", converted + "\n[model]\ntype = \"linear_stack\"\n");
+  test::Outcome twice = test::run_command(test::zfcore() + " validate " + dir + "/twice.toml");
+  INFO(twice.output);
+  CHECK(twice.exit_code == 1);
+  CHECK_THAT(twice.output, Catch::Contains("[model] is already at line") && Catch::Contains("put these keys in that "
+                                                                                           "table"));
+  // The model's keys appended at the end land in its [model] table (the last one), beside dtype.
+  write(dir, "named.toml", converted + "type = \"linear_stack\"\nhidden = 32\nlayers = 2\n[data]\ntype = \"random\"\n"
+                                       "samples = 64\n");
+  test::Outcome named = test::run_command(test::zfcore() + " run " + dir + "/named.toml --set train.steps=2 "
+                                          "--set run.progress=off --set run.output_dir=" + dir + "/named");
+  INFO(named.output);
+  CHECK(named.exit_code == 0);
+  CHECK(test::json_field(test::read_text(dir + "/named/summary.json"), "steps") == "2");
+}
+
 TEST_CASE("convert: DeepSpeed key typos are errors at their line with the nearest key", "[config][convert]") {
   std::string dir = test::scratch_dir("convert_typos");
   struct Case {

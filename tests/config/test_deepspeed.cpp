@@ -149,6 +149,39 @@ TEST_CASE("deepspeed: the converted config's first 50 learning rates are DeepSpe
   }
 }
 
+TEST_CASE("deepspeed: warmup_num_steps 0, 1 and 2 give WarmupLR and WarmupDecayLR DeepSpeed's one warm-up of "
+          "max(2, n) steps", "[config][convert]") {
+  std::string dir = test::scratch_dir("deepspeed_short_warmup");
+  for (const std::string type : {"WarmupLR", "WarmupDecayLR"}) {
+    std::vector<std::vector<double>> runs;
+    for (int warmup : {0, 1, 2}) {
+      const std::string name = type + "_" + std::to_string(warmup);
+      INFO(name);
+      DeepSpeedScheduler oracle{type, "log"};
+      oracle.min_lr = 1e-5, oracle.max_lr = 1e-3, oracle.warmup_num_steps = warmup, oracle.total_num_steps = 8;
+      const std::string json_file = write(dir, name + ".json", R"({"scheduler": {"type": ")" + type + R"(", "params": {
+          "warmup_min_lr": 1e-5, "warmup_max_lr": 1e-3, "warmup_num_steps": )" + std::to_string(warmup) +
+                                                                  (type == "WarmupLR" ? "" : R"(, "total_num_steps": 8)") +
+                                                                  "}}}");
+      test::Outcome run = test::run_command(test::zfcore() + " run " + json_file + kModelAndData +
+                                            "--set train.steps=8 --set run.output_dir=" + dir + "/" + name);
+      INFO(run.output);
+      REQUIRE(run.exit_code == 0);
+      const std::vector<double> lrs = lrs_of(dir + "/" + name);
+      REQUIRE(lrs.size() == 8);
+      for (int step = 1; step <= 8; ++step) {
+        INFO("step " << step);
+        CHECK(lrs[step - 1] == Approx(oracle.lr_of_step(step)).epsilon(1e-6).margin(1e-12));
+      }
+      CHECK(lrs[0] == Approx(1e-5));  // the warm-up's start, then the peak at step 3
+      CHECK(lrs[2] == Approx(1e-3));
+      runs.push_back(lrs);
+    }
+    CHECK(runs[0] == runs[2]);
+    CHECK(runs[1] == runs[2]);
+  }
+}
+
 TEST_CASE("deepspeed: the Hugging Face Trainer's ZeRO-3 offload config: each \"auto\" is the Trainer's default, "
           "noted with its value, and trains at it", "[config][convert]") {
   std::string dir = test::scratch_dir("deepspeed_hf_auto");
@@ -172,7 +205,8 @@ TEST_CASE("deepspeed: the Hugging Face Trainer's ZeRO-3 offload config: each \"a
                         Note{"gradient_clipping", "1.0 (TrainingArguments.max_grad_norm)"},
                         Note{"train_micro_batch_size_per_gpu", "8 (TrainingArguments.per_device_train_batch_size)"},
                         Note{"gradient_accumulation_steps", "1"},
-                        Note{"scheduler.params.warmup_num_steps", "0 (TrainingArguments.warmup_steps): no warm-up"},
+                        Note{"scheduler.params.warmup_num_steps", "0 (TrainingArguments.warmup_steps): DeepSpeed's scheduler "
+                                                                       "warms up over max(2, 0) = 2 steps"},
                         Note{"scheduler.params.warmup_max_lr", "5e-05"}, Note{"scheduler.params.warmup_min_lr", "0.0"},
                         Note{"fp16.enabled", "false (TrainingArguments.fp16): off"},
                         Note{"bf16.enabled", "false (TrainingArguments.bf16): off"}})
@@ -200,12 +234,17 @@ TEST_CASE("deepspeed: the Hugging Face Trainer's ZeRO-3 offload config: each \"a
                                                "in hidden_size x hidden_size"));
   CHECK_THAT(converted.output, !Catch::Contains("default applies"));
   CHECK_THAT(converted.output, !Catch::Contains("zfcore's default applies\n"));
-  // As trained: 5e-5 from the first step (WarmupLR with the Trainer's 0 warm-up steps).
+  // As DeepSpeed trains it: WarmupLR with the Trainer's 0 warm-up steps warms up over max(2, 0) = 2
+  // iterations from warmup_min_lr 0, so steps 1 and 2 run at 0 and step 3 at 5e-5.
   test::Outcome run = test::run_command(test::zfcore() + " run " + config + kModelAndData +
                                         "--set train.steps=3 --set run.output_dir=" + dir + "/out");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  for (double lr : lrs_of(dir + "/out")) CHECK(lr == Approx(5e-5));
+  const std::vector<double> lrs = lrs_of(dir + "/out");
+  REQUIRE(lrs.size() == 3);
+  CHECK(lrs[0] == 0);
+  CHECK(lrs[1] == 0);
+  CHECK(lrs[2] == Approx(5e-5));
   CHECK(test::json_field(test::read_text(dir + "/out/summary.json"), "samples_per_step") == "8");
 
   // Without a scheduler block the Trainer makes its own: linear decay to 0, no warm-up.
@@ -241,8 +280,6 @@ TEST_CASE("deepspeed: what DeepSpeed refuses is refused at the DeepSpeed key's l
   json ratio_stage2 = {{"zero_optimization", {{"stage", 2}, {"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.5}}}}}};
   json ratio_zenflow = {{"zero_optimization", {{"stage", 3}, {"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.5}}},
                                                {"zenflow", {{"topk_ratio", 0.1}}}}}};
-  json accum = {{"bf16", {{"enabled", true}}}, {"data_types", {{"grad_accum_dtype", "fp32"}}},
-                {"zero_optimization", {{"stage", 1}, {"offload_optimizer", {{"device", "cpu"}}}}}};
   json warm_down = {{"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}}}}},
                     {"scheduler", {{"type", "WarmupLR"}, {"params", {{"warmup_min_lr", 0.01}, {"warmup_max_lr", 1e-3}}}}}};
   const std::vector<Case> cases = {
@@ -264,10 +301,6 @@ TEST_CASE("deepspeed: what DeepSpeed refuses is refused at the DeepSpeed key's l
       {"nvme_param_zenflow", nvme_zenflow, "zero_optimization.offload_param",
        {"keeps the parameters in host memory, but zero_optimization.zenflow", "remove offload_param"},
        {[&](json &c) { zero(c).erase("offload_param"); }}},
-      {"grad_accum_fp32", accum, "data_types.grad_accum_dtype",
-       {"data_types.grad_accum_dtype = \"fp32\": zfcore accumulates gradients in the compute dtype",
-        "remove grad_accum_dtype", "or turn bf16 off"},
-       {[&](json &c) { c["data_types"].erase("grad_accum_dtype"); }, [&](json &c) { c["bf16"]["enabled"] = false; }}},
       {"warm_down", warm_down, "scheduler.params.warmup_min_lr",
        {"scheduler.params.warmup_min_lr = 0.01: the warm-up must rise from it to the peak lr 0.001", "set it between 0"},
        {[&](json &c) { c["scheduler"]["params"]["warmup_min_lr"] = 1e-4; }}},
@@ -301,7 +334,8 @@ TEST_CASE("deepspeed: what DeepSpeed refuses is refused at the DeepSpeed key's l
   }
 }
 
-TEST_CASE("deepspeed: data_types.grad_accum_dtype is honoured where zfcore accumulates so, each value noted",
+TEST_CASE("deepspeed: data_types.grad_accum_dtype is honoured, fp32 as train.grad_accum_dtype = \"float32\", each "
+          "value noted",
           "[config][convert]") {
   std::string dir = test::scratch_dir("deepspeed_accum");
   test::Outcome fp32 = test::run_command(
@@ -314,6 +348,27 @@ TEST_CASE("deepspeed: data_types.grad_accum_dtype is honoured where zfcore accum
                                                 "data_types": {"grad_accum_dtype": "bf16"}})"));
   CHECK(bf16.exit_code == 0);
   CHECK_THAT(bf16.output, Catch::Contains("gradients accumulate in bfloat16, the compute dtype, as in DeepSpeed"));
+  // fp32 accumulation of bf16 gradients, under stage 1 with the optimizer on the CPU: the TOML twin's run.
+  const std::string json_file = write(dir, "bf16_fp32.json", R"({"bf16": {"enabled": true}, "gradient_accumulation_steps": 4,
+      "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}})");
+  test::Outcome wide = test::run_command(test::zfcore() + " convert " + json_file);
+  INFO(wide.output);
+  REQUIRE(wide.exit_code == 0);
+  CHECK_THAT(wide.output, Catch::Contains("grad_accum_dtype = \"float32\"\n") &&
+                              Catch::Contains("#   data_types.grad_accum_dtype: \"fp32\": train.grad_accum_dtype = "
+                                              "\"float32\""));
+  auto digest = [&](const std::string &name, const std::string &command) {
+    test::Outcome r = test::run_command(command + kModelAndData + "--set train.steps=2 --set run.output_dir=" + dir +
+                                        "/" + name);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    return test::json_field(test::read_text(dir + "/" + name + "/summary.json"), "param_digest");
+  };
+  const std::string from_json = digest("json", test::zfcore() + " run " + json_file);
+  const std::string twin = digest("twin", test::zfcore() + " run " + json_file + " --set train.grad_accum_dtype=float32");
+  const std::string summed = digest("auto", test::zfcore() + " run " + json_file + " --set train.grad_accum_dtype=auto");
+  CHECK(from_json == twin);
+  CHECK(from_json != summed);
 }
 
 TEST_CASE("deepspeed: estimate takes a DeepSpeed JSON with a model alone, and gives the config's memory in GiB",

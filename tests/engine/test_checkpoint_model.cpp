@@ -80,6 +80,34 @@ TEST_CASE("zfcore export reads the config its checkpoint's run recorded, from an
   CHECK(config.find("0.25") == std::string::npos);
 }
 
+// The checkpoint records the config it ran (the text read, a DeepSpeed JSON's as converted, and its
+// --set and --unset): zfcore export needs no file, not even a DeepSpeed JSON whose model and data came
+// from --set, nor the config file at all, and reads relative paths from where the run started.
+TEST_CASE("zfcore export of a DeepSpeed JSON run needs no config file", "[checkpoint]") {
+  const std::string dir = test::scratch_dir("ckpt_export_deepspeed");
+  fs::create_directories(dir + "/run");
+  fs::create_directories(dir + "/elsewhere");
+  write_file(dir + "/run/ds.json", R"({"train_micro_batch_size_per_gpu": 4, "gradient_clipping": 1.0})");
+  fs::copy_file("/usr/share/common-licenses/GPL-3", dir + "/run/corpus.txt");
+  test::Outcome trained = test::run_command(
+      "cd " + dir + "/run && " + test::zfcore() + " run ds.json --set model.type=gpt2 --set model.hidden=32 "
+      "--set model.layers=1 --set model.heads=2 --set model.vocab=257 --set model.max_seq=32 --set data.type=text "
+      "--set data.path=corpus.txt --set data.seq_len=32 --set train.steps=2 --set run.progress=off "
+      "--set run.output_dir=out");
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  fs::remove(dir + "/run/ds.json");  // nor the file
+  const std::string ck = dir + "/run/out/checkpoints/step-00000002";
+  test::Outcome exported = test::run_command("cd " + dir + "/elsewhere && " + test::zfcore() + " export " + ck + " hf");
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  for (const char *file : {"model.safetensors", "config.json", "tokenizer.json"})
+    CHECK(fs::exists(dir + "/elsewhere/hf/" + file));
+  const std::string digest = test::json_field(test::read_text(dir + "/run/out/summary.json"), "param_digest");
+  CHECK_THAT(exported.output, Catch::Contains("param_digest " + digest));
+  CHECK_FALSE(fs::exists(dir + "/run/hf"));
+}
+
 TEST_CASE("a flipped bit in zfcore's own export is found when model.init_from loads it", "[checkpoint]") {
   const std::string dir = test::scratch_dir("ckpt_export_bit");
   write_file(dir + "/train.toml", tiny_config("1e-5"));

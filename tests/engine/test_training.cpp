@@ -178,3 +178,46 @@ TEST_CASE("an export path that cannot be written stops the run before step 1, na
   CHECK(linear.outcome.output.find("has no Hugging Face format") != std::string::npos);
   CHECK(linear.outcome.output.find("step 1/") == std::string::npos);
 }
+
+// train.grad_accum_dtype = "float32" (DeepSpeed's data_types.grad_accum_dtype = "fp32"): a model that
+// computes in fp32 trains to the param_digest it has without it (the setting changes nothing there);
+// one that computes in bf16 trains with it under zero0 and zero1, with the update on the device's
+// tier, in pinned host memory and on disk, and differently from bf16 accumulation; a stage that
+// reduces into sharded gradients is refused, naming what to use.
+TEST_CASE("train.grad_accum_dtype = \"float32\": fp32 runs unchanged, bf16 runs on every offload tier, zero2 "
+          "refused", "[train]") {
+  const std::string dir = test::scratch_dir("grad_accum_fp32");
+  const std::string gpt = test::source_dir() + "/examples/quickstart.toml";
+  const std::string base = " --set train.steps=2 --set train.grad_accum=4 --set train.micro_batch=2 "
+                           "--set train.eval_every=0 --set sample.tokens=0 --set run.progress=off "
+                           "--set checkpoint.final=false --set model.layers=1 --set model.hidden=64 ";
+  auto digest = [&](const std::string &name, const std::string &sets) {
+    test::Outcome r = test::run_command(test::zfcore() + " run " + gpt + base + sets + " --set run.output_dir=" + dir +
+                                        "/" + name);
+    INFO(name << ": " << r.output);
+    return r.exit_code == 0 ? test::json_field(test::read_text(dir + "/" + name + "/summary.json"), "param_digest")
+                            : "exit " + std::to_string(r.exit_code) + ": " + r.output;
+  };
+  CHECK(digest("fp32_auto", "--set model.dtype=float32") ==
+        digest("fp32_fp32", "--set model.dtype=float32 --set train.grad_accum_dtype=float32"));
+  const std::string bf16 = "--set model.dtype=bfloat16 ";
+  const std::string nvme = "--set offload.plugin=nvme --set offload.path=" + dir + "/nvme ";
+  std::filesystem::create_directories(dir + "/nvme");
+  for (const std::string &where : {std::string(""), std::string("--set offload.plugin=cpu_optimizer "), nvme,
+                                   std::string("--set stage.plugin=zero1 ")}) {
+    INFO(where);
+    const std::string name = std::to_string(std::hash<std::string>()(where) % 100000);
+    const std::string summed = digest("bf16_auto_" + name, bf16 + where);
+    const std::string wide = digest("bf16_fp32_" + name, bf16 + where + "--set train.grad_accum_dtype=float32");
+    CHECK(summed.size() == 16);
+    CHECK(wide.size() == 16);
+    CHECK(wide != summed);
+  }
+  test::Outcome zero2 = test::run_command(test::zfcore() + " run " + gpt + base + bf16 +
+                                          "--set stage.plugin=zero2 --set train.grad_accum_dtype=float32 "
+                                          "--set run.output_dir=" + dir + "/zero2");
+  INFO(zero2.output);
+  CHECK(zero2.exit_code == 1);
+  CHECK_THAT(zero2.output, Catch::Contains("train.grad_accum_dtype = \"float32\": stage 'zero2'") &&
+                               Catch::Contains("use stage.plugin = \"zero0\" or \"zero1\""));
+}

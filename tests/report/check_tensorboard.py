@@ -5,7 +5,8 @@ Trains linear_stack with evaluations and clipping, then loads OUTPUT_DIR/tensorb
 `tensorboard` package's EventAccumulator (what `tensorboard --logdir` uses) and checks that every
 step of steps.jsonl is there under its tag: train/loss, train/learning_rate, train/grad_norm,
 eval/loss (at the evaluated steps only), perf/step_ms, perf/tokens_per_s, memory/host_bytes and
-time/<timer>_ms for each timer (float32 in the file: compared to 1e-6 relative). A run with
+timer/<timer>_ms for each timer, the optimizer step's as timer/optimizer_step_ms (no tag but
+perf/step_ms ends in step_ms; float32 in the file: compared to 1e-6 relative). A run with
 run.tensorboard = false writes no event file. A run of 4 steps (a checkpoint every 2) resumed from
 step 2 adds a file that starts with a START session log at step 3, so that TensorBoard drops the old
 file's steps 3 and 4 and shows each step once, with the resumed run's values. Exits 4 (skipped)
@@ -68,7 +69,7 @@ for s in steps:
              "memory/host_bytes": s["memory_bytes"]["host"]}
     for name, ms in s["timers_ms"].items():
         if not name.endswith("_microstep"):
-            pairs[f"time/{name}_ms"] = ms
+            pairs[f"timer/{'optimizer_step' if name == 'step' else name}_ms"] = ms
     for tag, value in pairs.items():
         if value is not None:
             expected.setdefault(tag, {})[s["step"]] = value
@@ -82,6 +83,10 @@ for tag, values in sorted(expected.items()):
     same = got.keys() == values.keys() and all(
         math.isclose(got[k], values[k], rel_tol=1e-6, abs_tol=1e-30) for k in values)
     check(same, f"{tag}: the steps and values of steps.jsonl ({len(values)} points)")
+
+step_tags = [tag for tag in tags if tag.endswith("step_ms")]
+check(sorted(step_tags) == ["perf/step_ms", "timer/optimizer_step_ms"] and "timer/step_ms" not in tags,
+      f"one tag is the whole step (perf/step_ms), another the optimizer step: {sorted(step_tags)}")
 
 off = os.path.join(scratch, "off")
 run(off, "run.tensorboard=false")
@@ -106,6 +111,21 @@ want = [(s["step"], s["loss"]) for s in map(json.loads, open(os.path.join(resume
 check([step for step, _ in got] == [1, 2, 3, 4], f"TensorBoard shows steps 1-4 once each: {[s for s, _ in got]}")
 check(len(got) == len(want) and all(g[0] == w[0] and math.isclose(g[1], w[1], rel_tol=1e-6) for g, w in zip(got, want)),
       "train/loss after the resume: the values of steps.jsonl")
+
+# A run that stopped before its first checkpoint, started again: it starts over at step 1, and its
+# file's START at step 1 makes TensorBoard drop the earlier file's steps, so that each shows once.
+over = os.path.join(scratch, "over")
+run(over, "train.steps=3", "train.eval_every=0", "checkpoint.final=false")
+run(over, "train.steps=4", "train.eval_every=0")
+files = sorted(glob.glob(os.path.join(over, "tensorboard", "events.out.tfevents.*")))
+new_events = [e for e in EventFileLoader(files[-1]).Load() if not e.HasField("file_version")]
+check(len(files) == 2 and new_events and new_events[0].HasField("session_log") and
+      new_events[0].session_log.status == SessionLog.START and new_events[0].step == 1,
+      "a run started over beside an earlier run's events begins with a START session log at step 1")
+events = EventAccumulator(os.path.join(over, "tensorboard"), size_guidance={"scalars": 0})
+events.Reload()
+got = [e.step for e in events.Scalars("train/loss")]
+check(got == [1, 2, 3, 4], f"TensorBoard shows the restarted run's steps 1-4 once each: {got}")
 
 if failures:
     sys.exit(f"FAIL: {len(failures)} check(s): {failures}")

@@ -190,3 +190,29 @@ TEST_CASE("report.html draws the run's curves in headless Chromium, at each chec
   CHECK(test::count(partial, "data-report=\"ok\"") == 1);
   CHECK(polyline_points(test::chart(partial, "loss-step"), "training loss") == 6);
 }
+
+// A run resumed from a checkpoint reports the run's own initial loss (its step 1's, carried in the
+// checkpoint), not the first resumed step's, and its report.html says where it resumed.
+TEST_CASE("summary.json's initial_loss after a resume is the run's step-1 loss, and report.html marks the resume",
+          "[report]") {
+  const std::string dir = test::scratch_dir("resumed_initial_loss");
+  const std::string run = test::zfcore() + " run " + test::source_dir() + "/examples/linear_stack.toml" +
+                          " --set run.progress=off --set run.output_dir=" + dir + "/run";
+  test::Outcome first = test::run_command(run + " --set train.steps=2");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const double initial = std::stod(test::json_field(test::read_text(dir + "/run/summary.json"), "initial_loss"));
+  test::Outcome resumed = test::run_command(run + " --set train.steps=4");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  const std::string summary = test::read_text(dir + "/run/summary.json");
+  CHECK(test::json_field(summary, "first_step") == "3");
+  CHECK(std::stod(test::json_field(summary, "initial_loss")) == initial);
+  const std::vector<std::string> rows = lines_of(test::read_text(dir + "/run/steps.jsonl"));
+  REQUIRE(rows.size() == 4);
+  CHECK(nlohmann::json::parse(rows[0])["loss"].get<double>() == Approx(initial).epsilon(1e-8));
+  CHECK(nlohmann::json::parse(rows[2])["loss"].get<double>() != Approx(initial).epsilon(1e-3));
+  const std::string html = test::read_text(dir + "/run/report.html");
+  CHECK_THAT(html, Catch::Contains("Resumed from the checkpoint of step 2") &&
+                       Catch::Contains("step 3: resumed from the checkpoint of step 2"));
+}
