@@ -1,4 +1,5 @@
 #include "config/config.hpp"
+#include "config/value.hpp"
 
 #include "config/deepspeed.hpp"
 #include "runtime/error.hpp"
@@ -88,24 +89,6 @@ void unset(toml::table &root, const std::string &argument, const std::string &fi
   ZF_REQUIRE(found && found->contains(key), "--unset %s: %s has no key '%s' in [%s] to remove", argument.c_str(),
              file.c_str(), key.c_str(), table.c_str());
   found->erase(key);
-}
-
-// toml++'s "cannot redefine existing table 'model'" with where the first one is, and what to do.
-std::string redefined_table_hint(const std::string &description, const std::string &text) {
-  const std::string lead = "cannot redefine existing table '";
-  const size_t at = description.find(lead);
-  if (at == std::string::npos) return "";
-  const size_t begin = at + lead.size();
-  const std::string table = description.substr(begin, description.find('\'', begin) - begin);
-  std::stringstream lines(text);
-  int number = 0;
-  for (std::string line; std::getline(lines, line);) {
-    ++number;
-    line.erase(0, line.find_first_not_of(" \t"));
-    if (line.rfind("[" + table + "]", 0) == 0)
-      return format("; [%s] is already at line %d: put these keys in that table", table.c_str(), number);
-  }
-  return "";
 }
 
 // A run.plugin_path entry written in the file: relative to the file's directory.

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 namespace zf {
 
@@ -27,6 +28,23 @@ std::string value_to_string(const Value &value) {
     return text;
   }
   return "\"" + std::get<std::string>(value) + "\"";
+}
+
+std::string redefined_table_hint(const std::string &description, const std::string &text) {
+  const std::string lead = "cannot redefine existing table '";
+  const size_t at = description.find(lead);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + lead.size();
+  const std::string table = description.substr(begin, description.find('\'', begin) - begin);
+  std::stringstream lines(text);
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    line.erase(0, line.find_first_not_of(" \t"));
+    if (line.rfind("[" + table + "]", 0) == 0)
+      return format("; [%s] is already at line %d: put these keys in that table", table.c_str(), number);
+  }
+  return "";
 }
 
 }  // namespace zf

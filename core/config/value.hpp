@@ -20,4 +20,8 @@ struct Location {
 
 std::string value_to_string(const Value &value);  // TOML literal form: true, 4, 0.001, "auto"
 
+// For toml++'s "cannot redefine existing table 'model'" of a config's `text`: where the first table is
+// and what to do ("; [model] is already at line 3: ..."); "" for any other error.
+std::string redefined_table_hint(const std::string &description, const std::string &text);
+
 }  // namespace zf

@@ -30,7 +30,6 @@
 #include <csignal>
 #include <cstring>
 #include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -52,7 +51,6 @@ struct StandardTimers {
       : fwd(t.id("fwd")), bwd(t.id("bwd")), bwd_inner(t.id("bwd_inner")), bwd_reduce(t.id("bwd_reduce")),
         step(t.id("step")), fwd_launch(t.id("fwd_launch")), bwd_launch(t.id("bwd_launch")) {}
 };
-
 
 class Trainer {
  public:

@@ -58,7 +58,7 @@ int stop(pid_t pid, int signal) {
 
 }  // namespace
 
-TEST_CASE("lock: removing .zfcore.lock lets no second run in; a killed run's lock is taken over, with a word",
+TEST_CASE("lock: removing .zfcore.lock lets no second run in, and a killed run's lock is taken over with a word",
           "[files]") {
   const std::string dir = scratch_dir("conflicts_lock"), out = dir + "/out";
   const pid_t first = start_long_run(dir, out, dir + "/first.log");
@@ -182,7 +182,7 @@ TEST_CASE("interrupted saves: a temporary of this run without its marker never b
   CHECK(again.exit_code == 0);
 }
 
-TEST_CASE("command-line paths are strings: 1e-3, 1e3, 0x10 and true name directories as typed; 1e309 is named", "[files]") {
+TEST_CASE("command-line paths are strings: 1e-3 and 1e3 and 0x10 and true name directories as typed, and 1e309 is named", "[files]") {
   const std::string dir = scratch_dir("conflicts_strings");
   auto number = run_command("cd " + dir + " && " + tiny_run(dir, 2) + "--set run.output_dir=1e3");
   INFO(number.output);
