@@ -187,10 +187,17 @@ TransformerShape read_hf_config(const std::string &directory) {
   return shape_from_hf_config(parse_json(text, path), path);
 }
 
-double read_hf_dropout(const std::string &directory) {
+namespace {
+// DIRECTORY/config.json as JSON, or null where it cannot be read (read_hf_config says why).
+json optional_hf_config(const std::string &directory) {
   std::string path = directory + "/config.json", text;
-  if (!read_regular_file(path, 16 << 20, &text).empty()) return 0;  // read_hf_config says why
-  json config = parse_json(text, path);
+  if (!read_regular_file(path, 16 << 20, &text).empty()) return nullptr;
+  return parse_json(text, path);
+}
+}  // namespace
+
+double read_hf_dropout(const std::string &directory) {
+  const json config = optional_hf_config(directory);
   double dropout = 0;
   for (const char *key : {"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout"})
     if (config.is_object() && config.contains(key) && config[key].is_number())
@@ -199,9 +206,7 @@ double read_hf_dropout(const std::string &directory) {
 }
 
 int64_t read_hf_padding_idx(const std::string &directory) {
-  std::string path = directory + "/config.json", text;
-  if (!read_regular_file(path, 16 << 20, &text).empty()) return -1;  // read_hf_config says why
-  json config = parse_json(text, path);
+  const json config = optional_hf_config(directory);
   if (!config.is_object() || config.value("model_type", json()) == "gpt2" || !config.contains("pad_token_id") ||
       !config["pad_token_id"].is_number_integer())
     return -1;

@@ -73,6 +73,44 @@ eval_batches = 10
     return json.loads(zfcore_command("eval", os.path.join(work, "eval.toml"), "--json").strip().splitlines()[-1])
 
 
+def held_out_windows(work, ids, vocab):
+    """WORK/held_out.bin of `ids`, and the windows zfcore evaluates there: 32 ids starting every 31."""
+    shard(os.path.join(work, "held_out.bin"), ids, vocab)
+    return torch.tensor([ids[i * SEQ_LEN:i * SEQ_LEN + SEQ_LEN + 1] for i in range((len(ids) - 1) // SEQ_LEN)])
+
+
+def train_and_export(work, tables):
+    """`zfcore run` of `tables` ([model], [data], [train], ...) exporting to WORK/export; returns that path."""
+    export = os.path.join(work, "export")
+    with open(os.path.join(work, "train.toml"), "w") as f:
+        f.write(f"""[run]
+output_dir = "{work}/run"
+progress = "off"
+{tables}[checkpoint]
+export_hf = "{export}"
+""")
+    zfcore_command("run", os.path.join(work, "train.toml"))
+    return export
+
+
+def check_export(label, work, export, windows):
+    """transformers loads the export with no missing or unexpected weight, and its loss on the windows is
+    `zfcore eval`'s; returns the model."""
+    report = zfcore_eval(work, export)
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32,
+                                                                    output_loading_info=True)
+    model.eval()
+    check(not info["missing_keys"] and not info["unexpected_keys"],
+          f"{label}: loads as {type(model).__name__}, no missing or unexpected weight "
+          f"({info['missing_keys']}, {info['unexpected_keys']})")
+    with torch.no_grad():
+        expected = model(input_ids=windows, labels=windows).loss.item()
+    check(report["sequences"] == windows.shape[0], f"{label}: zfcore evaluated {report['sequences']} windows")
+    check(abs(report["loss"] - expected) <= 1e-5 * abs(expected),
+          f"{label}: zfcore's loss {report['loss']!r} == transformers' {expected!r} on the export")
+    return model
+
+
 for name in sorted(os.listdir(fixtures)):
     fixture = os.path.join(fixtures, name)
     source_config = json.load(open(os.path.join(fixture, "config.json")))
@@ -81,18 +119,10 @@ for name in sorted(os.listdir(fixtures)):
     os.makedirs(work)
     train = torch.randint(vocab, (SEQ_LEN * 8 + 1,), generator=torch.Generator().manual_seed(1)).tolist()
     shard(os.path.join(work, "train.bin"), train, vocab)
+    # The fixture's own sequences end to end.
     sequences = load_file(os.path.join(fixture, "expected.safetensors"))["input_ids"]
-    # The fixture's sequences end to end: zfcore's windows of 32 ids start every 31.
-    held_out = sequences.reshape(-1).tolist()
-    windows = torch.tensor([held_out[i * SEQ_LEN:i * SEQ_LEN + SEQ_LEN + 1]
-                            for i in range((len(held_out) - 1) // SEQ_LEN)])
-    shard(os.path.join(work, "held_out.bin"), held_out, vocab)
-    export = os.path.join(work, "export")
-    with open(os.path.join(work, "train.toml"), "w") as f:
-        f.write(f"""[run]
-output_dir = "{work}/run"
-progress = "off"
-[model]
+    windows = held_out_windows(work, sequences.reshape(-1).tolist(), vocab)
+    export = train_and_export(work, f"""[model]
 init_from = "{fixture}"
 [data]
 type = "tokens"
@@ -103,29 +133,15 @@ steps = 3
 micro_batch = 2
 [optimizer]
 lr = 0.01
-[checkpoint]
-export_hf = "{export}"
 """)
-    zfcore_command("run", os.path.join(work, "train.toml"))
-    report = zfcore_eval(work, export)
-
     config = json.load(open(os.path.join(export, "config.json")))
     changed = [k for k, v in source_config.items() if k not in ("dtype", "torch_dtype") and config.get(k) != v]
     check(not changed, f"{name}: the export's config.json keeps every key of the fixture's (differing: {changed})")
-    model, info = transformers.AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32,
-                                                                    output_loading_info=True)
-    model.eval()
+    model = check_export(name, work, export, windows)
     original = transformers.AutoModelForCausalLM.from_pretrained(fixture, dtype=torch.float32)
     check(type(model) is type(original), f"{name}: loads as {type(original).__name__} ({type(model).__name__})")
-    check(not info["missing_keys"] and not info["unexpected_keys"],
-          f"{name}: no missing or unexpected weight ({info['missing_keys']}, {info['unexpected_keys']})")
     moved = any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), original.state_dict().values()))
     check(moved, f"{name}: 3 steps changed the weights")
-    with torch.no_grad():
-        expected = model(input_ids=windows, labels=windows).loss.item()
-    check(report["sequences"] == windows.shape[0], f"{name}: zfcore evaluated {report['sequences']} windows")
-    check(abs(report["loss"] - expected) <= 1e-5 * abs(expected),
-          f"{name}: zfcore's loss {report['loss']!r} == transformers' {expected!r} on the export")
 
 # A model given by type alone (random weights) exports a config.json that transformers reads as the same model.
 TYPES = ["llama", "qwen2", "qwen3", "mistral", "ministral3", "olmo2", "olmo3", "gemma3_text", "phi3", "smollm3",
@@ -133,14 +149,9 @@ TYPES = ["llama", "qwen2", "qwen3", "mistral", "ministral3", "olmo2", "olmo3", "
 for family in TYPES:
     work = os.path.join(scratch, "type-" + family)
     os.makedirs(work)
-    held_out = torch.randint(96, (SEQ_LEN * 2 + 1,), generator=torch.Generator().manual_seed(2)).tolist()
-    shard(os.path.join(work, "held_out.bin"), held_out, 96)
-    export = os.path.join(work, "export")
-    with open(os.path.join(work, "train.toml"), "w") as f:
-        f.write(f"""[run]
-output_dir = "{work}/run"
-progress = "off"
-[model]
+    ids = torch.randint(96, (SEQ_LEN * 2 + 1,), generator=torch.Generator().manual_seed(2)).tolist()
+    windows = held_out_windows(work, ids, 96)
+    export = train_and_export(work, f"""[model]
 type = "{family}"
 hidden = 32
 layers = {4 if family == "qwen3_5_text" else 2}
@@ -156,21 +167,8 @@ seq_len = {SEQ_LEN}
 [train]
 steps = 1
 micro_batch = 2
-[checkpoint]
-export_hf = "{export}"
 """)
-    zfcore_command("run", os.path.join(work, "train.toml"))
-    report = zfcore_eval(work, export)
-    model, info = transformers.AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32,
-                                                                    output_loading_info=True)
-    model.eval()
-    check(not info["missing_keys"] and not info["unexpected_keys"],
-          f"type {family}: loads as {type(model).__name__}, no missing or unexpected weight")
-    windows = torch.tensor([held_out[i * SEQ_LEN:i * SEQ_LEN + SEQ_LEN + 1] for i in range(2)])
-    with torch.no_grad():
-        expected = model(input_ids=windows, labels=windows).loss.item()
-    check(abs(report["loss"] - expected) <= 1e-5 * abs(expected),
-          f"type {family}: zfcore's loss {report['loss']!r} == transformers' {expected!r} on the export")
+    check_export(f"type {family}", work, export, windows)
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)
