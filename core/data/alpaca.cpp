@@ -6,6 +6,7 @@
 // response token. Sequences longer than seq_len + 1 are truncated; shorter ones are padded with
 // the tokenizer's pad id (else EOS, else 0) and targets kIgnoreIndex. An example whose prompt
 // leaves no room for a response token is dropped, with a warning.
+#include "data/documents.hpp"
 #include "data/sequences.hpp"
 
 #include "model/model.hpp"
@@ -22,48 +23,6 @@ namespace zf {
 namespace {
 
 using nlohmann::json;
-
-class InstructionSequences final : public SequenceSet {
- public:
-  InstructionSequences(int64_t seq_len, int64_t vocab, int64_t pad, std::string what)
-      : seq_len_(seq_len), vocab_(vocab), pad_(pad), what_(std::move(what)) {
-    start_.push_back(0);
-  }
-
-  void add(const std::vector<int64_t> &prompt, const std::vector<int64_t> &response) {
-    ids_.insert(ids_.end(), prompt.begin(), prompt.end());
-    ids_.insert(ids_.end(), response.begin(), response.end());
-    start_.push_back(int64_t(ids_.size()));
-    response_start_.push_back(int64_t(prompt.size()));
-  }
-
-  int64_t count() const override { return int64_t(response_start_.size()); }
-  int64_t seq_len() const override { return seq_len_; }
-  int64_t vocab_size() const override { return vocab_; }
-
-  int64_t fill(int64_t index, int64_t *inputs, int64_t *targets) const override {
-    const int32_t *ids = ids_.data() + start_[size_t(index)];
-    int64_t length = std::min(start_[size_t(index) + 1] - start_[size_t(index)], seq_len_ + 1);
-    int64_t response = response_start_[size_t(index)];
-    for (int64_t t = 0; t < seq_len_; ++t) {
-      inputs[t] = t < length ? ids[t] : pad_;
-      targets[t] = t + 1 < length && t + 1 >= response ? ids[t + 1] : kIgnoreIndex;
-    }
-    return std::min(length, seq_len_);
-  }
-
-  std::string describe() const override {
-    return format("%s: %lld examples, %zu tokens, padded or truncated to %lld", what_.c_str(), (long long)count(),
-                  ids_.size(), (long long)seq_len_);
-  }
-
- private:
-  int64_t seq_len_, vocab_, pad_;
-  std::string what_;
-  std::vector<int32_t> ids_;             // all examples, one after the other
-  std::vector<int64_t> start_;           // where each example starts in ids_; one extra at the end
-  std::vector<int64_t> response_start_;  // position of the first response token within the example
-};
 
 struct Record {
   json value;
@@ -131,8 +90,7 @@ std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config
              config.where("data", "tokenizer").str().c_str(), tokenizer->name().c_str());
   int64_t seq_len = config.integer("data", "seq_len");
   int64_t pad = tokenizer->pad_id().value_or(*eos);
-  auto set = std::make_shared<InstructionSequences>(seq_len, tokenizer->vocab_size(), pad,
-                                                    "alpaca " + path + " (" + tokenizer->name() + ")");
+  Documents documents;
   int64_t dropped = 0, truncated = 0;
   for (const Record &record : records) {
     std::string instruction = field(record, "instruction", true, path);
@@ -150,7 +108,10 @@ std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config
       continue;
     }
     if (int64_t(prompt.size() + response.size()) > seq_len + 1) ++truncated;
-    set->add(prompt, response);
+    std::vector<uint8_t> counted(prompt.size(), 0);
+    counted.resize(prompt.size() + response.size(), 1);
+    prompt.insert(prompt.end(), response.begin(), response.end());
+    documents.add(prompt, counted);
   }
   if (dropped > 0)
     log_warn(format("%s: %lld of %zu examples have prompts of more than data.seq_len = %lld tokens and are left out",
@@ -158,9 +119,10 @@ std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config
   if (truncated > 0)
     log_info(format("%s: %lld examples are cut to data.seq_len = %lld tokens", path.c_str(), (long long)truncated,
                     (long long)seq_len));
-  ZF_REQUIRE(set->count() > 0, "%s: data.seq_len = %lld leaves no room for any response of %s; raise it",
+  ZF_REQUIRE(documents.count() > 0, "%s: data.seq_len = %lld leaves no room for any response of %s; raise it",
              config.where("data", "seq_len").str().c_str(), (long long)seq_len, path.c_str());
-  return set;
+  return make_document_sequences(std::move(documents), seq_len, tokenizer->vocab_size(), pad,
+                                 "alpaca " + path + " (" + tokenizer->name() + ")");
 }
 
 }  // namespace zf
