@@ -77,11 +77,13 @@ void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config, uint64_t z
   // The last layers kept whole hold their activations at the head, and are freed before any recompute.
   const std::string kept_whole =
       whole == 0 ? "" : format(" and the last %llu layers kept whole, %s each,", whole, format_bytes(a.layer_recompute).c_str());
+  const bool fused = config.boolean("model", "fused");
   std::printf("activations per rank (%llu tokens a micro-step, activation checkpointing %s): %llu layers x %s%s "
-              "then at the loss the head's %s (the logits and their float32 copies); in the backward the larger "
-              "of the logits' gradient, %s%s%s\n",
+              "then at the loss the head's %s (%s); in the backward the larger of the %s, %s%s%s\n",
               (unsigned long long)e.tokens, mode.c_str(), layers - whole, format_bytes(a.per_layer).c_str(),
-              kept_whole.c_str(), format_bytes(a.head).c_str(), format_bytes(a.head_backward).c_str(),
+              kept_whole.c_str(), format_bytes(a.head).c_str(),
+              fused ? "the fused loss: one chunk of tokens' logits" : "the logits and their float32 copies",
+              fused ? "fused loss's slice of the vocabulary" : "logits' gradient", format_bytes(a.head_backward).c_str(),
               whole ? " with the layers kept whole" : "",
               checkpointing ? (", and a layer recomputed, " + format_bytes(a.layer_recompute)).c_str() : "");
   if (!e.own_stage().estimated) return;

@@ -329,9 +329,8 @@ class Trainer {
       timers_.start(t.fwd_launch);
       // Each block's backward is framed by hooks (gathers, reductions, an overlapped update): the
       // gradient of block b's output arriving means block b+1's backward is done and block b's is
-      // about to start. The hooks live in the autograd graph, so no output is held here: a
-      // layer's output that autograd does not save, and the logits once the loss has them, are
-      // freed as in a plain torch forward.
+      // about to start. The hooks live in the autograd graph, so no output is held here (a layer's
+      // output that autograd does not save is freed); the last block returns the loss itself.
       const bool block_hooks = residency().sharded() || place_->grad_shards || stage.has_hook(StagePlugin::kBeforeBackward) ||
                                stage.has_hook(StagePlugin::kAfterBackward) || update().job().overlapped;
       torch::Tensor hidden = batch.inputs;
@@ -340,7 +339,7 @@ class Trainer {
         residency().enter(uint32_t(block), step);  // after the last step's update of the block
         residency().prefetch_after(uint32_t(block), +1, step);
         stage.hook(StagePlugin::kBeforeForward, uint32_t(block), b);
-        hidden = model_->forward_block(block, hidden, batch);
+        hidden = block + 1 < blocks ? model_->forward_block(block, hidden, batch) : model_->forward_loss(hidden, batch);
         stage.hook(StagePlugin::kAfterForward, uint32_t(block), b);
         residency().leave(uint32_t(block), Residency::Pass::forward);
         if (block_hooks)
@@ -349,8 +348,7 @@ class Trainer {
             start_block_backward(uint32_t(block), step, b);
           });
       }
-      torch::Tensor loss = model_->loss(hidden, batch);
-      hidden = torch::Tensor();
+      torch::Tensor loss = std::move(hidden);
       timers_.stop(t.fwd_launch);
       timers_.stop(t.fwd, stream());
       if (micro == 0) update().forward_launched();

@@ -40,12 +40,12 @@ EvalResult evaluate_loss(Model &model, DataSource &data, Runtime &runtime, int64
     torch::Tensor hidden = batch.inputs;
     for (size_t block = 0; block < blocks; ++block) {
       if (access.enter) access.enter(uint32_t(block));
-      if (mine) hidden = model.forward_block(block, hidden, batch);
+      if (mine) hidden = block + 1 < blocks ? model.forward_block(block, hidden, batch) : model.forward_loss(hidden, batch);
       if (access.leave) access.leave(uint32_t(block));
     }
     if (!mine) continue;
     const double counted = batch.targets.ne(kIgnoreIndex).sum().item<double>();
-    sums[0] += model.loss(hidden, batch).item<double>() * counted;
+    sums[0] += hidden.item<double>() * counted;
     sums[1] += counted;
   }
   comm.all_reduce(zf_tensor_view{sums, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0}, ZF_REDUCE_SUM, nullptr);

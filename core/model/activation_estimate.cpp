@@ -1,5 +1,7 @@
 #include "model/activation_estimate.hpp"
 
+#include "model/loss_chunks.hpp"
+
 #include <algorithm>
 
 namespace zf {
@@ -31,11 +33,22 @@ ActivationEstimate estimate_activations(const TransformerOptions &options, uint6
   const uint64_t e = options.dtype == "bfloat16" ? 2 : 4, h = uint64_t(s.hidden), v = uint64_t(s.vocab);
   const uint64_t layer = layer_bytes_per_token(s, e) * tokens;
   ActivationEstimate a;
-  // The head: the final norm's saved tensors, the logits in the compute dtype, their float32 copy
-  // and log_softmax's float32 output (one tensor when the compute dtype is float32).
   const uint64_t norm = s.is_gpt2() ? 2 * e * h : 4 * h + 2 * e * h;
-  a.head = (norm + v * (e == 4 ? 8 : e + 8)) * tokens;
-  a.head_backward = v * e * tokens;
+  if (options.fused) {
+    // The fused loss (fused_loss.hpp) on a GPU: the final norm's saved tensors and each token's
+    // float32 log-sum-exp, beside one chunk of tokens' logits in the compute dtype (its kernel reads
+    // them once); in the backward one slice of the vocabulary for every token (the logits, then their
+    // gradient in their place) and the hidden states' gradient in float32 with one slice's product.
+    const uint64_t rows = uint64_t(loss_chunk_rows(int64_t(v), int64_t(tokens)));
+    const uint64_t slice = uint64_t(loss_chunk_rows(int64_t(tokens), int64_t(v)));
+    a.head = (norm + 4) * tokens + rows * v * e;
+    a.head_backward = 4 * tokens + slice * tokens * e + 8 * h * tokens;
+  } else {
+    // The head: the final norm's saved tensors, the logits in the compute dtype, their float32 copy
+    // and log_softmax's float32 output (one tensor when the compute dtype is float32).
+    a.head = (norm + v * (e == 4 ? 8 : e + 8)) * tokens;
+    a.head_backward = v * e * tokens;
+  }
   const uint64_t layers = uint64_t(s.layers);
   if (options.activation_checkpointing) {
     a.per_layer = e * h * tokens;  // only the layer's input

@@ -94,12 +94,10 @@ class Decoder final : public TransformerModel {
     return around(l.mlp_in_norm, l.mlp_out_norm, h, [&](const torch::Tensor &in) { return mlp(l, in); });
   }
 
-  torch::Tensor head(const torch::Tensor &x) override {
-    const DecoderFeatures &f = shape().features;
-    torch::Tensor logits = torch::linear(rms_norm(x, norm_), lm_head_);
-    if (f.logits_divisor != 1) logits = logits / f.logits_divisor;
-    if (f.final_softcap > 0) logits = torch::tanh(logits / f.final_softcap) * f.final_softcap;
-    return logits;
+  torch::Tensor final_norm(const torch::Tensor &x) override { return rms_norm(x, norm_); }
+  torch::Tensor head_weight() const override { return lm_head_; }
+  LogitsTransform logits_transform() const override {
+    return {shape().features.logits_divisor, shape().features.final_softcap};
   }
 
  private:

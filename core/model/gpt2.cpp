@@ -72,10 +72,10 @@ class Gpt2 final : public TransformerModel {
     return residual + dropout(torch::linear(inner, l.mlp_proj_weight, l.mlp_proj_bias));
   }
 
-  torch::Tensor head(const torch::Tensor &x) override {
-    torch::Tensor normed = torch::layer_norm(x, {shape().hidden}, ln_f_weight_, ln_f_bias_, shape().norm_eps);
-    return torch::linear(normed, lm_head_);
+  torch::Tensor final_norm(const torch::Tensor &x) override {
+    return torch::layer_norm(x, {shape().hidden}, ln_f_weight_, ln_f_bias_, shape().norm_eps);
   }
+  torch::Tensor head_weight() const override { return lm_head_; }
 
  private:
   struct Layer {

@@ -3,8 +3,8 @@
 // forward and backward and release them after), followed by a loss.
 //
 // Data flow of one micro-step:   hidden = batch.inputs
-//   for b in blocks: stage.before_forward(b); hidden = model.forward_block(b, hidden, batch); ...
-//   loss = model.loss(hidden, batch); loss.backward()
+//   for b in blocks but the last: stage.before_forward(b); hidden = model.forward_block(b, hidden, batch); ...
+//   loss = model.forward_loss(hidden, batch) (the last block's hooks around it); loss.backward()
 #pragma once
 
 #include <torch/torch.h>
@@ -51,6 +51,11 @@ class Model {
                                       const Batch &batch) = 0;
   // Scalar mean loss over the counted positions of the micro-batch.
   virtual torch::Tensor loss(const torch::Tensor &output, const Batch &batch) = 0;
+  // The last block and the loss together, from the previous block's output: what training and
+  // evaluation call. A model may compute it without materialising the last block's output whole.
+  virtual torch::Tensor forward_loss(const torch::Tensor &hidden, const Batch &batch) {
+    return loss(forward_block(block_names().size() - 1, hidden, batch), batch);
+  }
   virtual void train(bool on) = 0;
   // Other blocks whose parameters forward_block(block) also reads (a tied output head reads the
   // embedding block); a stage that shards parameters gathers them too.

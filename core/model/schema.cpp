@@ -53,6 +53,10 @@ std::vector<zf_param_decl> model_schema() {
            "with activation_checkpointing: how many layers, the first ones, recompute in backward (0: all); the "
            "last layers keep their activations, trading GPU memory for less recompute",
            kRange, 0, kMaxLayers),
+      decl("fused", ZF_PARAM_BOOL, "true",
+           "compute the loss with the output projection in chunks of tokens (the whole float32 logits and their "
+           "gradient never exist) and, on GPUs, each layer's norms, RoPE and gated MLP with zfcore's fused "
+           "kernels; false: libtorch's ops one by one (the same results within rounding)"),
       decl("column_major", ZF_PARAM_BOOL, "true", "store 2-D weights column by column (ZenFlow selects columns)"),
       decl("block_order", ZF_PARAM_STRING, "model",
            "the order of the blocks in the flat buffers: model (embedding, layers, head) or interleaved "

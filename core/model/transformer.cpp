@@ -104,17 +104,33 @@ torch::Tensor TransformerModel::forward_block(size_t block, const torch::Tensor 
   return layer(index, hidden);
 }
 
+namespace {
+
+torch::Tensor flat_targets(const Batch &batch, const torch::Tensor &like, int64_t positions) {
+  torch::Tensor targets = batch.targets.reshape({-1}).to(like.device(), torch::kLong);
+  ZF_REQUIRE(targets.size(0) == positions, "the batch has %lld targets for %lld positions of logits",
+             (long long)targets.size(0), (long long)positions);
+  return targets;
+}
+
+}  // namespace
+
 torch::Tensor TransformerModel::loss(const torch::Tensor &logits, const Batch &batch) {
   torch::Tensor flat = logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32);
-  torch::Tensor targets = batch.targets.reshape({-1}).to(flat.device(), torch::kLong);
-  ZF_REQUIRE(targets.size(0) == flat.size(0), "the batch has %lld targets for %lld positions of logits",
-             (long long)targets.size(0), (long long)flat.size(0));
+  torch::Tensor targets = flat_targets(batch, flat, flat.size(0));
   namespace F = torch::nn::functional;
   torch::Tensor total = F::cross_entropy(
       flat, targets, F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).reduction(torch::kSum));
   // Dividing by at least one keeps a micro-batch without counted positions at loss 0, not NaN.
   torch::Tensor counted = (targets != kIgnoreIndex).sum().clamp_min(1).to(torch::kFloat32);
   return total / counted;
+}
+
+torch::Tensor TransformerModel::forward_loss(const torch::Tensor &hidden, const Batch &batch) {
+  if (!options_.fused) return Model::forward_loss(hidden, batch);
+  torch::Tensor x = final_norm(hidden);
+  x = x.reshape({-1, x.size(-1)});
+  return fused_linear_cross_entropy(x, head_weight(), flat_targets(batch, x, x.size(0)), logits_transform());
 }
 
 std::vector<HfTensor> TransformerModel::hf_tensors() const {

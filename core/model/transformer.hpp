@@ -4,13 +4,15 @@
 //
 // Blocks: 0 = embeddings (token ids [B, T] -> hidden [B, T, H]); 1..L = transformer layers;
 // L + 1 = final norm and output head (-> logits [B, T, vocab]). A tied head reuses block 0's
-// embedding, which is listed once, in block 0.
+// embedding, which is listed once, in block 0. forward_loss runs the head and the loss together in
+// chunks (model/fused_loss.hpp) unless model.fused = false.
 //
 // Parameters are plain tensors, not torch::nn modules; the engine re-points them into its flat
 // buffers with set_data (2-D weights become transposed, column-contiguous views), so every forward
 // here must accept non-contiguous parameters.
 #pragma once
 
+#include "model/fused_loss.hpp"
 #include "model/model.hpp"
 #include "model/param_source.hpp"
 #include "model/transformer_shape.hpp"
@@ -32,6 +34,8 @@ class TransformerModel : public Model {
   torch::Tensor forward_block(size_t block, const torch::Tensor &hidden, const Batch &batch) override;
   // Mean cross-entropy (fp32) over positions whose target is not kIgnoreIndex; 0 when none count.
   torch::Tensor loss(const torch::Tensor &logits, const Batch &batch) override;
+  // The same loss from the last layer's output, never holding the whole logits (model.fused).
+  torch::Tensor forward_loss(const torch::Tensor &hidden, const Batch &batch) override;
   void train(bool on) override { training_ = on; }
   std::vector<size_t> tied_blocks(size_t block) const override {
     if (options_.shape.tie_embeddings && block + 1 == block_names_.size() && block != 0) return {0};
@@ -46,7 +50,14 @@ class TransformerModel : public Model {
   // The three kinds of block; public for the activation-checkpointing function.
   virtual torch::Tensor embed(const torch::Tensor &ids) = 0;
   virtual torch::Tensor layer(int64_t index, const torch::Tensor &hidden) = 0;
-  virtual torch::Tensor head(const torch::Tensor &hidden) = 0;
+  torch::Tensor head(const torch::Tensor &hidden) {
+    return output_logits(final_norm(hidden), head_weight(), logits_transform());
+  }
+  // The head's parts: the final norm, the output projection's weight [vocab, hidden] (the
+  // embedding when tied), what the family does to the logits after it.
+  virtual torch::Tensor final_norm(const torch::Tensor &hidden) = 0;
+  virtual torch::Tensor head_weight() const = 0;
+  virtual LogitsTransform logits_transform() const { return {}; }
   const std::vector<torch::Tensor> &block_parameters(size_t block) const { return block_tensors_[block]; }
 
   // The random initial values of the parameters (zeros for biases, ones for norms), whose seeds

@@ -52,6 +52,9 @@ struct TransformerOptions {
   // Under activation checkpointing, how many layers (the first ones) recompute in the backward;
   // 0: all of them. The last layers keep their activations: less recompute, more memory.
   int64_t checkpoint_layers = 0;
+  // The loss computed with the output projection in chunks (model/fused_loss.hpp) and, on GPUs,
+  // the layers' fused kernels (model/fused_ops.hpp); false: libtorch's ops one by one.
+  bool fused = true;
   std::string init_from;                // a Hugging Face checkpoint directory, or ""
   // The embedding row of init_from's pad_token_id, which gets no gradient (nn.Embedding's
   // padding_idx, as every family but GPT-2 builds its embeddings); -1: none.
