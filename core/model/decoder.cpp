@@ -3,6 +3,7 @@
 // under Hugging Face's tensor names. Blocks: the embeddings, one per layer, then the final norm and
 // the output head.
 #include "model/attention.hpp"
+#include "model/fused_ops.hpp"
 #include "model/gated_deltanet.hpp"
 #include "model/rope.hpp"
 #include "model/transformer.hpp"
@@ -79,19 +80,24 @@ class Decoder final : public TransformerModel {
     return scale == 1 ? x : x * torch::scalar_tensor(scale, x.options()).to(x.scalar_type());
   }
 
+  // x + attention, then that + MLP, each branch between the norms its placement has; the residual
+  // add and the MLP's input norm in one pass (fused_ops.hpp).
   torch::Tensor layer(int64_t index, const torch::Tensor &x) override {
     const Layer &l = layers_[size_t(index)];
-    const DecoderFeatures &f = shape().features;
-    const double residual_scale = f.residual_scale;
-    auto branch = [&](const torch::Tensor &out) { return residual_scale == 1 ? out : out * residual_scale; };
-    auto around = [&](const torch::Tensor &in_norm, const torch::Tensor &out_norm, const torch::Tensor &input,
-                      auto &&function) {
-      torch::Tensor out = function(in_norm.defined() ? rms_norm(input, in_norm) : input);
-      return input + branch(out_norm.defined() ? rms_norm(out, out_norm) : out);
+    const double residual_scale = shape().features.residual_scale;
+    auto branch = [&](const torch::Tensor &out_norm, const torch::Tensor &out) {
+      torch::Tensor normed = out_norm.defined() ? rms_norm(out, out_norm) : out;
+      return residual_scale == 1 ? normed : normed * residual_scale;
     };
-    torch::Tensor h = around(l.attention_in_norm, l.attention_out_norm, x,
-                             [&](const torch::Tensor &in) { return mix(index, l, in); });
-    return around(l.mlp_in_norm, l.mlp_out_norm, h, [&](const torch::Tensor &in) { return mlp(l, in); });
+    torch::Tensor attended = mix(index, l, l.attention_in_norm.defined() ? rms_norm(x, l.attention_in_norm) : x);
+    torch::Tensor h, mlp_in;
+    if (l.mlp_in_norm.defined()) {
+      std::tie(h, mlp_in) = add_rms_norm(x, branch(l.attention_out_norm, attended), l.mlp_in_norm,
+                                         shape().features.norm_weight, shape().norm_eps, options().fused);
+    } else {
+      h = mlp_in = x + branch(l.attention_out_norm, attended);
+    }
+    return h + branch(l.mlp_out_norm, mlp(l, mlp_in));
   }
 
   torch::Tensor final_norm(const torch::Tensor &x) override { return rms_norm(x, norm_); }
@@ -130,22 +136,9 @@ class Decoder final : public TransformerModel {
     return gated_deltanet(l.deltanet, x, d.key_heads, d.key_dim, d.value_heads, d.value_dim, shape().norm_eps);
   }
 
-  // RMSNorm over the last dimension, normalised in fp32, its weight applied as the family does
-  // (NormWeight). ATen's rms_norm without a weight is the same ops as Hugging Face's on the CPU (the
-  // same bits) and one fused kernel each way on a GPU.
+  // RMSNorm over the last dimension, its weight applied as the family does (fused_ops.hpp).
   torch::Tensor rms_norm(const torch::Tensor &x, const torch::Tensor &weight) const {
-    const double eps = shape().norm_eps;
-    switch (shape().features.norm_weight) {
-      case NormWeight::cast_then_scale:
-        return weight * at::rms_norm(x, {x.size(-1)}, std::nullopt, eps);
-      case NormWeight::scale_then_cast:
-        return (weight.to(torch::kFloat32) * at::rms_norm(x.to(torch::kFloat32), {x.size(-1)}, std::nullopt, eps))
-            .to(x.scalar_type());
-      case NormWeight::one_plus:
-        return (at::rms_norm(x.to(torch::kFloat32), {x.size(-1)}, std::nullopt, eps) * (1.0 + weight.to(torch::kFloat32)))
-            .to(x.scalar_type());
-    }
-    return x;
+    return zf::rms_norm(x, weight, shape().features.norm_weight, shape().norm_eps, options().fused);
   }
 
   torch::Tensor attention(int64_t index, const Layer &l, const torch::Tensor &x) {
@@ -183,8 +176,8 @@ class Decoder final : public TransformerModel {
     v = heads(v, s.kv_heads).transpose(1, 2);
     if (f.uses_rope(index)) {
       const RopeTables &tables = rope(index, length, x);
-      q = apply_rope(q, tables);
-      k = apply_rope(k, tables);
+      q = rotate(q, tables, options().fused);
+      k = rotate(k, tables, options().fused);
     }
     if (f.llama4_scaling_beta != 0) q = q * llama4_query_scale(length, q);
     AttentionOptions options;
@@ -206,8 +199,8 @@ class Decoder final : public TransformerModel {
       gate = torch::linear(x, l.gate, l.gate_bias);
       up = torch::linear(x, l.up, l.up_bias);
     }
-    gate = shape().features.activation == "silu" ? torch::silu(gate) : torch::gelu(gate, "tanh");
-    return torch::linear(gate * up, l.down, l.down_bias);
+    const bool gelu = shape().features.activation != "silu";
+    return torch::linear(gated_activation(gate, up, gelu, options().fused), l.down, l.down_bias);
   }
 
   // The tables of the layer's RoPE (full or sliding layers may have their own), cached for the
