@@ -4,7 +4,7 @@ the Qwen2 or GPT-2 architecture), fp32 parameters, fused AdamW, synthetic tokens
 then timed steps with the loss on the host every step. Prints one line of JSON: step ms,
 tokens/s, peak GiB.
 
-usage: torch_eager_bench.py SHAPE --batch 8 --seq 512 [--warmup 3 --steps 10] [--compile]
+usage: torch_eager_bench.py SHAPE --batch 8 --seq 512 [--warmup 3 --steps 10] [--compile] [--profile FILE.json]
   SHAPE: qwen2-1.5b or gpt2 (this file's own torch model), or a family's shape built by transformers
          from its config (the model every user of that family trains): llama3.2-1b, qwen3-1.7b,
          gemma3-1b, qwen2-1.5b-hf
@@ -185,6 +185,8 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=0, help="weights: seed; tokens: seed + rank")
     parser.add_argument("--parallel", choices=PARALLEL, default="none")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (one GPU)")
+    parser.add_argument("--profile", metavar="FILE.json",
+                        help="after the timed steps, trace two more under torch.profiler into FILE.json (one GPU)")
     parser.add_argument("--reduce-dtype", choices=("float32", "bfloat16"), default="float32",
                         help="fsdp2*: MixedPrecisionPolicy.reduce_dtype of the gradient reduce-scatter")
     return parser.parse_args()
@@ -328,9 +330,16 @@ def main():
     inputs, targets = tokens(args, rank, "cuda")
     autocast = not args.parallel.startswith("fsdp2")  # FSDP2 computes in bf16 by its policy
     allocated_at = {}  # rank 0's, in the last step
-    ms, loss = run(make_step(model, optimizer, inputs, targets, autocast, allocated_at), args.warmup, args.steps,
-                   distributed)
+    step = make_step(model, optimizer, inputs, targets, autocast, allocated_at)
+    ms, loss = run(step, args.warmup, args.steps, distributed)
     peak = peak_bytes(distributed)
+    if args.profile and rank == 0:  # two more steps under torch's profiler (tools/profile_ops.py reads the trace)
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as traced:
+            for _ in range(2):
+                step()
+            torch.cuda.synchronize()
+        traced.export_chrome_trace(args.profile)
     if rank == 0:
         print(json.dumps(report(args, params, world, ms, loss, peak, allocated_at)), flush=True)
     if distributed:

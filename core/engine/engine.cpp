@@ -26,6 +26,7 @@
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
 #include "runtime/parallel.hpp"
+#include "runtime/profile.hpp"
 
 #include <csignal>
 #include <cstring>
@@ -107,6 +108,7 @@ class Trainer {
       ++step;
       timers_.reset();
       auto started = std::chrono::steady_clock::now();
+      profile_.at_step(step);  // ZF_PROFILE (runtime/profile.hpp)
       double loss = train_step(step);
       if (step == steps) update().finish_step();  // the last step's time includes the end of its update
       // and every step's time the GPU work it queued after reading the loss (its update, an all-gather)
@@ -461,6 +463,7 @@ class Trainer {
   std::vector<std::unique_ptr<RunLock>> locks_;  // rank 0: held until the run ends
   std::unique_ptr<TrainingCheckpoints> checkpoints_;
   int64_t start_step_ = 0;
+  StepProfile profile_;
 };
 
 }  // namespace
