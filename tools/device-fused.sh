@@ -51,6 +51,7 @@ row() {  # name config warmup extra-sets...
 import json, statistics, sys
 out, name, warmup, params, sets = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 s = json.load(open(f"{out}/{name}/summary.json"))
+gpu = s.get("gpu_memory_bytes", {})
 rows = [json.loads(line) for line in open(f"{out}/{name}/steps.jsonl")][warmup:]
 ms = [r["step_ms"] for r in rows]
 timers = {k: round(statistics.mean(r["timers_ms"].get(k, 0) for r in rows), 2) for k in rows[-1]["timers_ms"]
@@ -58,9 +59,9 @@ timers = {k: round(statistics.mean(r["timers_ms"].get(k, 0) for r in rows), 2) f
 print(json.dumps({"name": name, "sets": sets, "params": params, "step_ms": round(statistics.mean(ms), 2),
                   "median_ms": round(statistics.median(ms), 2), "slowest_ms": round(max(ms), 2),
                   "tokens_per_s": round(s["tokens_per_s"]), "mfu": round(6 * params * s["tokens_per_s"] / 989e12, 4),
-                  "peak_gib": round(s["gpu_memory_bytes"]["allocated_peak"] / 2**30, 2),
-                  "reserved_gib": round(s["gpu_memory_bytes"]["reserved_peak"] / 2**30, 2),
-                  "allocated_at_gib": {k: round(v / 2**30, 2) for k, v in s["gpu_memory_bytes"].get("allocated_at", {}).items()},
+                  "peak_gib": round(gpu.get("allocated_peak", 0) / 2**30, 2),
+                  "reserved_gib": round(gpu.get("reserved_peak", 0) / 2**30, 2),
+                  "allocated_at_gib": {k: round(v / 2**30, 2) for k, v in gpu.get("allocated_at", {}).items()},
                   "loss": [round(rows[0]["loss"], 4), round(rows[-1]["loss"], 4)], "mean_timers_ms": timers}))
 PY
   tail -1 "$out/rows.jsonl"
