@@ -5,6 +5,7 @@
 #   tests    the [gpu] cases of the fused step ([fused]: kernels against libtorch's ops, the fused loss
 #            against the whole logits' in bf16, a bf16 model with model.fused on and off, the head's
 #            memory), then the families' ([model]) and the memory estimate's ([memory])
+#   alltests every [gpu] case this machine can run (ctest in tests/gpu; cases needing more GPUs skip)
 #   bench    Qwen2-1.5B 8 x 512 bf16 gpu_adam without offload, and ZenFlow (examples/gpu/qwen2-1.5b-zenflow.toml)
 #            on the same shape, each with model.fused = true and false, in turns; then
 #            tools/torch_eager_bench.py qwen2-1.5b --compile and eager (the peers) in the same call
@@ -17,7 +18,8 @@
 # Every result is a file under ZF_OUT (default /tmp/fused-bench): a directory per zfcore run
 # (summary.json, steps.jsonl) beside its log, torch-*.json and its log, profile-*.json, rows.jsonl,
 # profile.md, summary.md. No result passes through a pipe.
-# usage: tools/device-fused.sh [build] [tests] [bench] [7b] [profile] [summary]   (none: all, in that order)
+# usage: tools/device-fused.sh [build] [tests] [alltests] [bench] [7b] [profile] [summary]
+#   (none: build tests bench 7b profile summary, in that order)
 # environment: ZF_OUT, ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_BENCH_STEPS (timed steps, default 10)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -93,6 +95,10 @@ for part in "${parts[@]}"; do
     tail -4 "$out/tests-model.log"
     timeout 900 "$build/bin/test_gpu" "[memory]~[fused]" >"$out/tests-memory.log" 2>&1 || status=1
     tail -4 "$out/tests-memory.log"
+    ;;
+  alltests)
+    (cd "$build/tests/gpu" && timeout 1500 ctest --output-on-failure --timeout 600) >"$out/tests-all.log" 2>&1 || status=1
+    tail -15 "$out/tests-all.log"
     ;;
   bench)
     for turn in 1 2; do  # fused and unfused in turns, twice: the spread between runs shows
@@ -173,7 +179,7 @@ PY
     cat "$out/summary.md"
     ;;
   *)
-    echo "unknown part '$part' (build tests bench 7b profile summary)" >&2
+    echo "unknown part '$part' (build tests alltests bench 7b profile summary)" >&2
     exit 2
     ;;
   esac
