@@ -104,8 +104,7 @@ void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
 void ZenFlow::allocate() {
   const uint64_t numel = buffers_.numel();
   MemoryLedger &ledger = buffers_.runtime.memory;
-  // In the gradients' dtype: fp32 under train.grad_accum_dtype = "float32", so the interval's sum does not round to bf16.
-  sum_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.grad_dtype, "zenflow.gradient_sum");
+  sum_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.grad_dtype, "zenflow.gradient_sum");  // fp32 too
   staging_ = ledger_tensor(ledger, buffers_.model_tier, staging_numel(), buffers_.dtype, "zenflow.staging");
   counters_ = torch::zeros({6}, torch::kLong);
   if (lookahead()) last_cpu_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.last_cpu_update");
