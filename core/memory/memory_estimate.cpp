@@ -69,7 +69,11 @@ void add_wide_gradients(PluginEstimate &e, const EstimateInput &in, uint64_t cap
     e.grads += e.grads / c * g;
   }
   e.tiers[ZF_TIER_DEVICE] += e.total() - before;
-  e.note += std::string(e.note.empty() ? "" : "; ") + "gradients reduced in fp32 (train.grad_accum_dtype)";
+  e.note += std::string(e.note.empty() ? "" : "; ") +
+            (capabilities & ZF_CAP_SHARD_GRADIENTS ? "train.grad_accum_dtype = float32: grads 4S, staging in fp32 "
+                                                     "and a block's piece widened"
+                                                   : "train.grad_accum_dtype = float32: grads + 4 bytes an element "
+                                                     "(their fp32 sum)");
 }
 
 }  // namespace
