@@ -177,7 +177,7 @@ void Converter::data_types(const json &value) {
   if (dtype == "fp32" && bf16_) {
     out_.set("train", "grad_accum_dtype", "\"float32\"");
     out_.note(name, "\"fp32\": train.grad_accum_dtype = \"float32\", the bf16 gradients of the micro-steps add up in "
-                    "fp32 (zero_optimization.stage 0 and 1; the reduction across ranks stays in bf16)");
+                    "fp32, are reduced across ranks in fp32 and reach the optimizer in fp32 (every stage and offload)");
     return;
   }
   const char *compute = bf16_ ? "bfloat16" : "float32";

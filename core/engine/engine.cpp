@@ -3,8 +3,8 @@
 #include "data/data_source.hpp"
 #include "model/hf_checkpoint.hpp"
 #include "engine/evaluate.hpp"
+#include "engine/placement.hpp"
 #include "engine/generate.hpp"
-#include "engine/grad_accumulation.hpp"
 #include "plugin/plugin_set.hpp"
 #include "report/rank_timers.hpp"
 #include "report/report.hpp"
@@ -82,7 +82,6 @@ class Trainer {
     const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
     place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, *built.values,
                                          steps_per_epoch, stats_);
-    accum_ = fp32_grad_accumulation(config, *place_, *flat_, runtime_, plugins_.stage.name());
     checkpoints_ = std::make_unique<TrainingCheckpoints>(config, options_.output_dir, runtime_, flat_->layout(),
                                                          run_identity(config, plugins_, options_, *place_));
     resume();
@@ -265,7 +264,8 @@ class Trainer {
   // its gradient memory and (sharded) parameters go.
   // On a GPU the reduction runs on the communication stream beside the next blocks' backward.
   void finish_block_backward(uint32_t block, const zf_step_buffers &b) {
-    if (accum_ && b.micro_step + 1 == b.micro_steps) accum_->fold_block(block);  // the whole sum, for what follows
+    if (place_->accumulation && b.micro_step + 1 == b.micro_steps)  // the fp32 sum, for what follows
+      place_->accumulation->fold_block(block, b.micro_step == 0);
     if (place_->grad_shards) place_->grad_shards->hold_shard();  // the step's first reduction (zeroed on the compute stream)
     zf_step_buffers comm = on_comm_stream(runtime_, b);
     if (place_->grad_shards) comm.grad_shard = view_of(place_->grad_shards->shard);
@@ -363,7 +363,8 @@ class Trainer {
       loss.backward();
       timers_.stop(t.bwd_launch);
       finish_block_backward(0, b);
-      if (accum_) accum_->micro_step_done(micro + 1 == options_.grad_accum);  // train.grad_accum_dtype = "float32"
+      if (place_->accumulation)  // train.grad_accum_dtype = "float32"
+        place_->accumulation->micro_step_done(micro == 0, micro + 1 == options_.grad_accum);
       if (place_->grad_shards) place_->grad_shards->release_all(stream());
       join_comm();
       timers_.stop(t.bwd_inner, stream());
@@ -384,7 +385,7 @@ class Trainer {
     stats_.note_device_memory("step_end");
     // Attached and zeroed again at the next step's first reduction.
     if (place_->grad_shards) place_->grad_shards->release_shard();
-    else flat_->grads.zero_();
+    else if (!place_->accumulation) flat_->grads.zero_();  // (the fp32 sum's first fold replaces it)
 
     // The reported loss is the mean over micro-batches and ranks.
     double reduced[1] = {loss_sum};
@@ -454,7 +455,6 @@ class Trainer {
   std::unique_ptr<DataSource> data_, eval_data_;
   std::unique_ptr<FlatBuffers> flat_;
   std::unique_ptr<Placement> place_;  // after flat_, which it places
-  std::unique_ptr<Fp32GradAccumulation> accum_;  // train.grad_accum_dtype = "float32", else null
   RunStats stats_;
   double lr_ = 0, grad_norm_ = 0;  // this step's
   double slowest_step_ms_ = 0;     // of this run's steps so far (set_comm_timeout)

@@ -74,9 +74,10 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
   shard_begin = plan.shard_begin;
   shard_end = plan.shard_end;
   dtype = compute_dtype(config);
+  grad_dtype = reduced_grad_dtype(config, dtype);
   padded_numel = numel;
   update = std::make_unique<UpdatePlan>(runtime_, plugins, layout, shard_begin, shard_end, dtype, model_tier(),
-                                        options_.optimizer, ZenFlowOptions::read(config, steps_per_epoch));
+                                        options_.optimizer, ZenFlowOptions::read(config, steps_per_epoch), grad_dtype);
   param_tier = update->param_tier();
   const bool sharded = stage.shards_parameters();
   check_memory(numel, plugins, sharded, resident, plan.prefetch_numel);  // before anything large is allocated
@@ -97,13 +98,17 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
     comm.broadcast(view_of(flat_.params), 0, runtime_.compute_stream);  // every rank starts from rank 0's
   }
   if (!stage.reduces_blocks()) flat_.allocate_grads(numel, dtype, ledger, model_tier());
+  if (!stage.reduces_blocks() && grad_dtype != dtype)
+    accumulation = std::make_unique<Fp32GradAccumulation>(
+        flat_.grads, layout, ledger_tensor(ledger, model_tier(), numel, grad_dtype, "grads.fp32"));
   stats.mark("buffers");
   note_setup(config, values.bytes_read(), sharded, peak_rss_bytes() - std::min(peak_before, peak_rss_bytes()));
   update->allocate(sharded ? shard_values : flat_.params.narrow(0, int64_t(shard_begin), int64_t(shard_numel())));
   stats.mark("optimizer");
   // Before the residency: its first gathers hand the stage the step's buffers, gradients included.
   if (stage.reduces_blocks())
-    grad_shards = std::make_unique<ShardedGradients>(flat_, runtime_.memory, model_tier(), dtype, shard_numel());
+    grad_shards = std::make_unique<ShardedGradients>(flat_, runtime_.memory, model_tier(), dtype, shard_numel(),
+                                                     grad_dtype);
   residency = std::make_unique<Residency>(stage, runtime_, flat_, model, model_tier(),
                                           [this](int64_t step) { return buffers(step, uint32_t(options_.grad_accum - 1)); });
   if (sharded) {
@@ -145,11 +150,15 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool shar
   } else {
     plan.buffers = {{param_tier, "params", model_bytes}};
   }
+  const uint64_t grad_element = c10::elementSize(grad_dtype);
   if (plugins.stage.reduces_blocks())  // the reduced shard, and the blocks whose backward is running or reducing
     plan.buffers.push_back({model_tier(), "grads.shard + grads.block (at most)",
-                            (shard_numel() + std::min(numel, 3 * largest)) * element});
+                            shard_numel() * grad_element + std::min(numel, 3 * largest) * element +
+                                (grad_dtype != dtype ? std::min(numel, largest) * grad_element : 0)});  // a widened piece
   else
     plan.buffers.push_back({model_tier(), "grads", model_bytes});
+  if (!plugins.stage.reduces_blocks() && grad_dtype != dtype)  // their fp32 sum (train.grad_accum_dtype)
+    plan.buffers.push_back({model_tier(), "grads.fp32", numel * grad_element});
   if (!sharded && param_tier != model_tier()) {  // parameter offload: a block and its tied one in use, (GPU) more copied ahead
     const uint64_t prefetch = update->param_prefetch();
     const uint64_t ahead = on_gpu && prefetch > 0 ? std::min(prefetch + largest, numel) : 0;
@@ -172,7 +181,7 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool shar
     if (host_short)
       ways = host_ways_out(host_demand(plan, plugins, comm.local_size(), uint64_t(comm.world_size())), host.bytes) + " ";
     return ways + memory_advice(plugins, flat_.layout(), uint64_t(comm.world_size()), c10::elementSize(dtype),
-                                uint64_t(options_.grad_accum));
+                                uint64_t(options_.grad_accum), grad_element);
   });
 }
 
@@ -214,9 +223,9 @@ zf_step_buffers Placement::buffers(int64_t step, uint32_t micro) const {
   torch::Tensor whole = residency->sharded() ? residency->whole() : flat_.params;
   b.params = whole.defined() ? view_of(whole) : absent;
   b.param_shard = view_of(params_shard());
-  b.grads = grad_shards ? absent : view_of(flat_.grads);
+  b.grads = grad_shards ? absent : view_of(accumulation ? accumulation->sum() : flat_.grads);
   // Under sharded gradients the shard has memory from the step's first reduction to its update.
-  zf_tensor_view no_shard{nullptr, shard_numel(), abi_dtype(dtype), ZF_DEVICE_CPU, 0, 0};
+  zf_tensor_view no_shard{nullptr, shard_numel(), abi_dtype(grad_dtype), ZF_DEVICE_CPU, 0, 0};
   b.grad_shard = !grad_shards || grad_shards->shard_held() ? view_of(grads_shard()) : no_shard;
   b.stream = runtime_.compute_stream;
   return b;
@@ -246,7 +255,8 @@ torch::Tensor Placement::params_shard() const {
 
 torch::Tensor Placement::grads_shard() const {
   if (grad_shards) return grad_shards->shard;
-  return flat_.grads.narrow(0, int64_t(shard_begin), int64_t(shard_numel()));
+  const torch::Tensor &grads = accumulation ? accumulation->sum() : flat_.grads;
+  return grads.narrow(0, int64_t(shard_begin), int64_t(shard_numel()));
 }
 
 }  // namespace zf

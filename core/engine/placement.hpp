@@ -6,6 +6,7 @@
 // anything large is allocated.
 #pragma once
 
+#include "engine/grad_accumulation.hpp"
 #include "params/flat_buffers.hpp"
 #include "memory/memory_plan.hpp"
 #include "params/residency.hpp"
@@ -29,11 +30,15 @@ class Placement {
 
   uint64_t shard_begin = 0, shard_end = 0;  // this rank's shard of the layout
   uint64_t padded_numel = 0;                // elements of the flat buffers (>= layout numel)
-  torch::Dtype dtype = torch::kFloat32;     // of the working parameters and gradients
+  torch::Dtype dtype = torch::kFloat32;     // of the working parameters and the backward's gradients
+  // Of the gradients the stage reduces and the update reads: dtype, or float32 under
+  // train.grad_accum_dtype = "float32" (grad_accumulation.hpp).
+  torch::Dtype grad_dtype = torch::kFloat32;
   zf_tier param_tier = ZF_TIER_DEVICE;      // where the working parameters live
   std::unique_ptr<UpdatePlan> update;
   std::unique_ptr<Residency> residency;        // blocks gathered around their use (ZeRO-3, cpu_full)
   std::unique_ptr<ShardedGradients> grad_shards;  // only under a stage that reduces per block
+  std::unique_ptr<Fp32GradAccumulation> accumulation;  // fp32 gradients of whole-gradient stages, else null
   bool defer_update = false;  // the next forward may overlap the end of the update (UpdatePlan::finish)
   MemoryPlan memory_plan;
 

@@ -98,6 +98,7 @@ EstimateInput estimate_input(const RunConfig &config, PluginRegistry &registry, 
   input.compute_bytes = config.string("model", "dtype") == "bfloat16" ? 2 : 4;
   input.state_bytes = state_bytes(config, registry, input.blocks, note);
   input.grad_accum = uint64_t(config.integer("train", "grad_accum"));
+  if (input.compute_bytes != 4 && config.string("train", "grad_accum_dtype") == "float32") input.grad_bytes = 4;
   return input;
 }
 

@@ -3,7 +3,9 @@
 #include "plugin/plugin_registry.hpp"
 #include "plugin/plugin_set.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <variant>
 #include <filesystem>
 
 namespace zf {
@@ -47,12 +49,41 @@ zf_memory_estimate raw(const PluginEstimate &e) {
   return b;
 }
 
+// train.grad_accum_dtype = "float32" (input.grad_bytes 4 beside a bf16 model): a stage plugin
+// counts its gradients in the compute dtype, the host holds them wider. Beside the whole
+// gradients (zero0, zero1) their fp32 sum; a stage that reduces per block (zero2, zero3) keeps an
+// fp32 shard, stages its additions in fp32 and widens a piece of a block (at most the largest
+// block, at most a reduce bucket) before each reduce (plugins/stages/common/zero_shard.hpp).
+void add_wide_gradients(PluginEstimate &e, const EstimateInput &in, uint64_t capabilities, const PluginConfig &config) {
+  const uint64_t c = in.compute_bytes, g = in.grad_bytes;
+  if (!e.estimated || g == 0 || g == c) return;
+  const uint64_t before = e.total();
+  if (capabilities & ZF_CAP_SHARD_GRADIENTS) {
+    uint64_t piece = 0;
+    for (uint64_t b : in.blocks) piece = std::max(piece, b);
+    if (const Value *bucket = config.get("reduce_bucket_size"); bucket && std::holds_alternative<int64_t>(*bucket))
+      piece = std::min(piece, uint64_t(std::max<int64_t>(1, std::get<int64_t>(*bucket))));
+    e.grads = e.grads / c * g;
+    e.staging = e.staging / c * g + g * piece;
+  } else {
+    e.grads += e.grads / c * g;
+  }
+  e.tiers[ZF_TIER_DEVICE] += e.total() - before;
+  e.note += std::string(e.note.empty() ? "" : "; ") +
+            (capabilities & ZF_CAP_SHARD_GRADIENTS ? "train.grad_accum_dtype = float32: grads 4S, staging in fp32 "
+                                                     "and a block's piece widened"
+                                                   : "train.grad_accum_dtype = float32: grads + 4 bytes an element "
+                                                     "(their fp32 sum)");
+}
+
 }  // namespace
 
 PluginEstimate estimate_stage(const PluginFile &stage, const PluginConfig &config, const EstimateInput &input) {
   zf_memory_shape shape = shape_of(input);
   shape.stage_capabilities = stage.descriptor->capabilities;
-  return read(stage, ask_plugin_memory(stage, config, shape));
+  PluginEstimate e = read(stage, ask_plugin_memory(stage, config, shape));
+  add_wide_gradients(e, input, stage.descriptor->capabilities, config);
+  return e;
 }
 
 PluginEstimate estimate_offload(const PluginFile &offload, const PluginConfig &config, const EstimateInput &input,
@@ -61,17 +92,27 @@ PluginEstimate estimate_offload(const PluginFile &offload, const PluginConfig &c
   shape.stage_capabilities = stage_caps;
   zf_memory_estimate stage_bytes = raw(stage);
   shape.stage = stage.estimated ? &stage_bytes : nullptr;
-  return read(offload, ask_plugin_memory(offload, config, shape));
+  PluginEstimate e = read(offload, ask_plugin_memory(offload, config, shape));
+  // fp32 gradients (train.grad_accum_dtype): the host copy of the gradient shard an offload
+  // plugin counts in the compute dtype is fp32, beside the master (host memory).
+  if (e.estimated && input.grad_bytes > input.compute_bytes && stage.estimated)
+    for (zf_tier tier : {ZF_TIER_PINNED_HOST, ZF_TIER_HOST})
+      if (e.tiers[tier] >= stage.master) {
+        e.tiers[tier] += stage.master / 4 * (input.grad_bytes - input.compute_bytes);
+        break;
+      }
+  return e;
 }
 
 std::string memory_advice(const PluginSet &plugins, const zf_layout &layout, uint64_t world, uint64_t compute_bytes,
-                          uint64_t grad_accum) {
+                          uint64_t grad_accum, uint64_t grad_bytes) {
   EstimateInput input;
   for (uint32_t b = 0; b < layout.block_count; ++b) input.blocks.push_back(layout.blocks[b].numel);
   input.world = world;
   input.compute_bytes = compute_bytes;
   input.alignment = layout.alignment;
   input.grad_accum = grad_accum;
+  input.grad_bytes = grad_bytes;
   uint64_t state = 0;  // the optimizer's state tensors, when the host holds them (else Adam's 8)
   for (const StateSpec &spec : plugins.optimizer.state_specs()) state += c10::elementSize(spec.dtype);
   if (state) input.state_bytes = state;

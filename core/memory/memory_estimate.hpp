@@ -23,6 +23,7 @@ struct EstimateInput {
   uint64_t state_bytes = 8;      // optimizer state per parameter (Adam 8: m and v in fp32)
   uint64_t alignment = 64;       // elements; shards are rounded up to it
   uint64_t grad_accum = 1;       // micro-steps per optimizer step
+  uint64_t grad_bytes = 0;       // the reduced gradients' (train.grad_accum_dtype = "float32": 4); 0 = compute_bytes
 };
 
 // One plugin's answer, for one stage.
@@ -46,7 +47,7 @@ PluginEstimate estimate_offload(const PluginFile &offload, const PluginConfig &c
 // plugins for the run's shape (its layout, ranks, compute bytes, micro-steps and the optimizer's
 // state), then what holds for any run.
 std::string memory_advice(const PluginSet &plugins, const zf_layout &layout, uint64_t world, uint64_t compute_bytes,
-                          uint64_t grad_accum);
+                          uint64_t grad_accum, uint64_t grad_bytes);
 
 // What could shrink this run's host memory (host_plan.hpp): its optimizer's state in host tiers,
 // whether the optimizer takes bf16 moments, whether the nvme plugin is installed.

@@ -5,9 +5,9 @@
 namespace zf {
 
 ShardedGradients::ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, torch::Dtype dtype,
-                                   uint64_t shard_numel)
+                                   uint64_t shard_numel, torch::Dtype shard_dtype)
     : ledger_(ledger), tier_(tier), blocks_(flat.layout(), ledger, tier, dtype) {
-  shard = ledger_tensor(ledger, tier, shard_numel, dtype, "grads.shard", /*zero=*/false);
+  shard = ledger_tensor(ledger, tier, shard_numel, shard_dtype, "grads.shard", /*zero=*/false);
   detach_memory(shard);  // hold_shard attaches (zeroed) memory at the step's first reduction
   shard_bytes_ = shard_numel * shard.element_size();
   for (uint32_t b = 0; b < flat.layout().block_count; ++b) {

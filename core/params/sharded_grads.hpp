@@ -16,8 +16,10 @@ namespace zf {
 class ShardedGradients {
  public:
   // Gives each block its own (detached) gradient storage of dtype on tier, re-points the
-  // parameters' .grad there and frees flat.grads, if it was allocated.
-  ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, torch::Dtype dtype, uint64_t shard_numel);
+  // parameters' .grad there and frees flat.grads, if it was allocated. The shard has shard_dtype
+  // (float32 under train.grad_accum_dtype = "float32": the stage widens each block into it).
+  ShardedGradients(FlatBuffers &flat, MemoryLedger &ledger, zf_tier tier, torch::Dtype dtype, uint64_t shard_numel,
+                   torch::Dtype shard_dtype);
   ShardedGradients(const ShardedGradients &) = delete;
   ShardedGradients &operator=(const ShardedGradients &) = delete;
 

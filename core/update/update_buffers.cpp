@@ -47,9 +47,9 @@ std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range
 
 UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin,
                              uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier,
-                             const OptimizerSettings &settings)
+                             const OptimizerSettings &settings, torch::Dtype grad_dtype)
     : runtime(runtime), plugins(plugins), shard_begin(shard_begin), shard_end(shard_end), dtype(dtype),
-      model_tier(model_tier) {
+      grad_dtype(grad_dtype == torch::ScalarType::Undefined ? dtype : grad_dtype), model_tier(model_tier) {
   const OffloadPlugin &offload = plugins.offload;
   tiers = offload.plan(layout, shard_end - shard_begin, model_tier);
   offloaded = tiers.master_tier != model_tier;
@@ -106,7 +106,7 @@ UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layo
     planned.push_back({tiers.state_tier, format("%s.state (estimated, 8 bytes per element)", optimizer.name()),
                        n * 8});
   if (offloaded) {
-    planned.push_back({tiers.grad_tier, "grads.offload", n * element});
+    planned.push_back({tiers.grad_tier, "grads.offload", n * c10::elementSize(grad_dtype)});
     if (dtype != torch::kFloat32 && !writes_in_place)
       planned.push_back({tiers.param_out_tier, "params.offload", n * element});
   }
@@ -180,7 +180,7 @@ void UpdateBuffers::allocate(const torch::Tensor &params_shard) {
     if (disk) disk->write_initial();
   }
   if (!offloaded) return;
-  host_grads = ledger_tensor(ledger, tiers.grad_tier, n, dtype, "grads.offload", /*zero=*/false);
+  host_grads = ledger_tensor(ledger, tiers.grad_tier, n, grad_dtype, "grads.offload", /*zero=*/false);
   if (dtype != torch::kFloat32 && !writes_in_place)
     params_out = ledger_tensor(ledger, tiers.param_out_tier, n, dtype, "params.offload", /*zero=*/false);
 }

@@ -46,9 +46,12 @@ uint64_t device_part_of(uint64_t numel, double host_ratio);
 
 class UpdateBuffers {
  public:
-  // model_tier: where the model's parameters and gradients live (device on a GPU run).
+  // model_tier: where the model's parameters and gradients live (device on a GPU run). grad_dtype:
+  // of the gradients the optimizer reads (float32 under train.grad_accum_dtype = "float32"; an
+  // undefined dtype = dtype).
   UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin,
-                uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings);
+                uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings,
+                torch::Dtype grad_dtype = torch::ScalarType::Undefined);
   ~UpdateBuffers();
   UpdateBuffers(const UpdateBuffers &) = delete;
   UpdateBuffers &operator=(const UpdateBuffers &) = delete;
@@ -74,7 +77,8 @@ class UpdateBuffers {
   Runtime &runtime;
   PluginSet &plugins;
   const uint64_t shard_begin, shard_end;
-  const torch::Dtype dtype;
+  const torch::Dtype dtype;       // of the working parameters
+  const torch::Dtype grad_dtype;  // of the gradients the optimizer reads (and their host copy)
   const zf_tier model_tier;
   zf_offload_plan tiers{};  // the offload plugin's choice
   bool offloaded = false;   // the master lives away from the model

@@ -9,8 +9,8 @@ namespace zf {
 
 UpdatePlan::UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin,
                        uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings,
-                       const ZenFlowOptions &zenflow)
-    : buffers_(runtime, plugins, layout, shard_begin, shard_end, dtype, model_tier, settings) {
+                       const ZenFlowOptions &zenflow, torch::Dtype grad_dtype)
+    : buffers_(runtime, plugins, layout, shard_begin, shard_end, dtype, model_tier, settings, grad_dtype) {
   planned_ = buffers_.planned;
   if (buffers_.offloaded) host_ = std::make_unique<HostUpdate>(buffers_, buffers_.job.overlapped || zenflow.enabled);
   const bool split = buffers_.device_part > 0 || buffers_.split_auto;

@@ -29,7 +29,7 @@ class UpdatePlan {
  public:
   UpdatePlan(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin, uint64_t shard_end,
              torch::Dtype dtype, zf_tier model_tier, const OptimizerSettings &settings,
-             const ZenFlowOptions &zenflow);
+             const ZenFlowOptions &zenflow, torch::Dtype grad_dtype = torch::ScalarType::Undefined);
   ~UpdatePlan();
   UpdatePlan(const UpdatePlan &) = delete;
   UpdatePlan &operator=(const UpdatePlan &) = delete;

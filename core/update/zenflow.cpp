@@ -91,7 +91,7 @@ ZenFlow::~ZenFlow() = default;
 void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
   const uint64_t numel = buffers_.numel(), element = c10::elementSize(buffers_.dtype);
   const zf_tier tier = buffers_.model_tier;
-  planned.push_back({tier, "zenflow.gradient_sum", numel * element});
+  planned.push_back({tier, "zenflow.gradient_sum", numel * c10::elementSize(buffers_.grad_dtype)});
   planned.push_back({tier, "zenflow.staging", staging_numel() * element});
   if (lookahead()) planned.push_back({tier, "zenflow.last_cpu_update", numel * element});
   // auto: at least, its tokens chosen among; a fixed topk: the embedding whole (zenflow_topk.cpp)
@@ -104,7 +104,7 @@ void ZenFlow::add_planned(std::vector<PlannedBuffer> &planned) const {
 void ZenFlow::allocate() {
   const uint64_t numel = buffers_.numel();
   MemoryLedger &ledger = buffers_.runtime.memory;
-  sum_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.gradient_sum");
+  sum_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.grad_dtype, "zenflow.gradient_sum");  // fp32 too
   staging_ = ledger_tensor(ledger, buffers_.model_tier, staging_numel(), buffers_.dtype, "zenflow.staging");
   counters_ = torch::zeros({6}, torch::kLong);
   if (lookahead()) last_cpu_ = ledger_tensor(ledger, buffers_.model_tier, numel, buffers_.dtype, "zenflow.last_cpu_update");

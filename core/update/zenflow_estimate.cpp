@@ -76,7 +76,7 @@ ZenFlowEstimate estimate_zenflow(const RunConfig &config, const ConfigEstimate &
       begin = end;
     }
   }
-  z.gradient_sum = c * z.shard;
+  z.gradient_sum = (e.input.grad_bytes ? e.input.grad_bytes : c) * z.shard;  // fp32 with train.grad_accum_dtype
   z.staging = c * z.staged;
   z.last_cpu = z.lookahead ? c * z.shard : 0;
   z.element = selected_element_bytes(4 + e.input.state_bytes, c);

@@ -103,7 +103,7 @@ std::vector<std::pair<std::string, torch::Tensor>> ZenFlow::state() {
     table_mask_ = torch::ones({tables}, torch::kUInt8);  // a checkpoint without it: the tables were the device's
   }
   if (selected_) split_mask(layout_, selection_.mask, mask_.data_ptr<uint8_t>(), table_mask_.data_ptr<uint8_t>());
-  saved_params_ = step_.params.defined() ? step_.params : torch::empty({int64_t(buffers_.numel())}, sum_.options());
+  saved_params_ = step_.params.defined() ? step_.params : torch::empty({int64_t(buffers_.numel())}, sum_.options().dtype(buffers_.dtype));
   // zenflow.staging: the waiting CPU result from its first element (a zfcore before the staggered
   // schedule's staging held one group wrote the whole shard: the resume reads either, resume_layout.hpp).
   std::vector<std::pair<std::string, torch::Tensor>> out = {{"zenflow.params", saved_params_},

@@ -369,6 +369,18 @@ TEST_CASE("deepspeed: data_types.grad_accum_dtype is honoured, fp32 as train.gra
   const std::string summed = digest("auto", test::zfcore() + " run " + json_file + " --set train.grad_accum_dtype=auto");
   CHECK(from_json == twin);
   CHECK(from_json != summed);
+  // Stages 2 and 3 take it too (fp32 gradient shards, reduced in fp32): on one rank the same fp32
+  // sums, so stage 1's parameters.
+  for (const char *stage : {"2", "3"}) {
+    const std::string sharded = write(dir, std::string("stage") + stage + ".json",
+                                      R"({"bf16": {"enabled": true}, "gradient_accumulation_steps": 4,
+      "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": )" + std::string(stage) +
+                                          R"(, "offload_optimizer": {"device": "cpu"}}})");
+    test::Outcome converted = test::run_command(test::zfcore() + " convert " + sharded);
+    INFO(converted.output);
+    CHECK_THAT(converted.output, Catch::Contains("grad_accum_dtype = \"float32\"\n"));
+    CHECK(digest(std::string("stage") + stage, test::zfcore() + " run " + sharded) == from_json);
+  }
 }
 
 TEST_CASE("deepspeed: estimate takes a DeepSpeed JSON with a model alone, and gives the config's memory in GiB",

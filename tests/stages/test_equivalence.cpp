@@ -114,3 +114,47 @@ TEST_CASE("zero0's deprecated bucket_mb still works, with a warning giving reduc
   CHECK_THAT(old.outcome.output, Catch::Contains("stage.bucket_mb is deprecated: write stage.reduce_bucket_size = 10485"));
   CHECK(test::json_field(old.summary, "param_digest") == test::json_field(oracle.summary, "param_digest"));
 }
+
+// train.grad_accum_dtype = "float32" (DeepSpeed's data_types.grad_accum_dtype = "fp32", FSDP2's
+// reduce_dtype) on a bf16 model: every stage sums the micro-steps and the ranks in fp32 and hands
+// the fp32 sum to the optimizer. With two terms per element (2 micro-steps on 1 rank, or 1 on 2
+// ranks) the fp32 sums are the same whatever the order, so all four stages on 1 and 2 ranks give
+// the param_digest of zero0 accumulating on one process. The reduction is in fp32: reducing the
+// same bf16 gradients in bf16 (grad_accum_dtype = "auto") gives another digest.
+TEST_CASE("with fp32 gradient accumulation a bf16 model trains to zero0's param_digest under every stage on 1 and 2 "
+          "ranks, reducing in fp32", "[stage][mpi]") {
+  const std::string wide = "--set model.dtype=bfloat16 --set train.grad_accum_dtype=float32 ";
+  test::StageRun oracle = test::run_stage("eq_fp32_oracle", "zero0", 1, workload(2, true) + wide);
+  INFO(oracle.outcome.output);
+  REQUIRE(oracle.outcome.exit_code == 0);
+  const std::string digest = test::json_field(oracle.summary, "param_digest");
+  REQUIRE(digest.size() == 16);
+  for (const std::string &stage : kStages) {
+    for (int world : {1, 2}) {
+      test::StageRun r = test::run_stage("eq_fp32_" + stage, stage, world, workload(world == 1 ? 2 : 1, true) + wide +
+                                                                               buckets(stage));
+      INFO(stage << " on " << world << " ranks\n" << r.outcome.output);
+      REQUIRE(r.outcome.exit_code == 0);
+      CHECK(test::json_field(r.summary, "param_digest") == digest);
+    }
+  }
+  for (const std::string &stage : {std::string("zero0"), std::string("zero2")}) {
+    test::StageRun in_bf16 = test::run_stage("eq_bf16_" + stage, stage, 2, workload(1, true) +
+                                             "--set model.dtype=bfloat16 " + buckets(stage));
+    INFO(in_bf16.outcome.output);
+    REQUIRE(in_bf16.outcome.exit_code == 0);
+    CHECK(test::json_field(in_bf16.summary, "param_digest") != digest);
+  }
+  // Four terms (2 micro-steps on 2 ranks): zero2/zero3 sum each micro-step over ranks first, so
+  // they agree with zero0 within fp32 rounding.
+  const std::string accumulating = "--set train.steps=5 --set train.micro_batch=24 --set train.grad_accum=2 " + wide;
+  test::StageRun accum_oracle = test::run_stage("eq_fp32_accum_oracle", "zero0", 2, accumulating);
+  REQUIRE(accum_oracle.outcome.exit_code == 0);
+  for (const std::string &stage : {std::string("zero1"), std::string("zero2"), std::string("zero3")}) {
+    test::StageRun r = test::run_stage("eq_fp32_accum_" + stage, stage, 2, accumulating + buckets(stage));
+    INFO(stage << " with grad_accum 2\n" << r.outcome.output);
+    REQUIRE(r.outcome.exit_code == 0);
+    CHECK(std::stod(test::json_field(r.summary, "final_loss")) ==
+          Approx(std::stod(test::json_field(accum_oracle.summary, "final_loss"))).epsilon(1e-5));
+  }
+}

@@ -273,3 +273,44 @@ TEST_CASE("zfcore estimate's GPU peak under ZeRO-3 with CPU offload is within 10
     CHECK(std::abs(estimate_gib / m.gib - 1) < 0.10);
   }
 }
+
+// train.grad_accum_dtype = "float32" on a bf16 model (c = 2): zero0/zero1 keep the bf16 gradients
+// the backward writes and their fp32 sum (grads.fp32, 4 bytes an element of the flat buffer);
+// zero2/zero3 keep an fp32 gradient shard (4S), stage a later micro-step's reduction in fp32 and
+// widen each piece of a block before reducing it (reduce_fp32, here a whole block: 2 ranks own two
+// blocks each). `zfcore estimate` predicts the same bytes.
+TEST_CASE("fp32 gradient accumulation: the ledger holds the fp32 gradient sum per stage, as zfcore estimate says",
+          "[stage][mpi]") {
+  const std::string wide = "--set model.dtype=bfloat16 --set train.grad_accum_dtype=float32 --set train.grad_accum=2";
+  const uint64_t s = shard(2), b = 2 * s;
+  for (const std::string stage : {"zero0", "zero1"}) {
+    test::StageRun r = test::run_stage_ok("mem_fp32_" + stage, stage, 2, "--set train.steps=2 " + wide);
+    const uint64_t whole = stage == "zero0" ? kLayout : b;
+    CHECK(field(r.summary, "host.grads") == 2 * whole);
+    CHECK(field(r.summary, "host.grads.fp32") == 4 * whole);
+  }
+  for (const std::string stage : {"zero2", "zero3"}) {
+    test::StageRun r = test::run_stage_ok("mem_fp32_" + stage, stage, 2, "--set train.steps=2 " + wide);
+    CHECK(peak(r.summary, "host.grads.shard") == 4 * s);
+    CHECK(peak(r.summary, "host." + stage + ".reduce_staging") == 4 * kBlock);
+    CHECK(peak(r.summary, "host." + stage + ".reduce_fp32") == 4 * kBlock);
+    CHECK(field(r.summary, "host." + stage + ".reduce_fp32") == 0);
+  }
+  auto estimate = test::run_command(test::zfcore() + " estimate --bytes " + test::source_dir() +
+                                    "/examples/linear_stack.toml --world 2 " + wide);
+  INFO(estimate.output);
+  REQUIRE(estimate.exit_code == 0);
+  auto row = [](const std::string &stage, uint64_t params, uint64_t grads, uint64_t master, uint64_t state,
+                uint64_t staging, uint64_t transient) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu", stage.c_str(),
+                  (unsigned long long)params, (unsigned long long)grads, (unsigned long long)master,
+                  (unsigned long long)state, (unsigned long long)staging, (unsigned long long)transient,
+                  (unsigned long long)(params + grads + master + state + staging + transient));
+    return std::string(line);
+  };
+  CHECK_THAT(estimate.output, Catch::Contains(row("zero0", 2 * kLayout, 6 * kLayout, 4 * kLayout, 8 * kLayout, 0, 0)));
+  CHECK_THAT(estimate.output, Catch::Contains(row("zero1", 2 * b, 6 * b, 4 * s, 8 * s, 0, 0)));
+  CHECK_THAT(estimate.output, Catch::Contains(row("zero2", 2 * b, 4 * s, 4 * s, 8 * s, 8 * kBlock, 2 * kBlock)));
+  CHECK_THAT(estimate.output, Catch::Contains(row("zero3", 2 * kLayout, 4 * s, 4 * s, 8 * s, 8 * kBlock, 2 * kBlock)));
+}

@@ -241,10 +241,13 @@ class BackwardReducer {
 // pieces of reduce_bucket_size elements. On the first micro-step the owner's shard holds zeros
 // there (ABI 1.6), so the reduce writes into it; later micro-steps receive into a staging buffer
 // and add it to the shard (accumulating), and release_staging() gives that back after the step.
+// A shard wider than the block's gradients (F32 beside bf16 ones: train.grad_accum_dtype =
+// "float32") gets each piece widened first ("reduce_fp32"): the sum over ranks and micro-steps is
+// taken in fp32, as DeepSpeed's and FSDP2's fp32 reduce-scatter take it.
 class BlockReducer {
  public:
   BlockReducer(const zf_host *host, uint64_t shard, const Knobs &knobs)
-      : host_(host), shard_(shard), knobs_(knobs), staging_(host, "reduce_staging"),
+      : host_(host), shard_(shard), knobs_(knobs), staging_(host, "reduce_staging"), widened_(host, "reduce_fp32"),
         write_first_(ZF_ABI_MINOR_OF(host->abi_version) >= 6) {}
 
   zf_status reduce_block(uint32_t block, const zf_step_buffers &buffers, zf_error *error) {
@@ -260,6 +263,16 @@ class BlockReducer {
       uint64_t lo = std::max(b.offset, owner * shard_), hi = std::min(b.offset + b.numel, (owner + 1) * shard_);
       for (uint64_t at = lo; at < hi; at += piece) {
         zf_tensor_view send = view_at(grads, element_at(grads, at - b.offset), std::min(piece, hi - at));
+        if (buffers.grad_shard.dtype != grads.dtype) {  // widened to the shard's dtype, exactly
+          zf_tensor_view wide = send;
+          wide.dtype = buffers.grad_shard.dtype;
+          zf_status status = widened_.reserve(wide, send.numel, error);
+          if (status != ZF_OK) return status;
+          wide.data = widened_.data();
+          status = copy(host_, wide, send, buffers.stream, error);
+          if (status != ZF_OK) return status;
+          send = wide;
+        }
         const bool owned = owner == uint64_t(host_->rank);
         zf_tensor_view mine = owned ? view_at(buffers.grad_shard, element_at(buffers.grad_shard, at - owner * shard_),
                                               send.numel)
@@ -268,7 +281,7 @@ class BlockReducer {
         if (world() > 1) {
           const bool straight = buffers.micro_step == 0 && write_first_;
           if (!straight) {
-            zf_status status = staging_.reserve(grads, send.numel, error);
+            zf_status status = staging_.reserve(send, send.numel, error);
             if (status != ZF_OK) return status;
             sum.data = staging_.data();
           }
@@ -286,7 +299,10 @@ class BlockReducer {
   }
 
   // After the step's last reduce_block (from reduce_gradients, in stream order after them).
-  void release_staging() { staging_.release(); }
+  void release_staging() {
+    staging_.release();
+    widened_.release();
+  }
 
  private:
   uint64_t world() const { return uint64_t(host_->world_size); }
@@ -294,6 +310,7 @@ class BlockReducer {
   uint64_t shard_;
   Knobs knobs_;
   Staging staging_;
+  Staging widened_;  // a piece of a block's gradients in the shard's wider dtype
   bool write_first_;  // the host zeroes the shard before a step's first reduce (ABI 1.6)
 };
 
