@@ -89,3 +89,181 @@ TEST_CASE("changed data: a resume on other data than its checkpoint's is refused
   CHECK_THAT(accepted.output, Catch::Contains("continues on it (checkpoint.resume_data = \"new\")"));
   CHECK(read_text(out + "/steps.jsonl").find("\"step\":4") != std::string::npos);
 }
+
+TEST_CASE("moved output directory: a run whose directory is moved away mid-run keeps writing there, never into a "
+          "new directory of the same name", "[files]") {
+  const std::string dir = scratch_dir("changed_moved"), out = dir + "/out", moved = dir + "/moved";
+  const pid_t run = start_long_run(dir, out, dir + "/run.log", "--set checkpoint.every=1");
+  REQUIRE(count_lines(out + "/steps.jsonl") >= 2);
+  fs::rename(out, moved);
+  fs::create_directories(out);
+  write_text(out + "/summary.json", kPrecious);  // the user's, in a new directory of the old name
+  const size_t before = count_lines(moved + "/steps.jsonl");
+  for (int i = 0; i < 1200 && count_lines(moved + "/steps.jsonl") < before + 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const int status = zf::test::stop(run, SIGTERM);  // saves a checkpoint, then the summary and report
+  const std::string log = read_text(dir + "/run.log");
+  INFO(log);
+  CHECK(WIFEXITED(status));
+  CHECK(read_text(out + "/summary.json") == kPrecious);
+  std::vector<std::string> found;
+  for (const auto &entry : fs::directory_iterator(out)) found.push_back(entry.path().filename().string());
+  CHECK(found == std::vector<std::string>{"summary.json"});  // no checkpoints, steps.csv, report.html
+  CHECK(zf::test::json_field(read_text(moved + "/summary.json"), "steps") != "");
+  CHECK(fs::exists(moved + "/report.html"));
+  CHECK(count_lines(moved + "/steps.csv") >= before + 3);
+  size_t newest = 0;  // checkpoints saved after the move are where the run started
+  for (const auto &entry : fs::directory_iterator(moved + "/checkpoints"))
+    if (entry.path().filename().string().rfind("step-", 0) == 0 && fs::exists(entry.path() / "checkpoint.json"))
+      newest = std::max<size_t>(newest, std::stoul(entry.path().filename().string().substr(5, 8)));
+  CHECK(newest >= before + 3);
+  CHECK_THAT(log, Catch::Contains(out + " was moved away or replaced while this run writes into it"));
+}
+
+namespace {
+
+// The tiny run's shape, wider, so that writing its weights takes a few milliseconds.
+const char *const kWide = " --set model.hidden=256 --set model.heads=4 --set model.layers=2 ";
+
+// `zfcore export CHECKPOINT OUT` started in the background, its output in `log`: zfcore's pid.
+pid_t start_export(const std::string &dir, const std::string &checkpoint, const std::string &out,
+                   const std::string &log) {
+  const std::string command = "exec " + zf::test::zfcore() + " export " + checkpoint + " " + out + kWide +
+                              "--set model.max_seq=32 --set data.seq_len=32 --set data.path=" + dir +
+                              "/train.txt --set sample.tokens=0 >" + log + " 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+// Starts an export into `out` (which exists) and sends `signal` as soon as its weights' temporary
+// appears (inotify): the wait status, or -1 when it never appeared.
+int signal_export_midway(const std::string &dir, const std::string &checkpoint, const std::string &out,
+                         const std::string &log, int signal) {
+  const int watch = inotify_init1(IN_CLOEXEC);
+  inotify_add_watch(watch, out.c_str(), IN_CREATE);
+  const pid_t pid = start_export(dir, checkpoint, out, log);
+  bool sent = false;
+  alignas(inotify_event) char buffer[4096];
+  pollfd poll_fd{watch, POLLIN, 0};
+  while (!sent && poll(&poll_fd, 1, 60000) > 0) {
+    const ssize_t n = read(watch, buffer, sizeof buffer);
+    for (ssize_t at = 0; at < n && !sent;) {
+      const auto *event = reinterpret_cast<const inotify_event *>(buffer + at);
+      if (event->len > 0 && std::string(event->name).rfind(".model.safetensors.zf-", 0) == 0) sent = kill(pid, signal) == 0;
+      at += ssize_t(sizeof(inotify_event) + event->len);
+    }
+  }
+  close(watch);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return sent ? status : -1;
+}
+
+std::vector<std::string> temporaries_in(const std::string &dir) {
+  std::vector<std::string> found;
+  for (const auto &entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) found.push_back(name);
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("signals: SIGTERM during zfcore export stops it with a word and no temporary; the temporaries of an export "
+          "killed outright go with the next export into the directory", "[files]") {
+  const std::string dir = scratch_dir("changed_export_signal"), run_out = dir + "/run";
+  REQUIRE(run_command(tiny_run(dir, 1) + kWide + "--set run.output_dir=" + run_out).exit_code == 0);
+  const std::string checkpoint = run_out + "/checkpoints/step-00000001";
+  // SIGTERM as the weights are written: the export stops, says so and removes its temporaries.
+  bool stopped = false;
+  for (int attempt = 0; attempt < 5 && !stopped; ++attempt) {
+    const std::string out = dir + "/term" + std::to_string(attempt);
+    fs::create_directories(out);
+    const int status = signal_export_midway(dir, checkpoint, out, dir + "/term.log", SIGTERM);
+    const std::string log = read_text(dir + "/term.log");
+    INFO(log);
+    REQUIRE(status != -1);
+    CHECK(WIFEXITED(status));  // not killed by the signal
+    CHECK(temporaries_in(out).empty());
+    stopped = WIFEXITED(status) && WEXITSTATUS(status) == 1;
+    if (stopped) {
+      CHECK_THAT(log, Catch::Contains("stopped by signal 15") && Catch::Contains("its temporary is removed"));
+      CHECK(!fs::exists(out + "/model.safetensors"));
+    }
+  }
+  CHECK(stopped);  // (an export that finished before the signal landed is tried again)
+
+  // SIGKILL: nothing can clean up; the next export into the directory removes what it left.
+  const std::string out = dir + "/killed";
+  fs::create_directories(out);
+  const int killed = signal_export_midway(dir, checkpoint, out, dir + "/kill.log", SIGKILL);
+  REQUIRE(killed != -1);
+  REQUIRE(WIFSIGNALED(killed));
+  const std::vector<std::string> left = temporaries_in(out);
+  REQUIRE(!left.empty());
+  const int again = zf::test::wait_for_end(start_export(dir, checkpoint, out, dir + "/again.log"), 120);
+  const std::string log = read_text(dir + "/again.log");
+  INFO(log);
+  CHECK(WIFEXITED(again));
+  CHECK(WEXITSTATUS(again) == 0);
+  CHECK(temporaries_in(out).empty());
+  CHECK_THAT(log, Catch::Contains(out + ": removed ") && Catch::Contains(left[0]) &&
+                      Catch::Contains("left by an export that was killed"));
+  CHECK(fs::exists(out + "/model.safetensors"));
+  CHECK(!fs::exists(out + "/.zfcore-export"));
+}
+
+TEST_CASE("full disks: a save whose .zfcore-latest record cannot be written stops with a clear error and keeps the "
+          "checkpoint", "[files]") {
+  const std::string dir = scratch_dir("changed_latest_record"), out = dir + "/out";
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out + " --set checkpoint.every=1").exit_code == 0);
+  // The record's write fails (as on a full disk): here a directory stands where its rename goes.
+  fs::remove(out + "/.zfcore-latest");
+  fs::create_directories(out + "/.zfcore-latest");
+  auto failed = run_command(tiny_run(dir, 4) + "--set run.output_dir=" + out + " --set checkpoint.every=1");
+  INFO(failed.output);
+  CHECK(failed.exit_code == 1);
+  const std::string step3 = out + "/checkpoints/step-00000003";
+  CHECK_THAT(failed.output, Catch::Contains("the checkpoint " + step3 + " is saved whole, but recording it as "
+                                            "the run's newest failed") &&
+                                Catch::Contains("--set checkpoint.resume=" + step3));
+  auto verify = run_command(zf::test::zfcore() + " checkpoint verify " + step3);
+  CHECK(verify.exit_code == 0);
+  // The way the message gives goes on from step 3.
+  fs::remove(out + "/.zfcore-latest");
+  auto resumed = run_command(tiny_run(dir, 4) + "--set run.output_dir=" + out + " --set checkpoint.every=1 " +
+                             "--set checkpoint.resume=" + step3);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("resumed from " + step3 + " (step 3)"));
+}
+
+TEST_CASE("exports: a bare data.tokenizer_path = tokenizer.json exports the tokenizer files zfcore read, not the "
+          "other files beside it", "[files]") {
+  const std::string dir = scratch_dir("changed_tokenizer_neighbours");
+  const std::string fixture = zf::test::source_dir() + "/tests/fixtures/hf/gpt2_tokenizer/";
+  fs::copy_file(fixture + "tokenizer.json", dir + "/tokenizer.json");
+  fs::copy_file(fixture + "tokenizer_config.json", dir + "/tokenizer_config.json");
+  // Another model's files, in the same directory.
+  for (const char *name : {"vocab.json", "merges.txt", "chat_template.jinja"}) write_text(dir + "/" + name, kPrecious);
+  auto run = run_command("cd " + dir + " && " + tiny_run(dir, 1) + "--set data.tokenizer=hf --set " +
+                         "data.tokenizer_path=tokenizer.json --set model.vocab=601 --set run.output_dir=out " +
+                         "--set checkpoint.export_hf=hf");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(read_text(dir + "/hf/tokenizer.json") == read_text(dir + "/tokenizer.json"));
+  CHECK(read_text(dir + "/hf/tokenizer_config.json") == read_text(dir + "/tokenizer_config.json"));
+  for (const char *name : {"vocab.json", "merges.txt", "chat_template.jinja"}) CHECK(!fs::exists(dir + "/hf/" + name));
+  // A directory given: the tokenizer files transformers reads from it, as before.
+  auto whole = run_command("cd " + dir + " && " + tiny_run(dir, 1) + "--set data.tokenizer=hf --set " +
+                           "data.tokenizer_path=. --set model.vocab=601 --set run.output_dir=out2 " +
+                           "--set checkpoint.export_hf=hf2");
+  INFO(whole.output);
+  REQUIRE(whole.exit_code == 0);
+  CHECK(fs::exists(dir + "/hf2/merges.txt"));
+}
