@@ -267,3 +267,29 @@ TEST_CASE("exports: a bare data.tokenizer_path = tokenizer.json exports the toke
   REQUIRE(whole.exit_code == 0);
   CHECK(fs::exists(dir + "/hf2/merges.txt"));
 }
+
+TEST_CASE("mixed checkpoints: verify names a rank file copied in from another step, and a resume falls back to the "
+          "checkpoint before it, saying so", "[files]") {
+  const std::string dir = scratch_dir("changed_mixed_ranks"), out = dir + "/out", store = out + "/checkpoints";
+  auto on_two = [&](int steps) {
+    std::string command = tiny_run(dir, steps) + "--set run.output_dir=" + out + " --set checkpoint.every=1 " +
+                          "--set checkpoint.keep=3";
+    return command.replace(command.find(zf::test::zfcore()), 0, zf::test::mpirun(2));
+  };
+  auto trained = run_command(on_two(3));
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  fs::copy_file(store + "/step-00000002/rank-00001.safetensors", store + "/step-00000003/rank-00001.safetensors",
+                fs::copy_options::overwrite_existing);
+  auto verify = run_command(zf::test::zfcore() + " checkpoint verify " + store + "/step-00000003");
+  INFO(verify.output);
+  CHECK(verify.exit_code == 1);
+  CHECK_THAT(verify.output, Catch::Contains(store + "/step-00000003/rank-00001.safetensors holds step 2") &&
+                                Catch::Contains("its rank files come from different saves"));
+  auto resumed = run_command(on_two(4));
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("checkpoint " + store + "/step-00000003 is damaged") &&
+                                 Catch::Contains("trying the one before it") &&
+                                 Catch::Contains("resumed from " + store + "/step-00000002 (step 2)"));
+}
