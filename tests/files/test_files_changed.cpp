@@ -293,3 +293,133 @@ TEST_CASE("mixed checkpoints: verify names a rank file copied in from another st
                                  Catch::Contains("trying the one before it") &&
                                  Catch::Contains("resumed from " + store + "/step-00000002 (step 2)"));
 }
+
+TEST_CASE("logs: a steps.csv saved again with a UTF-8 byte order mark keeps one step column on resume", "[files]") {
+  const std::string dir = scratch_dir("changed_csv_bom"), out = dir + "/out";
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out).exit_code == 0);
+  const std::string before = read_text(out + "/steps.csv");
+  write_text(out + "/steps.csv", "\xEF\xBB\xBF" + before);  // as a spreadsheet saves it
+  auto resumed = run_command(tiny_run(dir, 3) + "--set run.output_dir=" + out);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  std::ifstream csv(out + "/steps.csv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(csv, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 4);
+  auto fields = [](std::string line) {
+    if (line.rfind("\xEF\xBB\xBF", 0) == 0) line = line.substr(3);
+    std::vector<std::string> out(1);
+    for (char ch : line)
+      if (ch == ',') out.emplace_back();
+      else out.back().push_back(ch);
+    return out;
+  };
+  const std::vector<std::string> header = fields(lines[0]);
+  CHECK(header == fields(before.substr(0, before.find('\n'))));  // the columns the run wrote, no second step
+  for (const std::string &row : lines) CHECK(fields(row).size() == header.size());
+  for (int step = 1; step <= 3; ++step) CHECK(fields(lines[size_t(step)])[0] == std::to_string(step));
+}
+
+TEST_CASE("messages: an excerpt of text is cut between UTF-8 characters, never inside one", "[files]") {
+  for (size_t ascii = 95; ascii <= 100; ++ascii) {
+    std::string text(ascii, 'a');
+    for (int i = 0; i < 10; ++i) text += "\xE2\x82\xAC";  // the euro sign, three bytes
+    const std::string cut = zf::excerpt(text);
+    INFO(ascii);
+    CHECK(zf::utf8_problem(cut).empty());
+    CHECK(cut.size() > 3);
+    CHECK(text.rfind(cut.substr(0, cut.size() - 3), 0) == 0);  // a prefix of the text, then "..."
+    CHECK(cut.size() - 3 >= 97);                                // at most one character shorter
+  }
+}
+
+TEST_CASE("messages: a DeepSpeed config named ds.JSON is read as DeepSpeed JSON, as ds.json is", "[files]") {
+  const std::string dir = scratch_dir("changed_json_case");
+  const std::string json = read_text(zf::test::source_dir() + "/tests/config/deepspeed/getting_started.json");
+  const std::string model = " --set model.type=linear_stack --set model.hidden=64 --set model.layers=2 "
+                            "--set data.type=random --set data.samples=64 --set train.steps=2";
+  for (const char *name : {"ds.json", "ds.JSON", "ds.Json"}) {
+    write_text(dir + "/" + name, json);
+    auto valid = run_command(zf::test::zfcore() + " validate " + dir + "/" + name + model);
+    INFO(name << ": " << valid.output);
+    CHECK(valid.exit_code == 0);  // as TOML, the file would be a syntax error at 1:1
+  }
+}
+
+TEST_CASE("messages: --unset model.type on a text config fails in validate, naming model.type", "[files]") {
+  const std::string dir = scratch_dir("changed_unset_type");
+  for (const char *command : {" validate ", " run "}) {
+    std::string line = tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/out --unset model.type";
+    line.replace(line.find(" run "), 5, command);
+    auto outcome = run_command(line);
+    INFO(outcome.output);
+    CHECK(outcome.exit_code == 1);
+    CHECK_THAT(outcome.output, Catch::Contains("model.type = \"linear_stack\" (the default where no model.type is set) "
+                                               "trains on data.type = \"random\" only"));
+    CHECK(!fs::exists(dir + "/out/steps.jsonl"));
+  }
+}
+
+TEST_CASE("messages: a safetensors shape of 2^62 elements is named as more than 2^64 bytes, not as 0 bytes",
+          "[files]") {
+  const std::string header = R"({"w":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}})";
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+  file += header;
+  try {
+    zf::parse_safetensors_header(reinterpret_cast<const unsigned char *>(file.data()), file.size(), "huge.safetensors");
+    FAIL("a shape of 2^62 elements was accepted");
+  } catch (const zf::Error &e) {
+    CHECK_THAT(e.what(), Catch::Contains("huge.safetensors: tensor 'w': shape [2147483648,2147483648] of F32 is "
+                                         "4611686018427387904 elements, more than 2^64 bytes") &&
+                             !Catch::Contains("needs 0 bytes"));
+  }
+}
+
+TEST_CASE("messages: an init_from whose generation_config.json links outside it is refused before step 1, not at the "
+          "export after training", "[files]") {
+  const std::string dir = scratch_dir("changed_init_from_link"), base = dir + "/base";
+  REQUIRE(run_command(tiny_run(dir, 1) + "--set run.output_dir=" + dir + "/seed --set checkpoint.export_hf=" + base)
+              .exit_code == 0);
+  write_text(dir + "/elsewhere.json", "{}\n");
+  fs::remove(base + "/generation_config.json");
+  fs::create_symlink(dir + "/elsewhere.json", base + "/generation_config.json");
+  auto tuned = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/ft --set model.init_from=" + base +
+                           " --set checkpoint.export_hf=" + dir + "/ft_hf");
+  INFO(tuned.output);
+  CHECK(tuned.exit_code == 1);
+  CHECK_THAT(tuned.output, Catch::Contains("model.init_from: " + base + "/generation_config.json") &&
+                               Catch::Contains("copies it into the export"));
+  CHECK(read_text(dir + "/ft/steps.jsonl").find("\"step\":1") == std::string::npos);  // refused before step 1
+}
+
+TEST_CASE("exports: zfcore export of a byte-level model needs no data: the text it trained on may be gone",
+          "[files]") {
+  const std::string dir = scratch_dir("changed_export_no_data"), out = dir + "/out";
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out).exit_code == 0);
+  fs::remove(dir + "/train.txt");  // moved to another machine, or deleted
+  fs::create_directories(dir + "/elsewhere");
+  auto exported = run_command("cd " + dir + "/elsewhere && timeout 120 " + zf::test::zfcore() + " export " + out +
+                              "/checkpoints/step-00000002 hf");
+  INFO(exported.output);
+  CHECK(exported.exit_code == 0);
+  CHECK(fs::exists(dir + "/elsewhere/hf/model.safetensors"));
+  CHECK(fs::exists(dir + "/elsewhere/hf/tokenizer.json"));  // the byte tokenizer's files, written by zfcore
+}
+
+TEST_CASE("logs: a restart with checkpoint.resume = never where the run's checkpoints are is refused before step 1, "
+          "and the step log stays one run's", "[files]") {
+  const std::string dir = scratch_dir("changed_resume_never"), out = dir + "/out";
+  REQUIRE(run_command(tiny_run(dir, 4) + "--set run.output_dir=" + out + " --set checkpoint.every=2").exit_code == 0);
+  const std::string rows = read_text(out + "/steps.jsonl");
+  auto restarted = run_command(tiny_run(dir, 4) + "--set run.output_dir=" + out + " --set checkpoint.every=2 " +
+                               "--set checkpoint.resume=never");
+  INFO(restarted.output);
+  CHECK(restarted.exit_code == 1);
+  CHECK_THAT(restarted.output, Catch::Contains(out + "/checkpoints/step-00000004 is in the way"));
+  CHECK(read_text(out + "/steps.jsonl") == rows);  // not replaced by a second run's rows
+  auto resumed = run_command(tiny_run(dir, 5) + "--set run.output_dir=" + out + " --set checkpoint.every=2");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(count_lines(out + "/steps.jsonl") == 5);  // rows 1-4 of the first run, then its step 5
+}
