@@ -423,3 +423,30 @@ TEST_CASE("logs: a restart with checkpoint.resume = never where the run's checkp
   CHECK(resumed.exit_code == 0);
   CHECK(count_lines(out + "/steps.jsonl") == 5);  // rows 1-4 of the first run, then its step 5
 }
+
+TEST_CASE("tensorboard: after event files named for a far future or past 200 bytes, each resume's file sorts last and "
+          "its name does not grow", "[files]") {
+  const std::string dir = scratch_dir("changed_tensorboard_names"), out = dir + "/out", events = out + "/tensorboard";
+  REQUIRE(run_command(tiny_run(dir, 1) + "--set run.output_dir=" + out).exit_code == 0);
+  write_text(events + "/events.out.tfevents.99999999999999.elsewhere.1", "");
+  write_text(events + "/events.out.tfevents.99999999999999" + std::string(200, 'z'), "");  // 234 bytes
+  std::vector<std::string> seen;
+  for (const auto &entry : fs::directory_iterator(events)) seen.push_back(entry.path().filename().string());
+  std::vector<std::string> created;
+  for (int steps = 2; steps <= 4; ++steps) {
+    auto resumed = run_command(tiny_run(dir, steps) + "--set run.output_dir=" + out);
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    std::string newest, made;
+    for (const auto &entry : fs::directory_iterator(events)) {
+      const std::string name = entry.path().filename().string();
+      newest = std::max(newest, name);
+      if (std::find(seen.begin(), seen.end(), name) == seen.end()) made = name;
+    }
+    REQUIRE(!made.empty());
+    CHECK(made == newest);  // TensorBoard reads it last: its START drops the older files' later steps
+    created.push_back(made);
+    seen.push_back(made);
+  }
+  for (const std::string &name : created) CHECK(name.size() <= created[0].size() + 2);  // (a pid may gain a digit)
+}
