@@ -265,7 +265,8 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
     RunOptions batch;
     batch.micro_batch = identity_.micro_batch, batch.grad_accum = identity_.grad_accum;
     check_global_batch(read_recorded_run(candidate), batch, comm.world_size(), config_, candidate);
-    check_same_data(read_recorded_run(candidate), identity_, config_, candidate, comm.rank() == 0);
+    if (checkpoint_step_of_name(candidate) < config_.integer("train", "steps"))  // else nothing is trained on the data
+      check_same_data(read_recorded_run(candidate), identity_, config_, candidate, comm.rank() == 0);
     loaded = state(0, update);
     whole_staging = torch::Tensor();
     own = store_->same_layout(candidate, loaded) && has_zenflow_state(candidate) == identity_.zenflow &&
