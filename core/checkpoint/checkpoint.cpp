@@ -75,7 +75,15 @@ std::string checkpoint_damage(const fs::path &checkpoint, int first_file, int st
     for (uint64_t rank = uint64_t(first_file); rank < world; rank += uint64_t(stride)) {
       const fs::path file = checkpoint / rank_file(int(rank));
       SafetensorsFile stored = SafetensorsFile::open(file.string());  // the header's structure
-      read_checkpoint_metadata(stored.metadata(), file.string());
+      const CheckpointMetadata mine = read_checkpoint_metadata(stored.metadata(), file.string());
+      // Every rank file is of one save: a file copied in from another step or run is not this checkpoint's.
+      ZF_REQUIRE(mine.step == recorded.step && mine.world_size == world && mine.run_id == recorded.run_id &&
+                     mine.record_checksum == recorded.record_checksum,
+                 "%s holds step %lld of the run id %s, and %s step %lld of the run id %s: its rank files come from "
+                 "different saves (one copied in from another checkpoint?); resume from another checkpoint",
+                 file.c_str(), (long long)mine.step, mine.run_id.empty() ? "(none)" : mine.run_id.c_str(),
+                 first.c_str(), (long long)recorded.step,
+                 recorded.run_id.empty() ? "(none)" : recorded.run_id.c_str());
       if (!tensors) continue;
       std::vector<std::string> damaged = stored.damaged_tensors();
       if (damaged.empty()) continue;

@@ -77,7 +77,12 @@ TensorInfo parse_entry(const std::string &path, const std::string &name, const n
              "%s: tensor '%s': data_offsets [%llu, %llu) run past the %llu-byte data section (truncated file?)",
              file, tensor, (unsigned long long)info.begin, (unsigned long long)info.end,
              (unsigned long long)data_size);
-  uint64_t expected = numel * element_size;
+  uint64_t expected = 0;
+  ZF_REQUIRE(!__builtin_mul_overflow(numel, uint64_t(element_size), &expected),
+             "%s: tensor '%s': shape %s of %s is %llu elements, more than 2^64 bytes, but data_offsets [%llu, %llu) "
+             "hold %llu bytes", file, tensor, excerpt(shape.dump()).c_str(), excerpt(info.dtype_name).c_str(),
+             (unsigned long long)numel, (unsigned long long)info.begin, (unsigned long long)info.end,
+             (unsigned long long)(info.end - info.begin));
   ZF_REQUIRE(info.end - info.begin == expected,
              "%s: tensor '%s': shape %s of %s needs %llu bytes but data_offsets [%llu, %llu) hold %llu", file,
              tensor, excerpt(shape.dump()).c_str(), excerpt(info.dtype_name).c_str(), (unsigned long long)expected,

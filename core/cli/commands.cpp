@@ -138,7 +138,7 @@ int command_run(const RunArgs &run, bool export_only) {
   return on_every_rank(run, [export_only](const RunConfig &config, Runtime &runtime) {
     PluginRegistry registry(PluginRegistry::default_search_path(config.plugin_path()));
     std::vector<std::string> notes;  // what `zfcore validate` checks, first and alike (setup_checks.hpp)
-    check_before_setup(config, registry, &notes);
+    check_before_setup(config, registry, &notes, export_only);
     if (runtime.comm->rank() == 0)
       for (const std::string &note : notes) log_warn(note);
     RunSummary summary = train(config, runtime, registry, export_only);

@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 
 #include "config/config.hpp"
+#include "config/deepspeed.hpp"
 #include "engine/run_options.hpp"
 #include "engine/training_checkpoint.hpp"
 #include "memory/config_estimate.hpp"
@@ -254,7 +255,7 @@ int command_estimate(const std::vector<std::string> &args) {
   if (ranks_per_host == 0 || ranks_per_host > world) ranks_per_host = world;  // default: all on one host
   RunArgs run = parse_run_args(rest, "estimate");
   // A DeepSpeed config names no data, and the estimate reads none: only the model must be added.
-  const bool json = run.file.size() > 5 && run.file.compare(run.file.size() - 5, 5, ".json") == 0;
+  const bool json = is_deepspeed_config_name(run.file);
   if (json && std::none_of(run.overrides.begin(), run.overrides.end(),
                            [](const std::string &set) { return set.rfind("data.", 0) == 0; }))
     run.overrides.push_back("data.type=random");

@@ -136,7 +136,7 @@ RunConfig RunConfig::load(const std::string &path, const std::vector<std::string
 RunConfig RunConfig::from_file_text(const std::string &text, const std::string &path,
                                     const std::vector<std::string> &overrides, const std::vector<std::string> &unsets) {
   // A DeepSpeed config runs as the TOML `zfcore convert` writes for it; locations name those lines.
-  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
+  if (is_deepspeed_config_name(path)) {
     DeepSpeedConversion converted = convert_deepspeed(text, path);
     RunConfig config = parse(converted.toml, path + " (as `zfcore convert " + path + "` writes it)", overrides, unsets);
     config.notes_ = converted.notes;

@@ -9,6 +9,7 @@
 #include "runtime/input.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -383,6 +384,13 @@ bool converted_by_zfcore(const std::string &text) {
   const std::string tail = " by zfcore convert.";
   return first.rfind("# Converted from ", 0) == 0 && first.size() > tail.size() &&
          first.compare(first.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+bool is_deepspeed_config_name(const std::string &path) {
+  if (path.size() <= 5) return false;
+  std::string end = path.substr(path.size() - 5);
+  for (char &ch : end) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return end == ".json";
 }
 
 DeepSpeedConversion convert_deepspeed(const std::string &json_text, const std::string &source) {

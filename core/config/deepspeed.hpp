@@ -23,6 +23,8 @@ struct DeepSpeedConversion {
 
 // `json_text` converted; `source` (the file) is named in errors and in the output's header.
 DeepSpeedConversion convert_deepspeed(const std::string &json_text, const std::string &source);
+// Whether a config file is read as DeepSpeed JSON: its name ends in .json, in any case (ds.JSON).
+bool is_deepspeed_config_name(const std::string &path);
 
 // convert_deepspeed(...).toml, as `zfcore convert` prints it.
 std::string deepspeed_to_toml(const std::string &json_text, const std::string &source);

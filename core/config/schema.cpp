@@ -113,6 +113,9 @@ const std::map<std::string, std::vector<zf_param_decl>> &core_schema() {
              "when the checkpoint was trained with another global batch (micro_batch x grad_accum x ranks): same "
              "(refuse), keep (derive train.grad_accum to keep the checkpoint's; the data order continues exactly) or "
              "new (continue with this run's)", 0, 0, 0, "same|keep|new"),
+        decl("resume_data", ZF_PARAM_STRING, "same",
+             "when the checkpoint was trained on other data than data.path holds now (another count of sequences or "
+             "other sampled sequences): same (refuse) or new (continue on this data)", 0, 0, 0, "same|new"),
         decl("export_hf", ZF_PARAM_STRING, "", "at the end, export the model in Hugging Face format to this directory"),
         decl("export_dtype", ZF_PARAM_STRING, "auto",
              "weights of the export: auto (the compute dtype), float32 (the fp32 master) or bfloat16", 0, 0, 0,

@@ -36,6 +36,9 @@ class DataSource {
   // Every token id is below this (the model's vocabulary must be at least as large); 0 for
   // sources that are not token data (random).
   virtual int64_t vocab_size() const = 0;
+  // A digest of the split's size and of up to 256 of its sequences, evenly spaced: what a checkpoint
+  // records of the data, so that a resume on other data is noticed. "" for generated data (random).
+  virtual std::string sampled_digest() const { return ""; }
 };
 
 // The source [data] describes, for one split. For Split::eval it returns nullptr when there is no

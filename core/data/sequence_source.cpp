@@ -3,9 +3,12 @@
 #include "data/sequence_source.hpp"
 
 #include "data/order.hpp"
+#include "runtime/digest.hpp"
 #include "runtime/error.hpp"
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 namespace zf {
 namespace {
@@ -47,6 +50,22 @@ class SequenceSource final : public DataSource {
 
   int64_t size() const override { return int64_t(members_.size()); }
   int64_t vocab_size() const override { return set_->vocab_size(); }
+
+  std::string sampled_digest() const override {
+    const int64_t size = int64_t(members_.size()), samples = std::min<int64_t>(size, 256), seq_len = set_->seq_len();
+    uint64_t digest = digest_bytes(&size, sizeof size, kDigestSeed);
+    std::vector<int64_t> row(size_t(2 * seq_len));
+    for (int64_t i = 0; i < samples; ++i) {
+      std::fill(row.begin(), row.end(), 0);
+      try {
+        set_->fill(members_[size_t(i * size / samples)], row.data(), row.data() + seq_len);
+      } catch (const Error &) {
+        // A sequence the run cannot read (an id outside the vocabulary) stops the step that reads it.
+      }
+      digest = digest_bytes(row.data(), row.size() * sizeof(int64_t), digest);
+    }
+    return format("%016llx", (unsigned long long)digest);
+  }
 
  private:
   // The order of epoch `epoch`: a permutation seeded by (seed, epoch). A batch can straddle two

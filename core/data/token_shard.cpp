@@ -74,6 +74,7 @@ TokenShard::TokenShard(const std::string &path) : path_(path) {
   struct stat info {};
   fstat(fd_, &info);
   map_bytes_ = size_t(info.st_size);
+  modified_ns_ = int64_t(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec;
   if (map_bytes_ >= kTokenShardHeaderBytes) map_ = mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd_, 0);
   int mapping_errno = errno;
   if (map_ == MAP_FAILED) map_ = nullptr;
@@ -118,6 +119,10 @@ void TokenShard::check_unchanged() const {
              "%s: the token shard shrank from %zu to %lld bytes while in use (was it rewritten or truncated?); "
              "restore it and resume from the last checkpoint",
              path_.c_str(), map_bytes_, (long long)info.st_size);
+  ZF_REQUIRE(int64_t(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec == modified_ns_,
+             "%s: the token shard was written while in use (its modification time changed): the ids read from now "
+             "on are not the ones the run started with; restore it and resume from the last checkpoint",
+             path_.c_str());
 }
 
 int64_t TokenShard::operator[](int64_t i) const {

@@ -36,8 +36,9 @@ class TokenShard {
   int64_t vocab() const { return vocab_; }
   int bytes_per_id() const { return width_; }
   int64_t operator[](int64_t i) const;
-  // Throws a located error when the file has become shorter than when it was mapped (rewritten or
-  // truncated while training): reading the lost pages would end the process with SIGBUS.
+  // Throws a located error when the file has become shorter than when it was mapped (truncated while
+  // training: reading the lost pages would end the process with SIGBUS), or was written since (its
+  // ids would change under the run).
   void check_unchanged() const;
 
  private:
@@ -47,6 +48,7 @@ class TokenShard {
   size_t map_bytes_ = 0;
   const unsigned char *ids_ = nullptr;
   int64_t count_ = 0, vocab_ = 0;
+  int64_t modified_ns_ = 0;  // the file's modification time when it was mapped
   int width_ = 0;
 };
 

@@ -15,7 +15,13 @@ constexpr const char *kLatestRecord = ".zfcore-latest";  // in the output direct
 void record_latest_saved(const std::string &output_dir, const std::string &checkpoint) {
   std::error_code ec;
   const std::filesystem::path path = std::filesystem::weakly_canonical(std::filesystem::absolute(checkpoint, ec), ec);
-  Directory::open(output_dir, true, "run.output_dir").write_atomically(kLatestRecord, (ec ? checkpoint : path.string()) + "\n");
+  try {
+    Directory::open(output_dir, true, "run.output_dir").write_atomically(kLatestRecord, (ec ? checkpoint : path.string()) + "\n");
+  } catch (const Error &e) {  // a full disk: the checkpoint is whole, its record is not
+    throw Error(format("the checkpoint %s is saved whole, but recording it as the run's newest failed: %s. Free space "
+                       "in %s, then continue with --set checkpoint.resume=%s (the record may still name an older "
+                       "checkpoint)", checkpoint.c_str(), e.what(), output_dir.c_str(), checkpoint.c_str()));
+  }
 }
 
 std::string latest_saved(const std::string &output_dir, Communicator &comm) {

@@ -65,10 +65,10 @@ class Trainer {
     torch::manual_seed(options_.seed);
     ModelAndValues built = make_unallocated_model(config);  // memory once the plan is checked (Placement)
     model_ = std::move(built.model);
-    data_ = make_data_source(config);
-    eval_data_ = make_data_source(config, Split::eval);
-    ZF_REQUIRE(options_.eval_every == 0 || eval_data_ != nullptr, "%s: train.eval_every = %lld but the data has "
-               "no held-out part; set data.eval_path (a file) or data.eval_fraction",
+    data_ = export_only_ ? nullptr : make_data_source(config);  // an export reads no data (nor needs data.path)
+    eval_data_ = export_only_ ? nullptr : make_data_source(config, Split::eval);
+    ZF_REQUIRE(export_only_ || options_.eval_every == 0 || eval_data_ != nullptr, "%s: train.eval_every = %lld but "
+               "the data has no held-out part; set data.eval_path (a file) or data.eval_fraction",
                config.where("train", "eval_every").str().c_str(), (long long)options_.eval_every);
     stats_.mark("model");
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major,
@@ -79,11 +79,11 @@ class Trainer {
       claim_output_dir(options_.output_dir, config_.string("run", "name"), config_.where("run", "name").str());
     }
     const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
-    const int64_t steps_per_epoch = (data_->size() + samples_per_step - 1) / samples_per_step;
+    const int64_t steps_per_epoch = data_ ? (data_->size() + samples_per_step - 1) / samples_per_step : 1;
     place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, *built.values,
                                          steps_per_epoch, stats_);
     checkpoints_ = std::make_unique<TrainingCheckpoints>(config, options_.output_dir, runtime_, flat_->layout(),
-                                                         run_identity(config, plugins_, options_, *place_));
+                                                         run_identity(config, plugins_, options_, *place_, data_.get()));
     resume();
     stats_.mark("resume");
   }

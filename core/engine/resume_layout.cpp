@@ -47,6 +47,12 @@ RecordedRun read_recorded_run(const fs::path &checkpoint) {
   run.output_dir = text_of("output_dir");
   run.zenflow = info.contains("zenflow") && info["zenflow"].is_boolean() && info["zenflow"].get<bool>();
   if (info.contains("initial_loss") && info["initial_loss"].is_number()) run.initial_loss = info["initial_loss"].get<double>();
+  if (info.contains("data") && info["data"].is_object()) {
+    const nlohmann::json &data = info["data"];
+    if (data.value("path", nlohmann::json()).is_string()) run.data_path = data["path"].get<std::string>();
+    if (data.value("digest", nlohmann::json()).is_string()) run.data_digest = data["digest"].get<std::string>();
+    if (data.value("sequences", nlohmann::json()).is_number_integer()) run.data_sequences = data["sequences"].get<int64_t>();
+  }
   const nlohmann::json given = info.value("run_config", nlohmann::json());
   auto words = [&](const char *key, std::vector<std::string> &out) {
     if (!given.contains(key) || !given[key].is_array()) return false;
@@ -122,6 +128,58 @@ void check_global_batch(const RecordedRun &recorded, const RunOptions &options, 
       checkpoint.c_str(), (long long)global, (long long)recorded.micro_batch, (long long)recorded.grad_accum,
       (long long)recorded.world_size, (long long)mine, (long long)options.micro_batch, (long long)options.grad_accum,
       world_size, (long long)global, (long long)mine, (long long)mine, (long long)mine));
+}
+
+void check_same_optimizer(const fs::path &checkpoint, const TrainingCheckpoints::RunIdentity &mine) {
+  std::string text;
+  const std::string path = (checkpoint / "checkpoint.json").string();
+  if (!read_regular_file(path, 1 << 20, &text).empty()) return;  // the rank files' checks say what is wrong
+  nlohmann::json info = parse_json(text, path);
+  if (!info.is_object()) return;
+  auto recorded = [&](const char *key) {
+    return info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string();
+  };
+  const std::string optimizer = recorded("optimizer");
+  auto listed = [](const std::vector<std::string> &names) {
+    std::string out;
+    for (const std::string &name : names) out += (out.empty() ? "" : ", ") + name;
+    return out;
+  };
+  // Optimizers with the same state (gpu_adam and cpu_adam: exp_avg, exp_avg_sq) continue each
+  // other's checkpoints, as when offload is switched on or off. Older checkpoints name no state:
+  // loading them names a tensor that is missing.
+  std::vector<std::string> state;
+  if (info.contains("optimizer_state") && info["optimizer_state"].is_array())
+    for (const auto &name : info["optimizer_state"])
+      if (name.is_string()) state.push_back(name.get<std::string>());
+  ZF_REQUIRE(!info.contains("optimizer_state") || state == mine.optimizer_state,
+             "%s was written with optimizer.plugin = \"%s\" (state %s); this run uses \"%s\" (state %s), whose state "
+             "is not the same: resume with optimizer.plugin = \"%s\", or start a new run from the model (export it "
+             "with checkpoint.export_hf, then model.init_from)",
+             checkpoint.c_str(), excerpt(optimizer).c_str(), excerpt(listed(state)).c_str(), mine.optimizer.c_str(),
+             listed(mine.optimizer_state).c_str(), excerpt(optimizer).c_str());
+}
+
+void check_same_data(const RecordedRun &recorded, const TrainingCheckpoints::RunIdentity &mine,
+                     const RunConfig &config, const fs::path &checkpoint, bool say) {
+  if (recorded.data_digest.empty() || mine.data_digest.empty()) return;  // not recorded, or no data read
+  if (recorded.data_digest == mine.data_digest && recorded.data_sequences == mine.data_sequences) return;
+  const std::string was = format("data.path = \"%s\" (%lld training sequences, sampled digest %s)",
+                                 excerpt(recorded.data_path).c_str(), (long long)recorded.data_sequences,
+                                 excerpt(recorded.data_digest).c_str());
+  const std::string now = format("data.path = \"%s\" holds other data (%lld training sequences, sampled digest %s)",
+                                 mine.data_path.c_str(), (long long)mine.data_sequences, mine.data_digest.c_str());
+  if (config.string("checkpoint", "resume_data") == "new") {
+    if (say)
+      std::printf("zfcore: %s was trained on %s; this run's %s, and continues on it (checkpoint.resume_data = "
+                  "\"new\")\n", checkpoint.c_str(), was.c_str(), now.c_str());
+    return;
+  }
+  throw Error(format("%s was trained on %s; this run's %s: the data changed since the checkpoint (rewritten, "
+                     "replaced or re-tokenized), and the run would continue mid-epoch on other sequences. Restore "
+                     "the data the checkpoint was trained on, or set checkpoint.resume_data = \"new\" to continue "
+                     "on this data",
+                     checkpoint.c_str(), was.c_str(), now.c_str()));
 }
 
 bool has_zenflow_state(const fs::path &checkpoint) {

@@ -24,6 +24,8 @@ struct RecordedRun {
   std::string output_dir;  // the run's output directory, absolute ("" before zfcore recorded it)
   bool zenflow = false;
   double initial_loss = std::numeric_limits<double>::quiet_NaN();  // the run's loss at step 1 (NaN: not recorded)
+  std::string data_path, data_digest;  // checkpoint.json "data" (TrainingCheckpoints::RunIdentity); "": not recorded
+  int64_t data_sequences = 0;
   // The config the run was made from (checkpoint.json "run_config"; has_config false: not recorded).
   bool has_config = false;
   std::string config_text, config_directory;  // the config, and the directory its relative paths start from
@@ -42,6 +44,16 @@ constexpr size_t kMaxRecordedConfigBytes = size_t(256) << 10;
 // does not accept it ("new"), saying what to set.
 void check_global_batch(const RecordedRun &recorded, const RunOptions &options, int world_size,
                         const RunConfig &config, const std::filesystem::path &checkpoint);
+
+// checkpoint.json records the optimizer that wrote it: a checkpoint of another optimizer's state is
+// refused (`mine`: this run's), saying how to go on.
+void check_same_optimizer(const std::filesystem::path &checkpoint, const TrainingCheckpoints::RunIdentity &mine);
+
+// Throws when the checkpoint was trained on other data than this run reads (another count of
+// sequences or another sampled digest) and checkpoint.resume_data is not "new", saying how to go on;
+// with "new", `say` prints that the run continues on other data.
+void check_same_data(const RecordedRun &recorded, const TrainingCheckpoints::RunIdentity &mine,
+                     const RunConfig &config, const std::filesystem::path &checkpoint, bool say);
 
 // Whether the checkpoint holds ZenFlow state (false where its first rank file cannot be read: the load says why).
 bool has_zenflow_state(const std::filesystem::path &checkpoint);

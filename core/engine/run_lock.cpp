@@ -2,6 +2,7 @@
 
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
+#include "runtime/files_held.hpp"
 #include "runtime/input.hpp"
 #include "runtime/log.hpp"
 
@@ -60,6 +61,7 @@ RunLock::RunLock(const std::filesystem::path &directory, const std::string &what
                     directory.c_str(), std::strerror(error)));
     return;
   }
+  hold_directory(directory.string(), dir_fd_);  // written into by descriptor from now on (runtime/files_held.hpp)
   // A run that ends releases its lock with an empty file: a holder still named is a run that was
   // killed or crashed, whose lock the kernel released with its process.
   const std::string stale = holder_in(dir);
@@ -80,6 +82,7 @@ RunLock::~RunLock() {
     [[maybe_unused]] const int emptied = ::ftruncate(fd_, 0);
     ::close(fd_);
   }
+  if (dir_fd_ >= 0) release_directory(dir_fd_);
   if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 

@@ -9,9 +9,11 @@
 #include "plugin/plugin_set.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
+#include "runtime/input.hpp"
 #include "update/zenflow_options.hpp"
 
 #include <algorithm>
+#include <filesystem>
 
 namespace zf {
 
@@ -36,10 +38,37 @@ void check_data(const RunConfig &config) {
              config.where("train", "eval_every").str().c_str(), (long long)config.integer("train", "eval_every"));
 }
 
+// The files of init_from that checkpoint.export_hf copies into the export (hf_checkpoint.cpp), checked
+// before step 1: one that leads outside init_from (a link) would stop the export after training.
+void check_init_from_copies(const RunConfig &config, const std::string &init_from) {
+  if (init_from.empty() || config.string("checkpoint", "export_hf").empty()) return;
+  std::vector<std::string> names = {"generation_config.json"};
+  const std::string type = config.string("data", "type");
+  if (config.string("data", "tokenizer") == "byte" && type != "text" && type != "alpaca")  // its tokenizer is exported
+    names.insert(names.end(), {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                               "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja"});
+  for (const std::string &name : names) {
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(init_from + "/" + name, ec))) continue;
+    const std::string outside = path_inside_problem(init_from, name);
+    ZF_REQUIRE(outside.empty(), "%s: model.init_from: %s/%s %s; checkpoint.export_hf copies it into the export, and "
+               "zfcore reads a model's files only from inside its directory: copy the file there",
+               config.where("model", "init_from").str().c_str(), init_from.c_str(), name.c_str(), outside.c_str());
+  }
+}
+
 // The model's shape from the [model] table and init_from's config.json (no weights read), and
 // what the run will do with it.
 void check_model(const RunConfig &config, std::vector<std::string> *notes) {
   if (!is_transformer_config(config)) {
+    // linear_stack, the default model.type (a config that sets none, or --unset model.type), reads
+    // vectors, not tokens: token data would reach it as ids of the wrong shape.
+    const std::string data = config.string("data", "type");
+    ZF_REQUIRE(config.string("model", "type") != "linear_stack" || data == "random",
+               "%s: model.type = \"linear_stack\" (the default where no model.type is set) trains on data.type = "
+               "\"random\" only, and data.type = \"%s\" at %s is token data: set model.type (gpt2, llama, qwen2, ...) "
+               "or model.preset", config.where("model", "type").str().c_str(), data.c_str(),
+               config.where("data", "type").str().c_str());
     for (const char *key : {"preset", "init_from"})
       ZF_REQUIRE(config.string("model", key).empty() || config.string("model", "type") != "linear_stack",
                  "%s: model.%s does not apply to model.type = \"linear_stack\"",
@@ -51,6 +80,7 @@ void check_model(const RunConfig &config, std::vector<std::string> *notes) {
     return;
   }
   const TransformerOptions options = transformer_options(config);
+  check_init_from_copies(config, options.init_from);
   // The byte tokenizer's ids are the 256 bytes and EOS (256): a larger vocabulary trains embeddings
   // no id reaches. (A model of vocab 256 trains on text as well; its export's tokenizer has no EOS.)
   const std::string type = config.string("data", "type");
@@ -169,9 +199,10 @@ void check_optimizer_offload(const RunConfig &config, PluginRegistry &registry) 
 
 }  // namespace
 
-void check_before_setup(const RunConfig &config, PluginRegistry &registry, std::vector<std::string> *notes) {
+void check_before_setup(const RunConfig &config, PluginRegistry &registry, std::vector<std::string> *notes,
+                        bool export_only) {
   ZenFlowOptions::read(config, 1);  // its keys and their combinations
-  check_data(config);
+  if (!export_only) check_data(config);
   check_model(config, notes);
   check_plugin_tables(config, registry, notes);
   check_zenflow_offload(config, registry);

@@ -15,7 +15,9 @@ namespace zf {
 class PluginRegistry;
 
 // Throws zf::Error with the refusal. `notes`: the fallback lists' skipped plugins and warnings, for
-// the caller to print (validate) or log (a run).
-void check_before_setup(const RunConfig &config, PluginRegistry &registry, std::vector<std::string> *notes);
+// the caller to print (validate) or log (a run). `export_only` (zfcore export): [data] is not checked,
+// as the export reads no data.
+void check_before_setup(const RunConfig &config, PluginRegistry &registry, std::vector<std::string> *notes,
+                        bool export_only = false);
 
 }  // namespace zf

@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint_metadata.hpp"
 #include "checkpoint/reshard.hpp"
 #include "config/limits.hpp"
+#include "data/data_source.hpp"
 #include "engine/checkpoint_model.hpp"
 #include "engine/finite_values.hpp"
 #include "engine/placement.hpp"
@@ -123,6 +124,9 @@ std::string TrainingCheckpoints::info(int64_t step) const {
   json.key("grad_accum").value(identity_.grad_accum).key("run_name").value(run_name_).key("run_id").value(run_id_);
   json.key("config_digest").value(config_digest_).key("output_dir").value(absolute_output_dir(output_dir_));
   if (std::isfinite(initial_loss_)) json.key("initial_loss").value(initial_loss_);  // the run's, at step 1
+  if (!identity_.data_digest.empty())
+    json.key("data").begin_object().key("path").value(identity_.data_path).key("sequences")
+        .value(identity_.data_sequences).key("digest").value(identity_.data_digest).end_object();
   // What the config was made from, for zfcore export without a config file (one of a sane size).
   const RunConfig::Given &given = config_.given();
   if (given.text.size() <= kMaxRecordedConfigBytes) {
@@ -176,31 +180,6 @@ void TrainingCheckpoints::save(int64_t step, UpdatePlan &update) {
 std::string TrainingCheckpoints::newest() const {
   if (saved_step_ == 0) return "no checkpoint was written";
   return format("the newest checkpoint is %s (step %lld)", saved_path_.c_str(), (long long)saved_step_);
-}
-
-void TrainingCheckpoints::check_same_optimizer(const std::filesystem::path &checkpoint) const {
-  std::string text;
-  const std::string path = (checkpoint / "checkpoint.json").string();
-  if (!read_regular_file(path, 1 << 20, &text).empty()) return;  // the rank files' checks say what is wrong
-  nlohmann::json info = parse_json(text, path);
-  if (!info.is_object()) return;
-  auto recorded = [&](const char *key) {
-    return info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string();
-  };
-  const std::string optimizer = recorded("optimizer");
-  // Optimizers with the same state (gpu_adam and cpu_adam: exp_avg, exp_avg_sq) continue each
-  // other's checkpoints, as when offload is switched on or off. Older checkpoints name no state:
-  // loading them names a tensor that is missing.
-  std::vector<std::string> state;
-  if (info.contains("optimizer_state") && info["optimizer_state"].is_array())
-    for (const auto &name : info["optimizer_state"])
-      if (name.is_string()) state.push_back(name.get<std::string>());
-  ZF_REQUIRE(!info.contains("optimizer_state") || state == identity_.optimizer_state,
-             "%s was written with optimizer.plugin = \"%s\" (state %s); this run uses \"%s\" (state %s), whose state "
-             "is not the same: resume with optimizer.plugin = \"%s\", or start a new run from the model (export it "
-             "with checkpoint.export_hf, then model.init_from)",
-             checkpoint.c_str(), excerpt(optimizer).c_str(), excerpt(joined(state)).c_str(), identity_.optimizer.c_str(),
-             joined(identity_.optimizer_state).c_str(), excerpt(optimizer).c_str());
 }
 
 void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, TrainingState &loaded,
@@ -261,11 +240,13 @@ void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, T
 }
 
 TrainingCheckpoints::RunIdentity run_identity(const RunConfig &config, const PluginSet &plugins,
-                                              const RunOptions &options, const Placement &placement) {
+                                              const RunOptions &options, const Placement &placement,
+                                              const DataSource *data) {
   return {config.given().file,     plugins.stage.name(),          plugins.optimizer.name(),
           plugins.optimizer.state_names(), placement.shard_begin,  placement.shard_end,
           plugins.offload.name(),  config.has_table("zenflow"),   options.micro_batch,
-          options.grad_accum};
+          options.grad_accum,      data ? config.string("data", "path") : "",
+          data ? data->sampled_digest() : "", data ? data->size() : 0};
 }
 
 int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &params_shard) {
@@ -279,11 +260,13 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
   torch::Tensor whole_staging;  // an older zfcore's zenflow.staging, read once the schedule is restored
   bool own = false, done = false;  // own: read as written (same shards); done: loaded while checked
   auto prepare = [&](const std::filesystem::path &candidate) {
-    check_same_optimizer(candidate);
+    check_same_optimizer(candidate, identity_);
     check_same_model(candidate, config_, "resume (or export)");
     RunOptions batch;
     batch.micro_batch = identity_.micro_batch, batch.grad_accum = identity_.grad_accum;
     check_global_batch(read_recorded_run(candidate), batch, comm.world_size(), config_, candidate);
+    if (checkpoint_step_of_name(candidate) < config_.integer("train", "steps"))  // else nothing is trained on the data
+      check_same_data(read_recorded_run(candidate), identity_, config_, candidate, comm.rank() == 0);
     loaded = state(0, update);
     whole_staging = torch::Tensor();
     own = store_->same_layout(candidate, loaded) && has_zenflow_state(candidate) == identity_.zenflow &&

@@ -39,6 +39,7 @@ void require_undamaged(const RunConfig &config, const CheckpointStore &store, co
 // and names the newest checkpoint in it (`resume`: and how checkpoint.resume = "auto" would find it).
 void require_one_checkpoint(const std::string &dir, const std::string &what, bool resume);
 
+class DataSource;
 class Placement;
 class PluginSet;
 struct RunOptions;
@@ -47,7 +48,9 @@ struct RunOptions;
 // rank 0), "" when none is recorded: after going back to an earlier checkpoint, resume = "auto"
 // and zfcore eval follow the line it continued, not the later checkpoints it left.
 std::string latest_saved(const std::string &output_dir, Communicator &comm);
-// Rank 0, after each save: records `checkpoint` (absolute) as the run's last save in `output_dir`.
+// Rank 0, after each save: records `checkpoint` (absolute) as the run's last save in `output_dir`;
+// throws zf::Error saying the checkpoint is whole and how to resume it when the record cannot be
+// written (a full disk).
 void record_latest_saved(const std::string &output_dir, const std::string &checkpoint);
 
 // The run's options, with train.grad_accum derived when checkpoint.resume_batch = "keep" (resume_layout.hpp).
@@ -63,6 +66,10 @@ class TrainingCheckpoints {
     std::string offload;                       // the offload plugin
     bool zenflow = false;
     int64_t micro_batch = 0, grad_accum = 0;   // with the world size: the global batch
+    // The training data: data.path, its training sequences and their DataSource::sampled_digest()
+    // ("": not checked, as in zfcore export, which reads no data).
+    std::string data_path, data_digest;
+    int64_t data_sequences = 0;
   };
   TrainingCheckpoints(const RunConfig &config, const std::string &output_dir, Runtime &runtime, const zf_layout &layout,
                       RunIdentity identity);
@@ -98,8 +105,6 @@ class TrainingCheckpoints {
 
  private:
   TrainingState state(int64_t step, UpdatePlan &update) const;
-  // checkpoint.json records the optimizer and stage that wrote it: another optimizer's state is refused.
-  void check_same_optimizer(const std::filesystem::path &checkpoint) const;
   std::string info(int64_t step) const;
   void load_other_layout(const std::filesystem::path &from, TrainingState &loaded, UpdatePlan &update);
 
@@ -119,8 +124,10 @@ class TrainingCheckpoints {
   double initial_loss_ = std::numeric_limits<double>::quiet_NaN();
 };
 
-// What the run's checkpoints record about it: its plugins, shard, batch and whether ZenFlow runs.
+// What the run's checkpoints record about it: its plugins, shard, batch, whether ZenFlow runs and
+// its training data (nullptr: none read, as in zfcore export).
 TrainingCheckpoints::RunIdentity run_identity(const RunConfig &config, const PluginSet &plugins,
-                                              const RunOptions &options, const Placement &placement);
+                                              const RunOptions &options, const Placement &placement,
+                                              const DataSource *data);
 
 }  // namespace zf

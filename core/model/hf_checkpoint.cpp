@@ -8,6 +8,7 @@
 #include "model/transformer.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
+#include "runtime/files_interrupted.hpp"
 #include "runtime/input.hpp"
 #include "runtime/log.hpp"
 
@@ -30,6 +31,9 @@ TransformerModel &transformer(Model &model) {
              model.name().c_str(), family_names().c_str());
   return *t;
 }
+
+// Names the process writing an export into the directory, until its files are in place.
+constexpr const char *kExportRecord = ".zfcore-export";
 
 // The export's files, each written to a temporary of this process; committed together at the end.
 using PendingFiles = std::vector<std::unique_ptr<PendingFile>>;
@@ -71,11 +75,25 @@ std::string generation_config(const nlohmann::json &config, const std::string &s
   return generation.dump(2) + "\n";
 }
 
-// The files transformers' AutoTokenizer reads, those of them that `from` has, read through the
-// input rule (a FIFO or a device named like one is refused, not read).
-void copy_tokenizer_files(const std::string &from, const Directory &directory, PendingFiles &files) {
+// The files transformers' AutoTokenizer reads, those of them that the directory `from` has, read
+// through the input rule (a FIFO or a device named like one is refused, not read). Where `from` is a
+// file (data.tokenizer_path named one), the files zfcore read: it, as tokenizer.json (tokenizer.model
+// for a SentencePiece model), and the tokenizer_config.json beside it; never other files beside it,
+// which may be another model's.
+void copy_tokenizer_files(std::string from, const Directory &directory, PendingFiles &files) {
+  std::vector<std::pair<std::string, std::string>> names;  // in `from`, in the export
   for (const char *name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                           "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja"}) {
+                           "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja"})
+    names.emplace_back(name, name);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(from, ec)) {
+    const std::filesystem::path file = from;
+    const bool sentencepiece = file.extension() == ".model";
+    from = file.has_parent_path() ? file.parent_path().string() : ".";
+    names = {{file.filename().string(), sentencepiece ? "tokenizer.model" : "tokenizer.json"},
+             {"tokenizer_config.json", "tokenizer_config.json"}};
+  }
+  for (const auto &[name, exported] : names) {
     std::string source = from + "/" + name;
     std::error_code ec;
     if (!std::filesystem::exists(std::filesystem::symlink_status(source, ec))) continue;
@@ -86,7 +104,7 @@ void copy_tokenizer_files(const std::string &from, const Directory &directory, P
     std::string why = read_regular_file(source, kMaxTokenizerFileBytes, &text);
     ZF_REQUIRE(why.empty(), "%s: cannot copy it into the export %s: %s", source.c_str(), directory.path().c_str(),
                why.c_str());
-    add_text_file(files, directory, name, text);
+    add_text_file(files, directory, exported, text);
   }
 }
 
@@ -120,10 +138,9 @@ HfExportOptions hf_export_options(const RunConfig &config, const torch::Tensor &
   std::string tokenizer = config.string("data", "tokenizer");
   std::string type = config.string("data", "type");
   if (tokenizer != "byte") {
-    // data.tokenizer_path names the file or the directory holding it.
-    std::filesystem::path path = config.string("data", "tokenizer_path");
-    options.tokenizer_dir = std::filesystem::is_directory(path) ? path.string() : path.parent_path().string();
-    if (options.tokenizer_dir.empty()) options.tokenizer_dir = ".";
+    // data.tokenizer_path names the file or the directory holding it: a file is exported with the
+    // tokenizer_config.json beside it only (copy_tokenizer_files).
+    options.tokenizer_dir = config.string("data", "tokenizer_path");
   } else if (type != "text" && type != "alpaca") {
     options.tokenizer_dir = options.init_from;  // pre-tokenized data: the checkpoint's own tokenizer
   }
@@ -151,6 +168,15 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   // Every file is written (and fsynced) before the first one is renamed into place: a failure (a
   // full disk) leaves the directory as it was, not new weights beside an old config.json, and
   // removes only the export's own temporaries.
+  // An export killed before it finished left its temporaries, which its record names: removed.
+  const std::string removed = record_writer(out, kExportRecord);
+  if (!removed.empty())
+    log_info(format("%s: removed %s, left by an export that was killed before it finished", directory.c_str(),
+                    removed.c_str()));
+  struct Forget {  // done or failed (its temporaries removed first, below), the record goes: not when killed
+    const Directory &out;
+    ~Forget() { forget_writer(out, kExportRecord); }
+  } forget{out};
   PendingFiles files;
   files.push_back(std::make_unique<PendingFile>(out, "model.safetensors"));
   write_safetensors(*files.back(), tensors, {{"format", "pt"}});  // transformers requires format=pt
@@ -168,6 +194,8 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
 }  // namespace
 
 void save_hf_checkpoint(Model &model, const std::string &directory, const HfExportOptions &options) {
+  // SIGTERM, SIGINT or SIGHUP stop it like a failure (the caller keeps the model): not half-written files.
+  CancelWritesOnSignal cancel;
   write_hf_files(model, directory, options);  // a failure removes the export's own temporaries, nothing else
 }
 

@@ -22,7 +22,8 @@ struct HfExportOptions {
   // The checkpoint the model started from (model.init_from): the fields of its config.json that
   // are not the shape (token ids, dropout, ...) are kept and its generation_config.json copied.
   std::string init_from;
-  // The directory whose tokenizer files (tokenizer.json, tokenizer_config.json, ...) are copied.
+  // The directory whose tokenizer files (tokenizer.json, tokenizer_config.json, ...) are copied, or
+  // the tokenizer file data.tokenizer_path names: then it and the tokenizer_config.json beside it only.
   std::string tokenizer_dir;
   // Tokenizer files written as they are, name -> contents (the byte tokenizer's, which has no files
   // to copy: tokenizer/tokenizer_export.hpp).

@@ -96,7 +96,9 @@ std::string csv_line(const std::vector<std::string> &fields) {
 std::vector<std::string> csv_fields(const std::string &line) {
   std::vector<std::string> fields(1);
   bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
+  // A UTF-8 byte order mark, as a spreadsheet that saved the file writes it, is not part of the first name.
+  const size_t start = line.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
+  for (size_t i = start; i < line.size(); ++i) {
     char ch = line[i];
     if (quoted && ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
       fields.back() += '"';

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace zf {
@@ -56,13 +57,19 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path &directory, int
   // so that its START purges the old file's events and not the other way round.
   // The name is made in one step, not searched for: a file there named for a far future second
   // (events.out.tfevents.99999999999..., anyone's) would have kept a search going for hours, or for
-  // ever once the seconds gain a digit and sort before it. A name past 200 bytes is left out (the
-  // new one, that name and a suffix, must stay a name the filesystem takes).
+  // ever once the seconds gain a digit and sort before it. After such a name (however long), the
+  // name is "~" (which sorts after digits, letters and '.') and a count of such restarts: one name
+  // of one length, resume after resume, never a name that grows until the filesystem refuses it.
   std::string newest;
   for (const std::string &entry : out.entries_of(directory.filename().string()))
-    if (entry.rfind("events.out.tfevents.", 0) == 0 && entry.size() <= 200) newest = std::max(newest, entry);
+    if (entry.rfind("events.out.tfevents.", 0) == 0) newest = std::max(newest, entry);
   std::string name = format("events.out.tfevents.%lld.%s.%d.%d", (long long)now, host, int(getpid()), number);
-  if (name <= newest) name = newest + format(".%d.%d", int(getpid()), number);  // sorts right after it
+  if (name <= newest) {
+    const std::string after = "events.out.tfevents.~";
+    const long long count = newest.rfind(after, 0) == 0 ? std::atoll(newest.c_str() + after.size()) + 1 : 1;
+    name = after + format("%010lld.%lld.%s.%d.%d", count, (long long)now, host, int(getpid()), number);
+    if (name <= newest && newest.size() <= 200) name = newest + format(".%d.%d", int(getpid()), number);  // a user's "~"
+  }
   path_ = events.path_of(name);
   const int fd = events.create_new(name);
   file_ = ::fdopen(fd, "wb");

@@ -1,6 +1,8 @@
 #include "runtime/files.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/files_held.hpp"
+#include "runtime/files_interrupted.hpp"
 #include "runtime/input.hpp"
 #include "runtime/json.hpp"
 
@@ -91,6 +93,7 @@ std::string dangling_link_problem(const std::string &path) {
 Directory Directory::open(const std::string &path, bool create, const std::string &what) {
   const std::string who = what.empty() ? path : what;
   ZF_REQUIRE(!path.empty(), "%s: no directory given", who.c_str());
+  if (const int held = open_held_directory(path, create); held >= 0) return Directory(held, path);
   if (create) {
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
@@ -241,6 +244,9 @@ std::string PendingFile::temporary_path() const { return dir_path_ + "/" + tempo
 
 void PendingFile::write(const void *data, size_t bytes) {
   ZF_REQUIRE(fd_ >= 0, "internal: %s written after it was finished", temporary_path().c_str());
+  if (const int signal = write_cancel_signal())
+    throw Error(format("stopped by signal %d (%s) before %s was written whole; its temporary is removed", signal,
+                       strsignal(signal), (dir_path_ + "/" + name_).c_str()));
   const char *p = static_cast<const char *>(data);
   while (bytes > 0) {
     ssize_t n = ::write(fd_, p, std::min<size_t>(bytes, size_t(1) << 30));

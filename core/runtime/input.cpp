@@ -191,9 +191,17 @@ nlohmann::json parse_json(const std::string &text, const std::string &source) {
   }
 }
 
+namespace {
+// `at`, moved back to the start of the UTF-8 character it falls inside (continuation bytes are 10xxxxxx).
+size_t character_start(const std::string &text, size_t at) {
+  for (size_t back = 0; at > 0 && back < 3 && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80; ++back) --at;
+  return at;
+}
+}  // namespace
+
 std::string excerpt(const std::string &text, size_t max_chars) {
   if (text.size() <= max_chars) return text;
-  return text.substr(0, max_chars) + "...";
+  return text.substr(0, character_start(text, max_chars)) + "...";
 }
 
 std::string with_long_words_cut(const std::string &message, size_t max_chars) {
@@ -203,7 +211,7 @@ std::string with_long_words_cut(const std::string &message, size_t max_chars) {
     size_t end = message.find_first_of(" \n", begin);
     if (end == std::string::npos) end = message.size();
     const std::string word = message.substr(begin, end - begin);
-    out += word.size() <= max_chars ? word : format("%s...(%zu characters)", word.substr(0, 100).c_str(), word.size());
+    out += word.size() <= max_chars ? word : format("%s...(%zu characters)", word.substr(0, character_start(word, 100)).c_str(), word.size());
     if (end < message.size()) out += message[end];
     begin = end + 1;
   }

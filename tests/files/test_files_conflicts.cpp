@@ -17,46 +17,16 @@
 #include <thread>
 
 namespace fs = std::filesystem;
+using zf::test::count_lines;
 using zf::test::kPrecious;
 using zf::test::read_text;
 using zf::test::run_command;
 using zf::test::scratch_dir;
+using zf::test::start_long_run;
+using zf::test::stop;
 using zf::test::tiny_run;
 using zf::test::write_text;
 
-namespace {
-
-size_t count_lines(const std::string &path) {
-  std::ifstream in(path);
-  size_t n = 0;
-  for (std::string line; std::getline(in, line);) ++n;
-  return n;
-}
-
-// A tiny run of a million steps into `out`, started in the background (its output in `log`); returns
-// once it has logged two steps. The pid is zfcore's own (the shell execs it).
-pid_t start_long_run(const std::string &dir, const std::string &out, const std::string &log) {
-  std::string command = tiny_run(dir, 1000000);
-  command = "exec " + command.substr(command.find(zf::test::zfcore())) + "--set run.output_dir=" + out + " >" + log +
-            " 2>&1";
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
-    _exit(127);
-  }
-  for (int i = 0; i < 1200 && count_lines(out + "/steps.jsonl") < 2; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  return pid;
-}
-
-int stop(pid_t pid, int signal) {
-  kill(pid, signal);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
-
-}  // namespace
 
 TEST_CASE("lock: removing .zfcore.lock lets no second run in, and a killed run's lock is taken over with a word",
           "[files]") {

@@ -4,8 +4,14 @@
 
 #include "support/process.hpp"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace zf::test {
 
@@ -27,5 +33,48 @@ inline void write_text(const std::string &path, const std::string &text) { std::
 
 // What the user's own files hold: a test checks it is still there, byte for byte.
 inline const char *const kPrecious = "the user's own file\n";
+
+inline size_t count_lines(const std::string &path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// A tiny run of a million steps into `out` (with `more` --set words), started in the background (its
+// output in `log`); returns once it has logged two steps. The pid is zfcore's own (the shell execs it).
+inline pid_t start_long_run(const std::string &dir, const std::string &out, const std::string &log,
+                            const std::string &more = "") {
+  std::string command = tiny_run(dir, 1000000);
+  command = "exec " + command.substr(command.find(zfcore())) + more + " --set run.output_dir=" + out + " >" + log +
+            " 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 1200 && count_lines(out + "/steps.jsonl") < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return pid;
+}
+
+// Sends `signal` and waits: the wait status.
+inline int stop(pid_t pid, int signal) {
+  kill(pid, signal);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+// Waits up to `seconds` for the process to end by itself: its wait status, or -1 (it is then killed).
+inline int wait_for_end(pid_t pid, int seconds) {
+  int status = 0;
+  for (int i = 0; i < seconds * 20; ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  stop(pid, SIGKILL);
+  return -1;
+}
 
 }  // namespace zf::test
