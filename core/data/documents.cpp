@@ -160,7 +160,7 @@ class PackedSequences final : public SequenceSet {
   std::shared_ptr<const DocumentSequences> unpacked_;
   const Documents &documents_;
   int64_t seq_len_;
-  std::vector<int64_t> placed_;       // sequence s holds documents placed_[sequence_start_[s] .. sequence_start_[s + 1])
+  std::vector<int64_t> placed_;  // sequence s holds documents placed_[sequence_start_[s] .. sequence_start_[s + 1])
   std::vector<int64_t> sequence_start_;
   int64_t tokens_ = 0, cut_ = 0, cut_tokens_ = 0, empty_ = 0;
 };
