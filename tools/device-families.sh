@@ -2,11 +2,12 @@
 # device-families.sh: on a machine with an NVIDIA GPU, in one go: build the CUDA configuration, run
 # the families' GPU tests ([gpu][model]: every fixture's loss and gradients on the GPU, FlashAttention's
 # sliding window against the masked attention), then time a 1-2B shape of each family at 8 x 512
-# tokens in bf16 with gpu_adam beside Qwen2-1.5B's, and ZenFlow beside no offload on the Qwen3-1.7B
-# shape. Prints one table: step time, tokens/s, MFU at 6 x parameters x tokens (989 TFLOPS, the
-# dense bf16 peak of an H100 / H200 SXM), GPU peak, the last step's timers; then the torch peers of
-# the same shapes (tools/torch_eager_bench.py: transformers' model of each family under torch.compile,
-# autocast bf16, fused AdamW) in the same call.
+# tokens in bf16 with gpu_adam beside Qwen2-1.5B's, ZenFlow beside no offload on the Qwen3-1.7B shape,
+# and packed alpaca-like documents beside the tokens type at 8 x 2048 on that shape. Prints one table:
+# step time, tokens/s, MFU at 6 x parameters x tokens (989 TFLOPS, the dense bf16 peak of an H100 /
+# H200 SXM), GPU peak, the last step's timers; then the torch peers of the same shapes
+# (tools/torch_eager_bench.py: transformers' model of each family under torch.compile, autocast bf16,
+# fused AdamW) in the same call.
 # usage: tools/device-families.sh [--no-tests]
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_BENCH_STEPS (timed steps, default 10),
 #              ZF_FAMILY_PRESETS (default "qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b"),
@@ -62,6 +63,19 @@ done
 row "qwen3-1.7b" $bench 5 --set model.preset=qwen3-1.7b --set data.vocab=32000 --set train.steps=$((2 * steps + 5))
 row "qwen3-1.7b zenflow" examples/gpu/qwen2-1.5b-zenflow.toml 5 --set model.preset=qwen3-1.7b --set data.vocab=32000 \
   --set train.steps=$((2 * steps + 5))
+# Packing (data.packing): alpaca-like documents packed into 8 x 2048 (FlashAttention's variable-length
+# kernel, positions restarting per document) beside the `tokens` type at the same tokens per step; the
+# packed row's step time should be within 5% of the tokens row's. Activation checkpointing keeps both
+# inside one GPU's memory.
+packing_data="$build/packing-data"
+python3 "$root/tools/make_packing_bench_data.py" "$packing_data" $(((steps + 3) * 8 * 2049 + 1)) >/dev/null || status=1
+echo "== qwen3-1.7b at 8 x 2048: the tokens type, then packed alpaca-like documents (the log's share of filled positions)"
+packing_common=(--set model.preset=qwen3-1.7b --set data.vocab=32000 --set data.seq_len=2048 --set train.micro_batch=8
+                --set model.activation_checkpointing=true)
+row "qwen3-1.7b tokens 8x2048" $bench 3 "${packing_common[@]}" --set data.type=tokens --set data.path="$packing_data/tokens.bin"
+row "qwen3-1.7b packed 8x2048" $bench 3 "${packing_common[@]}" --set data.type=alpaca --set data.tokenizer=byte \
+  --set data.path="$packing_data/alpaca.json" --set data.packing=true
+grep -h "packed into" "$build/families-qwen3-1.7b-packed-8x2048.log" 2>/dev/null | head -1
 echo "== torch peers: transformers' model of each shape under torch.compile (qwen2-1.5b: this repository's own model)"
 for shape in ${ZF_TORCH_PEERS-qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b}; do
   timeout 300 python3 "$root/tools/torch_eager_bench.py" "$shape" --batch 8 --seq 512 --warmup 3 --steps "$steps" \

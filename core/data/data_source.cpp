@@ -2,6 +2,7 @@
 // eval sources of one config, so a tokenized corpus is read once.
 #include "data/data_source.hpp"
 
+#include "data/documents.hpp"
 #include "data/sequence_source.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
@@ -20,6 +21,7 @@ std::string data_key(const RunConfig &config, const char *path_key) {
   std::string key = config.string("data", path_key) + '\n';
   for (const char *name : {"type", "tokenizer", "tokenizer_path"}) key += config.string("data", name) + '\n';
   for (const char *name : {"seq_len", "vocab", "samples"}) key += std::to_string(config.integer("data", name)) + '\n';
+  key += config.boolean("data", "packing") ? "packed\n" : "\n";
   return key + std::to_string(config.integer("run", "seed"));
 }
 
@@ -35,6 +37,13 @@ std::shared_ptr<const SequenceSet> load_sequences(const RunConfig &config, const
                                            : type == "tokens"  ? load_token_shard_sequences(config, path_key)
                                            : type == "text"    ? load_text_sequences(config, path_key)
                                                                : load_alpaca_sequences(config, path_key);
+  if (config.boolean("data", "packing")) {
+    std::shared_ptr<const SequenceSet> packed = pack_document_sequences(set);
+    ZF_REQUIRE(packed, "%s: data.packing = true packs documents (data.type = \"alpaca\"); data.type = \"%s\" is a "
+               "stream of full windows without padding: remove data.packing",
+               config.where("data", "packing").str().c_str(), type.c_str());
+    set = std::move(packed);
+  }
   log_info(set->describe());
   loaded[key] = set;
   return set;
@@ -66,6 +75,9 @@ std::unique_ptr<DataSource> make_data_source(const RunConfig &config, Split spli
       return make_sequence_source(load_sequences(config, type, "eval_path"), Split::eval, 1.0, false,
                                   uint64_t(config.integer("run", "seed")));
   }
+  ZF_REQUIRE(type != "random" || !config.boolean("data", "packing"),
+             "%s: data.packing = true packs documents (data.type = \"alpaca\"), and data.type = \"random\" has "
+             "none: remove data.packing", config.where("data", "packing").str().c_str());
   if (type == "random") return make_random_data(config, split);
   if (type == "synthetic" || type == "tokens" || type == "text" || type == "alpaca") {
     auto source = make_sequence_source(load_sequences(config, type), split, config.real("data", "eval_fraction"),

@@ -28,4 +28,11 @@ struct Documents {
 std::shared_ptr<const SequenceSet> make_document_sequences(Documents documents, int64_t seq_len, int64_t vocab,
                                                            int64_t pad, std::string what);
 
+// data.packing: the documents of a make_document_sequences set packed several per sequence, best-fit
+// decreasing (TRL's "bfd"): each sequence holds whole documents one after another, then padding;
+// positions restart at 0 with each document (fill_positions), its last token predicts nothing, and
+// a document longer than seq_len keeps its first seq_len tokens (describe() counts them, and the
+// share of positions that hold tokens). nullptr when `set` holds no documents.
+std::shared_ptr<const SequenceSet> pack_document_sequences(const std::shared_ptr<const SequenceSet> &set);
+
 }  // namespace zf

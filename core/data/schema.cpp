@@ -20,7 +20,10 @@ std::vector<zf_param_decl> data_schema() {
       decl("eval_path", ZF_PARAM_STRING, "",
            "tokens, text, alpaca: a separate file evaluated on (all of it, read as data.path is) instead of a held-out "
            "share"),
-      decl("shuffle", ZF_PARAM_BOOL, "true", "reorder the training sequences every epoch (seeded by run.seed and the epoch)")};
+      decl("shuffle", ZF_PARAM_BOOL, "true", "reorder the training sequences every epoch (seeded by run.seed and the epoch)"),
+      decl("packing", ZF_PARAM_BOOL, "false",
+           "alpaca: several documents per sequence (best-fit decreasing), each attending only to itself, its "
+           "positions restarting at 0; false: one per sequence, padded")};
 }
 
 }  // namespace zf

@@ -37,13 +37,17 @@ class SequenceSource final : public DataSource {
     Batch batch;
     batch.inputs = torch::empty({rows, seq_len}, torch::kInt64);
     batch.targets = torch::empty({rows, seq_len}, torch::kInt64);
+    torch::Tensor positions = torch::empty({rows, seq_len}, torch::kInt64);
     int64_t *inputs = batch.inputs.data_ptr<int64_t>();
     int64_t *targets = batch.targets.data_ptr<int64_t>();
+    bool packed = rows > 0;
     for (int64_t row = 0; row < rows; ++row) {
       int64_t position = first + row;
       int64_t member = split_ == Split::eval ? position : order(position / size)[size_t(position % size)];
       batch.tokens += set_->fill(members_[size_t(member)], inputs + row * seq_len, targets + row * seq_len);
+      packed = packed && set_->fill_positions(members_[size_t(member)], positions.data_ptr<int64_t>() + row * seq_len);
     }
+    if (packed) batch.packed = packed_documents(positions);
     batch.samples = rows;
     return batch;
   }

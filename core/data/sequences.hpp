@@ -22,6 +22,10 @@ class SequenceSet {
   // token, or kIgnoreIndex where the loss does not count); returns how many input positions hold
   // data rather than padding.
   virtual int64_t fill(int64_t index, int64_t *inputs, int64_t *targets) const = 0;
+  // Sets that pack several documents in a sequence (data.packing) write each input's position in
+  // its document (0 where one starts, and at the sequence's start) and return true; the others
+  // return false, their positions being 0..seq_len-1.
+  virtual bool fill_positions(int64_t /*index*/, int64_t * /*positions*/) const { return false; }
   // One line for the log: what was loaded.
   virtual std::string describe() const = 0;
 };

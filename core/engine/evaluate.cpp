@@ -19,6 +19,10 @@ Batch on_device(Batch batch, const Runtime &runtime) {
   torch::Device device(torch::kCUDA, c10::DeviceIndex(runtime.device_index));
   batch.inputs = batch.inputs.to(device);
   batch.targets = batch.targets.to(device);
+  if (batch.packed.defined()) {
+    batch.packed.positions = batch.packed.positions.to(device);
+    batch.packed.starts = batch.packed.starts.to(device);
+  }
   return batch;
 }
 

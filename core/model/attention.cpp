@@ -1,7 +1,9 @@
 // Causal self-attention (attention.hpp). Full causal attention goes to libtorch's SDPA, which picks
 // flash or memory-efficient kernels on a GPU. A sliding window that is shorter than the sequence
 // goes on a GPU to the flash kernel's window (no mask in memory), elsewhere to SDPA with a boolean
-// mask of the band.
+// mask of the band. Packed documents go on a GPU to the flash kernel's variable-length form (each
+// document a sequence of its own, cu_seqlens = the batch's document starts, no mask in memory),
+// elsewhere to SDPA with a block-diagonal causal mask (and the band, with a window).
 #include "model/attention.hpp"
 
 #include <ATen/Context.h>
@@ -11,11 +13,23 @@
 namespace zf {
 namespace {
 
-// FlashAttention's own entry takes the window; it wants [B, T, heads, d] in fp16 or bf16, on a GPU.
-bool flash_window(const torch::Tensor &q, const AttentionOptions &options) {
+// FlashAttention's own entry takes the window and cu_seqlens; it wants fp16 or bf16, on a GPU.
+bool flash_kernel(const torch::Tensor &q, const AttentionOptions &options) {
   return q.is_cuda() && (q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf) &&
          q.size(-1) <= 256 && q.size(-1) % 8 == 0 && !at::globalContext().deterministicAlgorithms() &&
          options.dropout == 0;
+}
+
+// [B, 1, T, T]: query i sees key j of its own document (positions restart at 0 where one begins),
+// causally, within the window if there is one.
+torch::Tensor document_mask(const torch::Tensor &positions, int64_t window) {
+  const int64_t length = positions.size(1);
+  torch::Tensor document = positions.eq(0).cumsum(1);  // [B, T]: which document of its row
+  torch::Tensor i = torch::arange(length, positions.options()).unsqueeze(1);
+  torch::Tensor j = torch::arange(length, positions.options()).unsqueeze(0);
+  torch::Tensor mask = document.unsqueeze(2).eq(document.unsqueeze(1)).logical_and(j <= i);
+  if (window > 0) mask = mask.logical_and(j > i - window);
+  return mask.unsqueeze(1);
 }
 
 }  // namespace
@@ -23,9 +37,21 @@ bool flash_window(const torch::Tensor &q, const AttentionOptions &options) {
 torch::Tensor causal_attention(const torch::Tensor &q, const torch::Tensor &k_in, const torch::Tensor &v_in,
                                const AttentionOptions &options) {
   const int64_t batch = q.size(0), heads = q.size(1), length = q.size(2), d = q.size(3), kv_heads = k_in.size(1);
+  const bool packed = options.documents != nullptr && options.documents->defined();
   const bool windowed = options.window > 0 && options.window < length;
   const std::optional<double> scale = options.scale > 0 ? std::optional<double>(options.scale) : std::nullopt;
-  if (windowed && flash_window(q, options)) {
+  const std::optional<int64_t> left = windowed ? std::optional<int64_t>(options.window - 1) : std::nullopt;
+  if (packed && flash_kernel(q, options)) {
+    // [B*T, heads, d]: the rows one after another, each document a sequence of the batch.
+    auto tokens = [&](const torch::Tensor &t) { return t.transpose(1, 2).reshape({batch * length, t.size(1), d}); };
+    const PackedDocuments &documents = *options.documents;
+    auto out = at::_flash_attention_forward(tokens(q), tokens(k_in), tokens(v_in), documents.starts, documents.starts,
+                                            documents.longest, documents.longest, 0.0, /*is_causal=*/true,
+                                            /*return_debug_mask=*/false, scale, left,
+                                            windowed ? std::optional<int64_t>(0) : std::nullopt);
+    return std::get<0>(out).view({batch, length, heads, d}).transpose(1, 2);
+  }
+  if (windowed && flash_kernel(q, options)) {
     auto out = at::_flash_attention_forward(q.transpose(1, 2).contiguous(), k_in.transpose(1, 2).contiguous(),
                                             v_in.transpose(1, 2).contiguous(), std::nullopt, std::nullopt, length,
                                             length, 0.0, /*is_causal=*/true, /*return_debug_mask=*/false, scale,
@@ -47,12 +73,14 @@ torch::Tensor causal_attention(const torch::Tensor &q, const torch::Tensor &k_in
     grouped = false;
   }
   std::optional<torch::Tensor> mask;
-  if (windowed) {
+  if (packed) {
+    mask = document_mask(options.documents->positions.to(q.device()), windowed ? options.window : 0);
+  } else if (windowed) {
     torch::Tensor i = torch::arange(length, q.options().dtype(torch::kLong)).unsqueeze(1);
     torch::Tensor j = torch::arange(length, q.options().dtype(torch::kLong)).unsqueeze(0);
     mask = (j <= i).logical_and(j > i - options.window);
   }
-  return at::scaled_dot_product_attention(q, k, v, mask, options.dropout, /*is_causal=*/!windowed, scale,
+  return at::scaled_dot_product_attention(q, k, v, mask, options.dropout, /*is_causal=*/!mask, scale,
                                           /*enable_gqa=*/grouped);
 }
 

@@ -73,7 +73,7 @@ class Decoder final : public TransformerModel {
     lm_head_ = s.tie_embeddings ? embed_tokens_ : add("lm_head.weight", {s.vocab, h}, head_block, Init::linear);
   }
 
-  torch::Tensor embed(const torch::Tensor &ids) override {
+  torch::Tensor embed(const torch::Tensor &ids, const PackedDocuments &) override {
     torch::Tensor x = torch::embedding(embed_tokens_, ids, options().padding_idx);
     const double scale = shape().features.embedding_scale;
     // Gemma multiplies by sqrt(hidden) as a tensor of the model's dtype: the same rounding here.
@@ -82,14 +82,15 @@ class Decoder final : public TransformerModel {
 
   // x + attention, then that + MLP, each branch between the norms its placement has; the residual
   // add and the MLP's input norm in one pass (fused_ops.hpp).
-  torch::Tensor layer(int64_t index, const torch::Tensor &x) override {
+  torch::Tensor layer(int64_t index, const torch::Tensor &x, const PackedDocuments &packed) override {
     const Layer &l = layers_[size_t(index)];
     const double residual_scale = shape().features.residual_scale;
     auto branch = [&](const torch::Tensor &out_norm, const torch::Tensor &out) {
       torch::Tensor normed = out_norm.defined() ? rms_norm(out, out_norm) : out;
       return residual_scale == 1 ? normed : normed * residual_scale;
     };
-    torch::Tensor attended = mix(index, l, l.attention_in_norm.defined() ? rms_norm(x, l.attention_in_norm) : x);
+    const torch::Tensor in = l.attention_in_norm.defined() ? rms_norm(x, l.attention_in_norm) : x;
+    torch::Tensor attended = mix(index, l, in, packed);
     torch::Tensor h, mlp_in;
     if (l.mlp_in_norm.defined()) {
       std::tie(h, mlp_in) = add_rms_norm(x, branch(l.attention_out_norm, attended), l.mlp_in_norm,
@@ -130,10 +131,11 @@ class Decoder final : public TransformerModel {
     w.out_proj = add(p + "out_proj.weight", {h, values}, b, Init::residual);
   }
 
-  torch::Tensor mix(int64_t index, const Layer &l, const torch::Tensor &x) {
-    if (!l.deltanet.out_proj.defined()) return attention(index, l, x);
+  torch::Tensor mix(int64_t index, const Layer &l, const torch::Tensor &x, const PackedDocuments &packed) {
+    if (!l.deltanet.out_proj.defined()) return attention(index, l, x, packed);
     const DeltaNetSpec &d = shape().features.deltanet;
-    return gated_deltanet(l.deltanet, x, d.key_heads, d.key_dim, d.value_heads, d.value_dim, shape().norm_eps);
+    return gated_deltanet(l.deltanet, x, d.key_heads, d.key_dim, d.value_heads, d.value_dim, shape().norm_eps,
+                          packed.positions);
   }
 
   // RMSNorm over the last dimension, its weight applied as the family does (fused_ops.hpp).
@@ -141,7 +143,7 @@ class Decoder final : public TransformerModel {
     return zf::rms_norm(x, weight, shape().features.norm_weight, shape().norm_eps, options().fused);
   }
 
-  torch::Tensor attention(int64_t index, const Layer &l, const torch::Tensor &x) {
+  torch::Tensor attention(int64_t index, const Layer &l, const torch::Tensor &x, const PackedDocuments &packed) {
     const TransformerShape &s = shape();
     const DecoderFeatures &f = s.features;
     const int64_t batch = x.size(0), length = x.size(1), d = s.head_dim();
@@ -175,15 +177,17 @@ class Decoder final : public TransformerModel {
     k = k.transpose(1, 2);
     v = heads(v, s.kv_heads).transpose(1, 2);
     if (f.uses_rope(index)) {
-      const RopeTables &tables = rope(index, length, x);
+      const RopeTables &cached = rope(index, length, x);
+      const RopeTables tables = packed.defined() ? rope_at(cached, packed.positions) : cached;
       q = rotate(q, tables, options().fused);
       k = rotate(k, tables, options().fused);
     }
-    if (f.llama4_scaling_beta != 0) q = q * llama4_query_scale(length, q);
+    if (f.llama4_scaling_beta != 0) q = q * llama4_query_scale(length, q, packed);
     AttentionOptions options;
     options.window = f.sliding(index) ? f.sliding_window : 0;
     options.scale = f.attention_scale;
     options.dropout = dropout_p();
+    options.documents = &packed;
     torch::Tensor attended = causal_attention(q, k, v, options);
     attended = attended.transpose(1, 2).reshape({batch, length, s.heads * d});
     if (output_gate.defined()) attended = attended * torch::sigmoid(output_gate);
@@ -219,12 +223,13 @@ class Decoder final : public TransformerModel {
   }
 
   // Ministral 3 (Llama 4's attention temperature): queries scaled by 1 + beta * log(1 + floor(pos / original_max)).
-  torch::Tensor llama4_query_scale(int64_t length, const torch::Tensor &like) const {
+  torch::Tensor llama4_query_scale(int64_t length, const torch::Tensor &like, const PackedDocuments &packed) const {
     const DecoderFeatures &f = shape().features;
-    torch::Tensor positions = torch::arange(length, like.options().dtype(torch::kFloat32));
+    torch::Tensor positions = packed.defined() ? packed.positions.to(like.device(), torch::kFloat32).unsqueeze(1)
+                                               : torch::arange(length, like.options().dtype(torch::kFloat32)).view({1, 1, length});
     const double original = double(f.rope.original_max > 0 ? f.rope.original_max : shape().max_seq);
     torch::Tensor scale = 1 + f.llama4_scaling_beta * torch::log(1 + torch::floor(positions / original));
-    return scale.view({1, 1, length, 1}).to(like.scalar_type());
+    return scale.unsqueeze(-1).to(like.scalar_type());
   }
 
   struct Cached {

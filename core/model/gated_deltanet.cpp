@@ -19,7 +19,8 @@ torch::Tensor l2_normalised(const torch::Tensor &x) {  // eps 1e-6 inside the ro
 }  // namespace
 
 torch::Tensor chunk_gated_delta_rule(const torch::Tensor &q_in, const torch::Tensor &k_in, const torch::Tensor &v_in,
-                                     const torch::Tensor &g_in, const torch::Tensor &beta_in, int64_t chunk) {
+                                     const torch::Tensor &g_in, const torch::Tensor &beta_in, int64_t chunk,
+                                     const torch::Tensor &starts) {
   const int64_t batch = q_in.size(0), length = q_in.size(1), heads = v_in.size(2), dk = q_in.size(3),
                 dv = v_in.size(3);
   ZF_REQUIRE(chunk > 0 && k_in.sizes() == q_in.sizes() && q_in.size(2) == heads,
@@ -44,16 +45,30 @@ torch::Tensor chunk_gated_delta_rule(const torch::Tensor &q_in, const torch::Ten
   auto options = q.options().dtype(torch::kBool);
   torch::Tensor above = torch::ones({chunk, chunk}, options).triu(1);
   torch::Tensor decay = (gamma.unsqueeze(-1) - gamma.unsqueeze(-2)).masked_fill(above, -INFINITY).exp();
+  torch::Tensor last = gamma.narrow(-1, chunk - 1, 1);  // [B, H, chunks, 1]
+  torch::Tensor from_start = gamma.exp(), to_end = (last - gamma).exp(), chunk_decay = last.exp();
+  if (starts.defined()) {
+    // Documents inside a chunk: a position's segment counts the starts up to it in its chunk, and
+    // segment 0 continues the state the chunk receives. Only positions of one segment see each
+    // other; a later segment sees none of the received state, and only the last segment writes
+    // the state the chunk passes on (as if the state were reset to 0 at each start).
+    torch::Tensor segment = heads_first(starts.to(torch::kFloat32).unsqueeze(-1)).reshape({batch, 1, chunks, chunk});
+    segment = segment.cumsum(-1);
+    torch::Tensor last_segment = segment.narrow(-1, chunk - 1, 1);
+    decay = decay.masked_fill(segment.unsqueeze(-1).ne(segment.unsqueeze(-2)), 0);
+    from_start = from_start.masked_fill(segment.ne(0), 0);
+    to_end = to_end.masked_fill(segment.ne(last_segment), 0);
+    chunk_decay = chunk_decay.masked_fill(last_segment.ne(0), 0);
+  }
   // The UT transform: (I + strictly_lower(beta k k^T decay)) [u | w] = [beta v | beta k exp(gamma)].
   torch::Tensor system = torch::matmul(k_beta, k.transpose(-1, -2)) * decay;
   torch::Tensor u = torch::linalg_solve_triangular(system, v_beta, /*upper=*/false, /*left=*/true,
                                                    /*unitriangular=*/true);
-  torch::Tensor w = torch::linalg_solve_triangular(system, k_beta * gamma.exp().unsqueeze(-1), false, true, true);
+  torch::Tensor w = torch::linalg_solve_triangular(system, k_beta * from_start.unsqueeze(-1), false, true, true);
   torch::Tensor within = torch::matmul(q, k.transpose(-1, -2)) * decay;  // causal attention inside the chunk
-  torch::Tensor q_decayed = q * gamma.exp().unsqueeze(-1);
-  torch::Tensor last = gamma.narrow(-1, chunk - 1, 1);  // [B, H, chunks, 1]
-  torch::Tensor k_to_end = k * (last - gamma).exp().unsqueeze(-1);
-  torch::Tensor chunk_decay = last.exp().unsqueeze(-1);  // [B, H, chunks, 1, 1]
+  torch::Tensor q_decayed = q * from_start.unsqueeze(-1);
+  torch::Tensor k_to_end = k * to_end.unsqueeze(-1);
+  chunk_decay = chunk_decay.unsqueeze(-1);  // [B, H, chunks, 1, 1]
   torch::Tensor state = torch::zeros({batch, heads, dk, dv}, q.options());
   std::vector<torch::Tensor> outputs;
   outputs.reserve(size_t(chunks));
@@ -66,15 +81,34 @@ torch::Tensor chunk_gated_delta_rule(const torch::Tensor &q_in, const torch::Ten
   return out.transpose(1, 2);
 }
 
+namespace {
+
+// The causal depthwise convolution over time of x [B, channels, T]: out[t] = sum_s w[kernel-1-s] x[t-s],
+// where packed documents (positions) leave out the x[t-s] of an earlier document (s > positions[t]).
+torch::Tensor causal_convolution(const torch::Tensor &x, const torch::Tensor &weight, const torch::Tensor &positions) {
+  const int64_t length = x.size(-1), kernel = weight.size(-1), channels = weight.size(0);
+  if (!positions.defined())  // padded on the left only
+    return torch::conv1d(x, weight, {}, /*stride=*/1, /*padding=*/kernel - 1, /*dilation=*/1, /*groups=*/channels)
+        .narrow(-1, 0, length);
+  torch::Tensor padded = torch::constant_pad_nd(x, {kernel - 1, 0});
+  torch::Tensor at = positions.to(x.device()).unsqueeze(1);  // [B, 1, T]
+  torch::Tensor out = torch::zeros_like(x);
+  for (int64_t s = 0; s < kernel; ++s) {
+    torch::Tensor tap = padded.narrow(-1, kernel - 1 - s, length) * weight.select(-1, kernel - 1 - s).view({1, channels, 1});
+    out = out + (s == 0 ? tap : tap.masked_fill(at < s, 0));
+  }
+  return out;
+}
+
+}  // namespace
+
 torch::Tensor gated_deltanet(const DeltaNetWeights &w, const torch::Tensor &x, int64_t key_heads, int64_t key_dim,
-                             int64_t value_heads, int64_t value_dim, double eps) {
+                             int64_t value_heads, int64_t value_dim, double eps, const torch::Tensor &positions) {
   const int64_t batch = x.size(0), length = x.size(1), keys = key_heads * key_dim, values = value_heads * value_dim;
-  const int64_t kernel = w.conv1d.size(-1), channels = w.conv1d.size(0);
-  // The causal depthwise convolution over time, then SiLU: [B, channels, T] padded on the left only.
+  // The causal depthwise convolution over time, then SiLU, over [B, channels, T].
   torch::Tensor mixed = torch::linear(x, w.in_proj_qkv).transpose(1, 2);
-  mixed = torch::conv1d(mixed.to(w.conv1d.scalar_type()), w.conv1d, {}, /*stride=*/1, /*padding=*/kernel - 1,
-                        /*dilation=*/1, /*groups=*/channels);
-  mixed = torch::silu(mixed.narrow(-1, 0, length)).to(x.scalar_type()).transpose(1, 2);
+  mixed = causal_convolution(mixed.to(w.conv1d.scalar_type()), w.conv1d, positions);
+  mixed = torch::silu(mixed).to(x.scalar_type()).transpose(1, 2);
   std::vector<torch::Tensor> qkv = mixed.split_with_sizes({keys, keys, values}, -1);
   torch::Tensor q = qkv[0].reshape({batch, length, key_heads, key_dim});
   torch::Tensor k = qkv[1].reshape({batch, length, key_heads, key_dim});
@@ -88,7 +122,8 @@ torch::Tensor gated_deltanet(const DeltaNetWeights &w, const torch::Tensor &x, i
   }
   q = l2_normalised(q.to(torch::kFloat32));
   k = l2_normalised(k.to(torch::kFloat32));
-  torch::Tensor core = chunk_gated_delta_rule(q, k, v, g, beta).to(x.scalar_type());
+  torch::Tensor starts = positions.defined() ? positions.to(x.device()).eq(0) : torch::Tensor();
+  torch::Tensor core = chunk_gated_delta_rule(q, k, v, g, beta, 64, starts).to(x.scalar_type());
   // The gated RMSNorm of each head: w * (core / rms).to(dtype) * silu(z), the gate in fp32.
   torch::Tensor z = torch::linear(x, w.in_proj_z).reshape({batch, length, value_heads, value_dim});
   torch::Tensor normed = w.norm * at::rms_norm(core.to(torch::kFloat32), {value_dim}, std::nullopt, eps).to(x.scalar_type());

@@ -1,5 +1,6 @@
 // GPT-2 (Radford et al. 2019) as Hugging Face's GPT2LMHeadModel computes it: learned positions,
 // pre-LayerNorm blocks, tanh-approximated GELU, tied output head by default.
+#include "model/attention.hpp"
 #include "model/transformer.hpp"
 
 #include "runtime/error.hpp"
@@ -41,7 +42,7 @@ class Gpt2 final : public TransformerModel {
     lm_head_ = s.tie_embeddings ? wte_ : add("lm_head.weight", {s.vocab, h}, head_block, Init::linear);
   }
 
-  torch::Tensor embed(const torch::Tensor &ids) override {
+  torch::Tensor embed(const torch::Tensor &ids, const PackedDocuments &packed) override {
     int64_t length = ids.size(1);
     // With init_from, the checkpoint's config.json fixes the table's size: only the data can change.
     bool fixed = !options().init_from.empty();
@@ -50,20 +51,23 @@ class Gpt2 final : public TransformerModel {
                "%lld%s",
                (long long)length, fixed ? "n_positions in model.init_from's config.json" : "model.max_seq",
                (long long)shape().max_seq, (long long)shape().max_seq, fixed ? "" : " or raise model.max_seq");
-    torch::Tensor positions = torch::arange(length, ids.options());
+    // Packed documents restart their positions (each is below the row's length).
+    torch::Tensor positions = packed.defined() ? packed.positions.to(ids.device()) : torch::arange(length, ids.options());
     torch::Tensor x = torch::embedding(wte_, ids) + torch::embedding(wpe_, positions);
     return dropout(x);
   }
 
-  torch::Tensor layer(int64_t index, const torch::Tensor &x) override {
+  torch::Tensor layer(int64_t index, const torch::Tensor &x, const PackedDocuments &packed) override {
     const Layer &l = layers_[size_t(index)];
     const TransformerShape &s = shape();
     int64_t batch = x.size(0), length = x.size(1), h = s.hidden;
     torch::Tensor normed = torch::layer_norm(x, {h}, l.ln_1_weight, l.ln_1_bias, s.norm_eps);
     std::vector<torch::Tensor> qkv = torch::linear(normed, l.attn_weight, l.attn_bias).split(h, -1);
     auto heads = [&](const torch::Tensor &t) { return t.view({batch, length, s.heads, s.head_dim()}).transpose(1, 2); };
-    torch::Tensor attended = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {},
-                                                              dropout_p(), /*is_causal=*/true);
+    AttentionOptions options;
+    options.dropout = dropout_p();
+    options.documents = &packed;
+    torch::Tensor attended = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), options);
     attended = attended.transpose(1, 2).reshape({batch, length, h});
     torch::Tensor residual =
         x + dropout(torch::linear(attended, l.attn_proj_weight, l.attn_proj_bias));

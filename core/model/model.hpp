@@ -16,10 +16,33 @@
 
 namespace zf {
 
+// Several documents in each row (data.packing): every document attends only to itself, its
+// positions restart at 0 (RoPE, learned positions) and recurrent layers start it from a fresh state.
+// Undefined: one sequence per row, at positions 0..T-1.
+struct PackedDocuments {
+  torch::Tensor positions;  // [B, T] int64: each input's position in its document; every row starts at 0
+  torch::Tensor starts;     // [documents + 1] int32: document d is inputs [starts[d], starts[d + 1]) of the
+                            // flattened B*T (variable-length attention's cu_seqlens); the last is B*T
+  int64_t longest = 0;      // inputs of the longest document
+  bool defined() const { return positions.defined(); }
+};
+
+// The documents of positions [B, T]: one starts wherever a position is 0.
+inline PackedDocuments packed_documents(const torch::Tensor &positions) {
+  torch::Tensor flat = positions.reshape({-1});
+  torch::Tensor starts = torch::cat({torch::nonzero(flat == 0).reshape({-1}),
+                                     torch::full({1}, flat.numel(), flat.options())});
+  const int64_t documents = starts.numel() - 1;
+  const int64_t longest =
+      documents > 0 ? (starts.narrow(0, 1, documents) - starts.narrow(0, 0, documents)).max().item<int64_t>() : 0;
+  return PackedDocuments{positions, starts.to(torch::kInt32), longest};
+}
+
 struct Batch {
   torch::Tensor inputs;   // token ids [B, T] (int64) or features [B, H] (linear_stack)
   torch::Tensor targets;  // same shape as the ids; int64; kIgnoreIndex where the loss does not
-                          // count (padding, instruction prompts)
+                          // count (padding, instruction prompts, a document's last token when packed)
+  PackedDocuments packed; // packed data only
   int64_t samples = 0;
   int64_t tokens = 0;     // tokens that count toward throughput
 };

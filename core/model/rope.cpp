@@ -83,6 +83,14 @@ RopeTables rope_tables(const RopeSpec &spec, int64_t rotated, int64_t max_seq, i
   return {torch::cat({cos, cos}, -1), torch::cat({-sin, sin}, -1)};
 }
 
+RopeTables rope_at(const RopeTables &tables, const torch::Tensor &positions) {
+  const torch::Tensor flat = positions.reshape({-1}).to(tables.cos.device());
+  auto rows = [&](const torch::Tensor &table) {
+    return table.index_select(0, flat).view({positions.size(0), 1, positions.size(1), table.size(-1)});
+  };
+  return {rows(tables.cos), rows(tables.signed_sin)};
+}
+
 torch::Tensor apply_rope(const torch::Tensor &x, const RopeTables &tables) {
   const int64_t rotated = tables.cos.size(-1);
   // rotate_half(t) * sin as one roll: roll(t) * [-sin | sin] has the same bits, in fewer ops (the

@@ -20,7 +20,11 @@ std::pair<torch::Tensor, double> rope_inverse_frequencies(const RopeSpec &spec, 
 RopeTables rope_tables(const RopeSpec &spec, int64_t rotated, int64_t max_seq, int64_t length,
                        const torch::Tensor &like);
 
+// The rows of `tables` at each token's position (positions [B, T], each below the tables' length):
+// [B, 1, T, rotated], for packed documents whose positions restart.
+RopeTables rope_at(const RopeTables &tables, const torch::Tensor &positions);
+
 // x [B, heads, T, head_dim] rotated over its first tables.cos.size(-1) channels (the rest pass).
-torch::Tensor apply_rope(const torch::Tensor &x, const RopeTables &tables);
+torch::Tensor apply_rope(const torch::Tensor &x, const RopeTables &tables);  // tables [T, r] or [B, 1, T, r]
 
 }  // namespace zf

@@ -12,15 +12,19 @@ namespace {
 
 // Activation checkpointing of one transformer layer: the forward runs without building a graph
 // (autograd keeps only the layer's input), the backward runs the layer again with grad enabled and
-// differentiates that. The layer's parameters are inputs of the function so that their gradients
-// reach the engine's accumulators like any other.
+// differentiates that, with the same packed documents. The layer's parameters are inputs of the
+// function so that their gradients reach the engine's accumulators like any other.
 struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
   static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &hidden,
-                               at::TensorList /*parameters*/, TransformerModel *model, int64_t index) {
+                               at::TensorList /*parameters*/, TransformerModel *model, int64_t index,
+                               const PackedDocuments &packed) {
     ctx->saved_data["model"] = int64_t(reinterpret_cast<intptr_t>(model));
     ctx->saved_data["index"] = index;
+    ctx->saved_data["positions"] = packed.positions;
+    ctx->saved_data["starts"] = packed.starts;
+    ctx->saved_data["longest"] = packed.longest;
     ctx->save_for_backward({hidden});
-    return model->layer(index, hidden);  // grad mode is off inside Function::forward
+    return model->layer(index, hidden, packed);  // grad mode is off inside Function::forward
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
@@ -28,11 +32,13 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
     auto *model = reinterpret_cast<TransformerModel *>(intptr_t(ctx->saved_data["model"].toInt()));
     int64_t index = ctx->saved_data["index"].toInt();
     torch::Tensor input = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    const PackedDocuments packed{ctx->saved_data["positions"].toTensor(), ctx->saved_data["starts"].toTensor(),
+                                 ctx->saved_data["longest"].toInt()};
     const std::vector<torch::Tensor> &parameters = model->block_parameters(size_t(index + 1));
     torch::Tensor output;
     {
       torch::AutoGradMode enable(true);
-      output = model->layer(index, input);
+      output = model->layer(index, input, packed);
     }
     std::vector<torch::Tensor> inputs = {input};
     inputs.insert(inputs.end(), parameters.begin(), parameters.end());
@@ -40,6 +46,7 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
                                        /*create_graph=*/false, /*allow_unused=*/true);
     grads.emplace_back();  // model pointer
     grads.emplace_back();  // index
+    grads.emplace_back();  // packed documents
     return grads;
   }
 };
@@ -81,7 +88,7 @@ torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t
   return value;
 }
 
-torch::Tensor TransformerModel::forward_block(size_t block, const torch::Tensor &hidden, const Batch &) {
+torch::Tensor TransformerModel::forward_block(size_t block, const torch::Tensor &hidden, const Batch &batch) {
   size_t last = block_names_.size() - 1;
   ZF_REQUIRE(block <= last, "internal: block %zu of a %zu-block model", block, block_names_.size());
   if (block == 0) {
@@ -94,14 +101,14 @@ torch::Tensor TransformerModel::forward_block(size_t block, const torch::Tensor 
                  "token id %lld is outside model.vocab = %lld: the tokenizer and the model disagree",
                  (long long)(low < 0 ? low : high), (long long)shape().vocab);
     }
-    return embed(hidden);
+    return embed(hidden, batch.packed);
   }
   if (block == last) return head(hidden);
   int64_t index = int64_t(block) - 1;
   const int64_t recomputed = options_.checkpoint_layers > 0 ? options_.checkpoint_layers : shape().layers;
   if (options_.activation_checkpointing && index < recomputed && torch::GradMode::is_enabled())
-    return CheckpointedLayer::apply(hidden, at::TensorList(block_tensors_[block]), this, index);
-  return layer(index, hidden);
+    return CheckpointedLayer::apply(hidden, at::TensorList(block_tensors_[block]), this, index, batch.packed);
+  return layer(index, hidden, batch.packed);
 }
 
 namespace {

@@ -47,9 +47,10 @@ class TransformerModel : public Model {
   torch::Dtype dtype() const { return dtype_; }
   std::vector<HfTensor> hf_tensors() const;
 
-  // The three kinds of block; public for the activation-checkpointing function.
-  virtual torch::Tensor embed(const torch::Tensor &ids) = 0;
-  virtual torch::Tensor layer(int64_t index, const torch::Tensor &hidden) = 0;
+  // The three kinds of block; public for the activation-checkpointing function. `packed`: the
+  // batch's documents where it packs several per row (positions, attention, recurrent state).
+  virtual torch::Tensor embed(const torch::Tensor &ids, const PackedDocuments &packed) = 0;
+  virtual torch::Tensor layer(int64_t index, const torch::Tensor &hidden, const PackedDocuments &packed) = 0;
   torch::Tensor head(const torch::Tensor &hidden) {
     return output_logits(final_norm(hidden), head_weight(), logits_transform());
   }

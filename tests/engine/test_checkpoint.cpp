@@ -313,3 +313,38 @@ TEST_CASE("a GPT on text under 2 ranks resumes mid-epoch bit for bit, and its ex
   CHECK(test::json_field(test::read_text(seeded + "/summary.json"), "param_digest") ==
         test::json_field(summary_a, "param_digest"));
 }
+
+TEST_CASE("a GPT on packed instruction data resumes bit for bit", "[checkpoint][packing]") {
+  std::string data_dir = test::scratch_dir("ckpt_packed_data");
+  {
+    std::ofstream json(data_dir + "/alpaca.json");
+    json << "[";
+    for (int i = 0; i < 40; ++i)
+      json << (i ? ",\n" : "") << "{\"instruction\": \"Count to " << i % 9 << ".\", \"output\": \""
+           << std::string(size_t(1 + i * 7 % 60), char('a' + i % 26)) << "\"}";
+    json << "]";
+  }
+  std::string common = " run " + test::source_dir() + "/examples/quickstart.toml --set run.progress=off" +
+                       " --set model.hidden=32 --set model.layers=2 --set model.heads=2 --set model.max_seq=512" +
+                       " --set data.type=alpaca --set data.packing=true --set data.seq_len=512 --set data.path=" +
+                       data_dir + "/alpaca.json --set train.micro_batch=2 --set train.steps=8 --set train.warmup_steps=2" +
+                       " --set train.eval_every=4 --set sample.tokens=0 ";
+  std::string full = test::scratch_dir("ckpt_packed_full");
+  auto a = test::run_command("timeout 300 " + test::zfcore() + common + "--set checkpoint.every=4 --set run.output_dir=" + full);
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  CHECK_THAT(a.output, Catch::Contains("40 documents packed into") && Catch::Contains("of the positions hold tokens"));
+  std::string resumed = test::scratch_dir("ckpt_packed_resumed");
+  auto b = test::run_command("timeout 300 " + test::zfcore() + common + "--set run.output_dir=" + resumed +
+                             " --set checkpoint.resume=" + full + "/checkpoints/step-00000004");
+  INFO(b.output);
+  REQUIRE(b.exit_code == 0);
+  auto loss_a = losses(full), loss_b = losses(resumed);
+  REQUIRE(loss_b.size() == 4);
+  for (int step = 5; step <= 8; ++step) {
+    INFO("step " << step);
+    CHECK(loss_b[step] == loss_a[step]);
+  }
+  CHECK(test::json_field(test::read_text(resumed + "/summary.json"), "param_digest") ==
+        test::json_field(test::read_text(full + "/summary.json"), "param_digest"));
+}

@@ -1,7 +1,8 @@
 // The chunked gated delta rule (core/model/gated_deltanet.hpp) against its definition, the
 // step-by-step recurrence S_t = exp(g_t) S_{t-1} + beta_t k_t (v_t - exp(g_t) S_{t-1}^T k_t)^T,
 // o_t = S_t^T q_t / sqrt(dk): forward and gradients, for any chunk size, a sequence that is not a
-// whole number of chunks included.
+// whole number of chunks included; with document starts (packed data), the state taken as 0 at
+// each start.
 #include "model/gated_deltanet.hpp"
 
 #include <catch2/catch.hpp>
@@ -14,13 +15,14 @@ using namespace zf;
 namespace {
 
 torch::Tensor recurrence(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, const torch::Tensor &g,
-                         const torch::Tensor &beta) {
+                         const torch::Tensor &beta, const torch::Tensor &starts = torch::Tensor()) {
   const int64_t batch = q.size(0), length = q.size(1), heads = q.size(2), dk = q.size(3), dv = v.size(3);
   torch::Tensor state = torch::zeros({batch, heads, dk, dv}, torch::kFloat64);
   std::vector<torch::Tensor> outputs;
   for (int64_t t = 0; t < length; ++t) {
     torch::Tensor kt = k.select(1, t), vt = v.select(1, t), qt = q.select(1, t) / std::sqrt(double(dk));
     state = state * g.select(1, t).exp().view({batch, heads, 1, 1});
+    if (starts.defined()) state = state * (1 - starts.select(1, t).to(torch::kFloat64)).view({batch, 1, 1, 1});
     torch::Tensor predicted = torch::matmul(kt.unsqueeze(-2), state).squeeze(-2);  // S^T k: [B, H, dv]
     torch::Tensor delta = (vt - predicted) * beta.select(1, t).unsqueeze(-1);
     state = state + kt.unsqueeze(-1) * delta.unsqueeze(-2);
@@ -32,6 +34,10 @@ torch::Tensor recurrence(const torch::Tensor &q, const torch::Tensor &k, const t
 }  // namespace
 
 TEST_CASE("gated delta rule: the chunked form equals the step-by-step recurrence, values and gradients", "[model]") {
+  // Without document starts, and with starts inside chunks, at a chunk's first position, on
+  // neighbouring positions and at position 0 (packed documents, each from a zero state).
+  const bool packed = GENERATE(false, true);
+  INFO((packed ? "with" : "without") << " document starts");
   torch::manual_seed(7);
   const int64_t batch = 2, length = 21, heads = 3, dk = 8, dv = 6;
   auto unit = [](torch::Tensor x) { return x / x.norm(2, -1, true); };
@@ -45,11 +51,17 @@ TEST_CASE("gated delta rule: the chunked form equals the step-by-step recurrence
   auto gradients = [&](const torch::Tensor &out) {
     return torch::autograd::grad({(out.to(torch::kFloat64) * weights).sum()}, inputs);
   };
-  torch::Tensor want = recurrence(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]);
+  torch::Tensor starts;
+  if (packed) {
+    starts = torch::zeros({batch, length}, torch::kBool);
+    for (int64_t t : {0, 3, 4, 8, 13, 20}) starts[0][t] = true;
+    for (int64_t t : {0, 1, 16}) starts[1][t] = true;
+  }
+  torch::Tensor want = recurrence(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], starts);
   std::vector<torch::Tensor> want_grads = gradients(want);
   for (int64_t chunk : {1, 4, 8, 64}) {
     INFO("chunk " << chunk);
-    torch::Tensor got = chunk_gated_delta_rule(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], chunk);
+    torch::Tensor got = chunk_gated_delta_rule(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], chunk, starts);
     CHECK(got.scalar_type() == torch::kFloat32);
     CHECK((got.to(torch::kFloat64) - want).abs().max().item<double>() < 1e-5);
     std::vector<torch::Tensor> got_grads = gradients(got);

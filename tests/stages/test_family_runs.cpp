@@ -44,3 +44,30 @@ TEST_CASE("gemma3, phi3 and olmo3 train under zero3 + cpu_optimizer on 2 ranks t
       config);
   CHECK(test::json_number(zenflow.summary, "final_loss") < test::json_number(zenflow.summary, "initial_loss"));
 }
+
+TEST_CASE("packed instruction data (data.packing) trains under zero3 + cpu_optimizer on 2 ranks to zero0's param_digest",
+          "[stage][mpi][model][packing]") {
+  const std::string directory = test::scratch_dir("family_runs_packed");
+  {
+    std::ofstream json(directory + "/alpaca.json");
+    json << "[";
+    for (int i = 0; i < 24; ++i)
+      json << (i ? ",\n" : "") << "{\"instruction\": \"Say " << i << ".\", \"output\": \""
+           << std::string(size_t(1 + i * 11 % 90), char('a' + i % 26)) << "\"}";
+    json << "]";
+  }
+  const std::string config = directory + "/train.toml";
+  std::ofstream(config) << "[model]\ntype = \"llama\"\nhidden = 32\nlayers = 2\nheads = 4\nkv_heads = 2\nvocab = 257\n"
+                           "max_seq = 512\n[data]\ntype = \"alpaca\"\npacking = true\nseq_len = 512\npath = \""
+                        << directory << "/alpaca.json\"\n[train]\nsteps = 3\neval_every = 0\n[optimizer]\n"
+                           "plugin = \"cpu_adam\"\nlr = 0.01\nthreads = 1\n[sample]\ntokens = 0\n";
+  test::StageRun oracle = test::run_stage_ok("packed_oracle", "zero0", 1,
+                                             "--set train.micro_batch=2 --set train.grad_accum=2", config);
+  const std::string digest = test::json_field(oracle.summary, "param_digest");
+  REQUIRE(digest.size() == 16);
+  test::StageRun sharded = test::run_stage_ok(
+      "packed_zero3", "zero3", 2,
+      "--set train.micro_batch=2 --set offload.plugin=cpu_optimizer --set stage.param_persistence_threshold=10",
+      config);
+  CHECK(test::json_field(sharded.summary, "param_digest") == digest);
+}
