@@ -77,6 +77,21 @@ std::string alpaca_prompt(const std::string &instruction, const std::string &inp
          "\n\n### Input:\n" + input + "\n\n### Response:\n";
 }
 
+std::string alpaca_chat_template() {
+  const std::string prompt = alpaca_prompt("INSTRUCTION", "");
+  const size_t at = prompt.find("INSTRUCTION");
+  return "{#- zfcore: this model was fine-tuned on the Alpaca prompt (data.type = \"alpaca\"), not on its tokenizer's "
+         "chat template; this template renders that prompt. -#}\n"
+         "{%- for message in messages -%}\n"
+         "{%- if message['role'] == 'user' -%}\n"
+         "{{- (bos_token or '') + " + nlohmann::json(prompt.substr(0, at)).dump() + " + message['content'] + " +
+         nlohmann::json(prompt.substr(at + 11)).dump() + " -}}\n"
+         "{%- elif message['role'] == 'assistant' -%}\n"
+         "{{- message['content'] + (eos_token or '') -}}\n"
+         "{%- endif -%}\n"
+         "{%- endfor -%}\n";
+}
+
 std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config, const char *key) {
   std::string path = data_path(config, "an Alpaca JSON file", true, key);
   std::string where = config.where("data", key).str() + ": data." + key;
@@ -90,6 +105,8 @@ std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config
              config.where("data", "tokenizer").str().c_str(), tokenizer->name().c_str());
   int64_t seq_len = config.integer("data", "seq_len");
   int64_t pad = tokenizer->pad_id().value_or(*eos);
+  log_info("data: the model learns the Alpaca prompt, not its tokenizer's chat template; an export carries a "
+           "chat_template.jinja of the Alpaca prompt");
   Documents documents;
   int64_t dropped = 0, truncated = 0;
   for (const Record &record : records) {

@@ -1,9 +1,12 @@
 #include "model/hf_checkpoint.hpp"
 
+#include "data/sequences.hpp"
+
 #include "model/param_source.hpp"
 
 #include "checkpoint/safetensors.hpp"
 #include "config/config.hpp"
+#include "data/sequences.hpp"
 #include "model/family.hpp"
 #include "model/transformer.hpp"
 #include "runtime/error.hpp"
@@ -73,9 +76,11 @@ std::string generation_config(const nlohmann::json &config, const std::string &s
 
 // The files transformers' AutoTokenizer reads, those of them that `from` has, read through the
 // input rule (a FIFO or a device named like one is refused, not read).
-void copy_tokenizer_files(const std::string &from, const Directory &directory, PendingFiles &files) {
+void copy_tokenizer_files(const std::string &from, const Directory &directory, PendingFiles &files,
+                          bool with_template) {
   for (const char *name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                            "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja"}) {
+    if (!with_template && std::string(name) == "chat_template.jinja") continue;
     std::string source = from + "/" + name;
     std::error_code ec;
     if (!std::filesystem::exists(std::filesystem::symlink_status(source, ec))) continue;
@@ -127,6 +132,16 @@ HfExportOptions hf_export_options(const RunConfig &config, const torch::Tensor &
   } else if (type != "text" && type != "alpaca") {
     options.tokenizer_dir = options.init_from;  // pre-tokenized data: the checkpoint's own tokenizer
   }
+  const std::string chat_template = config.string("data", "chat_template");
+  if (type == "alpaca") {
+    options.chat_template = alpaca_chat_template();
+    log_info("export: the model trained on the Alpaca prompt (data.type = \"alpaca\"), not on its tokenizer's chat "
+             "template: the export's chat_template.jinja renders the Alpaca prompt instead");
+  } else if (type == "chat" && !chat_template.empty()) {
+    std::string why = read_regular_file(chat_template, kMaxTokenizerFileBytes, &options.chat_template);
+    ZF_REQUIRE(why.empty(), "%s: data.chat_template: cannot read %s: %s",
+               config.where("data", "chat_template").str().c_str(), chat_template.c_str(), why.c_str());
+  }
   return options;
 }
 
@@ -159,8 +174,10 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   if (!options.init_from.empty()) config = keep_source_fields(config, options.init_from, t.options().dropout);
   add_text_file(files, out, "config.json", config.dump(2) + "\n");
   add_text_file(files, out, "generation_config.json", generation_config(config, options.init_from));
-  if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, out, files);
+  const bool own_template = options.chat_template.empty();
+  if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, out, files, own_template);
   for (const auto &[name, text] : options.tokenizer_files) add_text_file(files, out, name, text);
+  if (!own_template) add_text_file(files, out, "chat_template.jinja", options.chat_template);
   std::vector<PendingFile *> together;
   for (auto &file : files) together.push_back(file.get());
   commit_together(together);
