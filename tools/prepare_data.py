@@ -154,7 +154,9 @@ def derived_mask(tokenizer, messages, label, kwargs):
             if not text.startswith(through) or not through.startswith(before):
                 raise DataError(f"{label}: messages[{i}]: the chat template renders the conversation up to this "
                                 "assistant turn differently from its start in the whole conversation, so its tokens "
-                                "cannot be told apart; add {% generation %} tags to the template (data.chat_template)")
+                                f"cannot be told apart; install TRL ({install_hint('trl')}), whose training variants "
+                                "of common templates mark them, or add {% generation %} tags to the template "
+                                "(data.chat_template)")
             spans.append((len(before), len(through)))
     except DataError:
         raise

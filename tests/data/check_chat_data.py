@@ -148,6 +148,23 @@ result = prepare("chat", os.path.join(scratch, "broken.jsonl"), qwen3, prepared)
 check(result.returncode == 1 and "broken.jsonl:2:" in result.stderr and "not valid JSON" in result.stderr,
       f"invalid JSON names its line: {result.stderr.strip()[-200:]}")
 
+# Without transformers, or without Python: the error gives the command that installs it.
+fake = os.path.join(scratch, "no_transformers")
+os.makedirs(os.path.join(fake, "transformers"))
+with open(os.path.join(fake, "transformers", "__init__.py"), "w") as f:
+    f.write("raise ImportError('not installed')\n")
+with open(os.path.join(fake, "python"), "w") as f:
+    f.write(f"#!/bin/sh\nPYTHONPATH={fake} exec {sys.executable} \"$@\"\n")
+os.chmod(os.path.join(fake, "python"), 0o755)
+conversations = os.path.join(fixtures, "conversations.jsonl")
+for python, words in ((os.path.join(fake, "python"), [f"{sys.executable} -m pip install 'transformers'"]),
+                      (os.path.join(fake, "absent"), ["python3 -m pip install transformers", "ZFCORE_PYTHON"])):
+    env["ZFCORE_PYTHON"] = python
+    result = prepare("chat", conversations, qwen3, os.path.join(scratch, "prepared_fake"))
+    check(result.returncode == 1 and all(w in result.stderr for w in words),
+          f"{os.path.basename(python)}: the error says how to install: {result.stderr.strip()[-300:]}")
+env["ZFCORE_PYTHON"] = sys.executable
+
 # A CPU run that learns, with the log's loss rule, reuse, re-preparation and the export's template.
 tokenizer = os.path.join(scratch, "tokenizer")
 shutil.copytree(qwen3, tokenizer)
