@@ -6,6 +6,7 @@
 // response token. Sequences longer than seq_len + 1 are truncated; shorter ones are padded with
 // the tokenizer's pad id (else EOS, else 0) and targets kIgnoreIndex. An example whose prompt
 // leaves no room for a response token is dropped, with a warning.
+#include "data/data_source.hpp"
 #include "data/documents.hpp"
 #include "data/sequences.hpp"
 
@@ -140,6 +141,22 @@ std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config
              config.where("data", "seq_len").str().c_str(), (long long)seq_len, path.c_str());
   return make_document_sequences(std::move(documents), seq_len, tokenizer->vocab_size(), pad,
                                  "alpaca " + path + " (" + tokenizer->name() + ")");
+}
+
+std::string exported_chat_template(const RunConfig &config) {
+  const std::string type = config.string("data", "type"), path = config.string("data", "chat_template");
+  if (type == "alpaca") {
+    if (!config.string("checkpoint", "export_hf").empty())
+      log_info("export: the model trained on the Alpaca prompt (data.type = \"alpaca\"), not on its tokenizer's chat "
+               "template: the export's chat_template.jinja renders the Alpaca prompt instead");
+    return alpaca_chat_template();
+  }
+  if (type != "chat" || path.empty()) return "";
+  std::string text;
+  std::string why = read_regular_file(path, 16 << 20, &text);
+  ZF_REQUIRE(why.empty(), "%s: data.chat_template: cannot read %s: %s", config.where("data", "chat_template").str().c_str(),
+             path.c_str(), why.c_str());
+  return text;
 }
 
 }  // namespace zf

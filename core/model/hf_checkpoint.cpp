@@ -1,12 +1,9 @@
 #include "model/hf_checkpoint.hpp"
 
-#include "data/sequences.hpp"
-
 #include "model/param_source.hpp"
 
 #include "checkpoint/safetensors.hpp"
 #include "config/config.hpp"
-#include "data/sequences.hpp"
 #include "model/family.hpp"
 #include "model/transformer.hpp"
 #include "runtime/error.hpp"
@@ -131,16 +128,6 @@ HfExportOptions hf_export_options(const RunConfig &config, const torch::Tensor &
     if (options.tokenizer_dir.empty()) options.tokenizer_dir = ".";
   } else if (type != "text" && type != "alpaca") {
     options.tokenizer_dir = options.init_from;  // pre-tokenized data: the checkpoint's own tokenizer
-  }
-  const std::string chat_template = config.string("data", "chat_template");
-  if (type == "alpaca") {
-    options.chat_template = alpaca_chat_template();
-    log_info("export: the model trained on the Alpaca prompt (data.type = \"alpaca\"), not on its tokenizer's chat "
-             "template: the export's chat_template.jinja renders the Alpaca prompt instead");
-  } else if (type == "chat" && !chat_template.empty()) {
-    std::string why = read_regular_file(chat_template, kMaxTokenizerFileBytes, &options.chat_template);
-    ZF_REQUIRE(why.empty(), "%s: data.chat_template: cannot read %s: %s",
-               config.where("data", "chat_template").str().c_str(), chat_template.c_str(), why.c_str());
   }
   return options;
 }

@@ -29,7 +29,8 @@ struct HfExportOptions {
   std::vector<std::pair<std::string, std::string>> tokenizer_files;
   // The chat template the model trained with, written as chat_template.jinja (which transformers
   // prefers to tokenizer_config.json's) when it is not the tokenizer's own: data.chat_template's,
-  // or the Alpaca prompt of data.type = "alpaca". Empty: the tokenizer's files as they are.
+  // or the Alpaca prompt of data.type = "alpaca" (exported_chat_template of data/data_source.hpp).
+  // Empty: the tokenizer's files as they are.
   std::string chat_template;
   // dtype float32 of a model that computes in another dtype: the fp32 master weights of the whole
   // model in `layout` order (undefined: such an export is refused).
@@ -37,9 +38,8 @@ struct HfExportOptions {
   const zf_layout *layout = nullptr;
 };
 
-// The options a run's config asks for: checkpoint.export_dtype, model.init_from, the tokenizer of
-// [data] (data.tokenizer_path's directory, or init_from's for pre-tokenized data) and the chat
-// template the data was rendered with.
+// The options a run's config asks for: checkpoint.export_dtype, model.init_from, and the
+// tokenizer of [data] (data.tokenizer_path's directory, or init_from's for pre-tokenized data).
 HfExportOptions hf_export_options(const RunConfig &config, const torch::Tensor &master = {},
                                   const zf_layout *layout = nullptr);
 

@@ -180,7 +180,7 @@ with open(train, "w") as f:
 export = os.path.join(scratch, "export")
 
 
-def train_run(name, data_type="chat", path=train, steps=60, seq_len=96):
+def train_run(name, data_type="chat", path=train, steps=60, seq_len=96, extra=""):
     cfg = config(name, f"""[run]
 output_dir = "{os.path.join(scratch, name)}"
 progress = "off"
@@ -200,6 +200,7 @@ tokenizer_path = "{tokenizer}"
 prepared_dir = "{prepared}"
 seq_len = {seq_len}
 eval_fraction = 0.2
+{extra}
 [train]
 steps = {steps}
 micro_batch = 8
@@ -249,6 +250,17 @@ text = result.stdout + result.stderr
 check(re.search(r"40 of 40 documents are longer than data.seq_len \+ 1 = 31 tokens and are cut", text) is not None
       and f"{train}:1 (" in text, f"conversations longer than seq_len are counted, with their lines: "
       f"{text[text.find('documents are longer') - 20:][:300]}")
+
+# data.chat_template replaces the tokenizer's template, for the data and in the export.
+template = os.path.join(scratch, "chatml.jinja")
+with open(template, "w") as f:
+    f.write(json.load(open(os.path.join(fixtures, "chatml", "tokenizer_config.json")))["chat_template"])
+result = train_run("own_template", steps=1, extra=f'chat_template = "{template}"')
+text = result.stdout + result.stderr
+exported = os.path.join(export + "-own_template", "chat_template.jinja")
+check(result.returncode == 0 and "{% generation %} spans of the chat template:" in text and os.path.exists(exported)
+      and open(exported).read() == open(template).read(),
+      f"data.chat_template renders the data and is exported as chat_template.jinja {text[-400:]}")
 
 alpaca = os.path.join(scratch, "alpaca.json")
 with open(alpaca, "w") as f:
