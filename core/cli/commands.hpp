@@ -35,6 +35,7 @@ int command_convert(const std::vector<std::string> &args);  // convert.cpp
 int command_config(const std::vector<std::string> &args);
 int command_checkpoint(const std::vector<std::string> &args);  // checkpoint_command.cpp
 int command_export(const std::vector<std::string> &args);      // checkpoint_command.cpp
+int command_prepare(const std::vector<std::string> &args);     // prepare_command.cpp
 
 // A DeepSpeed JSON's notes (RunConfig::notes), printed before a command that runs it starts, as
 // `zfcore convert` lists them at the top of its TOML. With `run_dir`: once per run directory (a run

@@ -19,6 +19,7 @@ const char *kUsage =
     "  run FILE [--set table.key=value]...       train as FILE (TOML) says\n"
     "  eval FILE [--json] [--set ...]            loss and perplexity of FILE's model on its held-out data\n"
     "  validate FILE [--set table.key=value]...  check FILE and the plugins it names, run nothing\n"
+    "  prepare FILE [--set table.key=value]...   tokenize FILE's chat, prompt_completion or JSON text data now\n"
     "  checkpoint verify DIR                     check checkpoints against their checksums, train nothing\n"
     "  checkpoint info DIR                       a checkpoint's step, run, layout and tensors, from its headers\n"
     "  export CHECKPOINT OUT_DIR [FILE] [--set ...] a checkpoint's model in Hugging Face format, train nothing\n"
@@ -80,6 +81,15 @@ std::string command_usage(const std::string &command) {
                        "options:\n  --world N               ranks to spread over (default 1)\n"
                        "  --ranks-per-host N      ranks that share one host's memory (default: all of them)\n"
                        "  --bytes                 every table cell as an exact byte count (default: KiB, MiB, GiB)\n") +
+           kConfigOptions;
+  if (command == "prepare")
+    return std::string("usage: zfcore prepare FILE [--set table.key=value]... [--unset table.key]...\n\n"
+                       "Prepares the data FILE's [data] names (data.path and data.eval_path) as zfcore run would\n"
+                       "before training: chat, prompt_completion, and text of JSON Lines, JSON or Parquet files are\n"
+                       "rendered with the tokenizer's chat template by transformers (python3, or ZFCORE_PYTHON) and\n"
+                       "kept as token shards in data.prepared_dir (default ~/.cache/zfcore/prepared). A prepared copy\n"
+                       "that matches the data, tokenizer and template is reused; otherwise it is made again.\n\n"
+                       "options:\n") +
            kConfigOptions;
   if (command == "convert")
     return "usage: zfcore convert DS_CONFIG.json > train.toml\n\nWrites DeepSpeed's config as zfcore TOML: batch (train_batch_size is train.global_batch,\n"
@@ -164,6 +174,7 @@ int main(int argc, char **argv) {
     if (command == "run") return zf::command_run(rest);
     if (command == "eval") return zf::command_eval(rest);
     if (command == "validate") return zf::command_validate(rest);
+    if (command == "prepare") return zf::command_prepare(rest);
     if (command == "plugins") return zf::command_plugins(rest);
     if (command == "bench") return zf::command_bench(rest);
     if (command == "estimate") return zf::command_estimate(rest);

@@ -6,6 +6,7 @@
 // response token. Sequences longer than seq_len + 1 are truncated; shorter ones are padded with
 // the tokenizer's pad id (else EOS, else 0) and targets kIgnoreIndex. An example whose prompt
 // leaves no room for a response token is dropped, with a warning.
+#include "data/data_source.hpp"
 #include "data/documents.hpp"
 #include "data/sequences.hpp"
 
@@ -77,6 +78,21 @@ std::string alpaca_prompt(const std::string &instruction, const std::string &inp
          "\n\n### Input:\n" + input + "\n\n### Response:\n";
 }
 
+std::string alpaca_chat_template() {
+  const std::string prompt = alpaca_prompt("INSTRUCTION", "");
+  const size_t at = prompt.find("INSTRUCTION");
+  return "{#- zfcore: this model was fine-tuned on the Alpaca prompt (data.type = \"alpaca\"), not on its tokenizer's "
+         "chat template; this template renders that prompt. -#}\n"
+         "{%- for message in messages -%}\n"
+         "{%- if message['role'] == 'user' -%}\n"
+         "{{- (bos_token or '') + " + nlohmann::json(prompt.substr(0, at)).dump() + " + message['content'] + " +
+         nlohmann::json(prompt.substr(at + 11)).dump() + " -}}\n"
+         "{%- elif message['role'] == 'assistant' -%}\n"
+         "{{- message['content'] + (eos_token or '') -}}\n"
+         "{%- endif -%}\n"
+         "{%- endfor -%}\n";
+}
+
 std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config, const char *key) {
   std::string path = data_path(config, "an Alpaca JSON file", true, key);
   std::string where = config.where("data", key).str() + ": data." + key;
@@ -90,6 +106,8 @@ std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config
              config.where("data", "tokenizer").str().c_str(), tokenizer->name().c_str());
   int64_t seq_len = config.integer("data", "seq_len");
   int64_t pad = tokenizer->pad_id().value_or(*eos);
+  log_info("data: the model learns the Alpaca prompt, not its tokenizer's chat template; an export carries a "
+           "chat_template.jinja of the Alpaca prompt");
   Documents documents;
   int64_t dropped = 0, truncated = 0;
   for (const Record &record : records) {
@@ -123,6 +141,22 @@ std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config
              config.where("data", "seq_len").str().c_str(), (long long)seq_len, path.c_str());
   return make_document_sequences(std::move(documents), seq_len, tokenizer->vocab_size(), pad,
                                  "alpaca " + path + " (" + tokenizer->name() + ")");
+}
+
+std::string exported_chat_template(const RunConfig &config) {
+  const std::string type = config.string("data", "type"), path = config.string("data", "chat_template");
+  if (type == "alpaca") {
+    if (!config.string("checkpoint", "export_hf").empty())
+      log_info("export: the model trained on the Alpaca prompt (data.type = \"alpaca\"), not on its tokenizer's chat "
+               "template: the export's chat_template.jinja renders the Alpaca prompt instead");
+    return alpaca_chat_template();
+  }
+  if (type != "chat" || path.empty()) return "";
+  std::string text;
+  std::string why = read_regular_file(path, 16 << 20, &text);
+  ZF_REQUIRE(why.empty(), "%s: data.chat_template: cannot read %s: %s", config.where("data", "chat_template").str().c_str(),
+             path.c_str(), why.c_str());
+  return text;
 }
 
 }  // namespace zf

@@ -3,6 +3,7 @@
 #include "data/data_source.hpp"
 
 #include "data/documents.hpp"
+#include "data/prepared.hpp"
 #include "data/sequence_source.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
@@ -19,7 +20,8 @@ namespace {
 // What determines the loaded sequences; equal keys share one SequenceSet while it is alive.
 std::string data_key(const RunConfig &config, const char *path_key) {
   std::string key = config.string("data", path_key) + '\n';
-  for (const char *name : {"type", "tokenizer", "tokenizer_path"}) key += config.string("data", name) + '\n';
+  for (const char *name : {"type", "tokenizer", "tokenizer_path", "chat_template", "prepared_dir"})
+    key += config.string("data", name) + '\n';
   for (const char *name : {"seq_len", "vocab", "samples"}) key += std::to_string(config.integer("data", name)) + '\n';
   key += config.boolean("data", "packing") ? "packed\n" : "\n";
   return key + std::to_string(config.integer("run", "seed"));
@@ -33,15 +35,18 @@ std::shared_ptr<const SequenceSet> load_sequences(const RunConfig &config, const
   std::lock_guard<std::mutex> lock(mutex);
   std::string key = data_key(config, path_key);
   if (auto set = loaded[key].lock()) return set;
-  std::shared_ptr<const SequenceSet> set = type == "synthetic" ? load_synthetic_sequences(config)
-                                           : type == "tokens"  ? load_token_shard_sequences(config, path_key)
-                                           : type == "text"    ? load_text_sequences(config, path_key)
-                                                               : load_alpaca_sequences(config, path_key);
+  const bool documents = type == "documents" || prepared_type(config, path_key);
+  std::shared_ptr<const SequenceSet> set = documents             ? load_document_sequences(config, path_key)
+                                           : type == "synthetic" ? load_synthetic_sequences(config)
+                                           : type == "tokens"    ? load_token_shard_sequences(config, path_key)
+                                           : type == "text"      ? load_text_sequences(config, path_key)
+                                                                 : load_alpaca_sequences(config, path_key);
   if (config.boolean("data", "packing")) {
     std::shared_ptr<const SequenceSet> packed = pack_document_sequences(set);
-    ZF_REQUIRE(packed, "%s: data.packing = true packs documents (data.type = \"alpaca\"); data.type = \"%s\" is a "
-               "stream of full windows without padding: remove data.packing",
-               config.where("data", "packing").str().c_str(), type.c_str());
+    ZF_REQUIRE(packed, "%s: data.packing = true packs documents (data.type = \"alpaca\", \"chat\", "
+               "\"prompt_completion\", \"documents\", JSON text); data.type = \"%s\" here is a stream of full "
+               "windows without padding: remove data.packing", config.where("data", "packing").str().c_str(),
+               type.c_str());
     set = std::move(packed);
   }
   log_info(set->describe());
@@ -64,7 +69,7 @@ std::unique_ptr<DataSource> make_data_source(const RunConfig &config, Split spli
   std::string type = config.string("data", "type");
   const std::string eval_path = config.string("data", "eval_path");
   if (!eval_path.empty()) {
-    ZF_REQUIRE(type == "tokens" || type == "text" || type == "alpaca",
+    ZF_REQUIRE(type != "random" && type != "synthetic",
                "%s: data.eval_path names a file, and data.type = \"%s\" reads none; use data.eval_fraction",
                config.where("data", "eval_path").str().c_str(), type.c_str());
     ZF_REQUIRE(config.real("data", "eval_fraction") == 0,
@@ -79,7 +84,8 @@ std::unique_ptr<DataSource> make_data_source(const RunConfig &config, Split spli
              "%s: data.packing = true packs documents (data.type = \"alpaca\"), and data.type = \"random\" has "
              "none: remove data.packing", config.where("data", "packing").str().c_str());
   if (type == "random") return make_random_data(config, split);
-  if (type == "synthetic" || type == "tokens" || type == "text" || type == "alpaca") {
+  if (type == "synthetic" || type == "tokens" || type == "text" || type == "alpaca" || type == "chat" ||
+      type == "prompt_completion" || type == "documents") {
     auto source = make_sequence_source(load_sequences(config, type), split, config.real("data", "eval_fraction"),
                                        config.boolean("data", "shuffle"), uint64_t(config.integer("run", "seed")));
     int64_t micro_batch = config.integer("train", "micro_batch");

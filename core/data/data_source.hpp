@@ -45,4 +45,8 @@ class DataSource {
 // held-out data (eval_fraction = 0). Sources of both splits of one config share the loaded data.
 std::unique_ptr<DataSource> make_data_source(const RunConfig &config, Split split = Split::train);
 
+// The chat template an export carries when it is not its tokenizer's own, the one the model trained
+// with: data.chat_template's file (chat), or the Alpaca prompt (alpaca; the log says so); "" else.
+std::string exported_chat_template(const RunConfig &config);
+
 }  // namespace zf

@@ -36,6 +36,8 @@ std::shared_ptr<const SequenceSet> load_synthetic_sequences(const RunConfig &con
 std::shared_ptr<const SequenceSet> load_token_shard_sequences(const RunConfig &config, const char *key = "path");
 std::shared_ptr<const SequenceSet> load_text_sequences(const RunConfig &config, const char *key = "path");
 std::shared_ptr<const SequenceSet> load_alpaca_sequences(const RunConfig &config, const char *key = "path");
+// documents (version 2 shards), and chat, prompt_completion, text of JSON or Parquet (prepared first).
+std::shared_ptr<const SequenceSet> load_document_sequences(const RunConfig &config, const char *key = "path");
 
 // data.path (or data.`key`), checked to be set (`needs` says what it should name) and, with
 // must_exist, to exist; errors point at the key (or data.type when the path is missing).
@@ -49,5 +51,8 @@ void check_tokenizer_vocab(const RunConfig &config, const Tokenizer &tokenizer);
 
 // The Alpaca prompt for one example (an empty input selects the template without input).
 std::string alpaca_prompt(const std::string &instruction, const std::string &input);
+// A chat template (Jinja) that renders a user turn as alpaca_prompt(content, "") and an assistant
+// turn as its content and EOS: what an Alpaca-trained model's export carries.
+std::string alpaca_chat_template();
 
 }  // namespace zf

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -21,7 +22,8 @@ namespace zf {
 namespace {
 
 constexpr char kMagic[8] = {'Z', 'F', 'T', 'O', 'K', 'E', 'N', 'S'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kLatestVersion = 2;
+constexpr uint32_t kMaskFlag = 1;
 
 template <typename T>
 void put(unsigned char *out, T value) {
@@ -37,6 +39,18 @@ T get(const unsigned char *in) {
 }  // namespace
 
 void write_token_shard(const std::string &path, const std::vector<int64_t> &ids, int64_t vocab) {
+  write_token_shard(path, ids, vocab, {}, {});
+}
+
+void write_token_shard(const std::string &path, const std::vector<int64_t> &ids, int64_t vocab,
+                       const std::vector<uint8_t> &mask, const std::vector<int64_t> &starts) {
+  const bool v2 = !mask.empty() || !starts.empty();
+  ZF_REQUIRE(mask.empty() || mask.size() == ids.size(), "%s: %zu loss flags for %zu ids", path.c_str(), mask.size(),
+             ids.size());
+  for (size_t d = 0; d < starts.size(); ++d)
+    ZF_REQUIRE((d == 0 ? starts[d] == 0 : starts[d] > starts[d - 1]) && starts[d] < int64_t(ids.size()),
+               "%s: document start %lld (document %zu) must be %s and below the %zu ids", path.c_str(),
+               (long long)starts[d], d, d == 0 ? "0" : "above the one before", ids.size());
   int64_t largest = vocab > 0 ? vocab - 1 : 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     ZF_REQUIRE(ids[i] >= 0 && ids[i] <= int64_t(UINT32_MAX), "%s: id %lld at %zu does not fit a token shard",
@@ -48,17 +62,22 @@ void write_token_shard(const std::string &path, const std::vector<int64_t> &ids,
   uint32_t width = largest <= int64_t(UINT16_MAX) ? 2 : 4;
   unsigned char header[kTokenShardHeaderBytes] = {};
   std::memcpy(header, kMagic, sizeof kMagic);
-  put<uint32_t>(header + 8, kVersion);
+  put<uint32_t>(header + 8, v2 ? 2 : 1);
   put<uint32_t>(header + 12, width);
   put<uint64_t>(header + 16, ids.size());
   put<uint64_t>(header + 24, uint64_t(std::max<int64_t>(vocab, 0)));
-  std::vector<unsigned char> body(ids.size() * width);
+  put<uint64_t>(header + 32, starts.size());
+  put<uint32_t>(header + 40, mask.empty() ? 0 : kMaskFlag);
+  std::vector<unsigned char> body(ids.size() * width + mask.size() + starts.size() * 8);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (width == 2)
       put<uint16_t>(body.data() + 2 * i, uint16_t(ids[i]));
     else
       put<uint32_t>(body.data() + 4 * i, uint32_t(ids[i]));
   }
+  unsigned char *tail = body.data() + ids.size() * width;
+  for (size_t i = 0; i < mask.size(); ++i) *tail++ = mask[i] ? 1 : 0;
+  for (int64_t start : starts) put<uint64_t>(std::exchange(tail, tail + 8), uint64_t(start));
   const std::filesystem::path where(path);
   const Directory directory = Directory::open(where.has_parent_path() ? where.parent_path().string() : ".", false);
   PendingFile out(directory, where.filename().string());
@@ -93,17 +112,32 @@ TokenShard::TokenShard(const std::string &path) : path_(path) {
   if (std::memcmp(bytes, kMagic, sizeof kMagic) != 0)
     fail("not a zfcore token shard (the file does not start with \"ZFTOKENS\"; docs/data.md describes the format)");
   uint32_t version = get<uint32_t>(bytes + 8);
-  if (version != kVersion) fail(format("token shard format version %u; this zfcore reads version %u", version, kVersion));
+  if (version < 1 || version > kLatestVersion)
+    fail(format("token shard format version %u; this zfcore reads versions 1 and %u", version, kLatestVersion));
+  version_ = int(version);
   width_ = int(get<uint32_t>(bytes + 12));
   if (width_ != 2 && width_ != 4) fail(format("%d bytes per id in the header; must be 2 (uint16) or 4 (uint32)", width_));
   uint64_t count = get<uint64_t>(bytes + 16);
   vocab_ = int64_t(get<uint64_t>(bytes + 24));
-  uint64_t expected = kTokenShardHeaderBytes + count * uint64_t(width_);
-  if (count > (uint64_t(1) << 48) || expected != map_bytes_)
-    fail(format("the header promises %llu ids (%llu bytes) but the file has %zu bytes: truncated or corrupted",
-                (unsigned long long)count, (unsigned long long)expected, map_bytes_));
+  uint64_t documents = version == 2 ? get<uint64_t>(bytes + 32) : 0;
+  bool masked = version == 2 && (get<uint32_t>(bytes + 40) & kMaskFlag);
+  uint64_t expected = kTokenShardHeaderBytes + count * uint64_t(width_) + (masked ? count : 0) + documents * 8;
+  if (count > (uint64_t(1) << 48) || documents > count || expected != map_bytes_)
+    fail(format("the header promises %llu ids%s%s (%llu bytes) but the file has %zu bytes: truncated or corrupted",
+                (unsigned long long)count, masked ? ", a loss mask" : "",
+                documents ? format(", %llu document starts", (unsigned long long)documents).c_str() : "",
+                (unsigned long long)expected, map_bytes_));
   count_ = int64_t(count);
+  documents_ = int64_t(documents);
   ids_ = bytes + kTokenShardHeaderBytes;
+  if (masked) mask_ = ids_ + count * width_;
+  starts_ = ids_ + count * width_ + (masked ? count : 0);
+  for (int64_t d = 0; d < documents_; ++d) {
+    int64_t start = document_start(d), before = d > 0 ? document_start(d - 1) : -1;
+    if ((d == 0 && start != 0) || start <= before || start >= count_)
+      fail(format("document %lld starts at id %lld; the first must start at 0 and each after the one before, below "
+                  "the %lld ids", (long long)d, (long long)start, (long long)count_));
+  }
   // Batches read scattered windows; read-ahead of whole files would only waste page cache.
   madvise(map_, map_bytes_, MADV_RANDOM);
 }
@@ -124,6 +158,8 @@ void TokenShard::check_unchanged() const {
              "on are not the ones the run started with; restore it and resume from the last checkpoint",
              path_.c_str());
 }
+
+int64_t TokenShard::document_start(int64_t d) const { return int64_t(get<uint64_t>(starts_ + 8 * d)); }
 
 int64_t TokenShard::operator[](int64_t i) const {
   return width_ == 2 ? int64_t(get<uint16_t>(ids_ + 2 * i)) : int64_t(get<uint32_t>(ids_ + 4 * i));

@@ -149,6 +149,10 @@ std::shared_ptr<const SequenceSet> load_token_shard_sequences(const RunConfig &c
       Stream stream;
       stream.name = path;
       stream.shard = std::make_shared<TokenShard>(path);
+      ZF_REQUIRE(!stream.shard->has_mask() && stream.shard->documents() == 0,
+                 "%s: the shard carries %s (format version 2), which data.type = \"tokens\" would ignore, training on "
+                 "every token across documents; data.type = \"documents\" reads them", path.c_str(),
+                 stream.shard->has_mask() ? "a loss mask" : "document starts");
       ZF_REQUIRE(vocab == 0 || stream.shard->vocab() <= vocab,
                  "%s: written for a vocabulary of %lld ids, but data.vocab = %lld", path.c_str(),
                  (long long)stream.shard->vocab(), (long long)vocab);

@@ -191,6 +191,7 @@ class Trainer {
     if (!export_dir.empty() || sample.tokens > 0) residency().gather_whole_model();
     HfExportOptions export_options = hf_export_options(config_, update().master(), &flat_->layout());
     export_options.tokenizer_files = exported_tokenizer_files(config_);
+    export_options.chat_template = exported_chat_template(config_);
     // An fp32 export of a sharded master: rank 0 gathers the whole master (every rank takes part).
     if (!export_dir.empty() && export_options.dtype == "float32" && place_->shard_numel() < place_->padded_numel) {
       torch::Tensor whole = comm_.rank() == 0 ? torch::empty({int64_t(place_->padded_numel)}, torch::kFloat32) : torch::Tensor();

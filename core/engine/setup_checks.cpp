@@ -30,6 +30,7 @@ void check_data(const RunConfig &config) {
   const std::string type = config.string("data", "type");
   if (type == "text") data_path(config, "a text file");
   if (type == "alpaca") data_path(config, "an Alpaca JSON file");
+  if (type == "chat" || type == "prompt_completion") data_path(config, "a JSON Lines, JSON or Parquet file");
   if (!config.string("data", "eval_path").empty() && type != "tokens") data_path(config, "a file", true, "eval_path");
   ZF_REQUIRE(config.integer("train", "eval_every") == 0 || !config.string("data", "eval_path").empty() ||
                  config.real("data", "eval_fraction") > 0,

@@ -79,12 +79,13 @@ std::string generation_config(const nlohmann::json &config, const std::string &s
 // through the input rule (a FIFO or a device named like one is refused, not read). Where `from` is a
 // file (data.tokenizer_path named one), the files zfcore read: it, as tokenizer.json (tokenizer.model
 // for a SentencePiece model), and the tokenizer_config.json beside it; never other files beside it,
-// which may be another model's.
-void copy_tokenizer_files(std::string from, const Directory &directory, PendingFiles &files) {
+// which may be another model's. Without `with_template`, no chat_template.jinja (the run trained with
+// another, which the export writes).
+void copy_tokenizer_files(std::string from, const Directory &directory, PendingFiles &files, bool with_template) {
   std::vector<std::pair<std::string, std::string>> names;  // in `from`, in the export
   for (const char *name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                            "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja"})
-    names.emplace_back(name, name);
+    if (with_template || std::string(name) != "chat_template.jinja") names.emplace_back(name, name);
   std::error_code ec;
   if (!std::filesystem::is_directory(from, ec)) {
     const std::filesystem::path file = from;
@@ -185,8 +186,10 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   if (!options.init_from.empty()) config = keep_source_fields(config, options.init_from, t.options().dropout);
   add_text_file(files, out, "config.json", config.dump(2) + "\n");
   add_text_file(files, out, "generation_config.json", generation_config(config, options.init_from));
-  if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, out, files);
+  const bool own_template = options.chat_template.empty();
+  if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, out, files, own_template);
   for (const auto &[name, text] : options.tokenizer_files) add_text_file(files, out, name, text);
+  if (!own_template) add_text_file(files, out, "chat_template.jinja", options.chat_template);
   std::vector<PendingFile *> together;
   for (auto &file : files) together.push_back(file.get());
   commit_together(together);

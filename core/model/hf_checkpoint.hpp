@@ -28,6 +28,11 @@ struct HfExportOptions {
   // Tokenizer files written as they are, name -> contents (the byte tokenizer's, which has no files
   // to copy: tokenizer/tokenizer_export.hpp).
   std::vector<std::pair<std::string, std::string>> tokenizer_files;
+  // The chat template the model trained with, written as chat_template.jinja (which transformers
+  // prefers to tokenizer_config.json's) when it is not the tokenizer's own: data.chat_template's,
+  // or the Alpaca prompt of data.type = "alpaca" (exported_chat_template of data/data_source.hpp).
+  // Empty: the tokenizer's files as they are.
+  std::string chat_template;
   // dtype float32 of a model that computes in another dtype: the fp32 master weights of the whole
   // model in `layout` order (undefined: such an export is refused).
   torch::Tensor master;

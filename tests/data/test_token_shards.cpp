@@ -3,6 +3,7 @@
 // source checks ids against the vocabulary and seq_len against the data.
 #include "data/data_test_support.hpp"
 #include "data/token_shard.hpp"
+#include "model/model.hpp"
 #include "runtime/error.hpp"
 #include "support/process.hpp"
 
@@ -47,6 +48,75 @@ TEST_CASE("token shards: write, map and read back, uint16 or uint32 by the large
   CHECK_THROWS_WITH(write_token_shard(directory + "/bad.bin", {-1}), Catch::Contains("does not fit"));
 }
 
+TEST_CASE("token shards: version 2 carries a loss mask and document starts, read back as written", "[data]") {
+  std::string directory = test::scratch_dir("data_shards_v2");
+  const std::vector<int64_t> ids = {5, 6, 7, 8, 9, 70000};
+  const std::vector<uint8_t> mask = {0, 0, 1, 0, 1, 1};
+  const std::vector<int64_t> starts = {0, 3, 4};
+  write_token_shard(directory + "/docs.bin", ids, 70001, mask, starts);
+  TokenShard shard(directory + "/docs.bin");
+  CHECK(shard.version() == 2);
+  CHECK(shard.bytes_per_id() == 4);
+  CHECK(shard.has_mask());
+  REQUIRE(shard.documents() == 3);
+  for (int64_t i = 0; i < 6; ++i) CHECK((shard[i] == ids[size_t(i)] && shard.counted(i) == bool(mask[size_t(i)])));
+  for (int64_t d = 0; d < 3; ++d) CHECK(shard.document_start(d) == starts[size_t(d)]);
+
+  // The layout docs/data.md gives: documents at 32, flags at 40, then ids, mask bytes, uint64 starts.
+  std::string bytes = test::read_text(directory + "/docs.bin");
+  REQUIRE(bytes.size() == 64 + 4 * 6 + 6 + 8 * 3);
+  uint32_t version, flags;
+  uint64_t documents, third;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&documents, bytes.data() + 32, 8);
+  std::memcpy(&flags, bytes.data() + 40, 4);
+  std::memcpy(&third, bytes.data() + 64 + 24 + 6 + 16, 8);
+  CHECK((version == 2 && documents == 3 && flags == 1 && third == 4));
+  CHECK(bytes.substr(64 + 24, 6) == std::string("\0\0\1\0\1\1", 6));
+
+  // Without a mask: every token counts; a version-1 shard stays version 1.
+  write_token_shard(directory + "/nomask.bin", {1, 2, 3}, 0, {}, {0, 2});
+  TokenShard nomask(directory + "/nomask.bin");
+  CHECK((nomask.version() == 2 && !nomask.has_mask() && nomask.counted(1) && nomask.documents() == 2));
+  write_token_shard(directory + "/v1.bin", {1, 2, 3});
+  CHECK(TokenShard(directory + "/v1.bin").version() == 1);
+
+  CHECK_THROWS_WITH(write_token_shard(directory + "/bad.bin", {1, 2}, 0, {1}, {}), Catch::Contains("1 loss flags"));
+  CHECK_THROWS_WITH(write_token_shard(directory + "/bad.bin", {1, 2}, 0, {}, {1}), Catch::Contains("must be 0"));
+  // Starts that go backwards, and a file cut inside the starts, name the file.
+  std::string backwards = bytes;
+  backwards[64 + 24 + 6 + 16] = 1;  // the third document starts at 1, before the second (3)
+  test::write_file(directory + "/backwards.bin", backwards);
+  CHECK_THROWS_WITH(TokenShard(directory + "/backwards.bin"),
+                    Catch::Contains("backwards.bin") && Catch::Contains("document 2 starts at id 1"));
+  test::write_file(directory + "/cut.bin", bytes.substr(0, bytes.size() - 8));
+  CHECK_THROWS_WITH(TokenShard(directory + "/cut.bin"),
+                    Catch::Contains("cut.bin") && Catch::Contains("3 document starts") && Catch::Contains("truncated"));
+}
+
+TEST_CASE("documents: a version-2 shard's documents, one per sequence, targets where its mask counts", "[data]") {
+  std::string directory = test::scratch_dir("data_documents_source");
+  // Two documents: [10 11 12 13] counting 12 and 13, [20 21 22] counting all.
+  write_token_shard(directory + "/docs.bin", {10, 11, 12, 13, 20, 21, 22}, 100, {0, 0, 1, 1, 1, 1, 1}, {0, 4});
+  auto source = make_data_source(test::data_config("type = \"documents\"\npath = \"" + directory +
+                                                   "/docs.bin\"\nshuffle = false\nseq_len = 4"));
+  REQUIRE(source->size() == 2);
+  Batch batch = source->batch(0, 2);
+  CHECK(test::row(batch.inputs, 0) == std::vector<int64_t>{10, 11, 12, 13});
+  CHECK(test::row(batch.targets, 0) == std::vector<int64_t>{kIgnoreIndex, 12, 13, kIgnoreIndex});
+  CHECK(test::row(batch.inputs, 1) == std::vector<int64_t>{20, 21, 22, 0});
+  CHECK(test::row(batch.targets, 1) == std::vector<int64_t>{21, 22, kIgnoreIndex, kIgnoreIndex});
+
+  // data.type = "tokens" would train across documents and on every token: refused, with the way.
+  CHECK_THROWS_WITH(make_data_source(test::data_config("type = \"tokens\"\npath = \"" + directory +
+                                                       "/docs.bin\"\nseq_len = 2")),
+                    Catch::Contains("docs.bin") && Catch::Contains("data.type = \"documents\""));
+  write_token_shard(directory + "/stream.bin", {1, 2, 3, 4, 5});
+  CHECK_THROWS_WITH(make_data_source(test::data_config("type = \"documents\"\npath = \"" + directory +
+                                                       "/stream.bin\"\nseq_len = 2")),
+                    Catch::Contains("stream.bin") && Catch::Contains("no document starts"));
+}
+
 TEST_CASE("token shards: damaged headers and sizes are errors naming the file", "[data]") {
   std::string directory = test::scratch_dir("data_shards_damaged");
   write_token_shard(directory + "/good.bin", {1, 2, 3, 4});
@@ -58,10 +128,10 @@ TEST_CASE("token shards: damaged headers and sizes are errors naming the file", 
   };
   std::string magic = good, version = good, width = good;
   magic[0] = 'X';
-  version[8] = 2;
+  version[8] = 3;
   width[12] = 3;
   CHECK_THROWS_WITH(TokenShard(damaged("magic.bin", magic)), Catch::Contains("magic.bin: not a zfcore token shard"));
-  CHECK_THROWS_WITH(TokenShard(damaged("version.bin", version)), Catch::Contains("format version 2"));
+  CHECK_THROWS_WITH(TokenShard(damaged("version.bin", version)), Catch::Contains("format version 3"));
   CHECK_THROWS_WITH(TokenShard(damaged("width.bin", width)), Catch::Contains("3 bytes per id"));
   CHECK_THROWS_WITH(TokenShard(damaged("truncated.bin", good.substr(0, good.size() - 1))),
                     Catch::Contains("truncated.bin") && Catch::Contains("truncated or corrupted"));

@@ -1,0 +1,232 @@
+// The prepared copies of prepared.hpp: where they live, whether one matches, and running
+// prepare_data.py (installed beside the built-in plugins, lib/zfcore/) to make one.
+#include "data/prepared.hpp"
+
+#include "data/sequences.hpp"
+#include "plugin/plugin_registry.hpp"
+#include "runtime/digest.hpp"
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace zf {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool ends_with(const std::string &text, const std::string &end) {
+  return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
+std::string hex(uint64_t value) { return format("%016llx", (unsigned long long)value); }
+
+// FNV-1a of the files that exist among `paths` (with their names, so a moved byte counts).
+std::string files_digest(const std::vector<fs::path> &paths) {
+  uint64_t state = kDigestSeed;
+  std::vector<char> buffer(size_t(1) << 20);
+  for (const fs::path &path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) continue;
+    state = digest_bytes(path.filename().c_str(), path.filename().string().size(), state);
+    while (in.read(buffer.data(), std::streamsize(buffer.size())) || in.gcount() > 0)
+      state = digest_bytes(buffer.data(), size_t(in.gcount()), state);
+  }
+  return hex(state);
+}
+
+std::string quote(const std::string &word) {
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+fs::path cache_root(const RunConfig &config) {
+  std::string dir = config.string("data", "prepared_dir");
+  if (!dir.empty()) return dir;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "zfcore" / "prepared";
+  const char *home = std::getenv("HOME");
+  ZF_REQUIRE(home && *home, "%s: neither data.prepared_dir, XDG_CACHE_HOME nor HOME is set: set data.prepared_dir to "
+             "a directory for the prepared data", config.where("data", "type").str().c_str());
+  return fs::path(home) / ".cache" / "zfcore" / "prepared";
+}
+
+struct Inputs {
+  std::string type, data, tokenizer, chat_template;
+  json fingerprint;  // digests of what the prepared copy is made from
+};
+
+Inputs inputs_of(const RunConfig &config, const char *key) {
+  Inputs in;
+  in.type = config.string("data", "type");
+  in.data = fs::absolute(data_path(config, "a JSON Lines, JSON or Parquet file", true, key)).string();
+  ZF_REQUIRE(config.string("data", "tokenizer") == "hf" || config.string("data", "tokenizer") == "sentencepiece",
+             "%s: data.type = \"%s\" is tokenized by transformers with the model's tokenizer: set data.tokenizer = "
+             "\"hf\" and data.tokenizer_path to the model's tokenizer.json or its directory",
+             config.where("data", "tokenizer").str().c_str(), in.type.c_str());
+  in.tokenizer = fs::absolute(data_path(config, "the model's tokenizer.json or its directory", true,
+                                        "tokenizer_path")).string();
+  fs::path dir = fs::is_directory(in.tokenizer) ? fs::path(in.tokenizer) : fs::path(in.tokenizer).parent_path();
+  std::string chat_template = config.string("data", "chat_template");
+  if (!chat_template.empty())
+    in.chat_template = fs::absolute(data_path(config, "a Jinja chat template", true, "chat_template")).string();
+  fs::path script = PluginRegistry::builtin_dir().parent_path() / "prepare_data.py";
+  in.fingerprint = {
+      {"type", in.type},
+      {"text_field", "text"},
+      {"data", files_digest({in.data})},
+      {"tokenizer", files_digest({dir / "tokenizer.json", dir / "tokenizer.model", dir / "special_tokens_map.json",
+                                  dir / "added_tokens.json"})},
+      {"template", files_digest({dir / "tokenizer_config.json", dir / "chat_template.jinja",
+                                 in.chat_template.empty() ? fs::path() : fs::path(in.chat_template)})},
+      {"script", files_digest({script})}};
+  return in;
+}
+
+json read_json(const fs::path &path) {
+  std::ifstream in(path);
+  if (!in) return json();
+  json value = json::parse(in, nullptr, false);
+  return value.is_discarded() ? json() : value;
+}
+
+void write_json(const fs::path &path, const json &value) {
+  std::ofstream out(path);
+  out << value.dump(1) << "\n";
+  ZF_REQUIRE(out.good(), "%s: cannot write it", path.c_str());
+}
+
+// What changed between a prepared copy's fingerprint and now, in words ("" when nothing did).
+std::string changes(const json &was, const json &now) {
+  std::string what;
+  for (const auto &[key, words] : std::vector<std::pair<std::string, std::string>>{
+           {"data", "the data file"}, {"tokenizer", "the tokenizer"}, {"template", "the chat template"},
+           {"script", "prepare_data.py"}, {"type", "data.type"}, {"text_field", "the text field"}})
+    if (!was.is_object() || was.value(key, json()) != now[key]) what += (what.empty() ? "" : ", ") + words;
+  return what;
+}
+
+// Runs prepare_data.py into `out`; its lines go to the log, its error line(s) into the thrown Error.
+void run_script(const Inputs &in, const fs::path &out) {
+  const char *env = std::getenv("ZFCORE_PYTHON");
+  std::string python = env && *env ? env : "python3";
+  fs::path script = PluginRegistry::builtin_dir().parent_path() / "prepare_data.py";
+  ZF_REQUIRE(fs::exists(script), "%s: not found; it prepares chat, prompt_completion and text documents (reinstall "
+             "zfcore)", script.c_str());
+  std::string command = quote(python) + " " + quote(script.string()) + " --type " + quote(in.type) + " --data " +
+                        quote(in.data) + " --tokenizer " + quote(in.tokenizer) + " --out " + quote(out.string());
+  if (!in.chat_template.empty()) command += " --chat-template " + quote(in.chat_template);
+  log_info(format("data: preparing %s with %s %s", in.data.c_str(), python.c_str(), script.c_str()));
+  FILE *pipe = popen((command + " 2>&1").c_str(), "r");
+  ZF_REQUIRE(pipe, "cannot start %s: %s", python.c_str(), std::strerror(errno));
+  std::string error, line;
+  char chunk[4096];
+  while (std::fgets(chunk, sizeof chunk, pipe)) {
+    line += chunk;
+    if (line.back() != '\n') continue;
+    line.pop_back();
+    if (line.rfind("error: ", 0) == 0 || !error.empty())
+      error += (error.empty() ? line.substr(7) : "\n" + line);
+    else
+      log_info("data: " + line);
+    line.clear();
+  }
+  int status = pclose(pipe);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  ZF_REQUIRE(code != 127, "cannot run %s to prepare %s: install Python 3 and transformers (apt-get install python3 "
+             "python3-pip && python3 -m pip install transformers), or set ZFCORE_PYTHON to a Python that has them",
+             python.c_str(), in.data.c_str());
+  ZF_REQUIRE(code == 0, "%s", error.empty() ? format("%s %s failed with exit status %d", python.c_str(),
+                                                     script.c_str(), code).c_str()
+                                            : error.c_str());
+}
+
+// An exclusive lock on `path` for the life of the object: processes preparing the same data
+// (the ranks of one host) take turns, and the first one's copy serves the others.
+class FileLock {
+ public:
+  explicit FileLock(const fs::path &path) : fd_(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    ZF_REQUIRE(fd_ >= 0, "%s: cannot create the lock file: %s", path.c_str(), std::strerror(errno));
+    while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~FileLock() { close(fd_); }
+  FileLock(const FileLock &) = delete;
+  FileLock &operator=(const FileLock &) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+bool prepared_type(const RunConfig &config, const char *key) {
+  std::string type = config.string("data", "type");
+  if (type == "chat" || type == "prompt_completion") return true;
+  std::string path = config.string("data", key);
+  return type == "text" && (ends_with(path, ".json") || ends_with(path, ".jsonl") || ends_with(path, ".parquet"));
+}
+
+PreparedData prepare_data(const RunConfig &config, const char *key) {
+  Inputs in = inputs_of(config, key);
+  fs::path root = cache_root(config);
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  ZF_REQUIRE(!ec, "%s: cannot create the directory for prepared data: %s (set data.prepared_dir)", root.c_str(),
+             ec.message().c_str());
+  uint64_t name = kDigestSeed;
+  for (const std::string &part : {in.data, in.type, in.tokenizer, in.chat_template})
+    name = digest_bytes(part.data(), part.size() + 1, name);
+  fs::path directory = root / (fs::path(in.data).stem().string() + "-" + hex(name));
+  PreparedData prepared{directory.string(), (directory / "data.bin").string(), json()};
+  const fs::path failed = directory.string() + ".failed", staging = directory.string() + ".tmp";
+  const auto asked = fs::file_time_type::clock::now();
+  FileLock lock(directory.string() + ".lock");
+  json source = read_json(directory / "source.json");
+  std::string changed = changes(source.is_object() ? source.value("fingerprint", json()) : json(), in.fingerprint);
+  if (changed.empty() && fs::exists(prepared.shard)) {
+    prepared.record = read_json(directory / "record.json");
+    log_info(format("data: %s: prepared data reused from %s", in.data.c_str(), directory.c_str()));
+    return prepared;
+  }
+  // A process that held the lock before this one asked for it failed on the same inputs: its error.
+  json failure = read_json(failed);
+  if (failure.is_object() && failure.value("fingerprint", json()) == in.fingerprint &&
+      fs::last_write_time(failed, ec) >= asked)
+    throw Error(failure.value("error", std::string("preparing the data failed")));
+  if (source.is_object())
+    log_info(format("data: %s: %s changed since %s was prepared; preparing it again", in.data.c_str(),
+                    changed.c_str(), directory.c_str()));
+  fs::remove_all(staging, ec);  // a staging directory of an interrupted preparation (ours)
+  try {
+    run_script(in, staging);
+  } catch (const Error &e) {
+    write_json(failed, {{"fingerprint", in.fingerprint}, {"error", e.what()}});
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  write_json(staging / "source.json", {{"fingerprint", in.fingerprint}, {"data", in.data},
+                                       {"tokenizer", in.tokenizer}});
+  ZF_REQUIRE(!fs::exists(directory) || source.is_object(), "%s: exists but is no prepared data of zfcore (it has no "
+             "source.json); zfcore replaces only what it made: move it, or set data.prepared_dir elsewhere",
+             directory.c_str());
+  fs::remove_all(directory, ec);  // the copy made from what changed: zfcore made it
+  fs::rename(staging, directory, ec);
+  ZF_REQUIRE(!ec, "%s: cannot move the prepared data into place: %s", directory.c_str(), ec.message().c_str());
+  fs::remove(failed, ec);
+  prepared.record = read_json(directory / "record.json");
+  return prepared;
+}
+
+}  // namespace zf
