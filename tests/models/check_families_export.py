@@ -116,7 +116,7 @@ def check_export(label, work, export, windows):
 for name in sorted(os.listdir(fixtures)):
     fixture = os.path.join(fixtures, name)
     source_config = json.load(open(os.path.join(fixture, "config.json")))
-    vocab = source_config["vocab_size"]
+    vocab = source_config.get("text_config", source_config)["vocab_size"]
     work = os.path.join(scratch, name)
     os.makedirs(work)
     train = torch.randint(vocab, (SEQ_LEN * 8 + 1,), generator=torch.Generator().manual_seed(1)).tolist()
