@@ -153,9 +153,14 @@ void pass_through_frozen(const TransformerModel &t, const HfExportOptions &optio
   const SafetensorsSet source = SafetensorsSet::open_directory(options.init_from);
   const std::vector<std::string> heads = hf_tensor_names(t.shape().type, "lm_head.weight");
   if (t.shape().tie_embeddings) used.insert(heads.begin(), heads.end());  // the tied head is the embedding
+  size_t copied = 0;
   for (const std::string &name : source.names())
-    if (!used.count(name) && !used.count("model." + name))  // (a base model's checkpoint lacks "model.")
+    if (!used.count(name) && !used.count("model." + name)) {  // (a base model's checkpoint lacks "model.")
       tensors.emplace_back(name, source.load(name));
+      ++copied;
+    }
+  log_info(format("the export copies %zu frozen tensors outside the language model (the vision tower) unchanged "
+                  "from %s", copied, options.init_from.c_str()));
 }
 
 void write_hf_files(Model &model, const std::string &directory, const HfExportOptions &options) {
