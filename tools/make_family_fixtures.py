@@ -11,7 +11,12 @@ OUT_DIR/NAME/expected.safetensors:
                      family's own length (Qwen3.5: 80, past transformers' delta-rule chunk of 64)
   logits [2, T, V]   transformers' logits in fp32
   loss [1]           transformers' loss with labels = input_ids
-  grad.PARAM         the gradient of that loss for every parameter, under Hugging Face's names
+  grad.PARAM         the gradient of that loss for every parameter, under Hugging Face's names (an
+                     image-text model's: those of its language model, named as its text-only class names
+                     them; its vision tower gets none from text)
+The image-text fixtures (gemma3_image_text, qwen3_5_image_text) are the conditional-generation models
+with a tiny vision tower, run on text only; qwen3_5_image_text's checkpoint also holds a
+multi-token-prediction tensor (mtp.fc.weight), which transformers does not build and zfcore passes through.
 zfcore does not need this script to build or test: the fixtures are committed.
 """
 import os
@@ -19,7 +24,7 @@ import sys
 
 import torch
 import transformers
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 VOCAB, SEQ, BATCH, HIDDEN = 96, 32, 2, 32
 
@@ -79,6 +84,28 @@ def families():
             linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
             linear_conv_kernel_dim=4,
             rope_parameters={"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25}), 80),
+        # Gemma 3's image-text checkpoint: the gemma3 language model under text_config, a one-layer vision tower.
+        "gemma3_image_text": (T.Gemma3Config, dict(
+            text_config=common(head_dim=16, tie_word_embeddings=True, layer_types=window_types, sliding_window=8, query_pre_attn_scalar=10,
+                               final_logit_softcapping=5.0, rope_parameters={
+                                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                   "full_attention": {"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0}}),
+            vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               image_size=8, patch_size=4),
+            mm_tokens_per_image=4, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0)),
+        # Qwen3.5's image-text checkpoint: the qwen3_5 language model (with M-RoPE sections, which text-only
+        # positions make plain RoPE) under text_config, a one-block vision tower, one MTP layer declared.
+        "qwen3_5_image_text": (T.Qwen3_5Config, dict(
+            text_config=common(
+                head_dim=16, max_position_embeddings=128, layer_types=["linear_attention", "full_attention"],
+                linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
+                linear_conv_kernel_dim=4, attn_output_gate=True, mtp_num_hidden_layers=1,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25,
+                                 "mrope_section": [1, 1, 0], "mrope_interleaved": True}),
+            vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, patch_size=4,
+                               spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=HIDDEN,
+                               num_position_embeddings=16),
+            tie_word_embeddings=False), 80),
     }
 
 
@@ -97,10 +124,21 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
     torch.manual_seed(seed)
     config = config_class(**settings)
     config._attn_implementation = "eager"
-    model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
+    image_text = "text_config" in settings
+    if image_text:  # the class its checkpoints name (AutoModelForCausalLM builds Qwen3.5's text-only one)
+        model = getattr(transformers, config_class.__name__.replace("Config", "ForConditionalGeneration"))(config)
+        model = model.float().eval()
+    else:
+        model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
     perturb(model, seed)
     directory = os.path.join(out, name)
     model.save_pretrained(directory, safe_serialization=True)
+    if getattr(config.get_text_config(), "mtp_num_hidden_layers", 0):
+        # A multi-token-prediction weight, as Qwen3.5's checkpoints hold them: not built by transformers.
+        weights = os.path.join(directory, "model.safetensors")
+        tensors = load_file(weights)
+        tensors["mtp.fc.weight"] = 0.2 * torch.randn(HIDDEN, 2 * HIDDEN, generator=torch.Generator().manual_seed(seed))
+        save_file(tensors, weights, metadata={"format": "pt"})
     generation = os.path.join(directory, "generation_config.json")
     if os.path.exists(generation):
         os.remove(generation)
@@ -116,7 +154,9 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
     tensors = {"input_ids": ids.contiguous(), "logits": result.logits.detach().float().contiguous(),
                "loss": result.loss.detach().float().reshape(1).contiguous()}
     for param_name, p in model.named_parameters():
-        tensors["grad." + param_name] = p.grad.detach().float().contiguous()
+        if p.grad is None:  # an image-text model's vision tower, which text does not reach
+            continue
+        tensors["grad." + param_name.replace("model.language_model.", "model.")] = p.grad.detach().float().contiguous()
     save_file(tensors, os.path.join(directory, "expected.safetensors"))
     print(name, config.model_type, "loss", float(result.loss), "params", sum(p.numel() for p in model.parameters()))
 
@@ -129,7 +169,7 @@ def main():
     everything = families()
     # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the end,
     # so that adding a family leaves the others' fixtures as committed.
-    later = ["qwen3_5"]
+    later = ["qwen3_5", "gemma3_image_text", "qwen3_5_image_text"]
     order = sorted(name for name in everything if name not in later) + later
     for seed, name in enumerate(order):
         if not only or name in only:

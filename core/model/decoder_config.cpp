@@ -22,6 +22,17 @@ RopeSpec read_rope(const json &rope, const std::string &source, const char *key,
   theta = field_or<double>(rope, "rope_theta", theta, source);
   partial = field_or<double>(rope, "partial_rotary_factor", partial, source);
   llama4_beta = field_or<double>(rope, "llama_4_scaling_beta", llama4_beta, source);
+  // M-RoPE (Qwen3.5): the rotated channels split by mrope_section among three position axes (time, height,
+  // width of an image). zfcore's positions are text's, the same on every axis, where M-RoPE is this 1-D RoPE
+  // whatever the sections and their interleaving: read for their form only.
+  if (rope.contains("mrope_section") && !rope["mrope_section"].is_null()) {
+    const json &sections = rope["mrope_section"];
+    bool whole = sections.is_array();
+    for (const json &one : sections) whole = whole && one.is_number_integer() && one.get<int64_t>() >= 0;
+    ZF_REQUIRE(whole, "%s: config.json's \"%s\" has mrope_section = %s: expected a list of whole numbers >= 0, such "
+               "as [11, 11, 10]", source.c_str(), key, excerpt(sections.dump()).c_str());
+  }
+  field_or<bool>(rope, "mrope_interleaved", false, source);
   if (spec.type == "default") return spec;
   spec.original_max = field_or<int64_t>(rope, "original_max_position_embeddings", 0, source);
   if (spec.type == "linear" || spec.type == "llama3") spec.factor = field<double>(rope, "factor", source);
@@ -142,6 +153,7 @@ void read_layer_types(const json &c, const std::string &source, const Family &fa
 }  // namespace
 
 void read_decoder_config(const json &c, const std::string &source, const Family &family, TransformerShape &s) {
+  if (family.image_text()) return read_image_text_config(c, source, family, s);
   DecoderFeatures &f = s.features;
   s.type = family.type;
   s.hidden = field<int64_t>(c, "hidden_size", source);
@@ -170,6 +182,7 @@ void read_decoder_config(const json &c, const std::string &source, const Family 
 }
 
 void write_decoder_config(const TransformerShape &s, const Family &family, json &c) {
+  if (family.image_text()) return write_image_text_config(s, family, c);
   const DecoderFeatures &f = s.features;
   c["architectures"] = json::array({family.architecture});
   c["hidden_size"] = s.hidden;

@@ -31,6 +31,17 @@ struct Family {
   double default_norm_eps = 1e-6; // rms_norm_eps when config.json has none
   int64_t default_vocab = 32000;
   int64_t default_max_seq = 4096;
+  // An image-text checkpoint (Gemma3ForConditionalGeneration): its language model is of the family
+  // `text_type`, configured by config.json's text_config (`text_defaults` for the keys a published
+  // text_config leaves out, as transformers' text config class fills them), its weights named with
+  // `text_prefix` where zfcore's begin "model." and `head_name` for "lm_head.weight", as transformers
+  // saves them. zfcore trains the language model; every other tensor of the checkpoint (the vision
+  // tower, its projector, multi-token prediction) is frozen, and an export copies it unchanged from
+  // model.init_from (image_text.cpp). Such a family's `read` runs after the text family's, on the outer
+  // config.json, for what the image-text class computes otherwise.
+  std::string text_type, text_prefix, head_name;
+  nlohmann::json text_defaults;
+  bool image_text() const { return !text_type.empty(); }
 };
 
 // Every family of the Llama lineage that zfcore reads (GPT-2 is its own model, gpt2.cpp).
@@ -43,5 +54,16 @@ std::string family_names();
 void read_decoder_config(const nlohmann::json &config, const std::string &source, const Family &family,
                          TransformerShape &s);
 void write_decoder_config(const TransformerShape &s, const Family &family, nlohmann::json &config);
+
+// An image-text family's config.json: the language model's keys from text_config (image_text.cpp);
+// image_text_config gives them with the text class's defaults for those it leaves out.
+nlohmann::json image_text_config(const nlohmann::json &config, const Family &family);
+void read_image_text_config(const nlohmann::json &config, const std::string &source, const Family &family,
+                            TransformerShape &s);
+// `config` as hf_config wrote it for the text family, nested under text_config of `family`'s.
+void write_image_text_config(const TransformerShape &s, const Family &family, nlohmann::json &config);
+// The names a checkpoint of model type `type` may give zfcore's parameter `name` ("model.layers.0...."),
+// the one an export writes first: `name` itself, but for an image-text family's language model.
+std::vector<std::string> hf_tensor_names(const std::string &type, const std::string &name);
 
 }  // namespace zf

@@ -52,8 +52,18 @@ nlohmann::json keep_source_fields(const nlohmann::json &rebuilt, const std::stri
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return rebuilt;
   nlohmann::json merged = read_json_file(path, kMaxHfJsonBytes);
   const std::set<std::string> dropouts = {"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout"};
-  for (const auto &[key, value] : rebuilt.items())
-    if (key == "dtype" || key == "torch_dtype" || (dropouts.count(key) && dropout > 0)) merged[key] = value;
+  auto keep = [&](const nlohmann::json &from, nlohmann::json &into) {
+    for (const auto &[key, value] : from.items())
+      if (key == "dtype" || key == "torch_dtype" || (dropouts.count(key) && dropout > 0)) into[key] = value;
+  };
+  keep(rebuilt, merged);
+  // An image-text checkpoint's language model: the dtype the export stores, where its text_config names one.
+  if (rebuilt.contains("text_config") && merged.contains("text_config") && merged["text_config"].is_object()) {
+    nlohmann::json text = rebuilt["text_config"];
+    for (const char *key : {"dtype", "torch_dtype"})
+      if (merged["text_config"].contains(key)) text[key] = rebuilt[key];
+    keep(text, merged["text_config"]);
+  }
   return merged;
 }
 
@@ -149,6 +159,28 @@ HfExportOptions hf_export_options(const RunConfig &config, const torch::Tensor &
 }
 
 namespace {
+// An image-text checkpoint's tensors outside its language model (the vision tower, multi-token
+// prediction), which zfcore does not train: copied unchanged from model.init_from, as stored there.
+void pass_through_frozen(const TransformerModel &t, const HfExportOptions &options, std::set<std::string> used,
+                         std::vector<std::pair<std::string, at::Tensor>> &tensors) {
+  const Family *family = find_family(t.shape().type);
+  if (!family || !family->image_text()) return;
+  ZF_REQUIRE(!options.init_from.empty(),
+             "a %s model exports only with the checkpoint it started from (model.init_from), whose vision tower the "
+             "export copies", t.name().c_str());
+  const SafetensorsSet source = SafetensorsSet::open_directory(options.init_from);
+  const std::vector<std::string> heads = hf_tensor_names(t.shape().type, "lm_head.weight");
+  if (t.shape().tie_embeddings) used.insert(heads.begin(), heads.end());  // the tied head is the embedding
+  size_t copied = 0;
+  for (const std::string &name : source.names())
+    if (!used.count(name) && !used.count("model." + name)) {  // (a base model's checkpoint lacks "model.")
+      tensors.emplace_back(name, source.load(name));
+      ++copied;
+    }
+  log_info(format("the export copies %zu frozen tensors outside the language model (the vision tower) unchanged "
+                  "from %s", copied, options.init_from.c_str()));
+}
+
 void write_hf_files(Model &model, const std::string &directory, const HfExportOptions &options) {
   TransformerModel &t = transformer(model);
   torch::Dtype stored = export_dtype(t, options);
@@ -160,12 +192,16 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   torch::Tensor master = from_master ? options.master.to(torch::kCPU) : torch::Tensor();
   const Directory out = Directory::open(directory, true, "the export directory");
   std::vector<std::pair<std::string, at::Tensor>> tensors;
+  std::set<std::string> model_names;  // every name a checkpoint may give the model's tensors
   for (const HfTensor &p : t.hf_tensors()) {
     torch::Tensor value = from_master ? master_of(master, *options.layout, p.name, p.tensor)
                                       : p.tensor.detach();
     if (p.transposed) value = value.t();
-    tensors.emplace_back(p.name, value.to(stored));  // a view until write_safetensors copies it out
+    const std::vector<std::string> names = hf_tensor_names(t.shape().type, p.name);
+    tensors.emplace_back(names.front(), value.to(stored));  // a view until write_safetensors copies it out
+    model_names.insert(names.begin(), names.end());
   }
+  pass_through_frozen(t, options, model_names, tensors);
   // Every file is written (and fsynced) before the first one is renamed into place: a failure (a
   // full disk) leaves the directory as it was, not new weights beside an old config.json, and
   // removes only the export's own temporaries.

@@ -11,6 +11,7 @@
 #include "runtime/input.hpp"
 #include "runtime/log.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -78,11 +79,16 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
   const std::string prefix = t.shape().is_gpt2() ? "transformer." : "model.";
   std::set<std::string> used;
   for (const HfTensor &p : t.hf_tensors()) {
-    std::string name = p.name;
-    if (!weights_.has(name) && name.rfind(prefix, 0) == 0 && weights_.has(name.substr(prefix.size())))
-      name = name.substr(prefix.size());
-    ZF_REQUIRE(weights_.has(name), "%s: the checkpoint has no tensor '%s', which a %s model with this shape needs",
-               directory.c_str(), p.name.c_str(), t.name().c_str());
+    const std::vector<std::string> names = hf_tensor_names(t.shape().type, p.name);
+    std::string name;
+    for (const std::string &candidate : names) {
+      if (!name.empty()) break;
+      if (weights_.has(candidate)) name = candidate;
+      else if (candidate.rfind(prefix, 0) == 0 && weights_.has(candidate.substr(prefix.size())))
+        name = candidate.substr(prefix.size());
+    }
+    ZF_REQUIRE(!name.empty(), "%s: the checkpoint has no tensor '%s', which a %s model with this shape needs",
+               directory.c_str(), names.front().c_str(), t.name().c_str());
     const SafetensorsFile &file = weights_.file_of(name);
     const TensorInfo &info = file.info(name);
     ZF_REQUIRE(at::isFloatingType(safetensors_dtype(info.dtype_name)),
@@ -98,11 +104,17 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
     used.insert(name);
   }
   std::vector<std::string> unused;
+  const std::vector<std::string> heads = hf_tensor_names(t.shape().type, "lm_head.weight");
   for (const std::string &name : weights_.names()) {
-    bool tied_copy = t.shape().tie_embeddings && name == "lm_head.weight";
+    bool tied_copy = t.shape().tie_embeddings && std::find(heads.begin(), heads.end(), name) != heads.end();
     if (!used.count(name) && !tied_copy && !is_known_buffer(name)) unused.push_back(name);
   }
-  if (!unused.empty())
+  const Family *family = find_family(t.shape().type);
+  if (!unused.empty() && family && family->image_text())
+    log_info(format("%s: the %s model trains its language model only: %zu tensors outside it (the vision tower, "
+                    "first '%s') stay frozen and an export copies them unchanged from here", directory.c_str(),
+                    t.name().c_str(), unused.size(), unused.front().c_str()));
+  else if (!unused.empty())
     log_warn(format("%s: %zu tensors of the checkpoint are not used by the %s model (first: '%s')", directory.c_str(),
                     unused.size(), t.name().c_str(), unused.front().c_str()));
 }

@@ -108,13 +108,20 @@ TransformerOptions transformer_options(const RunConfig &config) {
   } else if (options.init_from.empty() || wrote("type")) {
     ZF_REQUIRE(is_transformer_type(type), "%s: model.type = \"%s\" is not a transformer (%s)",
                at("type").c_str(), type.c_str(), family_names().c_str());
+    const Family *family = find_family(type);
+    ZF_REQUIRE(!family || !family->image_text() || !options.init_from.empty(),
+               "%s: model.type = \"%s\" is an image-text checkpoint (%s), which zfcore reads only from model.init_from "
+               "(it builds no vision tower): set model.init_from to such a checkpoint, or use type = \"%s\" for its "
+               "language model alone", at("type").c_str(), type.c_str(), family->architecture.c_str(),
+               family ? family->text_type.c_str() : "");
     shape = family_shape(type, config);
   }
 
   ShapeKeys keys;
   if (!options.init_from.empty()) {
     std::string source = options.init_from + "/config.json";
-    TransformerShape stored = read_hf_config(options.init_from);
+    const HfModelConfig read = read_hf_model_config(options.init_from);
+    const TransformerShape &stored = read.shape;
     ZF_REQUIRE(!wrote("type") || type == stored.type,
                "%s: model.type = \"%s\" but %s is a %s model (model_type): fix or remove model.type",
                at("type").c_str(), type.c_str(), source.c_str(), stored.type.c_str());
@@ -146,9 +153,9 @@ TransformerOptions transformer_options(const RunConfig &config) {
         mismatch(key, value ? "true" : "false", stored.*member ? "true" : "false");
     }
     shape = stored;
-    options.padding_idx = read_hf_padding_idx(options.init_from);
+    options.padding_idx = read.padding_idx;
     // Hugging Face trains with config.json's dropout; zfcore with model.dropout: say which.
-    const double stored_dropout = read_hf_dropout(options.init_from);
+    const double stored_dropout = read.dropout;
     // Once per process: a run reads its model's shape twice (its checks before setup, then setup).
     static std::set<std::string> said;
     if (!wrote("dropout") && stored_dropout > 0 && said.insert(source).second)

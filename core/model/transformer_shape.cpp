@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace zf {
@@ -136,7 +137,11 @@ std::string shape_difference(const TransformerShape &a, const TransformerShape &
     if (values.first != values.second)
       return format("%s = %g %s, %g %s", name, values.first, a_name, values.second, b_name);
   if (!a.is_gpt2() && !(a.features == b.features)) {  // the features, as config.json spells them
-    const json mine = hf_config(a, "float32", 0), theirs = hf_config(b, "float32", 0);
+    json mine = hf_config(a, "float32", 0), theirs = hf_config(b, "float32", 0);
+    if (mine.contains("text_config") && theirs.contains("text_config")) {  // an image-text family's language model
+      mine = json(mine["text_config"]);
+      theirs = json(theirs["text_config"]);
+    }
     for (const auto &[key, value] : mine.items())
       if (!theirs.contains(key) || theirs[key] != value)
         return format("%s = %s %s, %s %s", key.c_str(), excerpt(value.dump(), 60).c_str(), a_name,
@@ -168,13 +173,29 @@ TransformerShape shape_from_hf_config(const json &config, const std::string &sou
   return shape;
 }
 
-TransformerShape read_hf_config(const std::string &directory) {
+namespace {
+
+// What of DIRECTORY/config.json the [model] table resolves besides the shape (HfModelConfig).
+void read_dropout_and_padding(const json &c, HfModelConfig &read) {
+  // An image-text checkpoint's language model has its keys (and its class's defaults) under text_config.
+  const Family *family = find_family(read.shape.type);
+  const json text = family && family->image_text() ? image_text_config(c, *family) : c;
+  for (const char *key : {"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout"})
+    if (text.contains(key) && text[key].is_number()) read.dropout = std::max(read.dropout, text[key].get<double>());
+  if (read.shape.is_gpt2() || !text.contains("pad_token_id") || !text["pad_token_id"].is_number_integer()) return;
+  const int64_t pad = text["pad_token_id"].get<int64_t>();
+  if (pad >= 0 && pad < read.shape.vocab) read.padding_idx = pad;
+}
+
+}  // namespace
+
+HfModelConfig read_hf_model_config(const std::string &directory) {
   std::string path = directory + "/config.json";
-  std::string text;
   // A link that leads out of the model's directory is not its file (the input rule, input.hpp).
   const std::string outside = path_inside_problem(directory, "config.json");
   ZF_REQUIRE(outside.empty(), "%s %s; zfcore reads a model's files only from inside its directory: copy the file there", path.c_str(),
              outside.c_str());
+  std::string text;
   std::string why = read_regular_file(path, 16 << 20, &text);
   // A training checkpoint of zfcore (a step-N directory) is not a model directory: said what to do with it.
   ZF_REQUIRE(why.empty() || regular_file_problem(directory + "/checkpoint.json") != "",
@@ -184,36 +205,14 @@ TransformerShape read_hf_config(const std::string &directory) {
              directory.c_str());
   ZF_REQUIRE(why.empty(), "%s: cannot read: %s (is %s a Hugging Face checkpoint directory?)", path.c_str(),
              why.c_str(), directory.c_str());
-  return shape_from_hf_config(parse_json(text, path), path);
+  const json config = parse_json(text, path);
+  HfModelConfig read;
+  read.shape = shape_from_hf_config(config, path);
+  read_dropout_and_padding(config, read);
+  return read;
 }
 
-namespace {
-// DIRECTORY/config.json as JSON, or null where it cannot be read (read_hf_config says why).
-json optional_hf_config(const std::string &directory) {
-  std::string path = directory + "/config.json", text;
-  if (!read_regular_file(path, 16 << 20, &text).empty()) return nullptr;
-  return parse_json(text, path);
-}
-}  // namespace
-
-double read_hf_dropout(const std::string &directory) {
-  const json config = optional_hf_config(directory);
-  double dropout = 0;
-  for (const char *key : {"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout"})
-    if (config.is_object() && config.contains(key) && config[key].is_number())
-      dropout = std::max(dropout, config[key].get<double>());
-  return dropout;
-}
-
-int64_t read_hf_padding_idx(const std::string &directory) {
-  const json config = optional_hf_config(directory);
-  if (!config.is_object() || config.value("model_type", json()) == "gpt2" || !config.contains("pad_token_id") ||
-      !config["pad_token_id"].is_number_integer())
-    return -1;
-  const int64_t pad = config["pad_token_id"].get<int64_t>();
-  const int64_t vocab = config.value("vocab_size", json(0)).is_number_integer() ? config["vocab_size"].get<int64_t>() : 0;
-  return pad >= 0 && pad < vocab ? pad : -1;
-}
+TransformerShape read_hf_config(const std::string &directory) { return read_hf_model_config(directory).shape; }
 
 json hf_config(const TransformerShape &s, const std::string &dtype, double dropout) {
   json c;

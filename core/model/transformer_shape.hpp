@@ -77,13 +77,14 @@ uint64_t preset_parameter_count(const std::string &name);
 TransformerShape shape_from_hf_config(const nlohmann::json &config, const std::string &source);
 // The same without validate(), which reads the [model] schema: for the presets, which the schema lists.
 TransformerShape unchecked_shape_from_hf_config(const nlohmann::json &config, const std::string &source);
-TransformerShape read_hf_config(const std::string &directory);  // DIRECTORY/config.json
-// The largest dropout probability DIRECTORY/config.json gives (resid_pdrop, embd_pdrop, attn_pdrop,
-// attention_dropout), 0 without any.
-double read_hf_dropout(const std::string &directory);
-// DIRECTORY/config.json's pad_token_id when the model's embeddings keep its row fixed (not GPT-2) and
-// it is a token of the vocabulary; else -1.
-int64_t read_hf_padding_idx(const std::string &directory);
+// DIRECTORY/config.json, read once: the model's shape and what else of it the [model] table resolves.
+struct HfModelConfig {
+  TransformerShape shape;
+  double dropout = 0;        // the largest of resid_pdrop, embd_pdrop, attn_pdrop, attention_dropout
+  int64_t padding_idx = -1;  // pad_token_id when the embeddings keep its row fixed (not GPT-2) and it is a token
+};
+HfModelConfig read_hf_model_config(const std::string &directory);
+TransformerShape read_hf_config(const std::string &directory);  // read_hf_model_config(DIRECTORY).shape
 // `dtype` is the torch_dtype written ("float32", "bfloat16"); dropout goes to the *_pdrop fields.
 nlohmann::json hf_config(const TransformerShape &shape, const std::string &dtype, double dropout);
 

@@ -129,3 +129,43 @@ TEST_CASE("a flipped bit in zfcore's own export is found when model.init_from lo
   CHECK_THAT(loaded.output, Catch::Contains(file + ": tensor '") &&
                                 Catch::Contains("does not match the checksum written with it"));
 }
+
+TEST_CASE("a checkpoint is resumed only with the family features it was trained with, each change named",
+          "[checkpoint][model]") {
+  // Gemma 3's fixture: another sliding window or another local RoPE base keeps every shape.
+  const std::string dir = test::scratch_dir("ckpt_model_features"), model = dir + "/model";
+  fs::create_directories(model);
+  const std::string fixture = test::source_dir() + "/tests/fixtures/families/gemma3";
+  for (const char *name : {"config.json", "model.safetensors"}) fs::copy_file(fixture + "/" + name, model + "/" + name);
+  write_file(dir + "/train.toml", "[run]\nprogress = \"off\"\noutput_dir = \"" + dir + "/out\"\n[model]\ninit_from = \"" +
+                                      model + "\"\n[data]\ntype = \"synthetic\"\nvocab = 96\nseq_len = 31\n[train]\n"
+                                      "steps = 1\nmicro_batch = 2\n[checkpoint]\nevery = 1\n[sample]\ntokens = 0\n");
+  const std::string run = test::zfcore() + " run " + dir + "/train.toml";
+  test::Outcome first = test::run_command(run);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const std::string config = test::read_text(model + "/config.json");
+  auto edited = [&](const std::string &from, const std::string &to) {
+    std::string text = config;
+    const size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    write_file(model + "/config.json", text.replace(at, from.size(), to));
+    return test::run_command(run + " --set train.steps=2");
+  };
+  test::Outcome window = edited("\"sliding_window\": 8", "\"sliding_window\": 6");
+  INFO(window.output);
+  CHECK(window.exit_code == 1);
+  CHECK_THAT(window.output, Catch::Contains("was trained as another model") &&
+                                Catch::Contains("config.json's sliding_window = 8 in the checkpoint, 6 in this "
+                                                "config's model (" + model + "/config.json)"));
+  test::Outcome base = edited("\"rope_theta\": 10000.0", "\"rope_theta\": 20000.0");
+  INFO(base.output);
+  CHECK(base.exit_code == 1);
+  CHECK_THAT(base.output, Catch::Contains("config.json's rope_parameters.sliding_attention.rope_theta = 10000.0 in "
+                                          "the checkpoint, 20000.0 in this config's model"));
+  CHECK_FALSE(fs::exists(dir + "/out/checkpoints/step-00000002"));
+  write_file(model + "/config.json", config);  // the same features resume
+  test::Outcome same = test::run_command(run + " --set train.steps=2");
+  INFO(same.output);
+  CHECK(same.exit_code == 0);
+}

@@ -5,6 +5,7 @@ For each fixture of tests/fixtures/families (tools/make_family_fixtures.py): zfc
 from model.init_from on random token windows and exports it with checkpoint.export_hf; then
   - the export's config.json has every key of the fixture's, with the same values (dtype aside);
   - transformers loads it as the same class with no missing or unexpected weight, and its weights moved;
+  - an image-text fixture's tensors outside the language model (vision tower, MTP) are in it unchanged;
   - `zfcore eval` of the export and transformers' loss agree (1e-5) on windows of the fixture's own
     sequences (zfcore's windows of seq_len + 1 ids start every seq_len ids).
 Then each family given by type alone (random weights) trains a step and exports a config.json that
@@ -97,8 +98,9 @@ def check_export(label, work, export, windows):
     """transformers loads the export with no missing or unexpected weight, and its loss on the windows is
     `zfcore eval`'s; returns the model."""
     report = zfcore_eval(work, export)
-    model, info = transformers.AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32,
-                                                                    output_loading_info=True)
+    # The class config.json names (an image-text checkpoint's conditional-generation class, run on text).
+    model_class = getattr(transformers, json.load(open(os.path.join(export, "config.json")))["architectures"][0])
+    model, info = model_class.from_pretrained(export, dtype=torch.float32, output_loading_info=True)
     model.eval()
     check(not info["missing_keys"] and not info["unexpected_keys"],
           f"{label}: loads as {type(model).__name__}, no missing or unexpected weight "
@@ -114,7 +116,7 @@ def check_export(label, work, export, windows):
 for name in sorted(os.listdir(fixtures)):
     fixture = os.path.join(fixtures, name)
     source_config = json.load(open(os.path.join(fixture, "config.json")))
-    vocab = source_config["vocab_size"]
+    vocab = source_config.get("text_config", source_config)["vocab_size"]
     work = os.path.join(scratch, name)
     os.makedirs(work)
     train = torch.randint(vocab, (SEQ_LEN * 8 + 1,), generator=torch.Generator().manual_seed(1)).tolist()
@@ -138,8 +140,15 @@ lr = 0.01
     changed = [k for k, v in source_config.items() if k not in ("dtype", "torch_dtype") and config.get(k) != v]
     check(not changed, f"{name}: the export's config.json keeps every key of the fixture's (differing: {changed})")
     model = check_export(name, work, export, windows)
-    original = transformers.AutoModelForCausalLM.from_pretrained(fixture, dtype=torch.float32)
+    original = getattr(transformers, source_config["architectures"][0]).from_pretrained(fixture, dtype=torch.float32)
     check(type(model) is type(original), f"{name}: loads as {type(original).__name__} ({type(model).__name__})")
+    if "text_config" in source_config:  # what zfcore does not train goes through as it was
+        stored, exported = load_file(os.path.join(fixture, "model.safetensors")), load_file(
+            os.path.join(export, "model.safetensors"))
+        frozen = [k for k in stored if "language_model" not in k and k != "lm_head.weight"]
+        same = [k for k in frozen if k in exported and torch.equal(stored[k], exported[k])]
+        check(frozen and same == frozen, f"{name}: the export holds the {len(frozen)} tensors outside the language "
+              f"model unchanged ({len(same)} are)")
     moved = any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), original.state_dict().values()))
     check(moved, f"{name}: 3 steps changed the weights")
 

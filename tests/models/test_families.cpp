@@ -21,7 +21,9 @@ using test::run_blocks;
 namespace {
 
 const char *const kFixtures[] = {"gemma3", "granite", "llama3", "ministral3", "mistral", "olmo2",
-                                 "olmo3",  "phi3",    "qwen3",  "qwen3_5",    "smollm3"};
+                                 "olmo3",  "phi3",    "qwen3",  "qwen3_5",    "smollm3",
+                                 // the image-text checkpoints' language models, run on text
+                                 "gemma3_image_text", "qwen3_5_image_text"};
 
 std::string fixture_dir(const std::string &name) { return test::source_dir() + "/tests/fixtures/families/" + name; }
 
@@ -71,6 +73,7 @@ TEST_CASE("families: a model given by type alone has its family's layer, trains,
           "[model][hf]") {
   const Family &family = GENERATE(from_range(families()));
   INFO(family.type);
+  if (family.image_text()) return;  // read from a checkpoint only (the next test)
   torch::manual_seed(3);
   auto config = RunConfig::parse("[model]\ntype = \"" + family.type + "\"\nhidden = 32\nlayers = 2\nheads = 4\n"
                                  "kv_heads = 2\nvocab = 61\nmax_seq = 64\n", "type.toml");
@@ -87,6 +90,41 @@ TEST_CASE("families: a model given by type alone has its family's layer, trains,
   torch::Tensor loss = model->loss(run_blocks(*model, batch), batch);
   CHECK(std::isfinite(loss.item<double>()));
   CHECK(loss.item<double>() < 1.5 * std::log(61.0));  // near uniform at the start, not diverged
+}
+
+TEST_CASE("families: an image-text type without a checkpoint is refused, naming its text family", "[model][hf]") {
+  for (const char *type : {"gemma3", "qwen3_5"}) {
+    INFO(type);
+    auto config = RunConfig::parse(std::string("[model]\ntype = \"") + type + "\"\nhidden = 32\n", "type.toml");
+    CHECK_THROWS_WITH(transformer_options(config),
+                      Catch::Contains("type.toml") && Catch::Contains("model.init_from") &&
+                          Catch::Contains(std::string("type = \"") + type + "_text\""));
+  }
+}
+
+TEST_CASE("families: gemma-3-4b-it's config.json reads as transformers' Gemma3TextConfig fills it", "[model][hf]") {
+  // The published file: most keys left to the class's defaults, transformers 4's rope_scaling, no layer_types.
+  const nlohmann::json config = nlohmann::json::parse(R"({
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "mm_tokens_per_image": 256,
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                    "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                      "model_type": "siglip_vision_model", "num_attention_heads": 16, "num_hidden_layers": 27,
+                      "patch_size": 14, "vision_use_head": false}})");
+  const TransformerShape s = shape_from_hf_config(config, "gemma-3-4b-it/config.json");
+  // transformers 5.23.0's Gemma3ForConditionalGeneration of this file, its language model counted on the meta device.
+  CHECK(s.parameter_count() == 3880263168ull);
+  CHECK(s.type == "gemma3");
+  CHECK((s.heads == 8 && s.kv_heads == 4 && s.head_dim() == 256 && s.vocab == 262208 && s.tie_embeddings));
+  std::vector<int64_t> global;
+  for (int64_t i = 0; i < s.layers; ++i)
+    if (!s.features.sliding(i)) global.push_back(i);
+  CHECK(global == std::vector<int64_t>{5, 11, 17, 23, 29});  // transformers' layer_types
+  CHECK(s.features.sliding_window == 1024);
+  CHECK((s.features.rope.type == "linear" && s.features.rope.factor == 8 && s.rope_theta == 1e6));
+  CHECK((s.features.sliding_rope.type == "default" && s.features.sliding_rope.theta == 1e4));
+  CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
 }
 
 TEST_CASE("families: a config.json zfcore cannot compute is refused, naming the key", "[model][hf]") {
@@ -112,6 +150,24 @@ TEST_CASE("families: a config.json zfcore cannot compute is refused, naming the 
   nlohmann::json activation = config;
   activation["hidden_act"] = "relu2";
   CHECK_THAT(refusal(activation), Catch::Contains("\"relu2\""));
+  // Qwen3.5's keys: an attention without its output gate is another model; M-RoPE sections must be counts.
+  nlohmann::json qwen = read_json_file(fixture_dir("qwen3_5_image_text") + "/config.json", 1 << 20);
+  CHECK(refusal(qwen) == "(accepted)");
+  nlohmann::json ungated = qwen;
+  ungated["text_config"]["attn_output_gate"] = false;
+  CHECK_THAT(refusal(ungated), Catch::Contains("x/config.json (text_config)") && Catch::Contains("\"attn_output_gate\""));
+  nlohmann::json sections = qwen;
+  sections["text_config"]["rope_parameters"]["mrope_section"] = {11, "eleven", 10};
+  CHECK_THAT(refusal(sections), Catch::Contains("mrope_section") && Catch::Contains("\"eleven\""));
+  nlohmann::json mtp = qwen;
+  mtp["text_config"]["mtp_num_hidden_layers"] = -1;
+  CHECK_THAT(refusal(mtp), Catch::Contains("mtp_num_hidden_layers = -1"));
+  nlohmann::json other = qwen;
+  other["text_config"]["model_type"] = "qwen3";
+  CHECK_THAT(refusal(other), Catch::Contains("text_config has model_type \"qwen3\"") && Catch::Contains("qwen3_5_text"));
+  nlohmann::json flat = qwen;
+  flat.erase("text_config");
+  CHECK_THAT(refusal(flat), Catch::Contains("no text_config"));
 }
 
 TEST_CASE("families: the Qwen3.5 presets count the parameters transformers builds for their text model", "[model]") {

@@ -32,9 +32,14 @@ void read(const nlohmann::json &c, const std::string &source, TransformerShape &
     f.sliding_rope.theta = field<double>(c, "rope_local_base_freq", source);
     if (f.sliding_rope.theta == s.rope_theta && f.rope.type == "default") f.sliding_rope = RopeSpec{};
   }
-  if (f.sliding_layers.empty() && !c.contains("layer_types")) {
+  // Without layer_types, every sliding_window_pattern-th layer is global (not every layer local, as
+  // the other families read a lone sliding_window).
+  if (!c.contains("layer_types") || c["layer_types"].is_null()) {
     const int64_t pattern = field_or<int64_t>(c, "sliding_window_pattern", 6, source);
+    ZF_REQUIRE(pattern > 0, "%s: config.json has sliding_window_pattern = %lld: must be > 0", source.c_str(),
+               (long long)pattern);
     f.sliding_window = field_or<int64_t>(c, "sliding_window", 4096, source);
+    f.sliding_layers.clear();
     for (int64_t i = 0; i < s.layers; ++i) f.sliding_layers.push_back((i + 1) % pattern != 0);
   }
 }
@@ -71,6 +76,29 @@ Family gemma3_family() {
       s.features.sliding_rope.theta = 1e4;
     }
   };
+  return f;
+}
+
+// Gemma 3's image-text checkpoints (Gemma3ForConditionalGeneration, model_type gemma3: gemma-3-4b-it
+// and larger): the language model above under text_config, whose published files leave most keys to
+// transformers' Gemma3TextConfig defaults (the 4B's shape), saved as language_model.model.*. Its
+// logits are not soft-capped.
+Family gemma3_image_text_family() {
+  Family f = gemma3_family();
+  f.type = "gemma3";
+  f.architecture = "Gemma3ForConditionalGeneration";
+  f.text_type = "gemma3_text";
+  f.text_prefix = "language_model.model.";
+  f.head_name = "language_model.lm_head.weight";
+  f.text_defaults = {{"vocab_size", 262208},  {"num_attention_heads", 8},     {"num_key_value_heads", 4},
+                     {"head_dim", 256},        {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6},
+                     {"rope_theta", 1e6},      {"rope_local_base_freq", 1e4}, {"query_pre_attn_scalar", 256},
+                     {"sliding_window", 4096}, {"hidden_activation", "gelu_pytorch_tanh"}, {"pad_token_id", 0}};
+  f.defaults = nullptr;  // read from a checkpoint only: zfcore builds no vision tower
+  // After the language model's keys: Gemma3ForConditionalGeneration's head is not soft-capped, whatever
+  // text_config's final_logit_softcapping (transformers applies it in Gemma3ForCausalLM only).
+  f.read = [](const nlohmann::json &, const std::string &, TransformerShape &s) { s.features.final_softcap = 0; };
+  f.write = nullptr;
   return f;
 }
 

@@ -43,6 +43,14 @@ void read(const nlohmann::json &c, const std::string &source, TransformerShape &
                               c["rope_parameters"].contains("partial_rotary_factor"));
   if (!partial_given) f.partial_rotary = 0.25;
   require_default(c, "attention_bias", false, source, "Qwen3.5's projections have no biases");
+  // transformers always gates Qwen3.5's attention (q_proj holds the gate): a config without the gate is another model.
+  require_default(c, "attn_output_gate", true, source, "Qwen3.5's full attention has an output gate");
+  // Multi-token-prediction layers (mtp.*) serve speculative decoding, not the loss: not built, not trained; an
+  // image-text checkpoint's pass through an export unchanged (image_text.cpp).
+  const int64_t mtp = field_or<int64_t>(c, "mtp_num_hidden_layers", 0, source);
+  ZF_REQUIRE(mtp >= 0, "%s: config.json has mtp_num_hidden_layers = %lld: must be >= 0", source.c_str(),
+             (long long)mtp);
+  field_or<bool>(c, "mtp_use_dedicated_embeddings", false, source);  // of the MTP layers alone
 }
 
 void write(const TransformerShape &s, nlohmann::json &c) {
@@ -84,5 +92,19 @@ Family qwen3_5(const char *type, const char *architecture) {
 }  // namespace
 
 Family qwen3_5_text_family() { return qwen3_5("qwen3_5_text", "Qwen3_5ForCausalLM"); }
+
+// Qwen3.5's image-text checkpoints (Qwen3_5ForConditionalGeneration, model_type qwen3_5: every published
+// Qwen3.5): the language model above under text_config, saved as model.language_model.*; its vision
+// tower (model.visual.*) and multi-token-prediction layers (mtp.*) pass through an export unchanged.
+Family qwen3_5_image_text_family() {
+  Family f = qwen3_5("qwen3_5", "Qwen3_5ForConditionalGeneration");
+  f.text_type = "qwen3_5_text";
+  f.text_prefix = "model.language_model.";
+  f.head_name = "lm_head.weight";
+  f.defaults = nullptr;  // read from a checkpoint only: zfcore builds no vision tower
+  f.read = nullptr;      // the text family's read is the whole of it (image_text.cpp)
+  f.write = nullptr;
+  return f;
+}
 
 }  // namespace zf
