@@ -3,7 +3,7 @@
 # PyPI (torch==2.11.0), configures with CMake into build/ and builds zfcore and its plugins, what a
 # run needs.
 #   tools/setup.sh            # then: build/bin/zfcore run examples/quickstart.toml
-#   tools/setup.sh --tests    # also the tests' own dependencies (Chromium, transformers, tensorboard,
+#   tools/setup.sh --tests    # also the tests' own dependencies (Chromium, transformers, TRL, tensorboard,
 #                             # iproute2, procps) and every test; then: ctest --test-dir build -j 2
 # Environment: ZF_CUDA=ON|OFF (default: ON when nvidia-smi sees a GPU), BUILD_DIR (default build),
 # PYTHON (default python3), JOBS (default nproc).
@@ -70,10 +70,12 @@ if [ "$(torch_version "$python")" != "2.11.0" ]; then
   fi
 fi
 # The tests' Python packages, in the same Python: transformers (the export tests load zfcore's exports
-# with it, as users do) and tensorboard (a test reads a run's event files back with it).
+# with it, as users do; chat data is prepared with it), TRL (the chat data's ids and loss masks are
+# checked against its SFTTrainer's, with Parquet read through its pyarrow) and tensorboard (a test
+# reads a run's event files back with it).
 if ((tests)); then
   python_needs=()
-  for requirement in transformers==5.23.0 tensorboard==2.21.0; do
+  for requirement in transformers==5.23.0 trl==1.16.0 tensorboard==2.21.0; do
     installed=$("$python" -c "import importlib.metadata as m; print(m.version('${requirement%%==*}'))" 2>/dev/null || true)
     [ "$installed" = "${requirement##*==}" ] || python_needs+=("$requirement")
   done
