@@ -317,7 +317,7 @@ class Trainer {
   double train_step(int64_t step) {
     StandardTimers t(timers_);
     const StagePlugin &stage = plugins_.stage;
-    double loss_sum = 0;
+    double loss_sum = 0, aux_sum = 0;
     for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
       zf_step_buffers b = place_->buffers(step, uint32_t(micro));
       int64_t chunk = ((step - 1) * options_.grad_accum + micro) * comm_.world_size() + comm_.rank();
@@ -368,6 +368,7 @@ class Trainer {
       join_comm();
       timers_.stop(t.bwd_inner, stream());
       loss_sum += loss.item<double>();
+      aux_sum += model_->aux_loss();  // NaN for a model without experts
       if (micro + 1 == options_.grad_accum) {
         b = place_->buffers(step, uint32_t(micro));  // the gradient shard is held now
         timers_.start(t.bwd_reduce, stream());
@@ -386,10 +387,10 @@ class Trainer {
     if (place_->grad_shards) place_->grad_shards->release_shard();
     else flat_->grads.zero_();
 
-    // The reported loss is the mean over micro-batches and ranks.
-    double reduced[1] = {loss_sum};
-    zf_tensor_view view{reduced, 1, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0};
+    double reduced[2] = {loss_sum, aux_sum};
+    zf_tensor_view view{reduced, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0};
     comm_.all_reduce(view, ZF_REDUCE_SUM, nullptr);
+    stats_.aux_loss = reduced[1] / double(options_.grad_accum * comm_.world_size());  // means over micro-batches, ranks
     return reduced[0] / double(options_.grad_accum * comm_.world_size());
   }
 

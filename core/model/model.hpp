@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -52,6 +53,9 @@ class Model {
   // Scalar mean loss over the counted positions of the micro-batch.
   virtual torch::Tensor loss(const torch::Tensor &output, const Batch &batch) = 0;
   virtual void train(bool on) = 0;
+  // The mixture-of-experts load-balancing loss of the last loss() call, unscaled (moe.hpp), for the
+  // logs; NaN for a model without experts.
+  virtual double aux_loss() const { return std::nan(""); }
   // Other blocks whose parameters forward_block(block) also reads (a tied output head reads the
   // embedding block); a stage that shards parameters gathers them too.
   virtual std::vector<size_t> tied_blocks(size_t /*block*/) const { return {}; }
