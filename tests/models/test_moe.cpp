@@ -140,3 +140,15 @@ TEST_CASE("moe: activation checkpointing keeps the loss and gradients, load-bala
     CHECK((grads[1][i] - grads[0][i]).abs().max().item<double>() <= 1e-6 * (1 + grads[0][i].abs().max().item<double>()));
   }
 }
+
+TEST_CASE("moe: the presets count the parameters transformers builds, and the top k experts as active", "[model][moe]") {
+  // transformers 5.23.0's model of each published config.json, counted on the meta device; active: less the
+  // experts a token does not use, (experts - k) x 3 x hidden x expert width in each layer.
+  CHECK(preset_parameter_count("qwen3-30b-a3b") == 30532122624ull);
+  CHECK(find_preset("qwen3-30b-a3b")->active_parameter_count() == 30532122624ull - 48ull * 120 * 3 * 2048 * 768);
+  CHECK(preset_parameter_count("olmoe-1b-7b") == 6919161856ull);
+  CHECK(find_preset("olmoe-1b-7b")->active_parameter_count() == 6919161856ull - 16ull * 56 * 3 * 2048 * 1024);
+  CHECK(preset_parameter_count("mixtral-8x7b") == 46702792704ull);
+  CHECK(find_preset("mixtral-8x7b")->active_parameter_count() == 46702792704ull - 32ull * 6 * 3 * 4096 * 14336);
+  CHECK(find_preset("qwen3-8b")->active_parameter_count() == preset_parameter_count("qwen3-8b"));
+}
