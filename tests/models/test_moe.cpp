@@ -6,10 +6,14 @@
 #include "config/config.hpp"
 #include "model/moe.hpp"
 #include "model/zoo.hpp"
+#include "runtime/input.hpp"
 #include "models/model_fixture.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 using namespace zf;
 
@@ -151,4 +155,27 @@ TEST_CASE("moe: the presets count the parameters transformers builds, and the to
   CHECK(preset_parameter_count("mixtral-8x7b") == 46702792704ull);
   CHECK(find_preset("mixtral-8x7b")->active_parameter_count() == 46702792704ull - 32ull * 6 * 3 * 4096 * 14336);
   CHECK(find_preset("qwen3-8b")->active_parameter_count() == preset_parameter_count("qwen3-8b"));
+}
+
+TEST_CASE("moe: the load-balancing loss joins the loss only when config.json asks for it, and is reported either way",
+          "[model][moe]") {
+  const std::string fixture = test::source_dir() + "/tests/fixtures/families/qwen3_moe";
+  const std::string quiet = test::scratch_dir("moe_no_router_logits");
+  std::filesystem::copy_file(fixture + "/model.safetensors", quiet + "/model.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  nlohmann::json config = read_json_file(fixture + "/config.json", 1 << 20);
+  REQUIRE(config["output_router_logits"] == true);
+  config["output_router_logits"] = false;
+  std::ofstream(quiet + "/config.json") << config.dump();
+  SafetensorsFile expected = SafetensorsFile::open(fixture + "/expected.safetensors");
+  Batch batch = test::next_token_batch(expected.load("input_ids"));
+  std::vector<double> losses, aux;
+  for (const std::string &dir : {fixture, quiet}) {
+    auto model = make_model(RunConfig::parse("[model]\ninit_from = \"" + dir + "\"\n", "moe.toml"));
+    losses.push_back(model->loss(test::run_blocks(*model, batch), batch).item<double>());
+    aux.push_back(model->aux_loss());
+  }
+  CHECK(aux[1] == aux[0]);
+  CHECK(aux[0] == Approx(expected.load("aux_loss").item<double>()).epsilon(1e-5));
+  CHECK(losses[0] - losses[1] == Approx(config["router_aux_loss_coef"].get<double>() * aux[0]).epsilon(1e-5));
 }
