@@ -10,8 +10,9 @@ OUT_DIR/NAME/expected.safetensors:
   input_ids [2, T]   sampled from the model itself (random ids hide most features); T = 32, or the
                      family's own length (Qwen3.5: 80, past transformers' delta-rule chunk of 64)
   logits [2, T, V]   transformers' logits in fp32
-  loss [1]           transformers' loss with labels = input_ids
-  grad.PARAM         the gradient of that loss for every parameter, under Hugging Face's names (an
+  loss [1]           transformers' loss with labels = input_ids (with the load-balancing loss, where asked)
+  aux_loss [1]       the mixtures of experts: transformers' load-balancing loss, unscaled
+  grad.PARAM         the gradient of that loss for every parameter, under the names of model.safetensors (an
                      image-text model's: those of its language model, named as its text-only class names
                      them; its vision tower gets none from text)
 The image-text fixtures (gemma3_image_text, qwen3_5_image_text) are the conditional-generation models
@@ -106,6 +107,19 @@ def families():
                                spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=HIDDEN,
                                num_position_embeddings=16),
             tie_word_embeddings=False), 80),
+        # The mixtures of experts: 8 experts, 2 per token, every expert receiving tokens; the load-balancing
+        # loss in the loss (output_router_logits) with a coefficient large enough to show in the gradients.
+        # Qwen3-MoE: renormalised top 2, a dense middle layer (mlp_only_layers), per-head q/k norms.
+        "qwen3_moe": (T.Qwen3MoeConfig, common(head_dim=16, num_hidden_layers=3, moe_intermediate_size=16,
+                                               num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+                                               mlp_only_layers=[1], output_router_logits=True,
+                                               router_aux_loss_coef=0.5)),
+        # Mixtral: always renormalised, a window of 8 over every layer.
+        "mixtral": (T.MixtralConfig, common(intermediate_size=16, num_local_experts=8, num_experts_per_tok=2,
+                                            sliding_window=8, output_router_logits=True, router_aux_loss_coef=0.5)),
+        # OLMoE: top 2 not renormalised, q/k norms over the whole projections.
+        "olmoe": (T.OlmoeConfig, common(intermediate_size=16, num_experts=8, num_experts_per_tok=2,
+                                        norm_topk_prob=False, output_router_logits=True, router_aux_loss_coef=0.5)),
     }
 
 
@@ -116,8 +130,41 @@ def perturb(model, seed):
         for name, p in model.named_parameters():
             if p.dim() == 1 and "norm" in name:
                 p.copy_(p + 0.3 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("mlp.gate.weight"):  # a router: peaked enough to matter, flat enough for every expert
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
+
+
+def stored_gradients(model, directory):
+    """Every gradient under the name of the tensor save_pretrained wrote: transformers holds a layer's
+    experts as 3-D gate_up_proj [E, 2I, H] and down_proj [E, H, I] and writes them one expert at a time."""
+    from safetensors.torch import load_file
+    stored = load_file(os.path.join(directory, "model.safetensors"))
+    mixtral = any(".block_sparse_moe." in key for key in stored)
+    moe, names = ("block_sparse_moe", ("w1", "w3", "w2")) if mixtral else ("mlp", ("gate_proj", "up_proj", "down_proj"))
+    grads = {}
+    for name, p in model.named_parameters():
+        parts = None
+        if name.endswith("mlp.experts.gate_up_proj"):
+            half = p.shape[1] // 2
+            parts = [(0, lambda t, e: t[e, :half]), (1, lambda t, e: t[e, half:])]
+        elif name.endswith("mlp.experts.down_proj"):
+            parts = [(2, lambda t, e: t[e])]
+        if parts is None:
+            key = name.replace(".mlp.gate.", f".{moe}.gate.")
+            grads[key], value = p.grad, p
+        else:
+            prefix = name[: name.index("mlp.experts.")]
+            for which, take in parts:
+                for e in range(p.shape[0]):
+                    key = f"{prefix}{moe}.experts.{e}.{names[which]}.weight"
+                    grads[key] = take(p.grad, e)
+                    assert torch.equal(take(p.detach(), e), stored[key]), key
+            continue
+        assert torch.equal(value.detach(), stored[key]), key
+    assert set(grads) == set(stored), set(grads) ^ set(stored)
+    return grads
 
 
 def build(out, name, seed, config_class, settings, seq=SEQ):
@@ -153,10 +200,21 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
     result.loss.backward()
     tensors = {"input_ids": ids.contiguous(), "logits": result.logits.detach().float().contiguous(),
                "loss": result.loss.detach().float().reshape(1).contiguous()}
-    for param_name, p in model.named_parameters():
-        if p.grad is None:  # an image-text model's vision tower, which text does not reach
-            continue
-        tensors["grad." + param_name.replace("model.language_model.", "model.")] = p.grad.detach().float().contiguous()
+    if getattr(result, "aux_loss", None) is not None:
+        tensors["aux_loss"] = result.aux_loss.detach().float().reshape(1).contiguous()
+        experts = getattr(config, "num_local_experts", None) or config.num_experts
+        k = config.num_experts_per_tok
+        for layer, logits in enumerate(result.router_logits):
+            picks = torch.bincount(logits.topk(k, dim=-1).indices.reshape(-1), minlength=experts)
+            assert bool((picks > 0).all()), f"{name}: layer {layer}: an expert receives no token ({picks.tolist()})"
+    if name.endswith("_image_text"):
+        for param_name, p in model.named_parameters():
+            if p.grad is None:  # the vision tower, which text does not reach
+                continue
+            tensors["grad." + param_name.replace("model.language_model.", "model.")] = p.grad.detach().float().contiguous()
+    else:
+        for param_name, grad in stored_gradients(model, directory).items():
+            tensors["grad." + param_name] = grad.detach().float().contiguous()
     save_file(tensors, os.path.join(directory, "expected.safetensors"))
     print(name, config.model_type, "loss", float(result.loss), "params", sum(p.numel() for p in model.parameters()))
 
@@ -169,7 +227,7 @@ def main():
     everything = families()
     # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the end,
     # so that adding a family leaves the others' fixtures as committed.
-    later = ["qwen3_5", "gemma3_image_text", "qwen3_5_image_text"]
+    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text"]
     order = sorted(name for name in everything if name not in later) + later
     for seed, name in enumerate(order):
         if not only or name in only:

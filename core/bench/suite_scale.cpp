@@ -42,7 +42,8 @@ std::pair<double, std::string> gpu_peak_flops(const std::string &device, double 
 }
 
 double model_parameters(const RunConfig &config) {
-  if (is_transformer_config(config)) return double(transformer_options(config).shape.parameter_count());
+  // A mixture of experts computes with its active parameters (the top k experts), the MFU's count.
+  if (is_transformer_config(config)) return double(transformer_options(config).shape.active_parameter_count());
   const double hidden = double(config.integer("model", "hidden")), layers = double(config.integer("model", "layers"));
   return layers * (hidden * hidden + hidden);  // linear_stack: a weight and a bias per layer
 }
@@ -72,10 +73,12 @@ void print_scale_table(const SuiteOptions &o, const SuiteReport &report, const s
                      bytes_or_dash(r.estimate_device), bytes_or_dash(r.pinned_peak), bytes_or_dash(r.estimate_pinned),
                      bytes_or_dash(r.host_rss), ok ? format("%.1f", r.startup_s) : "-", ok ? "" : r.message});
   }
-  std::printf("zfcore bench scale: %s, %d rank%s, %.2fB parameters, %lld timed steps after %lld warm-up step%s%s\n",
+  std::printf("zfcore bench scale: %s, %d rank%s, %.2fB parameters active per token, %lld timed steps after %lld "
+              "warm-up step%s%s\n",
               o.device.c_str(), o.ranks, o.ranks == 1 ? "" : "s", report.parameters / 1e9, (long long)o.num_steps,
               (long long)o.warmup_steps, o.warmup_steps == 1 ? "" : "s", warmup_note(o, rows).c_str());
-  std::printf("MFU = 6 x parameters x tokens per step / (step time x %d GPU%s x peak); peak: %s\n", o.ranks,
+  std::printf("MFU = 6 x parameters (a mixture of experts: active ones) x tokens per step / (step time x %d GPU%s x "
+              "peak); peak: %s\n", o.ranks,
               o.ranks == 1 ? "" : "s", report.peak_flops > 0 ? format("%.0f TFLOP/s per GPU, %s", report.peak_flops / 1e12,
                                                                       report.peak_source.c_str()).c_str()
                                                               : report.peak_source.c_str());

@@ -3,6 +3,7 @@
 #include "data/data_source.hpp"
 #include "model/hf_checkpoint.hpp"
 #include "engine/evaluate.hpp"
+#include "engine/export_options.hpp"
 #include "engine/placement.hpp"
 #include "engine/generate.hpp"
 #include "plugin/plugin_set.hpp"
@@ -21,7 +22,6 @@
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
-#include "tokenizer/tokenizer_export.hpp"
 #include "tokenizer/unicode.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
@@ -189,9 +189,7 @@ class Trainer {
     const std::string &export_dir = options_.export_hf;
     const SampleOptions &sample = options_.sample;
     if (!export_dir.empty() || sample.tokens > 0) residency().gather_whole_model();
-    HfExportOptions export_options = hf_export_options(config_, update().master(), &flat_->layout());
-    export_options.tokenizer_files = exported_tokenizer_files(config_);
-    export_options.chat_template = exported_chat_template(config_);
+    HfExportOptions export_options = run_export_options(config_, update().master(), &flat_->layout());
     // An fp32 export of a sharded master: rank 0 gathers the whole master (every rank takes part).
     if (!export_dir.empty() && export_options.dtype == "float32" && place_->shard_numel() < place_->padded_numel) {
       torch::Tensor whole = comm_.rank() == 0 ? torch::empty({int64_t(place_->padded_numel)}, torch::kFloat32) : torch::Tensor();
@@ -320,7 +318,7 @@ class Trainer {
   double train_step(int64_t step) {
     StandardTimers t(timers_);
     const StagePlugin &stage = plugins_.stage;
-    double loss_sum = 0;
+    double loss_sum = 0, aux_sum = 0;
     for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
       zf_step_buffers b = place_->buffers(step, uint32_t(micro));
       int64_t chunk = ((step - 1) * options_.grad_accum + micro) * comm_.world_size() + comm_.rank();
@@ -370,6 +368,7 @@ class Trainer {
       join_comm();
       timers_.stop(t.bwd_inner, stream());
       loss_sum += loss.item<double>();
+      aux_sum += model_->aux_loss();  // NaN for a model without experts
       if (micro + 1 == options_.grad_accum) {
         b = place_->buffers(step, uint32_t(micro));  // the gradient shard is held now
         timers_.start(t.bwd_reduce, stream());
@@ -388,10 +387,10 @@ class Trainer {
     if (place_->grad_shards) place_->grad_shards->release_shard();
     else if (!place_->accumulation) flat_->grads.zero_();  // (the fp32 sum's first fold replaces it)
 
-    // The reported loss is the mean over micro-batches and ranks.
-    double reduced[1] = {loss_sum};
-    zf_tensor_view view{reduced, 1, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0};
+    double reduced[2] = {loss_sum, aux_sum};
+    zf_tensor_view view{reduced, 2, ZF_DTYPE_F64, ZF_DEVICE_CPU, 0, 0};
     comm_.all_reduce(view, ZF_REDUCE_SUM, nullptr);
+    stats_.aux_loss = reduced[1] / double(options_.grad_accum * comm_.world_size());  // means over micro-batches, ranks
     return reduced[0] / double(options_.grad_accum * comm_.world_size());
   }
 

@@ -28,8 +28,14 @@ std::vector<uint64_t> model_blocks(const RunConfig &config, uint64_t alignment, 
   uint64_t per_layer = one.parameter_count() - none.parameter_count();
   uint64_t embedding = uint64_t(shape.vocab * shape.hidden) + (shape.is_gpt2() ? uint64_t(shape.max_seq * shape.hidden) : 0);
   uint64_t head = none.parameter_count() - embedding;
-  *what = format("%s, %llu parameters (blocks from the shape, within alignment padding)", shape.type.c_str(),
-                 (unsigned long long)shape.parameter_count());
+  // A mixture of experts holds (and updates) every expert; a token computes with its top k.
+  const uint64_t active = shape.active_parameter_count();
+  const std::string experts = active == shape.parameter_count()
+                                  ? ""
+                                  : format(", %llu active per token (%lld of %lld experts)", (unsigned long long)active,
+                                           (long long)shape.features.moe.top_k, (long long)shape.features.moe.experts);
+  *what = format("%s, %llu parameters%s (blocks from the shape, within alignment padding)", shape.type.c_str(),
+                 (unsigned long long)shape.parameter_count(), experts.c_str());
   std::vector<uint64_t> blocks{embedding};
   blocks.insert(blocks.end(), size_t(shape.layers), per_layer);
   blocks.push_back(head);

@@ -23,7 +23,16 @@ uint64_t layer_bytes_per_token(const TransformerShape &s, uint64_t e) {
   // reshaped copy (o_proj's input), and its log-sum-exp; the MLP keeps gate, silu(gate), up and
   // their product (down_proj's input).
   const uint64_t norm = 4 * h + 2 * e * h;
-  return 2 * norm + e * (3 * q + 2 * kv + 4 * i) + 4 * heads;
+  uint64_t mlp = e * 4 * i;
+  const MoeSpec &m = s.features.moe;
+  if (m.experts > 0) {
+    // A mixture of experts (moe.hpp): the router's float32 probabilities; the token's k gathered rows,
+    // and for each of them gate, silu(gate), up and their product at the experts' width; the k
+    // weighted outputs in float32, before and after going back to token order.
+    const uint64_t k = uint64_t(m.top_k), inner = uint64_t(m.expert_intermediate);
+    mlp = std::max(mlp, 4 * 2 * uint64_t(m.experts) + e * k * (h + 4 * inner) + 4 * 2 * k * h);
+  }
+  return 2 * norm + e * (3 * q + 2 * kv) + mlp + 4 * heads;
 }
 
 }  // namespace

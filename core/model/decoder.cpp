@@ -5,6 +5,7 @@
 #include "model/attention.hpp"
 #include "model/fused_ops.hpp"
 #include "model/gated_deltanet.hpp"
+#include "model/moe.hpp"
 #include "model/rope.hpp"
 #include "model/transformer.hpp"
 
@@ -57,7 +58,9 @@ class Decoder final : public TransformerModel {
       if (f.placement == NormPlacement::sandwich) l.mlp_in_norm = add(p + "pre_feedforward_layernorm.weight", {h}, b, norm);
       if (f.placement != NormPlacement::pre)
         l.mlp_out_norm = add(p + "post_feedforward_layernorm.weight", {h}, b, norm);
-      if (f.fused_qkv) {
+      if (f.sparse(i)) {
+        add_experts(p, b, l.moe);
+      } else if (f.fused_qkv) {
         l.gate_up = add(p + "mlp.gate_up_proj.weight", {2 * inner, h}, b, Init::linear);
       } else {
         l.gate = add(p + "mlp.gate_proj.weight", {inner, h}, b, Init::linear);
@@ -65,8 +68,8 @@ class Decoder final : public TransformerModel {
         l.up = add(p + "mlp.up_proj.weight", {inner, h}, b, Init::linear);
         l.up_bias = bias("mlp.up_proj.bias", inner, f.mlp_bias);
       }
-      l.down = add(p + "mlp.down_proj.weight", {h, inner}, b, Init::residual);
-      l.down_bias = bias("mlp.down_proj.bias", h, f.mlp_bias);
+      if (!f.sparse(i)) l.down = add(p + "mlp.down_proj.weight", {h, inner}, b, Init::residual);
+      l.down_bias = bias("mlp.down_proj.bias", h, f.mlp_bias && !f.sparse(i));
       layers_.push_back(l);
     }
     norm_ = add("model.norm.weight", {h}, head_block, norm);
@@ -74,6 +77,7 @@ class Decoder final : public TransformerModel {
   }
 
   torch::Tensor embed(const torch::Tensor &ids, const PackedDocuments &) override {
+    if (shape().features.moe.experts > 0) router_stats_.reset(shape().features.moe);
     torch::Tensor x = torch::embedding(embed_tokens_, ids, options().padding_idx);
     const double scale = shape().features.embedding_scale;
     // Gemma multiplies by sqrt(hidden) as a tensor of the model's dtype: the same rounding here.
@@ -98,8 +102,21 @@ class Decoder final : public TransformerModel {
     } else {
       h = mlp_in = x + branch(l.attention_out_norm, attended);
     }
-    return h + branch(l.mlp_out_norm, mlp(l, mlp_in));
+    return h + branch(l.mlp_out_norm, feed_forward(index, l, mlp_in));
   }
+
+  // The mean cross-entropy, plus the load-balancing loss where the config asks for it (moe.hpp).
+  torch::Tensor loss(const torch::Tensor &logits, const Batch &batch) override {
+    return with_aux(TransformerModel::loss(logits, batch));
+  }
+  torch::Tensor forward_loss(const torch::Tensor &hidden, const Batch &batch) override {
+    if (!options().fused) return TransformerModel::forward_loss(hidden, batch);  // through loss() above
+    return with_aux(TransformerModel::forward_loss(hidden, batch));
+  }
+  torch::Tensor with_aux(const torch::Tensor &loss) {
+    return shape().features.moe.experts > 0 ? router_stats_.add_to(loss) : loss;
+  }
+  double aux_loss() const override { return router_stats_.last_aux(); }
 
   torch::Tensor final_norm(const torch::Tensor &x) override { return rms_norm(x, norm_); }
   torch::Tensor head_weight() const override { return lm_head_; }
@@ -113,7 +130,20 @@ class Decoder final : public TransformerModel {
     torch::Tensor q, q_bias, k, k_bias, v, v_bias, qkv, o, o_bias, q_norm, k_norm;
     DeltaNetWeights deltanet;  // a linear-attention layer's mixer instead of q, k, v and o
     torch::Tensor gate, gate_bias, up, up_bias, gate_up, down, down_bias;
+    MoeWeights moe;  // a sparse layer's router and experts instead of gate, up and down
   };
+
+  // A sparse layer's router and experts, under the family's names (moe.hpp).
+  void add_experts(const std::string &p, uint32_t b, MoeWeights &w) {
+    const MoeSpec &moe = shape().features.moe;
+    const int64_t h = shape().hidden, inner = moe.expert_intermediate;
+    w.router = add(moe_router_name(moe, p), {moe.experts, h}, b, Init::linear);
+    for (int64_t e = 0; e < moe.experts; ++e) {
+      w.gate.push_back(add(moe_expert_name(moe, p, e, "gate"), {inner, h}, b, Init::linear));
+      w.up.push_back(add(moe_expert_name(moe, p, e, "up"), {inner, h}, b, Init::linear));
+      w.down.push_back(add(moe_expert_name(moe, p, e, "down"), {h, inner}, b, Init::residual));
+    }
+  }
 
   // A Gated DeltaNet mixer's parameters, under transformers' names (`p` ends in "linear_attn.").
   void add_deltanet(const std::string &p, uint32_t b, DeltaNetWeights &w) {
@@ -194,6 +224,13 @@ class Decoder final : public TransformerModel {
     return torch::linear(attended, l.o, l.o_bias);
   }
 
+  // The dense MLP, or the layer's experts (moe.hpp).
+  torch::Tensor feed_forward(int64_t index, const Layer &l, const torch::Tensor &in) {
+    if (!l.moe.router.defined()) return mlp(l, in);
+    const MoeSpec &moe = shape().features.moe;
+    return moe_mlp(moe, l.moe, in, &router_stats_, index, moe_grouped_by_default(in, moe));
+  }
+
   torch::Tensor mlp(const Layer &l, const torch::Tensor &x) const {
     torch::Tensor gate, up;
     if (l.gate_up.defined()) {
@@ -238,6 +275,7 @@ class Decoder final : public TransformerModel {
   };
   torch::Tensor embed_tokens_, norm_, lm_head_;
   std::vector<Layer> layers_;
+  RouterStats router_stats_;  // of the micro-batch in flight: the load-balancing loss
   Cached rope_cache_[2];  // full-attention layers, sliding-window layers
 };
 

@@ -53,6 +53,20 @@ struct DeltaNetSpec {
   bool operator==(const DeltaNetSpec &) const = default;
 };
 
+// The mixture-of-experts MLP of a family's sparse layers (moe.hpp): a router over `experts` SwiGLU
+// experts of width `expert_intermediate`, each token sent to its top `top_k`.
+struct MoeSpec {
+  int64_t experts = 0;  // 0: no layer has experts
+  int64_t top_k = 0;    // num_experts_per_tok
+  int64_t expert_intermediate = 0;
+  bool norm_topk = false;      // the top-k probabilities renormalised to sum to 1 (norm_topk_prob)
+  bool aux_loss = false;       // the load-balancing loss is added to the loss (output_router_logits)
+  double aux_coef = 0;         // router_aux_loss_coef
+  bool mixtral_names = false;  // block_sparse_moe.experts.E.w1 (gate), w3 (up), w2 (down), not mlp.experts.E.*_proj
+  std::vector<uint8_t> dense_layers;  // per layer, 1 = a plain MLP instead of experts; empty = none
+  bool operator==(const MoeSpec &) const = default;
+};
+
 struct DecoderFeatures {
   int64_t head_dim = 0;  // 0: hidden / heads
   NormPlacement placement = NormPlacement::pre;
@@ -70,6 +84,7 @@ struct DecoderFeatures {
   std::vector<uint8_t> rope_layers;     // per layer, 0 = no RoPE (SmolLM3); empty = RoPE everywhere
   std::vector<uint8_t> linear_layers;   // per layer, 1 = a Gated DeltaNet mixer instead of attention (Qwen3.5)
   DeltaNetSpec deltanet;                // the sizes of those layers
+  MoeSpec moe;                          // experts in place of the MLP (Qwen3-MoE, Mixtral, OLMoE)
   bool attention_output_gate = false;   // q_proj doubled: attention's output times sigmoid(gate) (Qwen3.5)
   double llama4_scaling_beta = 0;       // Ministral 3: queries scaled by 1 + beta * log(1 + floor(pos / original_max))
   double embedding_scale = 1;           // Gemma: sqrt(hidden); Granite: embedding_multiplier
@@ -81,6 +96,9 @@ struct DecoderFeatures {
 
   bool sliding(int64_t layer) const { return !sliding_layers.empty() && sliding_layers[size_t(layer)]; }
   bool linear(int64_t layer) const { return !linear_layers.empty() && linear_layers[size_t(layer)]; }
+  bool sparse(int64_t layer) const {
+    return moe.experts > 0 && (moe.dense_layers.empty() || !moe.dense_layers[size_t(layer)]);
+  }
   bool uses_rope(int64_t layer) const { return rope_layers.empty() || rope_layers[size_t(layer)]; }
   // The RoPE of a layer, its base filled in (`theta`: TransformerShape::rope_theta).
   RopeSpec rope_of(int64_t layer, double theta) const {

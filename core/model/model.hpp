@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -80,6 +81,9 @@ class Model {
     return loss(forward_block(block_names().size() - 1, hidden, batch), batch);
   }
   virtual void train(bool on) = 0;
+  // The mixture-of-experts load-balancing loss of the last loss() call, unscaled (moe.hpp), for the
+  // logs; NaN for a model without experts.
+  virtual double aux_loss() const { return std::nan(""); }
   // Other blocks whose parameters forward_block(block) also reads (a tied output head reads the
   // embedding block); a stage that shards parameters gathers them too.
   virtual std::vector<size_t> tied_blocks(size_t /*block*/) const { return {}; }

@@ -38,7 +38,10 @@ TransformerShape gpt2_from_hf(const json &c, const std::string &source) {
 
 }  // namespace
 
-uint64_t TransformerShape::parameter_count() const {
+uint64_t TransformerShape::parameter_count() const { return counted_parameters(false); }
+uint64_t TransformerShape::active_parameter_count() const { return counted_parameters(true); }
+
+uint64_t TransformerShape::counted_parameters(bool active) const {
   uint64_t h = uint64_t(hidden), l = uint64_t(layers), v = uint64_t(vocab), i = uint64_t(intermediate);
   uint64_t embeddings = v * h, head = tie_embeddings ? 0 : v * h;
   if (is_gpt2()) {
@@ -59,7 +62,14 @@ uint64_t TransformerShape::parameter_count() const {
                             2 * uint64_t(n.value_heads) + uint64_t(n.value_dim) + values * h;
   uint64_t linear = 0;
   for (uint8_t one : f.linear_layers) linear += one;
-  return embeddings + l * (mlp + norms) + (l - linear) * attention + linear * deltanet + h + head;
+  // A sparse layer: its router and its experts (with `active`, the top k of them) instead of the MLP.
+  const MoeSpec &m = f.moe;
+  uint64_t sparse = 0;
+  for (int64_t layer = 0; layer < layers; ++layer) sparse += f.sparse(layer);
+  const uint64_t experts = uint64_t(active ? m.top_k : m.experts);
+  const uint64_t moe = uint64_t(m.experts) * h + experts * 3 * h * uint64_t(m.expert_intermediate);
+  return embeddings + (l - sparse) * mlp + sparse * moe + l * norms + (l - linear) * attention + linear * deltanet +
+         h + head;
 }
 
 void TransformerShape::validate(const std::string &source) const {

@@ -38,9 +38,15 @@ struct TransformerShape {
   bool is_gpt2() const { return type == "gpt2"; }
   // Number of trainable parameters (a tied head counted once).
   uint64_t parameter_count() const;
+  // The parameters one token computes with: a sparse layer's top k experts of its experts (moe.hpp),
+  // the whole model otherwise. MFU of a mixture-of-experts model is counted over these.
+  uint64_t active_parameter_count() const;
   // Throws zf::Error naming `source` (a file:line or a directory) when the shape is inconsistent.
   void validate(const std::string &source) const;
   bool operator==(const TransformerShape &other) const;
+
+ private:
+  uint64_t counted_parameters(bool active) const;
 };
 
 // Everything the [model] table says about a transformer beyond its shape.

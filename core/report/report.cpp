@@ -117,6 +117,7 @@ void RunReport::step(const StepRecord &r) {
   json.begin_object().key("step").value(r.step).key("loss").value(r.loss).key("step_ms").value(r.step_ms);
   json.key("samples_per_s").value(r.samples_per_s).key("tokens_per_s").value(r.tokens_per_s);
   json.key("lr").value(r.lr);
+  if (std::isfinite(r.aux_loss)) json.key("aux_loss").value(r.aux_loss);
   if (r.grad_norm >= 0) json.key("grad_norm").value(r.grad_norm);
   if (r.eval_loss >= 0) json.key("eval_loss").value(r.eval_loss);
   if (!r.update.empty()) json.key("update").value(r.update);
@@ -157,6 +158,7 @@ void RunReport::step(const StepRecord &r) {
       if (r.memory[tier]) memory += format(" | %s %s", tier_name(tier), format_bytes(r.memory[tier]).c_str());
     if (r.device_allocated_peak) memory += format(" | gpu peak %s", format_bytes(r.device_allocated_peak).c_str());
     std::string eval = r.eval_loss >= 0 ? format(" | eval loss %.4f", r.eval_loss) : "";
+    if (std::isfinite(r.aux_loss)) eval += format(" | aux loss %.4f", r.aux_loss);
     std::string update = r.update.empty() ? "" : " | update " + r.update;
     // Without a bar (a file, a pipe, mpirun) the line says how far the run is.
     std::string timing_part = progress_ ? "" : " | " + timing(r);

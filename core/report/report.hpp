@@ -11,6 +11,7 @@
 #include <zf/zf_plugin.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -30,6 +31,7 @@ struct StepRecord {
   double lr = 0;
   double grad_norm = -1;  // -1 when not computed (no clipping)
   double eval_loss = -1;  // -1 when not evaluated at this step
+  double aux_loss = std::nan("");  // a mixture of experts' load-balancing loss (unscaled); NaN: none
   std::string update;     // what the update did (ZenFlow: "select", "gpu", "cpu", "swap"), or empty
   std::vector<std::pair<std::string, double>> timers_ms;  // name -> ms in this step
   // run.rank_timers: every rank's step time and timers (name -> ms of rank 0, 1, ...), else empty

@@ -45,6 +45,7 @@ StepRecord RunStats::record(int64_t step, int64_t steps, double loss, double ste
   r.step = step;
   r.steps = steps;
   r.loss = loss;
+  r.aux_loss = aux_loss;
   r.step_ms = step_ms;
   double seconds = step_ms / 1000.0;
   double world = double(runtime_.comm->world_size());

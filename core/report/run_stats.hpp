@@ -10,6 +10,7 @@
 #include "report/report.hpp"
 #include "runtime/device.hpp"
 
+#include <cmath>
 #include <map>
 #include <functional>
 #include <string>
@@ -44,6 +45,7 @@ class RunStats {
   std::string phases() const;
 
   double selected_fraction = 0;  // of the selector's columns (summary.json)
+  double aux_loss = std::nan("");  // the step's load-balancing loss (a mixture of experts'), for record(); NaN: none
   std::vector<std::pair<std::string, double>> update_facts;  // bytes moved, ZenFlow counters (summary.json)
   // Per block, how often this rank gathered its parameters over the run (ZeRO-3, cpu_full; else empty).
   std::vector<std::pair<std::string, int64_t>> param_gathers;

@@ -17,6 +17,7 @@ StepColumns step_columns(const StepRecord &r) {
   StepColumns c;
   c.emplace_back("step", std::to_string(r.step));
   c.emplace_back("loss", column_text(r.loss));
+  if (std::isfinite(r.aux_loss)) c.emplace_back("aux_loss", column_text(r.aux_loss));
   c.emplace_back("step_ms", column_text(r.step_ms));
   c.emplace_back("samples_per_s", column_text(r.samples_per_s));
   c.emplace_back("tokens_per_s", column_text(r.tokens_per_s));
@@ -43,6 +44,7 @@ StepColumns step_columns(const StepRecord &r) {
 std::vector<std::pair<std::string, double>> tensorboard_scalars(const StepRecord &r) {
   std::vector<std::pair<std::string, double>> s;
   s.emplace_back("train/loss", r.loss);
+  if (std::isfinite(r.aux_loss)) s.emplace_back("train/aux_loss", r.aux_loss);
   s.emplace_back("train/learning_rate", r.lr);
   if (r.grad_norm >= 0) s.emplace_back("train/grad_norm", r.grad_norm);
   if (r.eval_loss >= 0) s.emplace_back("eval/loss", r.eval_loss);

@@ -107,6 +107,12 @@ def check_export(label, work, export, windows):
           f"({info['missing_keys']}, {info['unexpected_keys']})")
     with torch.no_grad():
         expected = model(input_ids=windows, labels=windows).loss.item()
+        if getattr(model.config, "output_router_logits", False):
+            # The load-balancing loss is over the rows the model runs: zfcore runs the positions that have a
+            # target (a window's last id is only a target), so transformers runs those too here.
+            out = model(input_ids=windows[:, :-1])
+            expected = (torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), windows[:, 1:].flatten())
+                        + model.config.router_aux_loss_coef * out.aux_loss).item()
     check(report["sequences"] == windows.shape[0], f"{label}: zfcore evaluated {report['sequences']} windows")
     check(abs(report["loss"] - expected) <= 1e-5 * abs(expected),
           f"{label}: zfcore's loss {report['loss']!r} == transformers' {expected!r} on the export")
@@ -154,7 +160,8 @@ lr = 0.01
 
 # A model given by type alone (random weights) exports a config.json that transformers reads as the same model.
 TYPES = ["llama", "qwen2", "qwen3", "mistral", "ministral3", "olmo2", "olmo3", "gemma3_text", "phi3", "smollm3",
-         "granite", "qwen3_5_text"]  # qwen3_5_text: 4 layers, its first full-attention layer is the 4th
+         "granite", "qwen3_5_text",  # qwen3_5_text: 4 layers, its first full-attention layer is the 4th
+         "qwen3_moe", "mixtral", "olmoe"]  # 8 experts of width `intermediate`, 2 per token
 for family in TYPES:
     work = os.path.join(scratch, "type-" + family)
     os.makedirs(work)

@@ -20,8 +20,8 @@ using test::run_blocks;
 
 namespace {
 
-const char *const kFixtures[] = {"gemma3", "granite", "llama3", "ministral3", "mistral", "olmo2",
-                                 "olmo3",  "phi3",    "qwen3",  "qwen3_5",    "smollm3",
+const char *const kFixtures[] = {"gemma3", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
+                                 "olmo3",  "olmoe",   "phi3",      "qwen3",      "qwen3_5", "qwen3_moe", "smollm3",
                                  // the image-text checkpoints' language models, run on text
                                  "gemma3_image_text", "qwen3_5_image_text"};
 
@@ -47,6 +47,11 @@ TEST_CASE("families: loss and every gradient match transformers on sequences the
   INFO("loss " << loss.item<double>() << " vs transformers' " << want << ", max |logits diff| " << logits_diff);
   CHECK(std::abs(loss.item<double>() - want) <= 1e-4 * std::abs(want));
   CHECK(logits_diff <= 1e-4 * reference.abs().max().item<double>());
+  if (expected.has("aux_loss")) {  // the mixtures of experts: the load-balancing loss, which the loss includes
+    const double want_aux = expected.load("aux_loss").item<double>();
+    INFO("load-balancing loss " << model->aux_loss() << " vs transformers' " << want_aux);
+    CHECK(std::abs(model->aux_loss() - want_aux) <= 1e-5 * std::abs(want_aux));
+  }
   loss.backward();
   for (const ModelParameter &p : model->parameters()) {
     INFO(p.name);

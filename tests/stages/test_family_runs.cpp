@@ -3,12 +3,14 @@
 // OLMo 3: norms after the branches over whole q/k projections; Gemma 3's image-text checkpoint: the
 // language model under language_model.model., each rank reading its shard of it) train from their
 // transformers fixtures under zero3 with cpu_optimizer on 2 ranks to zero0's param_digest on one
-// process, and ZenFlow's column selection over their matrices learns.
+// process, and ZenFlow's column selection over their matrices learns. The mixtures of experts (one 2-D
+// matrix per expert, the load-balancing loss in the loss) do the same, and log that loss as its own column.
 #include "stage_runs.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <sstream>
 
 using namespace zf;
 
@@ -71,4 +73,33 @@ TEST_CASE("packed instruction data (data.packing) trains under zero3 + cpu_optim
       "--set train.micro_batch=2 --set offload.plugin=cpu_optimizer --set stage.param_persistence_threshold=10",
       config);
   CHECK(test::json_field(sharded.summary, "param_digest") == digest);
+}
+
+TEST_CASE("qwen3_moe, mixtral and olmoe train under zero3 + cpu_optimizer on 2 ranks to zero0's param_digest, and "
+          "under ZenFlow, logging the load-balancing loss", "[stage][mpi][model][moe]") {
+  const std::string family = GENERATE("qwen3_moe", "mixtral", "olmoe");
+  INFO(family);
+  const std::string config = family_config(family);
+  test::StageRun oracle = test::run_stage_ok("family_oracle_" + family, "zero0", 1,
+                                             "--set train.micro_batch=2 --set train.grad_accum=2", config);
+  const std::string digest = test::json_field(oracle.summary, "param_digest");
+  REQUIRE(digest.size() == 16);
+  std::ifstream steps(oracle.dir + "/steps.jsonl");
+  std::stringstream rows;
+  rows << steps.rdbuf();
+  CHECK(rows.str().find("\"aux_loss\":") != std::string::npos);
+  std::ifstream csv(oracle.dir + "/steps.csv");
+  std::string header;
+  std::getline(csv, header);
+  CHECK(header.find(",aux_loss,") != std::string::npos);
+  test::StageRun sharded = test::run_stage_ok(
+      "family_zero3_" + family, "zero3", 2,
+      "--set train.micro_batch=2 --set offload.plugin=cpu_optimizer --set stage.param_persistence_threshold=10",
+      config);
+  CHECK(test::json_field(sharded.summary, "param_digest") == digest);
+  test::StageRun zenflow = test::run_stage_ok(
+      "family_zenflow_" + family, "zero2", 2,
+      "--set train.micro_batch=2 --set train.steps=8 --set offload.plugin=cpu_optimizer --set zenflow.topk_ratio=0.5",
+      config);
+  CHECK(test::json_number(zenflow.summary, "final_loss") < test::json_number(zenflow.summary, "initial_loss"));
 }

@@ -17,13 +17,17 @@ Family granite_family();
 Family qwen3_5_text_family();
 Family gemma3_image_text_family();
 Family qwen3_5_image_text_family();
+Family qwen3_moe_family();
+Family mixtral_family();
+Family olmoe_family();
 
 const std::vector<Family> &families() {
   static const std::vector<Family> all = {llama_family(),  qwen2_family(),   qwen3_family(),  mistral_family(),
                                           ministral3_family(), olmo2_family(), olmo3_family(), gemma3_family(),
                                           phi3_family(),   smollm3_family(), granite_family(),
                                           qwen3_5_text_family(), gemma3_image_text_family(),
-                                          qwen3_5_image_text_family()};
+                                          qwen3_5_image_text_family(), qwen3_moe_family(), mixtral_family(),
+                                          olmoe_family()};
   return all;
 }
 
