@@ -123,7 +123,7 @@ TEST_CASE("packing: lengths drawn like Alpaca's fill at least 95% of the positio
   for (int64_t s : {int64_t(0), set->count() / 2, set->count() - 1}) CHECK(row_of(*again, s).inputs == row_of(*set, s).inputs);
 }
 
-TEST_CASE("packing: data.packing on alpaca data gives batches with restarting positions; a token stream refuses it",
+TEST_CASE("packing: data.packing on alpaca data gives batches with restarting positions, and a token stream refuses it",
           "[data][packing]") {
   std::string directory = test::scratch_dir("data_packing_" + std::to_string(getpid()));
   test::write_file(directory + "/data.json", R"([{"instruction": "Hi", "output": "Yo"},

@@ -56,7 +56,7 @@ TEST_CASE("changed data: a token shard rewritten in place while a run reads it s
   CHECK_THAT(log, Catch::Contains(shard + ": the token shard was written while in use"));
 }
 
-TEST_CASE("changed data: a resume on other data than its checkpoint's is refused with the way to go on; the same "
+TEST_CASE("changed data: a resume on other data than its checkpoint's is refused with the way to go on, and the same "
           "data elsewhere resumes", "[files]") {
   const std::string dir = scratch_dir("changed_data"), out = dir + "/out";
   REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + out).exit_code == 0);
@@ -174,7 +174,7 @@ std::vector<std::string> temporaries_in(const std::string &dir) {
 
 }  // namespace
 
-TEST_CASE("signals: SIGTERM during zfcore export stops it with a word and no temporary; the temporaries of an export "
+TEST_CASE("signals: SIGTERM during zfcore export stops it with a word and no temporary, and the temporaries of an export "
           "killed outright go with the next export into the directory", "[files]") {
   const std::string dir = scratch_dir("changed_export_signal"), run_out = dir + "/run";
   REQUIRE(run_command(tiny_run(dir, 1) + kWide + "--set run.output_dir=" + run_out).exit_code == 0);

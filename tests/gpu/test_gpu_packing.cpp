@@ -55,7 +55,7 @@ TEST_CASE("packed documents on the GPU: FlashAttention's variable-length kernel 
   }
 }
 
-TEST_CASE("packed documents on the GPU give the loss of one document per row (Llama 3, Qwen3.5; fp32 and bf16)",
+TEST_CASE("packed documents on the GPU give the loss of one document per row (Llama 3, Qwen3.5, in fp32 and bf16)",
           "[gpu][model][packing]") {
   test::require_gpus(1);
   const std::string name = GENERATE("llama3", "qwen3_5", "gemma3");
