@@ -47,9 +47,9 @@ std::vector<zf_optimizer_range> clip_ranges(const std::vector<zf_optimizer_range
 
 UpdateBuffers::UpdateBuffers(Runtime &runtime, PluginSet &plugins, const zf_layout &layout, uint64_t shard_begin,
                              uint64_t shard_end, torch::Dtype dtype, zf_tier model_tier,
-                             const OptimizerSettings &settings, torch::Dtype grad_dtype)
+                             const OptimizerSettings &settings, torch::Dtype gradients)
     : runtime(runtime), plugins(plugins), shard_begin(shard_begin), shard_end(shard_end), dtype(dtype),
-      grad_dtype(grad_dtype == torch::ScalarType::Undefined ? dtype : grad_dtype), model_tier(model_tier) {
+      grad_dtype(gradients == torch::ScalarType::Undefined ? dtype : gradients), model_tier(model_tier) {
   const OffloadPlugin &offload = plugins.offload;
   tiers = offload.plan(layout, shard_end - shard_begin, model_tier);
   offloaded = tiers.master_tier != model_tier;
