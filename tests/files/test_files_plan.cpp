@@ -32,6 +32,14 @@ TEST_CASE("plan: a synthetic run of a huge micro-batch is refused before step 1,
                              Catch::Contains("lower train.micro_batch (80000) or data.seq_len (32)"));
   CHECK_THAT(run.output, !Catch::Contains("step 1") && !Catch::Contains("alloc"));
   CHECK(!fs::exists(out + "/steps.jsonl"));
+  // zfcore estimate counts it the same way, and names the same keys.
+  std::string estimate = tiny_run(dir, 2) + words + " --set run.device=cpu";
+  estimate.replace(estimate.find(" run "), 5, " estimate ");
+  auto said = run_command(estimate);
+  INFO(said.output);
+  CHECK(said.exit_code == 0);
+  CHECK_THAT(said.output, Catch::Contains("does not fit") &&
+                              Catch::Contains("lower train.micro_batch (80000) or data.seq_len (32)"));
   // A micro-batch that fits: the same config trains.
   auto small = run_command(tiny_run(dir, 1) + "--set data.type=synthetic --set data.vocab=257 --set data.samples=64 "
                            "--set run.host_memory_limit_gb=4 --set run.output_dir=" + dir + "/small");
