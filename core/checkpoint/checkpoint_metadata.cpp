@@ -16,7 +16,11 @@ namespace {
 
 const std::string &field(const std::map<std::string, std::string> &fields, const char *key, const std::string &file) {
   auto it = fields.find(key);
-  ZF_REQUIRE(it != fields.end(), "%s: metadata has no '%s'", file.c_str(), key);
+  ZF_REQUIRE(it != fields.end(),
+             "%s: the metadata has no '%s', which every checkpoint zfcore writes records (step, world_size, shard, "
+             "layout): the file was edited or damaged, and its parameters cannot be placed; resume from another "
+             "checkpoint (checkpoint.resume = DIR) or start over (checkpoint.resume = \"never\")",
+             file.c_str(), key);
   return it->second;
 }
 

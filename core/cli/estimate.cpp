@@ -157,6 +157,8 @@ void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t 
   }
   d.rank.device += zenflow;  // ZenFlow's state, where the model computes
   if (cpu) d.rank.pageable += d.rank.device, d.rank.device = 0;  // a CPU run computes in host memory
+  const MicroBatchMemory micro = micro_batch_memory(config);  // its data on the host; a CPU run's activations too
+  d.rank.pageable += cpu ? micro.bytes() : micro.batch;
   d.state_on_host = std::min(stage->state, d.rank.host());
   d.moments_halvable = optimizer_halves_moments(config, e.input.state_bytes);
   d.nvme_available = nvme_plugin_installed() && e.offload != "nvme" && e.offload != "none";
@@ -179,8 +181,12 @@ void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t 
   std::printf("  %-14s %s %s%s; this host allows %s (%s): %s\n", "host memory", bytes_cell(d.rank.host(), exact).c_str(),
               bytes_cell(d.per_host(), exact).c_str(), readable(d.per_host()).c_str(), format_bytes(limit.bytes).c_str(),
               limit.source.c_str(), limit.bytes == 0 ? "unknown" : d.per_host() <= limit.bytes ? "fits" : "does not fit");
-  std::printf("  (GPU: before activations; the run adds its activations and, on the host, its own few GiB)\n");
-  if (limit.bytes > 0 && d.per_host() > limit.bytes) std::printf("  %s\n", host_ways_out(d, limit.bytes).c_str());
+  std::printf("  (pageable host: a micro-batch's data %s%s; GPU: before activations; the run adds its activations "
+              "and, on the host, its own few GiB)\n", format_bytes(micro.batch).c_str(),
+              cpu ? (" and activations " + format_bytes(micro.activations)).c_str() : "");
+  if (limit.bytes > 0 && d.per_host() > limit.bytes)
+    std::printf("  %s\n", 2 * (cpu ? micro.bytes() : micro.batch) > d.rank.host() ? micro.advice.c_str()
+                                                                                : host_ways_out(d, limit.bytes).c_str());
 
   CheckpointDemand saves;
   const RunOptions options = RunOptions::read(config);

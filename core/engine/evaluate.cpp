@@ -7,7 +7,10 @@
 #include "params/flat_buffers.hpp"
 #include "engine/run_options.hpp"
 #include "engine/training_checkpoint.hpp"
+#include "memory/config_estimate.hpp"
+#include "memory/memory_plan.hpp"
 #include "model/zoo.hpp"
+#include "runtime/device.hpp"
 #include "runtime/error.hpp"
 
 #include <algorithm>
@@ -62,11 +65,34 @@ EvalResult evaluate_loss(Model &model, DataSource &data, Runtime &runtime, int64
   return result;
 }
 
+namespace {
+
+// The memory plan of an evaluation, checked before the parameters are allocated, as a run's is
+// (engine/placement.cpp): every rank holds the whole model in the compute dtype, and a
+// micro-batch's data (no activations are kept without gradients).
+void check_eval_memory(const RunConfig &config, const RunOptions &options, const Runtime &runtime, uint64_t params,
+                       zf_tier tier) {
+  const MicroBatchMemory micro = micro_batch_memory(config);
+  MemoryPlan plan;
+  plan.buffers = {{tier, "params", params}, {ZF_TIER_HOST, "micro-batch data", micro.batch}};
+  const HostMemoryLimit host = host_memory_limit(options.host_memory_limit_gb);
+  const Communicator &comm = *runtime.comm;
+  check_memory_plan(plan, host, comm.local_size(), tier == ZF_TIER_DEVICE ? device_free_bytes() : 0, [&] {
+    std::string ways = "zfcore eval holds the whole model on every rank in model.dtype; what would fit: ";
+    if (2 * micro.batch > plan.host_bytes()) ways += micro.advice + "; ";
+    if (config.string("model", "dtype") != "bfloat16") ways += "model.dtype = \"bfloat16\" (halves it); ";
+    return ways + "a smaller model, or a larger run.host_memory_limit_gb where the host has the memory";
+  });
+}
+
+}  // namespace
+
 EvalReport evaluate_config(const RunConfig &config, Runtime &runtime) {
   prepare_runtime(config, runtime);
   const RunOptions options = RunOptions::read(config);
   torch::manual_seed(options.seed);
-  std::unique_ptr<Model> model = make_model(config);
+  ModelAndValues built = make_unallocated_model(config);  // memory once the plan is checked, as a run's
+  std::unique_ptr<Model> &model = built.model;  // built.values refers to it: both go together
   std::unique_ptr<DataSource> data = make_data_source(config, Split::eval);
   ZF_REQUIRE(data != nullptr,
              "%s: zfcore eval needs held-out data: set data.eval_path (a file of the same data.type) or "
@@ -77,7 +103,9 @@ EvalReport evaluate_config(const RunConfig &config, Runtime &runtime) {
   FlatBuffers flat(model->parameters(), model->block_names(), options.column_major, options.interleave_blocks);
   const uint64_t numel = flat.layout().numel;
   const zf_tier tier = runtime.device == ZF_DEVICE_CUDA ? ZF_TIER_DEVICE : ZF_TIER_HOST;
-  flat.materialize(numel, compute_dtype(config), runtime.memory, tier, /*with_grads=*/false);
+  check_eval_memory(config, options, runtime, numel * c10::elementSize(compute_dtype(config)), tier);
+  flat.allocate_params(numel, compute_dtype(config), runtime.memory, tier, *built.values);
+  built.values.reset();
 
   EvalReport report;
   report.available_sequences = data->size();

@@ -80,7 +80,8 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
                                         options_.optimizer, ZenFlowOptions::read(config, steps_per_epoch), grad_dtype);
   param_tier = update->param_tier();
   const bool sharded = stage.shards_parameters();
-  check_memory(numel, plugins, sharded, resident, plan.prefetch_numel);  // before anything large is allocated
+  check_memory(numel, plugins, sharded, resident, plan.prefetch_numel,
+               micro_batch_memory(config));  // before anything large is allocated
   check_checkpoints(config, options_, plugins, shard_numel(), uint64_t(comm.world_size()), comm.rank() == 0);
   MemoryLedger &ledger = runtime_.memory;
   // A stage that gathers from the fp32 master where it lives beside the model (it converts as it
@@ -129,9 +130,12 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
 }
 
 // Bytes per tier before anything large is allocated, printed, and refused when they cannot fit:
-// host memory summed over the host's ranks, with the settings that would fit it.
+// host memory summed over the host's ranks, with the settings that would fit it. A micro-batch's
+// data is host memory; its activations are where the model computes (counted on a CPU run; a GPU's
+// are beside the plan, as `zfcore estimate` prints them).
 void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool sharded,
-                             const std::vector<uint8_t> &resident, uint64_t prefetch_numel) {
+                             const std::vector<uint8_t> &resident, uint64_t prefetch_numel,
+                             const MicroBatchMemory &micro) {
   const Communicator &comm = *runtime_.comm;
   const bool on_gpu = runtime_.device == ZF_DEVICE_CUDA;
   MemoryPlan &plan = memory_plan;
@@ -165,6 +169,9 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool shar
     plan.buffers.push_back({model_tier(), "params.gathered (at most)", (2 * largest + ahead) * element});
   }
   for (const PlannedBuffer &b : update->planned()) plan.buffers.push_back(b);
+  if (on_gpu) plan.buffers.push_back({ZF_TIER_HOST, "micro-batch data", micro.batch});
+  else plan.buffers.push_back({ZF_TIER_HOST, "micro-batch data + activations", micro.bytes()});
+  const uint64_t micro_here = on_gpu ? micro.batch : micro.bytes();
   HostMemoryLimit host = host_memory_limit(options_.host_memory_limit_gb);
   if (comm.rank() == 0) {
     std::string tiers;
@@ -178,7 +185,9 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool shar
   const bool host_short = host.bytes > 0 && plan.host_bytes() * uint64_t(std::max(1, comm.local_size())) > host.bytes;
   check_memory_plan(plan, host, comm.local_size(), on_gpu ? device_free_bytes() : 0, [&] {
     std::string ways;
-    if (host_short)
+    if (host_short && 2 * micro_here > plan.host_bytes())  // the micro-batch's keys, not the state's
+      ways = "Mostly the micro-batch: " + micro.advice + ". ";
+    else if (host_short)
       ways = host_ways_out(host_demand(plan, plugins, comm.local_size(), uint64_t(comm.world_size())), host.bytes) + " ";
     return ways + memory_advice(plugins, flat_.layout(), uint64_t(comm.world_size()), c10::elementSize(dtype),
                                 uint64_t(options_.grad_accum), grad_element);

@@ -6,6 +6,7 @@
 // anything large is allocated.
 #pragma once
 
+#include "memory/config_estimate.hpp"
 #include "engine/grad_accumulation.hpp"
 #include "params/flat_buffers.hpp"
 #include "memory/memory_plan.hpp"
@@ -60,7 +61,7 @@ class Placement {
 
  private:
   void check_memory(uint64_t numel, const PluginSet &plugins, bool sharded, const std::vector<uint8_t> &resident,
-                    uint64_t prefetch_numel);
+                    uint64_t prefetch_numel, const MicroBatchMemory &micro);
 
   void note_setup(const RunConfig &config, uint64_t bytes_read, bool sharded, uint64_t host_growth);
 

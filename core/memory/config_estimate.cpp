@@ -4,6 +4,7 @@
 #include "plugin/memory_entry.hpp"
 #include "plugin/plugin_registry.hpp"
 #include "runtime/error.hpp"
+#include "runtime/memory.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -131,6 +132,31 @@ ConfigEstimate estimate_config(const RunConfig &config, uint64_t world) {
     if (name == out.stage) out.own = out.stages.size() - 1, out.stage_capabilities = stage.descriptor->capabilities;
   }
   return out;
+}
+
+MicroBatchMemory micro_batch_memory(const RunConfig &config) {
+  MicroBatchMemory m;
+  const uint64_t micro = uint64_t(std::max<int64_t>(0, config.integer("train", "micro_batch")));
+  if (is_transformer_config(config)) {
+    const uint64_t seq_len = uint64_t(std::max<int64_t>(0, config.integer("data", "seq_len")));
+    const uint64_t tokens = micro * seq_len;
+    m.batch = tokens * 2 * sizeof(int64_t);
+    m.activations = estimate_activations(transformer_options(config), tokens).peak();
+    m.advice = format("lower train.micro_batch (%llu) or data.seq_len (%llu): one micro-batch of %llu tokens takes %s "
+                      "of data and activations (raise train.grad_accum to keep the batch)",
+                      (unsigned long long)micro, (unsigned long long)seq_len, (unsigned long long)tokens,
+                      format_bytes(m.bytes()).c_str());
+  } else {
+    const uint64_t hidden = uint64_t(std::max<int64_t>(0, config.integer("model", "hidden")));
+    const uint64_t layers = uint64_t(std::max<int64_t>(0, config.integer("model", "layers")));
+    const uint64_t element = config.string("model", "dtype") == "bfloat16" ? 2 : 4;
+    m.batch = micro * (hidden * element + sizeof(int64_t));
+    m.activations = micro * hidden * element * layers;
+    m.advice = format("lower train.micro_batch (%llu): one micro-batch takes %s of data and activations (raise "
+                      "train.grad_accum to keep the batch)",
+                      (unsigned long long)micro, format_bytes(m.bytes()).c_str());
+  }
+  return m;
 }
 
 GpuPeak estimate_gpu_peak(const ConfigEstimate &e, uint64_t device) {

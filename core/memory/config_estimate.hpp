@@ -54,4 +54,15 @@ struct GpuPeak {
 };
 GpuPeak estimate_gpu_peak(const ConfigEstimate &e, uint64_t device);
 
+// What one micro-step takes beyond the parameters' buffers, from train.micro_batch: the batch's
+// tensors (a transformer's ids and targets, int64; linear_stack's inputs and labels) and the
+// activations its forward keeps (a transformer's peak, model/activation_estimate.hpp; linear_stack
+// one hidden vector a layer a sample). A memory plan counts them (a CPU run's in host memory).
+struct MicroBatchMemory {
+  uint64_t batch = 0, activations = 0;
+  uint64_t bytes() const { return batch + activations; }
+  std::string advice;  // the keys that shrink them, with their values
+};
+MicroBatchMemory micro_batch_memory(const RunConfig &config);
+
 }  // namespace zf
