@@ -25,6 +25,30 @@ std::string family_config(const std::string &family) {
   return path;
 }
 
+// zero0 on one process, then zero3 + cpu_optimizer on 2 ranks, which must end at zero0's param_digest.
+// Returns zero0's run.
+test::StageRun zero3_matches_zero0(const std::string &name, const std::string &config) {
+  test::StageRun oracle = test::run_stage_ok(name + "_oracle", "zero0", 1,
+                                             "--set train.micro_batch=2 --set train.grad_accum=2", config);
+  const std::string digest = test::json_field(oracle.summary, "param_digest");
+  REQUIRE(digest.size() == 16);
+  test::StageRun sharded = test::run_stage_ok(
+      name + "_zero3", "zero3", 2,
+      "--set train.micro_batch=2 --set offload.plugin=cpu_optimizer --set stage.param_persistence_threshold=10",
+      config);
+  CHECK(test::json_field(sharded.summary, "param_digest") == digest);
+  return oracle;
+}
+
+// ZenFlow's column selection over the family's matrices, on 2 ranks, lowers the loss.
+void zenflow_learns(const std::string &name, const std::string &config) {
+  test::StageRun zenflow = test::run_stage_ok(
+      name + "_zenflow", "zero2", 2,
+      "--set train.micro_batch=2 --set train.steps=8 --set offload.plugin=cpu_optimizer --set zenflow.topk_ratio=0.5",
+      config);
+  CHECK(test::json_number(zenflow.summary, "final_loss") < test::json_number(zenflow.summary, "initial_loss"));
+}
+
 }  // namespace
 
 TEST_CASE("gemma3, phi3, olmo3 and Gemma 3's image-text checkpoint train under zero3 + cpu_optimizer on 2 ranks to "
@@ -32,20 +56,8 @@ TEST_CASE("gemma3, phi3, olmo3 and Gemma 3's image-text checkpoint train under z
   const std::string family = GENERATE("gemma3", "phi3", "olmo3", "gemma3_image_text");
   INFO(family);
   const std::string config = family_config(family);
-  test::StageRun oracle = test::run_stage_ok("family_oracle_" + family, "zero0", 1,
-                                             "--set train.micro_batch=2 --set train.grad_accum=2", config);
-  const std::string digest = test::json_field(oracle.summary, "param_digest");
-  REQUIRE(digest.size() == 16);
-  test::StageRun sharded = test::run_stage_ok(
-      "family_zero3_" + family, "zero3", 2,
-      "--set train.micro_batch=2 --set offload.plugin=cpu_optimizer --set stage.param_persistence_threshold=10",
-      config);
-  CHECK(test::json_field(sharded.summary, "param_digest") == digest);
-  test::StageRun zenflow = test::run_stage_ok(
-      "family_zenflow_" + family, "zero2", 2,
-      "--set train.micro_batch=2 --set train.steps=8 --set offload.plugin=cpu_optimizer --set zenflow.topk_ratio=0.5",
-      config);
-  CHECK(test::json_number(zenflow.summary, "final_loss") < test::json_number(zenflow.summary, "initial_loss"));
+  zero3_matches_zero0("family_" + family, config);
+  zenflow_learns("family_" + family, config);
 }
 
 TEST_CASE("packed instruction data (data.packing) trains under zero3 + cpu_optimizer on 2 ranks to zero0's param_digest",
@@ -64,15 +76,7 @@ TEST_CASE("packed instruction data (data.packing) trains under zero3 + cpu_optim
                            "max_seq = 512\n[data]\ntype = \"alpaca\"\npacking = true\nseq_len = 512\npath = \""
                         << directory << "/alpaca.json\"\n[train]\nsteps = 3\neval_every = 0\n[optimizer]\n"
                            "plugin = \"cpu_adam\"\nlr = 0.01\nthreads = 1\n[sample]\ntokens = 0\n";
-  test::StageRun oracle = test::run_stage_ok("packed_oracle", "zero0", 1,
-                                             "--set train.micro_batch=2 --set train.grad_accum=2", config);
-  const std::string digest = test::json_field(oracle.summary, "param_digest");
-  REQUIRE(digest.size() == 16);
-  test::StageRun sharded = test::run_stage_ok(
-      "packed_zero3", "zero3", 2,
-      "--set train.micro_batch=2 --set offload.plugin=cpu_optimizer --set stage.param_persistence_threshold=10",
-      config);
-  CHECK(test::json_field(sharded.summary, "param_digest") == digest);
+  zero3_matches_zero0("packed", config);
 }
 
 TEST_CASE("qwen3_moe, mixtral and olmoe train under zero3 + cpu_optimizer on 2 ranks to zero0's param_digest, and "
@@ -80,10 +84,7 @@ TEST_CASE("qwen3_moe, mixtral and olmoe train under zero3 + cpu_optimizer on 2 r
   const std::string family = GENERATE("qwen3_moe", "mixtral", "olmoe");
   INFO(family);
   const std::string config = family_config(family);
-  test::StageRun oracle = test::run_stage_ok("family_oracle_" + family, "zero0", 1,
-                                             "--set train.micro_batch=2 --set train.grad_accum=2", config);
-  const std::string digest = test::json_field(oracle.summary, "param_digest");
-  REQUIRE(digest.size() == 16);
+  const test::StageRun oracle = zero3_matches_zero0("family_" + family, config);
   std::ifstream steps(oracle.dir + "/steps.jsonl");
   std::stringstream rows;
   rows << steps.rdbuf();
@@ -92,14 +93,5 @@ TEST_CASE("qwen3_moe, mixtral and olmoe train under zero3 + cpu_optimizer on 2 r
   std::string header;
   std::getline(csv, header);
   CHECK(header.find(",aux_loss,") != std::string::npos);
-  test::StageRun sharded = test::run_stage_ok(
-      "family_zero3_" + family, "zero3", 2,
-      "--set train.micro_batch=2 --set offload.plugin=cpu_optimizer --set stage.param_persistence_threshold=10",
-      config);
-  CHECK(test::json_field(sharded.summary, "param_digest") == digest);
-  test::StageRun zenflow = test::run_stage_ok(
-      "family_zenflow_" + family, "zero2", 2,
-      "--set train.micro_batch=2 --set train.steps=8 --set offload.plugin=cpu_optimizer --set zenflow.topk_ratio=0.5",
-      config);
-  CHECK(test::json_number(zenflow.summary, "final_loss") < test::json_number(zenflow.summary, "initial_loss"));
+  zenflow_learns("family_" + family, config);
 }

@@ -60,6 +60,17 @@ void check_sharded_gradients(const std::string &summary, const std::string &stag
   CHECK(peak(summary, "host." + stage + ".reduce_staging") == 0);
 }
 
+// One stage's row of `zfcore estimate --bytes`: its bytes per category, then their sum.
+std::string row(const std::string &stage, uint64_t params, uint64_t grads, uint64_t master, uint64_t state,
+                uint64_t staging, uint64_t transient) {
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu", stage.c_str(),
+                (unsigned long long)params, (unsigned long long)grads, (unsigned long long)master,
+                (unsigned long long)state, (unsigned long long)staging, (unsigned long long)transient,
+                (unsigned long long)(params + grads + master + state + staging + transient));
+  return std::string(line);
+}
+
 }  // namespace
 
 TEST_CASE("the ledger shows each stage's per-rank memory formula", "[stage][mpi]") {
@@ -133,15 +144,6 @@ TEST_CASE("zfcore estimate predicts the bytes the ledger shows", "[stage]") {
   INFO(outcome.output);
   REQUIRE(outcome.exit_code == 0);
   uint64_t s = shard(3), b = 3 * s;
-  auto row = [](const std::string &stage, uint64_t params, uint64_t grads, uint64_t master, uint64_t state,
-                uint64_t staging, uint64_t transient) {
-    char line[256];
-    std::snprintf(line, sizeof line, "  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu", stage.c_str(),
-                  (unsigned long long)params, (unsigned long long)grads, (unsigned long long)master,
-                  (unsigned long long)state, (unsigned long long)staging, (unsigned long long)transient,
-                  (unsigned long long)(params + grads + master + state + staging + transient));
-    return std::string(line);
-  };
   CHECK_THAT(outcome.output, Catch::Contains(row("zero0", 4 * kLayout, 4 * kLayout, 4 * kLayout, 8 * kLayout, 0, 0)));
   CHECK_THAT(outcome.output, Catch::Contains(row("zero1", 4 * b, 4 * b, 4 * s, 8 * s, 0, 0)));
   // transient: one block's gradients during its backward. No reduce staging with one micro-step.
@@ -300,15 +302,6 @@ TEST_CASE("fp32 gradient accumulation: the ledger holds the fp32 gradient sum pe
                                     "/examples/linear_stack.toml --world 2 " + wide);
   INFO(estimate.output);
   REQUIRE(estimate.exit_code == 0);
-  auto row = [](const std::string &stage, uint64_t params, uint64_t grads, uint64_t master, uint64_t state,
-                uint64_t staging, uint64_t transient) {
-    char line[256];
-    std::snprintf(line, sizeof line, "  %-6s %14llu %14llu %14llu %14llu %14llu %14llu %14llu", stage.c_str(),
-                  (unsigned long long)params, (unsigned long long)grads, (unsigned long long)master,
-                  (unsigned long long)state, (unsigned long long)staging, (unsigned long long)transient,
-                  (unsigned long long)(params + grads + master + state + staging + transient));
-    return std::string(line);
-  };
   CHECK_THAT(estimate.output, Catch::Contains(row("zero0", 2 * kLayout, 6 * kLayout, 4 * kLayout, 8 * kLayout, 0, 0)));
   CHECK_THAT(estimate.output, Catch::Contains(row("zero1", 2 * b, 6 * b, 4 * s, 8 * s, 0, 0)));
   CHECK_THAT(estimate.output, Catch::Contains(row("zero2", 2 * b, 4 * s, 4 * s, 8 * s, 8 * kBlock, 2 * kBlock)));
