@@ -7,7 +7,8 @@
 #            memory), then the families' ([model]) and the memory estimate's ([memory])
 #   alltests every [gpu] case this machine can run (ctest in tests/gpu; cases needing more GPUs skip)
 #   bench    Qwen2-1.5B 8 x 512 bf16 gpu_adam without offload, and ZenFlow (examples/gpu/qwen2-1.5b-zenflow.toml)
-#            on the same shape, each with model.fused = true and false, in turns; then
+#            on the same shape, each with model.fused = true and false, in turns; the no-offload step with
+#            model.attention = flash beside auto's measured choice; then
 #            tools/torch_eager_bench.py qwen2-1.5b --compile and eager (the peers) in the same call
 #   7b       the Llama-2-7B shape with ZenFlow and activation checkpointing at 4 x 512 and 8 x 512
 #            (fused; 4 x 512 also unfused); ZF_7B_CHECKPOINT_LAYERS adds an 8 x 512 row recomputing only
@@ -105,6 +106,7 @@ for part in "${parts[@]}"; do
       row "qwen-fused-$turn" $qwen 3
       row "qwen-unfused-$turn" $qwen 3 --set model.fused=false
     done
+    row qwen-attention-flash $qwen 3 --set model.attention=flash  # libtorch's first kernel, against auto's choice
     row qwen-zenflow-fused $zenflow 5
     row qwen-zenflow-unfused $zenflow 5 --set model.fused=false
     peer compile qwen2-1.5b --compile
@@ -169,6 +171,9 @@ if fused and compiled:
     print(f"- against torch.compile ({compiled} ms): {fused / compiled:.3f}x its step (target at most 0.85x)")
     peak = [r["peak_gib"] for n, r in rows.items() if n.startswith("qwen-fused-")]
     print(f"- GPU peak {max(peak)} GiB against torch.compile's {peers['compile'].get('peak_gib')} GiB")
+flash = rows.get("qwen-attention-flash")
+if fused and flash:
+    print(f"- model.attention: auto {fused:.1f} ms (mean of the fused rows), flash {flash['step_ms']} ms")
 zen = rows.get("qwen-zenflow-fused")
 if zen and fused:
     print(f"- ZenFlow {zen['step_ms']} ms: {100 * fused / zen['step_ms']:.1f}% of the no-offload step (target at least 95%)")

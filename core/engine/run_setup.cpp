@@ -1,5 +1,7 @@
-// run_setup.cpp: the GPU, deterministic kernels, this rank's cores and torch's threads.
+// run_setup.cpp: the GPU, deterministic kernels, this rank's cores, torch's threads and the attention kernel.
 #include "engine/run_setup.hpp"
+
+#include "engine/attention_choice.hpp"
 
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"
@@ -52,6 +54,7 @@ void prepare_runtime(const RunConfig &config, Runtime &runtime) {
   if (threads == 0)
     threads = std::max<int64_t>(1, int64_t(runtime.worker_cores.size()) / std::max(1, runtime.comm->local_size()));
   torch::set_num_threads(int(std::max<int64_t>(1, threads)));
+  choose_attention_kernel(config, runtime);  // model.attention, on a GPU
 }
 
 }  // namespace zf

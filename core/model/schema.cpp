@@ -57,6 +57,11 @@ std::vector<zf_param_decl> model_schema() {
            "compute the loss with the output projection in chunks of tokens (the whole float32 logits and their "
            "gradient never exist) and, on GPUs, each layer's norms, RoPE and gated MLP with zfcore's fused "
            "kernels; false: libtorch's ops one by one (the same results within rounding)"),
+      decl("attention", ZF_PARAM_STRING, "auto",
+           "a GPU run's kernel for causal attention: auto (each of cudnn, flash and efficient timed forward + "
+           "backward on the run's own attention at start-up, the fastest first in SDPA's order, logged) or one of "
+           "them; sliding windows and packed documents always take FlashAttention's own entry", 0, 0, 0,
+           "auto|cudnn|flash|efficient|math"),
       decl("column_major", ZF_PARAM_BOOL, "true", "store 2-D weights column by column (ZenFlow selects columns)"),
       decl("block_order", ZF_PARAM_STRING, "model",
            "the order of the blocks in the flat buffers: model (embedding, layers, head) or interleaved "
