@@ -199,10 +199,11 @@ std::vector<TensorPieces> fused_pieces(FusedParts &parts, torch::Dtype dtype) {
     ZF_REQUIRE(piece * slices.size() == numel, "internal: fused tensor '%s' gets %zu parts of %llu elements",
                name.c_str(), slices.size(), (unsigned long long)piece);
     const std::vector<std::pair<FusedSlice, torch::Tensor>> *held = &slices;
-    pieces.push_back(TensorPieces{name, dtype, numel, piece, [held, piece, dtype](uint64_t first, uint64_t count, void *out) {
+    auto read = [held, piece, dtype](uint64_t first, uint64_t count, void *out) {
       const torch::Tensor value = (*held)[first / piece].second.to(torch::kCPU, dtype).contiguous();
       std::memcpy(out, value.data_ptr(), count * c10::elementSize(dtype));
-    }, {}});
+    };
+    pieces.push_back(TensorPieces{name, dtype, numel, piece, read, {}, shape});
   }
   return pieces;
 }

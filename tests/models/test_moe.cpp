@@ -155,6 +155,9 @@ TEST_CASE("moe: the presets count the parameters transformers builds, and the to
   CHECK(preset_parameter_count("mixtral-8x7b") == 46702792704ull);
   CHECK(find_preset("mixtral-8x7b")->active_parameter_count() == 46702792704ull - 32ull * 6 * 3 * 4096 * 14336);
   CHECK(find_preset("qwen3-8b")->active_parameter_count() == preset_parameter_count("qwen3-8b"));
+  // Qwen3.5-35B-A3B's language model (Qwen3_5MoeForCausalLM): its shared expert and gate are active for every token.
+  CHECK(preset_parameter_count("qwen3.5-35b-a3b") == 34660610688ull);
+  CHECK(find_preset("qwen3.5-35b-a3b")->active_parameter_count() == 34660610688ull - 40ull * 248 * 3 * 2048 * 512);
 }
 
 TEST_CASE("moe: the load-balancing loss joins the loss only when config.json asks for it, and is reported either way",
