@@ -15,9 +15,12 @@ OUT_DIR/NAME/expected.safetensors:
   grad.PARAM         the gradient of that loss for every parameter, under the names of model.safetensors (an
                      image-text model's: those of its language model, named as its text-only class names
                      them; its vision tower gets none from text)
-The image-text fixtures (gemma3_image_text, qwen3_5_image_text) are the conditional-generation models
-with a tiny vision tower, run on text only; qwen3_5_image_text's checkpoint also holds a
-multi-token-prediction tensor (mtp.fc.weight), which transformers does not build and zfcore passes through.
+The image-text fixtures (gemma3_image_text, qwen3_5_image_text, qwen3_5_moe_image_text) are the
+conditional-generation models with a tiny vision tower, run on text only; the Qwen3.5 ones' checkpoints also
+hold a multi-token-prediction tensor (mtp.fc.weight), which transformers does not build and zfcore passes
+through. qwen3_5_moe_image_text's experts are stored fused (mlp.experts.gate_up_proj [E, 2I, H], down_proj
+[E, H, I]), as the published Qwen3.5-MoE checkpoints hold them; its gradients are given per expert, under
+the names zfcore's parameters have.
 zfcore does not need this script to build or test: the fixtures are committed.
 """
 import os
@@ -34,6 +37,18 @@ def common(**overrides):
     config = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6,
                   tie_word_embeddings=False, attention_dropout=0.0, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    config.update(overrides)
+    return config
+
+
+def qwen3_5_moe_text(**overrides):
+    """Qwen3.5-MoE's language model: no dense MLP (no intermediate_size), 8 experts of 16, a shared one of 24."""
+    config = common(head_dim=16, max_position_embeddings=128, layer_types=["linear_attention", "full_attention"],
+                    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
+                    linear_conv_kernel_dim=4, moe_intermediate_size=16, shared_expert_intermediate_size=24,
+                    num_experts=8, num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.5,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25})
+    del config["intermediate_size"]
     config.update(overrides)
     return config
 
@@ -120,6 +135,19 @@ def families():
         # OLMoE: top 2 not renormalised, q/k norms over the whole projections.
         "olmoe": (T.OlmoeConfig, common(intermediate_size=16, num_experts=8, num_experts_per_tok=2,
                                         norm_topk_prob=False, output_router_logits=True, router_aux_loss_coef=0.5)),
+        # Qwen3.5-MoE: the qwen3_5 layers with experts in every layer (top 2 always renormalised) and a
+        # shared expert behind its sigmoid gate; saved one expert at a time, as transformers writes it.
+        "qwen3_5_moe": (T.Qwen3_5MoeTextConfig, qwen3_5_moe_text(), 80),
+        # Its image-text checkpoint (Qwen3.5-35B-A3B's class), the experts fused into 3-D tensors as the
+        # published checkpoints hold them, a one-block vision tower, one MTP layer declared.
+        "qwen3_5_moe_image_text": (T.Qwen3_5MoeConfig, dict(
+            text_config=qwen3_5_moe_text(mtp_num_hidden_layers=1, rope_parameters={
+                "rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.25,
+                "mrope_section": [1, 1, 0], "mrope_interleaved": True}),
+            vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, patch_size=4,
+                               spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=HIDDEN,
+                               num_position_embeddings=16),
+            tie_word_embeddings=False), 80),
     }
 
 
@@ -167,6 +195,41 @@ def stored_gradients(model, directory):
     return grads
 
 
+def split_experts(name, tensor):
+    """A 3-D expert tensor of transformers (gate_up_proj [E, 2I, H], down_proj [E, H, I]) as the 2-D
+    tensors of its experts, under the names transformers writes one expert at a time."""
+    prefix = name[: name.index("mlp.experts.") + len("mlp.experts.")]
+    if name.endswith("gate_up_proj"):
+        half = tensor.shape[1] // 2
+        for e in range(tensor.shape[0]):
+            yield f"{prefix}{e}.gate_proj.weight", tensor[e, :half]
+            yield f"{prefix}{e}.up_proj.weight", tensor[e, half:]
+    else:
+        for e in range(tensor.shape[0]):
+            yield f"{prefix}{e}.down_proj.weight", tensor[e]
+
+
+def fuse_experts(directory):
+    """Rewrites model.safetensors with each layer's experts fused, mlp.experts.gate_up_proj [E, 2I, H] and
+    down_proj [E, H, I], as Qwen3.5-MoE's published checkpoints hold them."""
+    weights = os.path.join(directory, "model.safetensors")
+    tensors = load_file(weights)
+    fused, experts = {}, {}
+    for key in sorted(tensors):
+        if ".mlp.experts." not in key:
+            fused[key] = tensors[key]
+            continue
+        prefix, rest = key.split(".mlp.experts.")
+        e, which = rest.split(".", 1)
+        experts.setdefault(prefix, {})[(int(e), which)] = tensors[key]
+    for prefix, parts in experts.items():
+        count = 1 + max(e for e, _ in parts)
+        fused[prefix + ".mlp.experts.gate_up_proj"] = torch.stack(
+            [torch.cat([parts[(e, "gate_proj.weight")], parts[(e, "up_proj.weight")]]) for e in range(count)])
+        fused[prefix + ".mlp.experts.down_proj"] = torch.stack([parts[(e, "down_proj.weight")] for e in range(count)])
+    save_file({k: v.contiguous() for k, v in fused.items()}, weights, metadata={"format": "pt"})
+
+
 def build(out, name, seed, config_class, settings, seq=SEQ):
     torch.manual_seed(seed)
     config = config_class(**settings)
@@ -186,6 +249,8 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
         tensors = load_file(weights)
         tensors["mtp.fc.weight"] = 0.2 * torch.randn(HIDDEN, 2 * HIDDEN, generator=torch.Generator().manual_seed(seed))
         save_file(tensors, weights, metadata={"format": "pt"})
+    if name == "qwen3_5_moe_image_text":
+        fuse_experts(directory)
     generation = os.path.join(directory, "generation_config.json")
     if os.path.exists(generation):
         os.remove(generation)
@@ -202,8 +267,9 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
                "loss": result.loss.detach().float().reshape(1).contiguous()}
     if getattr(result, "aux_loss", None) is not None:
         tensors["aux_loss"] = result.aux_loss.detach().float().reshape(1).contiguous()
-        experts = getattr(config, "num_local_experts", None) or config.num_experts
-        k = config.num_experts_per_tok
+        text = config.get_text_config()
+        experts = getattr(text, "num_local_experts", None) or text.num_experts
+        k = text.num_experts_per_tok
         for layer, logits in enumerate(result.router_logits):
             picks = torch.bincount(logits.topk(k, dim=-1).indices.reshape(-1), minlength=experts)
             assert bool((picks > 0).all()), f"{name}: layer {layer}: an expert receives no token ({picks.tolist()})"
@@ -211,7 +277,10 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
         for param_name, p in model.named_parameters():
             if p.grad is None:  # the vision tower, which text does not reach
                 continue
-            tensors["grad." + param_name.replace("model.language_model.", "model.")] = p.grad.detach().float().contiguous()
+            text_name = param_name.replace("model.language_model.", "model.")
+            parts = split_experts(text_name, p.grad) if ".mlp.experts." in text_name else [(text_name, p.grad)]
+            for part_name, grad in parts:
+                tensors["grad." + part_name] = grad.detach().float().contiguous()
     else:
         for param_name, grad in stored_gradients(model, directory).items():
             tensors["grad." + param_name] = grad.detach().float().contiguous()
@@ -227,7 +296,8 @@ def main():
     everything = families()
     # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the end,
     # so that adding a family leaves the others' fixtures as committed.
-    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text"]
+    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text", "qwen3_5_moe",
+             "qwen3_5_moe_image_text"]
     order = sorted(name for name in everything if name not in later) + later
     for seed, name in enumerate(order):
         if not only or name in only:

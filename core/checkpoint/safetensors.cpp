@@ -216,7 +216,8 @@ void write_safetensors(PendingFile &out, const std::vector<std::pair<std::string
     describe(name, tensor.scalar_type(), tensor.sizes().vec(), uint64_t(tensor.numel()) * tensor.element_size());
   }
   for (const TensorPieces &p : pieces)
-    describe(p.name, p.dtype, {int64_t(p.numel)}, p.numel * c10::elementSize(p.dtype));
+    describe(p.name, p.dtype, p.shape.empty() ? std::vector<int64_t>{int64_t(p.numel)} : p.shape,
+             p.numel * c10::elementSize(p.dtype));
   fields[kEntriesChecksumKey] = entries_checksum(entries);
   auto header_text = [&] {
     header["__metadata__"] = fields;

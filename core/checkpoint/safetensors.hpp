@@ -24,14 +24,15 @@ namespace zf {
 
 class PendingFile;  // runtime/files.hpp
 
-// A 1-D tensor that is not in memory as a whole (optimizer state on disk): saved and loaded piece
-// by piece, `piece_numel` elements at a time (the last piece may be shorter).
+// A tensor that is not in memory as a whole (optimizer state on disk, an export's fused experts):
+// saved and loaded piece by piece, `piece_numel` elements at a time (the last piece may be shorter).
 struct TensorPieces {
   std::string name;
   c10::ScalarType dtype = c10::ScalarType::Float;
   uint64_t numel = 0, piece_numel = 0;
   std::function<void(uint64_t first, uint64_t count, void *out)> read;        // saving: fill `out`
   std::function<void(uint64_t first, uint64_t count, const void *in)> write;  // loading: take `in`
+  std::vector<int64_t> shape;  // as saved; empty: 1-D, [numel]
 };
 
 // One safetensors file, memory-mapped read-only; cheap to copy (the mapping is shared).

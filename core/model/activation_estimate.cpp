@@ -31,6 +31,8 @@ uint64_t layer_bytes_per_token(const TransformerShape &s, uint64_t e) {
     // weighted outputs in float32, before and after going back to token order.
     const uint64_t k = uint64_t(m.top_k), inner = uint64_t(m.expert_intermediate);
     mlp = std::max(mlp, 4 * 2 * uint64_t(m.experts) + e * k * (h + 4 * inner) + 4 * 2 * k * h);
+    // A shared expert (moe_shared.hpp): its gate, silu(gate), up, their product, its output and its score.
+    if (m.shared_intermediate > 0) mlp += e * (4 * uint64_t(m.shared_intermediate) + h + 2);
   }
   return 2 * norm + e * (3 * q + 2 * kv) + mlp + 4 * heads;
 }

@@ -6,6 +6,7 @@
 #include "model/fused_ops.hpp"
 #include "model/gated_deltanet.hpp"
 #include "model/moe.hpp"
+#include "model/moe_shared.hpp"
 #include "model/rope.hpp"
 #include "model/transformer.hpp"
 
@@ -60,6 +61,7 @@ class Decoder final : public TransformerModel {
         l.mlp_out_norm = add(p + "post_feedforward_layernorm.weight", {h}, b, norm);
       if (f.sparse(i)) {
         add_experts(p, b, l.moe);
+        add_shared_expert(p, b, l.shared);
       } else if (f.fused_qkv) {
         l.gate_up = add(p + "mlp.gate_up_proj.weight", {2 * inner, h}, b, Init::linear);
       } else {
@@ -131,6 +133,7 @@ class Decoder final : public TransformerModel {
     DeltaNetWeights deltanet;  // a linear-attention layer's mixer instead of q, k, v and o
     torch::Tensor gate, gate_bias, up, up_bias, gate_up, down, down_bias;
     MoeWeights moe;  // a sparse layer's router and experts instead of gate, up and down
+    SharedExpertWeights shared;  // beside them, where the family has one (Qwen3.5-MoE)
   };
 
   // A sparse layer's router and experts, under the family's names (moe.hpp).
@@ -143,6 +146,16 @@ class Decoder final : public TransformerModel {
       w.up.push_back(add(moe_expert_name(moe, p, e, "up"), {inner, h}, b, Init::linear));
       w.down.push_back(add(moe_expert_name(moe, p, e, "down"), {h, inner}, b, Init::residual));
     }
+  }
+
+  // A sparse layer's shared expert and its gate, where the family has one (moe_shared.hpp).
+  void add_shared_expert(const std::string &p, uint32_t b, SharedExpertWeights &w) {
+    const int64_t h = shape().hidden, inner = shape().features.moe.shared_intermediate;
+    if (inner == 0) return;
+    w.gate = add(p + "mlp.shared_expert.gate_proj.weight", {inner, h}, b, Init::linear);
+    w.up = add(p + "mlp.shared_expert.up_proj.weight", {inner, h}, b, Init::linear);
+    w.down = add(p + "mlp.shared_expert.down_proj.weight", {h, inner}, b, Init::residual);
+    w.score = add(p + "mlp.shared_expert_gate.weight", {1, h}, b, Init::linear);
   }
 
   // A Gated DeltaNet mixer's parameters, under transformers' names (`p` ends in "linear_attn.").
@@ -228,7 +241,8 @@ class Decoder final : public TransformerModel {
   torch::Tensor feed_forward(int64_t index, const Layer &l, const torch::Tensor &in) {
     if (!l.moe.router.defined()) return mlp(l, in);
     const MoeSpec &moe = shape().features.moe;
-    return moe_mlp(moe, l.moe, in, &router_stats_, index, moe_grouped_by_default(in, moe));
+    torch::Tensor out = moe_mlp(moe, l.moe, in, &router_stats_, index, moe_grouped_by_default(in, moe));
+    return l.shared.score.defined() ? out + shared_expert(l.shared, in, options().fused) : out;
   }
 
   torch::Tensor mlp(const Layer &l, const torch::Tensor &x) const {

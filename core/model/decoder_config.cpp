@@ -157,7 +157,7 @@ void read_decoder_config(const json &c, const std::string &source, const Family 
   DecoderFeatures &f = s.features;
   s.type = family.type;
   s.hidden = field<int64_t>(c, "hidden_size", source);
-  s.intermediate = field<int64_t>(c, "intermediate_size", source);
+  s.intermediate = field<int64_t>(c, family.intermediate_key, source);
   s.layers = field<int64_t>(c, "num_hidden_layers", source);
   s.heads = field<int64_t>(c, "num_attention_heads", source);
   s.kv_heads = field_or<int64_t>(c, "num_key_value_heads", s.heads, source);

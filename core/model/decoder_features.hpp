@@ -63,6 +63,12 @@ struct MoeSpec {
   bool aux_loss = false;       // the load-balancing loss is added to the loss (output_router_logits)
   double aux_coef = 0;         // router_aux_loss_coef
   bool mixtral_names = false;  // block_sparse_moe.experts.E.w1 (gate), w3 (up), w2 (down), not mlp.experts.E.*_proj
+  // Qwen3.5-MoE: a shared SwiGLU expert of this width that every token uses, its output scaled by
+  // sigmoid(shared_expert_gate . x) (moe_shared.hpp); 0 = none.
+  int64_t shared_intermediate = 0;
+  // Qwen3.5-MoE: checkpoints hold a layer's experts as two 3-D tensors, mlp.experts.gate_up_proj
+  // [experts, 2 x width, hidden] and down_proj [experts, hidden, width] (fused_experts.hpp).
+  bool fused_experts = false;
   std::vector<uint8_t> dense_layers;  // per layer, 1 = a plain MLP instead of experts; empty = none
   bool operator==(const MoeSpec &) const = default;
 };

@@ -31,6 +31,8 @@ struct Family {
   double default_norm_eps = 1e-6; // rms_norm_eps when config.json has none
   int64_t default_vocab = 32000;
   int64_t default_max_seq = 4096;
+  // The config.json key of model.intermediate (Qwen3.5-MoE, which has no dense MLP: its experts' width).
+  const char *intermediate_key = "intermediate_size";
   // An image-text checkpoint (Gemma3ForConditionalGeneration): its language model is of the family
   // `text_type`, configured by config.json's text_config (`text_defaults` for the keys a published
   // text_config leaves out, as transformers' text config class fills them), its weights named with

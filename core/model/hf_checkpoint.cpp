@@ -14,7 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -181,6 +184,30 @@ void pass_through_frozen(const TransformerModel &t, const HfExportOptions &optio
                   "from %s", copied, options.init_from.c_str()));
 }
 
+// Qwen3.5-MoE's fused expert tensors (fused_experts.hpp), written piece by piece from the parameters
+// they hold, in their order in the tensor (by expert, then gate rows before up rows), converted to
+// `dtype` one piece at a time: the export never holds a second copy of the experts.
+using FusedParts = std::map<std::string, std::vector<std::pair<FusedSlice, torch::Tensor>>>;
+std::vector<TensorPieces> fused_pieces(FusedParts &parts, torch::Dtype dtype) {
+  std::vector<TensorPieces> pieces;
+  for (auto &[name, slices] : parts) {
+    std::sort(slices.begin(), slices.end(), [](const auto &a, const auto &b) {
+      return std::pair(a.first.index, a.first.row0) < std::pair(b.first.index, b.first.row0);
+    });
+    const std::vector<int64_t> &shape = slices.front().first.shape;
+    const uint64_t numel = uint64_t(shape[0] * shape[1] * shape[2]), piece = uint64_t(slices.front().second.numel());
+    ZF_REQUIRE(piece * slices.size() == numel, "internal: fused tensor '%s' gets %zu parts of %llu elements",
+               name.c_str(), slices.size(), (unsigned long long)piece);
+    const std::vector<std::pair<FusedSlice, torch::Tensor>> *held = &slices;
+    auto read = [held, piece, dtype](uint64_t first, uint64_t count, void *out) {
+      const torch::Tensor value = (*held)[first / piece].second.to(torch::kCPU, dtype).contiguous();
+      std::memcpy(out, value.data_ptr(), count * c10::elementSize(dtype));
+    };
+    pieces.push_back(TensorPieces{name, dtype, numel, piece, read, {}, shape});
+  }
+  return pieces;
+}
+
 void write_hf_files(Model &model, const std::string &directory, const HfExportOptions &options) {
   TransformerModel &t = transformer(model);
   torch::Dtype stored = export_dtype(t, options);
@@ -193,13 +220,20 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   const Directory out = Directory::open(directory, true, "the export directory");
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   std::set<std::string> model_names;  // every name a checkpoint may give the model's tensors
+  FusedParts fused_parts;
   for (const HfTensor &p : t.hf_tensors()) {
     torch::Tensor value = from_master ? master_of(master, *options.layout, p.name, p.tensor)
                                       : p.tensor.detach();
     if (p.transposed) value = value.t();
     const std::vector<std::string> names = hf_tensor_names(t.shape().type, p.name);
-    tensors.emplace_back(names.front(), value.to(stored));  // a view until write_safetensors copies it out
     model_names.insert(names.begin(), names.end());
+    if (p.fused.defined()) {  // written as the checkpoints of its family hold it
+      const std::vector<std::string> fused = hf_tensor_names(t.shape().type, p.fused.name);
+      model_names.insert(fused.begin(), fused.end());
+      fused_parts[fused.front()].emplace_back(p.fused, value);
+      continue;
+    }
+    tensors.emplace_back(names.front(), value.to(stored));  // a view until write_safetensors copies it out
   }
   pass_through_frozen(t, options, model_names, tensors);
   // Every file is written (and fsynced) before the first one is renamed into place: a failure (a
@@ -216,7 +250,8 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   } forget{out};
   PendingFiles files;
   files.push_back(std::make_unique<PendingFile>(out, "model.safetensors"));
-  write_safetensors(*files.back(), tensors, {{"format", "pt"}});  // transformers requires format=pt
+  write_safetensors(*files.back(), tensors, {{"format", "pt"}},  // transformers requires format=pt
+                    fused_pieces(fused_parts, stored));
   std::string dtype_name = stored == torch::kBFloat16 ? "bfloat16" : stored == torch::kFloat16 ? "float16" : "float32";
   nlohmann::json config = hf_config(t.shape(), dtype_name, t.options().dropout);
   if (!options.init_from.empty()) config = keep_source_fields(config, options.init_from, t.options().dropout);

@@ -41,22 +41,23 @@ class HfWeights final : public ParameterSource {
     std::vector<int64_t> shape;  // as stored ([in, out] for GPT-2's Conv1D weights)
     uint64_t numel;
     bool transposed;
+    int64_t index = -1, row0 = 0, rows = 0;  // a slice of a fused tensor (fused_experts.hpp), or index -1
   };
   // A tensor whose writer recorded its checksum (zfcore export, checkpoint.export_hf) is checked
   // whole before its first fill: a flipped bit on disk is a located error, not a silently other model.
-  void check_once(const Stored &s, size_t index) const;
+  void check_once(const Stored &s) const;
 
   SafetensorsSet weights_;
   std::vector<Stored> stored_;  // per parameter
   mutable std::atomic<uint64_t> bytes_read_{0};
   mutable std::mutex checked_mutex_;
-  mutable std::set<size_t> checked_;  // indices of stored_ checked against their checksums
+  mutable std::set<std::string> checked_;  // tensors checked against their checksums (a fused one serves many)
 };
 
-void HfWeights::check_once(const Stored &s, size_t index) const {
+void HfWeights::check_once(const Stored &s) const {
   {
     std::lock_guard<std::mutex> lock(checked_mutex_);
-    if (checked_.count(index)) return;
+    if (checked_.count(s.name)) return;
   }
   const std::string recorded = s.file->checksum(s.name);
   if (!recorded.empty()) {
@@ -69,7 +70,7 @@ void HfWeights::check_once(const Stored &s, size_t index) const {
                excerpt(recorded).c_str(), actual.c_str());
   }
   std::lock_guard<std::mutex> lock(checked_mutex_);
-  checked_.insert(index);
+  checked_.insert(s.name);
 }
 
 HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
@@ -78,29 +79,43 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
   // "model." prefix of the LM-head model.
   const std::string prefix = t.shape().is_gpt2() ? "transformer." : "model.";
   std::set<std::string> used;
+  auto stored_name = [&](const std::vector<std::string> &names) {
+    for (const std::string &candidate : names) {
+      if (weights_.has(candidate)) return candidate;
+      if (candidate.rfind(prefix, 0) == 0 && weights_.has(candidate.substr(prefix.size())))
+        return candidate.substr(prefix.size());
+    }
+    return std::string();
+  };
   for (const HfTensor &p : t.hf_tensors()) {
     const std::vector<std::string> names = hf_tensor_names(t.shape().type, p.name);
-    std::string name;
-    for (const std::string &candidate : names) {
-      if (!name.empty()) break;
-      if (weights_.has(candidate)) name = candidate;
-      else if (candidate.rfind(prefix, 0) == 0 && weights_.has(candidate.substr(prefix.size())))
-        name = candidate.substr(prefix.size());
-    }
-    ZF_REQUIRE(!name.empty(), "%s: the checkpoint has no tensor '%s', which a %s model with this shape needs",
-               directory.c_str(), names.front().c_str(), t.name().c_str());
+    std::string name = stored_name(names);
+    // Qwen3.5-MoE's experts: one tensor each, as transformers saves them, or a layer's experts fused.
+    const bool fused = name.empty() && p.fused.defined();
+    const std::vector<std::string> fused_names =
+        p.fused.defined() ? hf_tensor_names(t.shape().type, p.fused.name) : std::vector<std::string>{};
+    if (fused) name = stored_name(fused_names);
+    ZF_REQUIRE(!name.empty(), "%s: the checkpoint has no tensor '%s'%s, which a %s model with this shape needs",
+               directory.c_str(), names.front().c_str(),
+               p.fused.defined() ? (" (nor '" + fused_names.front() + "', the layer's experts fused)").c_str() : "",
+               t.name().c_str());
     const SafetensorsFile &file = weights_.file_of(name);
     const TensorInfo &info = file.info(name);
     ZF_REQUIRE(at::isFloatingType(safetensors_dtype(info.dtype_name)),
                "%s: tensor '%s' holds %s values; weights must be floating point (F32, BF16, F16 or F64): is this a "
                "quantized or damaged checkpoint?", file.path().c_str(), name.c_str(), info.dtype_name.c_str());
-    std::vector<int64_t> expected = p.tensor.sizes().vec();
+    std::vector<int64_t> expected = fused ? p.fused.shape : p.tensor.sizes().vec();
     if (p.transposed) std::swap(expected[0], expected[1]);
     ZF_REQUIRE(info.shape == expected, "%s: tensor '%s' has shape %s but the model expects %s", file.path().c_str(),
                name.c_str(), c10::str(c10::IntArrayRef(info.shape)).c_str(),
                c10::str(c10::IntArrayRef(expected)).c_str());
     stored_.push_back(Stored{name, &file, safetensors_dtype(info.dtype_name), info.shape, uint64_t(p.tensor.numel()),
                              p.transposed});
+    if (fused) {
+      Stored &s = stored_.back();
+      s.index = p.fused.index, s.row0 = p.fused.row0, s.rows = p.tensor.size(0);
+      s.numel = uint64_t(c10::multiply_integers(info.shape));
+    }
     used.insert(name);
   }
   std::vector<std::string> unused;
@@ -121,7 +136,7 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
 
 void HfWeights::fill(size_t index, const StoredRegion &region, torch::Tensor destination) const {
   const Stored &s = stored_.at(index);
-  check_once(s, index);
+  check_once(s);
   const int64_t element = int64_t(c10::elementSize(s.dtype));
   // The tensor's bytes inside the file's mapping: read_pieces hands them over in one piece, and
   // only the part copied below is read (paged in from disk).
@@ -138,6 +153,7 @@ void HfWeights::fill(size_t index, const StoredRegion &region, torch::Tensor des
     file = s.file->load(s.name);
     bytes_read_ += uint64_t(file.numel() * element);
   }
+  if (s.index >= 0) file = file[s.index].narrow(0, s.row0, s.rows);  // the parameter's slice of a fused tensor
   // W [rows, cols] as the model holds it (GPT-2's Conv1D weights are stored W^T; a 1-D tensor is [numel, 1]).
   torch::Tensor matrix = file.dim() == 2 ? (s.transposed ? file.t() : file) : file.reshape({-1, 1});
   const int64_t rows = matrix.size(0), cols = matrix.size(1);
@@ -149,7 +165,8 @@ void HfWeights::fill(size_t index, const StoredRegion &region, torch::Tensor des
     const int64_t at = target.reshape({-1}).isfinite().logical_not().nonzero()[0][0].item<int64_t>();
     const int64_t x = region.x0 + at / region.ny, y = region.y0 + at % region.ny;
     const int64_t row = region.column_major ? y : x, col = region.column_major ? x : y;  // of W
-    const int64_t element_index = s.transposed ? col * rows + row : row * cols + col;  // as stored
+    const int64_t slice = s.index >= 0 ? s.index * s.shape[1] * s.shape[2] + s.row0 * s.shape[2] : 0;
+    const int64_t element_index = slice + (s.transposed ? col * rows + row : row * cols + col);  // as stored
     throw Error(format("%s: tensor '%s' holds a value that is not finite (%g at element %lld): the checkpoint is "
                        "damaged or its training diverged", s.file->path().c_str(), s.name.c_str(),
                        target.reshape({-1})[at].item<double>(), (long long)element_index));

@@ -77,6 +77,14 @@ json qwen3_5_layers(int64_t value_heads) {
           {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}}}};
 }
 
+// Qwen3.5-MoE: the Qwen3.5 layers of its 35B-A3B (16 key heads, 32 value heads), experts in every layer.
+json qwen3_5_moe_layers() {
+  json c = qwen3_5_layers(32);
+  c.update({{"num_experts", 256}, {"num_experts_per_tok", 8}, {"moe_intermediate_size", 512},
+            {"shared_expert_intermediate_size", 512}});
+  return c;
+}
+
 const std::map<std::string, TransformerShape> &presets() {
   static const std::map<std::string, TransformerShape> table = [] {
     std::map<std::string, TransformerShape> t = {
@@ -128,6 +136,10 @@ const std::map<std::string, TransformerShape> &presets() {
         {"qwen3-30b-a3b", config("qwen3_moe", 2048, 6144, 48, 32, 4, 151936, 40960, 1e6, 1e-6, false,
                                  {{"head_dim", 128}, {"num_experts", 128}, {"num_experts_per_tok", 8},
                                   {"moe_intermediate_size", 768}, {"norm_topk_prob", true}})},
+        // Qwen3.5-35B-A3B (and Qwen3.6-35B-A3B, the same shape): Qwen3.5's layers, 256 experts of 512, 8 per
+        // token, and a shared expert of 512 in every layer; its language model (the checkpoint's text_config).
+        {"qwen3.5-35b-a3b", config("qwen3_5_moe_text", 2048, 512, 40, 16, 2, 248320, 262144, 1e7, 1e-6, false,
+                                   qwen3_5_moe_layers())},
         {"olmoe-1b-7b", config("olmoe", 2048, 1024, 16, 16, 16, 50304, 4096, 1e4, 1e-5, false,
                                {{"num_experts", 64}, {"num_experts_per_tok", 8}})},
         {"mixtral-8x7b", config("mixtral", 4096, 14336, 32, 32, 8, 32000, 32768, 1e6, 1e-5, false,

@@ -143,7 +143,8 @@ torch::Tensor TransformerModel::forward_loss(const torch::Tensor &hidden, const 
 std::vector<HfTensor> TransformerModel::hf_tensors() const {
   std::vector<HfTensor> tensors;
   for (size_t i = 0; i < parameters_.size(); ++i)
-    tensors.push_back(HfTensor{parameters_[i].name, parameters_[i].tensor, hf_transposed_[i]});
+    tensors.push_back(HfTensor{parameters_[i].name, parameters_[i].tensor, hf_transposed_[i],
+                               fused_expert_slice(options_.shape, parameters_[i].name)});
   return tensors;
 }
 

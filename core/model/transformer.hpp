@@ -12,6 +12,7 @@
 // here must accept non-contiguous parameters.
 #pragma once
 
+#include "model/fused_experts.hpp"
 #include "model/fused_loss.hpp"
 #include "model/model.hpp"
 #include "model/param_source.hpp"
@@ -19,11 +20,13 @@
 
 namespace zf {
 
-// A parameter as Hugging Face stores it: GPT-2's Conv1D weights are W^T ([in, out]).
+// A parameter as Hugging Face stores it: GPT-2's Conv1D weights are W^T ([in, out]); Qwen3.5-MoE's
+// experts are slices of 3-D tensors (fused_experts.hpp), where a checkpoint may also hold them as `name`.
 struct HfTensor {
   std::string name;
   torch::Tensor tensor;  // the model's own parameter, [out, in] for linear weights
   bool transposed = false;
+  FusedSlice fused;
 };
 
 class TransformerModel : public Model {

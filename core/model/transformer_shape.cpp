@@ -67,7 +67,8 @@ uint64_t TransformerShape::counted_parameters(bool active) const {
   uint64_t sparse = 0;
   for (int64_t layer = 0; layer < layers; ++layer) sparse += f.sparse(layer);
   const uint64_t experts = uint64_t(active ? m.top_k : m.experts);
-  const uint64_t moe = uint64_t(m.experts) * h + experts * 3 * h * uint64_t(m.expert_intermediate);
+  const uint64_t moe = uint64_t(m.experts) * h + experts * 3 * h * uint64_t(m.expert_intermediate) +
+                       (m.shared_intermediate > 0 ? 3 * h * uint64_t(m.shared_intermediate) + h : 0);  // shared, its gate
   return embeddings + (l - sparse) * mlp + sparse * moe + l * norms + (l - linear) * attention + linear * deltanet +
          h + head;
 }

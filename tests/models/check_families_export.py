@@ -107,12 +107,21 @@ def check_export(label, work, export, windows):
           f"({info['missing_keys']}, {info['unexpected_keys']})")
     with torch.no_grad():
         expected = model(input_ids=windows, labels=windows).loss.item()
-        if getattr(model.config, "output_router_logits", False):
+        text_config = model.config.get_text_config()  # an image-text model's: its language model's
+        if getattr(text_config, "output_router_logits", False):
             # The load-balancing loss is over the rows the model runs: zfcore runs the positions that have a
-            # target (a window's last id is only a target), so transformers runs those too here.
-            out = model(input_ids=windows[:, :-1])
-            expected = (torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), windows[:, 1:].flatten())
-                        + model.config.router_aux_loss_coef * out.aux_loss).item()
+            # target (a window's last id is only a target), so transformers runs those too here. It is not
+            # linear in the rows: each micro-batch of eval.toml's 2 windows has its own, weighted by its
+            # positions as zfcore averages its micro-batches (the cross-entropy is the mean over positions).
+            ce, aux, positions = 0.0, 0.0, 0
+            for start in range(0, windows.shape[0], 2):
+                part = windows[start:start + 2]
+                out = model(input_ids=part[:, :-1])
+                ce += torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), part[:, 1:].flatten(),
+                                                        reduction="sum").item()
+                aux += out.aux_loss.item() * part[:, 1:].numel()
+                positions += part[:, 1:].numel()
+            expected = (ce + text_config.router_aux_loss_coef * aux) / positions
     check(report["sequences"] == windows.shape[0], f"{label}: zfcore evaluated {report['sequences']} windows")
     check(abs(report["loss"] - expected) <= 1e-5 * abs(expected),
           f"{label}: zfcore's loss {report['loss']!r} == transformers' {expected!r} on the export")
@@ -161,7 +170,8 @@ lr = 0.01
 # A model given by type alone (random weights) exports a config.json that transformers reads as the same model.
 TYPES = ["llama", "qwen2", "qwen3", "mistral", "ministral3", "olmo2", "olmo3", "gemma3_text", "phi3", "smollm3",
          "granite", "qwen3_5_text",  # qwen3_5_text: 4 layers, its first full-attention layer is the 4th
-         "qwen3_moe", "mixtral", "olmoe"]  # 8 experts of width `intermediate`, 2 per token
+         "qwen3_moe", "mixtral", "olmoe",  # 8 experts of width `intermediate`, 2 per token
+         "qwen3_5_moe_text"]  # and a shared expert of that width; 4 layers, as qwen3_5_text
 for family in TYPES:
     work = os.path.join(scratch, "type-" + family)
     os.makedirs(work)
@@ -170,7 +180,7 @@ for family in TYPES:
     export = train_and_export(work, f"""[model]
 type = "{family}"
 hidden = 32
-layers = {4 if family == "qwen3_5_text" else 2}
+layers = {4 if family.startswith("qwen3_5") else 2}
 heads = 4
 kv_heads = 2
 intermediate = 48

@@ -22,8 +22,10 @@ namespace {
 
 const char *const kFixtures[] = {"gemma3", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
                                  "olmo3",  "olmoe",   "phi3",      "qwen3",      "qwen3_5", "qwen3_moe", "smollm3",
-                                 // the image-text checkpoints' language models, run on text
-                                 "gemma3_image_text", "qwen3_5_image_text"};
+                                 "qwen3_5_moe",
+                                 // the image-text checkpoints' language models, run on text (qwen3_5_moe's
+                                 // experts stored fused, as its published checkpoints hold them)
+                                 "gemma3_image_text", "qwen3_5_image_text", "qwen3_5_moe_image_text"};
 
 std::string fixture_dir(const std::string &name) { return test::source_dir() + "/tests/fixtures/families/" + name; }
 
@@ -98,7 +100,7 @@ TEST_CASE("families: a model given by type alone has its family's layer, trains,
 }
 
 TEST_CASE("families: an image-text type without a checkpoint is refused, naming its text family", "[model][hf]") {
-  for (const char *type : {"gemma3", "qwen3_5"}) {
+  for (const char *type : {"gemma3", "qwen3_5", "qwen3_5_moe"}) {
     INFO(type);
     auto config = RunConfig::parse(std::string("[model]\ntype = \"") + type + "\"\nhidden = 32\n", "type.toml");
     CHECK_THROWS_WITH(transformer_options(config),

@@ -2,8 +2,11 @@
 // the grouped-GEMM path (at::_grouped_mm, which also runs on the CPU) and the loop over experts give
 // the reference's output and gradients; an expert that receives no token gets a zero gradient, not
 // none (cpu_optimizer then updates it as AdamW updates a zero gradient); activation checkpointing,
-// which runs each layer twice, gives the same loss and gradients, the load-balancing loss included.
+// which runs each layer twice, gives the same loss and gradients, the load-balancing loss included;
+// Qwen3.5-MoE's experts, held one matrix each, export as the fused 3-D tensors its checkpoints hold.
+#include "checkpoint/safetensors.hpp"
 #include "config/config.hpp"
+#include "model/hf_checkpoint.hpp"
 #include "model/moe.hpp"
 #include "model/zoo.hpp"
 #include "runtime/input.hpp"
@@ -155,6 +158,9 @@ TEST_CASE("moe: the presets count the parameters transformers builds, and the to
   CHECK(preset_parameter_count("mixtral-8x7b") == 46702792704ull);
   CHECK(find_preset("mixtral-8x7b")->active_parameter_count() == 46702792704ull - 32ull * 6 * 3 * 4096 * 14336);
   CHECK(find_preset("qwen3-8b")->active_parameter_count() == preset_parameter_count("qwen3-8b"));
+  // Qwen3.5-35B-A3B's language model (Qwen3_5MoeForCausalLM): its shared expert and gate are active for every token.
+  CHECK(preset_parameter_count("qwen3.5-35b-a3b") == 34660610688ull);
+  CHECK(find_preset("qwen3.5-35b-a3b")->active_parameter_count() == 34660610688ull - 40ull * 248 * 3 * 2048 * 512);
 }
 
 TEST_CASE("moe: the load-balancing loss joins the loss only when config.json asks for it, and is reported either way",
@@ -178,4 +184,48 @@ TEST_CASE("moe: the load-balancing loss joins the loss only when config.json ask
   CHECK(aux[1] == aux[0]);
   CHECK(aux[0] == Approx(expected.load("aux_loss").item<double>()).epsilon(1e-5));
   CHECK(losses[0] - losses[1] == Approx(config["router_aux_loss_coef"].get<double>() * aux[0]).epsilon(1e-5));
+}
+
+TEST_CASE("moe: Qwen3.5-MoE exports its experts fused, each expert's matrices its slices, and reads them back",
+          "[model][moe][hf]") {
+  // The fixture holds its experts one by one, as transformers' save_pretrained writes them.
+  const std::string fixture = test::source_dir() + "/tests/fixtures/families/qwen3_5_moe";
+  auto model = make_model(RunConfig::parse("[model]\ninit_from = \"" + fixture + "\"\n", "moe.toml"));
+  const std::string out = test::scratch_dir("qwen3_5_moe_fused_export");
+  save_hf_checkpoint(*model, out);
+  SafetensorsFile stored = SafetensorsFile::open(fixture + "/model.safetensors");
+  SafetensorsFile exported = SafetensorsFile::open(out + "/model.safetensors");
+  for (const char *layer : {"0", "1"}) {
+    const std::string p = std::string("model.layers.") + layer + ".mlp.experts.";
+    INFO(p);
+    CHECK_FALSE(exported.has(p + "0.gate_proj.weight"));
+    const torch::Tensor gate_up = exported.load(p + "gate_up_proj"), down = exported.load(p + "down_proj");
+    REQUIRE(gate_up.sizes() == torch::IntArrayRef({8, 32, 32}));  // [experts, 2 x width, hidden]
+    REQUIRE(down.sizes() == torch::IntArrayRef({8, 32, 16}));     // [experts, hidden, width]
+    for (int64_t e = 0; e < 8; ++e) {
+      const std::string expert = p + std::to_string(e);
+      CHECK(torch::equal(gate_up[e].narrow(0, 0, 16), stored.load(expert + ".gate_proj.weight")));
+      CHECK(torch::equal(gate_up[e].narrow(0, 16, 16), stored.load(expert + ".up_proj.weight")));
+      CHECK(torch::equal(down[e], stored.load(expert + ".down_proj.weight")));
+    }
+  }
+  auto again = make_model(RunConfig::parse("[model]\ninit_from = \"" + out + "\"\n", "moe.toml"));
+  const std::vector<ModelParameter> before = model->parameters(), after = again->parameters();
+  REQUIRE(before.size() == after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    INFO(before[i].name);
+    CHECK(torch::equal(before[i].tensor, after[i].tensor));
+  }
+  // A fused tensor of another shape is refused, naming it and both shapes.
+  const std::string bad = test::scratch_dir("qwen3_5_moe_fused_bad_shape");
+  std::filesystem::copy_file(out + "/config.json", bad + "/config.json", std::filesystem::copy_options::overwrite_existing);
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const std::string &name : exported.names()) {
+    torch::Tensor t = exported.load(name);
+    tensors.emplace_back(name, name == "model.layers.1.mlp.experts.down_proj" ? t.narrow(0, 0, 7).contiguous() : t);
+  }
+  write_safetensors(bad + "/model.safetensors", tensors, {{"format", "pt"}});
+  CHECK_THROWS_WITH(make_model(RunConfig::parse("[model]\ninit_from = \"" + bad + "\"\n", "moe.toml")),
+                    Catch::Contains("model.layers.1.mlp.experts.down_proj") && Catch::Contains("[7, 32, 16]") &&
+                        Catch::Contains("[8, 32, 16]"));
 }
