@@ -11,7 +11,8 @@
 # GEMMs against a dense MLP of the same FLOPs), then the OLMoE-1B-7B shape with no offload,
 # cpu_optimizer and ZenFlow; its MFU counts the active parameters (the top 8 of 64 experts).
 # usage: tools/device-families.sh [--no-tests]
-# environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_BENCH_STEPS (timed steps, default 10),
+# environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_SKIP_BUILD (set: use the build there as it is),
+#              ZF_BENCH_STEPS (timed steps, default 10),
 #              ZF_FAMILY_PRESETS (default "qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b"),
 #              ZF_TORCH_PEERS (torch.compile peers, default "qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b"; "" for none)
 set -uo pipefail
@@ -21,13 +22,15 @@ steps=${ZF_BENCH_STEPS:-10}
 presets=${ZF_FAMILY_PRESETS:-qwen2-1.5b llama3.2-1b qwen3-1.7b gemma3-1b}
 status=0
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || { echo "no GPU here" >&2; exit 1; }
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA=ON >"$build.configure.log" 2>&1 \
-  || { tail -30 "$build.configure.log"; exit 1; }
-targets="zfcore-with-plugins"
-[ "${1:-}" = --no-tests ] || targets+=" test_gpu"
-# shellcheck disable=SC2086
-cmake --build "$build" -j "$(nproc)" --target $targets 2>&1 | grep -E "error|FAILED" | head -30
-[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "build failed" >&2; exit 1; }
+if [ -z "${ZF_SKIP_BUILD:-}" ]; then  # ZF_SKIP_BUILD=1: $build holds a build already
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZF_CUDA=ON >"$build.configure.log" 2>&1 \
+    || { tail -30 "$build.configure.log"; exit 1; }
+  targets="zfcore-with-plugins"
+  [ "${1:-}" = --no-tests ] || targets+=" test_gpu"
+  # shellcheck disable=SC2086
+  cmake --build "$build" -j "$(nproc)" --target $targets 2>&1 | grep -E "error|FAILED" | head -30
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "build failed" >&2; exit 1; }
+fi
 if [ "${1:-}" != --no-tests ]; then
   echo "== [gpu][model] tests"
   timeout 300 "$build/bin/test_gpu" "[model]" || status=1
