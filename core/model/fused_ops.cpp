@@ -6,6 +6,7 @@
 #include "model/fused_kernels.hpp"
 
 #include <c10/cuda/CUDAStream.h>
+#include <optional>
 #endif
 
 namespace zf {
@@ -44,12 +45,13 @@ void check(const char *error, const char *what) {
 }
 const void *data(const torch::Tensor &t) { return t.defined() ? t.const_data_ptr() : nullptr; }
 
-// The RMSNorm of x (of residual + branch when branch is defined): saves the normalised rows and
-// their rstd; returns {y} or {y, sum}.
+// The RMSNorm of x (of residual + branch when there is a branch): saves the normalised rows and
+// their rstd; returns {y} or {y, sum}. The branch is an optional, not an undefined tensor: autograd
+// records every tensor argument's device, and an undefined tensor has none.
 struct FusedRmsNorm : torch::autograd::Function<FusedRmsNorm> {
-  static variable_list forward(AutogradContext *ctx, const torch::Tensor &x, const torch::Tensor &branch,
+  static variable_list forward(AutogradContext *ctx, const torch::Tensor &x, const std::optional<torch::Tensor> &branch,
                                const torch::Tensor &weight, int64_t mode, double eps) {
-    const torch::Tensor input = x.contiguous(), addend = branch.defined() ? branch.contiguous() : branch;
+    const torch::Tensor input = x.contiguous(), addend = branch ? branch->contiguous() : torch::Tensor();
     const int64_t cols = input.size(-1), rows = cols > 0 ? input.numel() / cols : 0;
     torch::Tensor y = torch::empty_like(input), sum = addend.defined() ? torch::empty_like(input) : torch::Tensor();
     torch::Tensor rstd = torch::empty({rows}, input.options().dtype(torch::kFloat32));
@@ -173,7 +175,7 @@ bool fused_kernels_built() {
 torch::Tensor rms_norm(const torch::Tensor &x, const torch::Tensor &weight, NormWeight mode, double eps, bool fused) {
 #if ZF_WITH_CUDA
   if (fused && kernel_dtype(x) && same_kind(x, weight) && weight.is_contiguous() && weight.numel() == x.size(-1))
-    return FusedRmsNorm::apply(x, torch::Tensor(), weight, int64_t(mode), eps)[0];
+    return FusedRmsNorm::apply(x, std::optional<torch::Tensor>(), weight, int64_t(mode), eps)[0];
 #endif
   (void)fused;
   return composed_rms_norm(x, weight, mode, eps);
@@ -185,7 +187,7 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor &residu
 #if ZF_WITH_CUDA
   if (fused && kernel_dtype(residual) && same_kind(residual, branch) && same_kind(residual, weight) &&
       residual.sizes() == branch.sizes() && weight.is_contiguous() && weight.numel() == residual.size(-1)) {
-    variable_list out = FusedRmsNorm::apply(residual, branch, weight, int64_t(mode), eps);
+    variable_list out = FusedRmsNorm::apply(residual, std::optional<torch::Tensor>(branch), weight, int64_t(mode), eps);
     return {out[1], out[0]};
   }
 #endif

@@ -153,7 +153,7 @@ TEST_CASE("fused loss on the GPU: bf16 within bf16 rounding of the whole logits'
 TEST_CASE("a bf16 model on the GPU: model.fused gives the composed ops' loss and gradients within bf16 rounding",
           "[gpu][model][fused]") {
   test::require_gpus(1);
-  const std::string type = GENERATE(as<std::string>(), "qwen2", "qwen3", "gemma3", "phi3");
+  const std::string type = GENERATE(as<std::string>(), "qwen2", "qwen3", "gemma3_text", "phi3");
   INFO(type);
   auto run = [&](bool fused) {
     torch::manual_seed(14);
