@@ -15,6 +15,8 @@ OUT_DIR/NAME/expected.safetensors:
   grad.PARAM         the gradient of that loss for every parameter, under the names of model.safetensors (an
                      image-text model's: those of its language model, named as its text-only class names
                      them; its vision tower gets none from text)
+tests/fixtures/gpt_oss_mxfp4 is the gpt_oss fixture with its experts in MXFP4, and their dequantisation by
+transformers (mxfp4()).
 The image-text fixtures (gemma3_image_text, qwen3_5_image_text) are the conditional-generation models
 with a tiny vision tower, run on text only; qwen3_5_image_text's checkpoint also holds a
 multi-token-prediction tensor (mtp.fc.weight), which transformers does not build and zfcore passes through.
@@ -120,6 +122,15 @@ def families():
         # OLMoE: top 2 not renormalised, q/k norms over the whole projections.
         "olmoe": (T.OlmoeConfig, common(intermediate_size=16, num_experts=8, num_experts_per_tok=2,
                                         norm_topk_prob=False, output_router_logits=True, router_aux_loss_coef=0.5)),
+        # gpt-oss: a sliding layer (window 8) and a full one, yarn from 16 original positions, sinks, biases
+        # everywhere, a router with a bias, fused experts (width 32: MXFP4 packs groups of 32) whose SwiGLU
+        # clamp (1.5) the values pass.
+        "gpt_oss": (T.GptOssConfig, common(head_dim=16, intermediate_size=32, num_local_experts=8,
+                                           num_experts_per_tok=2, layer_types=window_types, sliding_window=8,
+                                           swiglu_limit=1.5, output_router_logits=True, router_aux_loss_coef=0.5,
+                                           rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0,
+                                                            "factor": 4.0, "original_max_position_embeddings": 16,
+                                                            "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False})),
     }
 
 
@@ -130,8 +141,10 @@ def perturb(model, seed):
         for name, p in model.named_parameters():
             if p.dim() == 1 and "norm" in name:
                 p.copy_(p + 0.3 * torch.randn(p.shape, generator=gen))
-            elif name.endswith("mlp.gate.weight"):  # a router: peaked enough to matter, flat enough for every expert
+            elif name.endswith(("mlp.gate.weight", "mlp.router.weight")):  # a router: peaked enough to matter, flat enough for every expert
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("mlp.router.bias"):  # gpt-oss's router bias: small beside its logits
+                p.copy_(0.05 * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
 
@@ -141,6 +154,10 @@ def stored_gradients(model, directory):
     experts as 3-D gate_up_proj [E, 2I, H] and down_proj [E, H, I] and writes them one expert at a time."""
     from safetensors.torch import load_file
     stored = load_file(os.path.join(directory, "model.safetensors"))
+    if any(".mlp.router." in key for key in stored):  # gpt-oss: its fused experts stored as they are
+        for name, p in model.named_parameters():
+            assert torch.equal(p.detach(), stored[name]), name
+        return {name: p.grad for name, p in model.named_parameters()}
     mixtral = any(".block_sparse_moe." in key for key in stored)
     moe, names = ("block_sparse_moe", ("w1", "w3", "w2")) if mixtral else ("mlp", ("gate_proj", "up_proj", "down_proj"))
     grads = {}
@@ -219,6 +236,33 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
     print(name, config.model_type, "loss", float(result.loss), "params", sum(p.numel() for p in model.parameters()))
 
 
+def mxfp4(source, directory):
+    """DIRECTORY: the gpt_oss fixture with its experts' matrices in MXFP4 as gpt-oss's published checkpoints
+    store them (NAME_blocks, NAME_scales; quantization_config quant_method mxfp4), random blocks and scales
+    around 2^0; expected.safetensors holds transformers' own dequantisation of each (fp32), under NAME."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    os.makedirs(directory, exist_ok=True)
+    gen = torch.Generator().manual_seed(5)
+    tensors, expected = load_file(os.path.join(source, "model.safetensors")), {}
+    for name in [k for k in tensors if k.endswith(("mlp.experts.gate_up_proj", "mlp.experts.down_proj"))]:
+        experts, inner, outer = tensors.pop(name).shape  # [E, in, out]: stored transposed, in groups of 32 of `in`
+        blocks = torch.randint(0, 256, (experts, outer, inner // 32, 16), generator=gen, dtype=torch.uint8)
+        scales = torch.randint(121, 130, (experts, outer, inner // 32), generator=gen, dtype=torch.uint8)
+        tensors[name + "_blocks"], tensors[name + "_scales"] = blocks, scales
+        expected[name] = convert_moe_packed_tensors(blocks, scales, dtype=torch.float32).contiguous()
+        assert expected[name].shape == (experts, inner, outer), name
+    save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    save_file(expected, os.path.join(directory, "expected.safetensors"))
+    import json
+    config = json.load(open(os.path.join(source, "config.json")))
+    config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print("gpt_oss_mxfp4", {k: tuple(v.shape) for k, v in expected.items()})
+
+
 def main():
     assert transformers.__version__ == "5.23.0", f"the fixtures pin transformers 5.23.0, not {transformers.__version__}"
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
@@ -227,11 +271,13 @@ def main():
     everything = families()
     # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the end,
     # so that adding a family leaves the others' fixtures as committed.
-    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text"]
+    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text", "gpt_oss"]
     order = sorted(name for name in everything if name not in later) + later
     for seed, name in enumerate(order):
         if not only or name in only:
             build(out, name, 100 + 10 * seed, *everything[name])
+    if not only or "gpt_oss" in only:
+        mxfp4(os.path.join(out, "gpt_oss"), os.path.join(out, "..", "gpt_oss_mxfp4"))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ namespace {
 
 const char *const kFixtures[] = {"gemma3", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
                                  "olmo3",  "olmoe",   "phi3",      "qwen3",      "qwen3_5", "qwen3_moe", "smollm3",
+                                 "gpt_oss",
                                  // the image-text checkpoints' language models, run on text
                                  "gemma3_image_text", "qwen3_5_image_text"};
 

@@ -4,7 +4,7 @@
 // language model under language_model.model., each rank reading its shard of it) train from their
 // transformers fixtures under zero3 with cpu_optimizer on 2 ranks to zero0's param_digest on one
 // process, and ZenFlow's column selection over their matrices learns. The mixtures of experts (one 2-D
-// matrix per expert, the load-balancing loss in the loss) do the same, and log that loss as its own column.
+// matrix per expert, or gpt-oss's 3-D tensors of all of them; the load-balancing loss in the loss) do the same, and log that loss as its own column.
 #include "stage_runs.hpp"
 
 #include <catch2/catch.hpp>
@@ -75,9 +75,9 @@ TEST_CASE("packed instruction data (data.packing) trains under zero3 + cpu_optim
   CHECK(test::json_field(sharded.summary, "param_digest") == digest);
 }
 
-TEST_CASE("qwen3_moe, mixtral and olmoe train under zero3 + cpu_optimizer on 2 ranks to zero0's param_digest, and "
+TEST_CASE("qwen3_moe, mixtral, olmoe and gpt_oss train under zero3 + cpu_optimizer on 2 ranks to zero0's param_digest, and "
           "under ZenFlow, logging the load-balancing loss", "[stage][mpi][model][moe]") {
-  const std::string family = GENERATE("qwen3_moe", "mixtral", "olmoe");
+  const std::string family = GENERATE("qwen3_moe", "mixtral", "olmoe", "gpt_oss");
   INFO(family);
   const std::string config = family_config(family);
   test::StageRun oracle = test::run_stage_ok("family_oracle_" + family, "zero0", 1,

@@ -20,6 +20,7 @@ Family qwen3_5_image_text_family();
 Family qwen3_moe_family();
 Family mixtral_family();
 Family olmoe_family();
+Family gpt_oss_family();
 
 const std::vector<Family> &families() {
   static const std::vector<Family> all = {llama_family(),  qwen2_family(),   qwen3_family(),  mistral_family(),
@@ -27,7 +28,7 @@ const std::vector<Family> &families() {
                                           phi3_family(),   smollm3_family(), granite_family(),
                                           qwen3_5_text_family(), gemma3_image_text_family(),
                                           qwen3_5_image_text_family(), qwen3_moe_family(), mixtral_family(),
-                                          olmoe_family()};
+                                          olmoe_family(), gpt_oss_family()};
   return all;
 }
 

@@ -1,0 +1,150 @@
+// gpt-oss (core/model/families/gpt_oss.cpp) beyond the families' parity test: its fused experts against
+// a reference that routes token by token as transformers' GptOssMLP does (top k of the logits, a
+// softmax over those k, the clamped SwiGLU with biases); its MXFP4 experts dequantised at load to the
+// values transformers' own dequantisation gives (tests/fixtures/gpt_oss_mxfp4, from
+// tools/make_family_fixtures.py), and a hand-computed case; its presets' parameter counts.
+#include "config/config.hpp"
+#include "model/moe.hpp"
+#include "model/mxfp4.hpp"
+#include "model/zoo.hpp"
+#include "models/model_fixture.hpp"
+#include "support/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+using namespace zf;
+
+namespace {
+
+struct Fused {
+  MoeSpec spec;
+  MoeWeights w;
+  std::vector<torch::Tensor> all() const {
+    return {w.router, w.router_bias, w.gate_up, w.gate_up_bias, w.fused_down, w.down_bias};
+  }
+};
+
+Fused random_fused(int64_t experts, int64_t k, int64_t h, int64_t inner) {
+  Fused x;
+  x.spec.experts = experts;
+  x.spec.top_k = k;
+  x.spec.expert_intermediate = inner;
+  x.spec.norm_topk = true;
+  x.spec.swiglu_alpha = 1.702;
+  x.spec.swiglu_limit = 1.0;  // below the values reached: the clamp matters
+  auto param = [](std::vector<int64_t> sizes, double std) { return (torch::randn(sizes) * std).requires_grad_(); };
+  x.w.router = param({experts, h}, 0.5);
+  x.w.router_bias = param({experts}, 0.3);
+  x.w.gate_up = param({experts, h, 2 * inner}, 0.5);
+  x.w.gate_up_bias = param({experts, 2 * inner}, 0.3);
+  x.w.fused_down = param({experts, inner, h}, 0.3);
+  x.w.down_bias = param({experts, h}, 0.3);
+  return x;
+}
+
+// Token by token: the top k router logits, a softmax over them, each chosen expert's clamped SwiGLU.
+torch::Tensor reference(const Fused &x, const torch::Tensor &input) {
+  const double limit = x.spec.swiglu_limit, alpha = x.spec.swiglu_alpha;
+  torch::Tensor tokens = input.reshape({-1, input.size(-1)});
+  std::vector<torch::Tensor> rows;
+  for (int64_t t = 0; t < tokens.size(0); ++t) {
+    torch::Tensor token = tokens[t];
+    auto [top, picks] = (torch::mv(x.w.router, token) + x.w.router_bias).topk(x.spec.top_k);
+    torch::Tensor weights = torch::softmax(top, 0);
+    torch::Tensor sum = torch::zeros_like(token);
+    for (int64_t j = 0; j < x.spec.top_k; ++j) {
+      const int64_t e = picks[j].item<int64_t>();
+      torch::Tensor both = torch::mv(x.w.gate_up[e].t(), token) + x.w.gate_up_bias[e];
+      std::vector<torch::Tensor> gate_up = both.view({-1, 2}).unbind(1);  // interleaved: gate, up, gate, up, ...
+      torch::Tensor gate = torch::minimum(gate_up[0], torch::full_like(gate_up[0], limit));
+      torch::Tensor up = torch::clamp(gate_up[1], -limit, limit);
+      torch::Tensor hidden = (up + 1) * gate * torch::sigmoid(alpha * gate);
+      sum = sum + weights[j] * (torch::mv(x.w.fused_down[e].t(), hidden) + x.w.down_bias[e]);
+    }
+    rows.push_back(sum);
+  }
+  return torch::stack(rows).view(input.sizes());
+}
+
+std::string fixture(const std::string &name) { return test::source_dir() + "/tests/fixtures/" + name; }
+
+std::map<std::string, torch::Tensor> parameters_of(const std::string &dir, const std::string &dtype) {
+  auto model = make_model(RunConfig::parse("[model]\ninit_from = \"" + dir + "\"\ndtype = \"" + dtype + "\"\n",
+                                           "gpt_oss.toml"));
+  std::map<std::string, torch::Tensor> values;
+  for (const ModelParameter &p : model->parameters()) values[p.name] = p.tensor.detach().clone();
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("gpt-oss: fused experts by grouped GEMMs and by a loop compute transformers' routing token by token",
+          "[model][moe]") {
+  torch::manual_seed(11);
+  Fused x = random_fused(8, 2, 16, 16);
+  torch::Tensor input = torch::randn({3, 7, 16}).requires_grad_();
+  torch::Tensor seed = torch::randn({3, 7, 16});
+  std::vector<torch::Tensor> inputs = x.all();
+  inputs.push_back(input);
+  torch::Tensor want = reference(x, input);
+  std::vector<torch::Tensor> want_grads = torch::autograd::grad({want}, inputs, {seed}, false, false, true);
+  for (bool grouped : {false, true}) {
+    INFO("grouped " << grouped);
+    torch::Tensor got = moe_mlp(x.spec, x.w, input, nullptr, 0, grouped);
+    CHECK((got - want).abs().max().item<double>() < 1e-5);
+    std::vector<torch::Tensor> got_grads = torch::autograd::grad({got}, inputs, {seed}, false, false, true);
+    for (size_t i = 0; i < want_grads.size(); ++i) {
+      INFO("tensor " << i);
+      REQUIRE(got_grads[i].defined());
+      const torch::Tensor want_grad = want_grads[i].defined() ? want_grads[i] : torch::zeros_like(got_grads[i]);
+      CHECK((got_grads[i] - want_grad).abs().max().item<double>() < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("gpt-oss: MXFP4 values are E2M1 nibbles, the low one first, times 2^(scale - 127)", "[model][moe]") {
+  // One row of one group: bytes 0x21 (0.5, then 1.0), 0xF9 (-0.5, then -6), the rest 0; scale 2^1.
+  torch::Tensor blocks = torch::zeros({1, 1, 1, 16}, torch::kUInt8);
+  blocks[0][0][0][0] = 0x21;
+  blocks[0][0][0][1] = 0xF9;
+  torch::Tensor scales = torch::full({1, 1, 1}, 128, torch::kUInt8);
+  torch::Tensor values = dequantize_mxfp4(blocks, scales);  // [1, 32, 1]
+  REQUIRE(values.sizes() == torch::IntArrayRef({1, 32, 1}));
+  torch::Tensor want = torch::zeros({32});
+  want[0] = 1.0, want[1] = 2.0, want[2] = -1.0, want[3] = -12.0;
+  CHECK(torch::equal(values.view({32}), want));
+}
+
+TEST_CASE("gpt-oss: MXFP4 experts load as transformers dequantises them, in fp32 and bf16, the rest unchanged",
+          "[model][moe][hf]") {
+  SafetensorsFile expected = SafetensorsFile::open(fixture("gpt_oss_mxfp4") + "/expected.safetensors");
+  for (const char *dtype : {"float32", "bfloat16"}) {
+    INFO(dtype);
+    std::map<std::string, torch::Tensor> quantized = parameters_of(fixture("gpt_oss_mxfp4"), dtype);
+    std::map<std::string, torch::Tensor> plain = parameters_of(fixture("families/gpt_oss"), dtype);
+    REQUIRE(quantized.size() == plain.size());
+    size_t dequantized = 0;
+    for (const auto &[name, value] : quantized) {
+      INFO(name);
+      if (expected.has(name)) {
+        CHECK(torch::equal(value, expected.load(name).to(value.scalar_type())));
+        ++dequantized;
+      } else {
+        CHECK(torch::equal(value, plain.at(name)));
+      }
+    }
+    CHECK(dequantized == 4);  // gate_up_proj and down_proj of both layers
+  }
+}
+
+TEST_CASE("gpt-oss: the presets count the parameters transformers builds, and the top 4 experts as active",
+          "[model][moe]") {
+  // transformers 5.23.0's GptOssForCausalLM of each published config.json on the meta device; active: less
+  // the (experts - 4) / experts of the expert tensors (weights and biases) that a token does not use.
+  CHECK(preset_parameter_count("gpt-oss-20b") == 20914757184ull);
+  CHECK(find_preset("gpt-oss-20b")->active_parameter_count() == 20914757184ull - 19116933120ull / 32 * 28);
+  CHECK(preset_parameter_count("gpt-oss-120b") == 116829156672ull);
+  CHECK(find_preset("gpt-oss-120b")->active_parameter_count() == 116829156672ull - 114701598720ull / 128 * 124);
+}
