@@ -4,6 +4,7 @@
 // values transformers' own dequantisation gives (tests/fixtures/gpt_oss_mxfp4, from
 // tools/make_family_fixtures.py), and a hand-computed case; its presets' parameter counts.
 #include "config/config.hpp"
+#include "model/activation_estimate.hpp"
 #include "model/moe.hpp"
 #include "model/mxfp4.hpp"
 #include "model/zoo.hpp"
@@ -147,4 +148,20 @@ TEST_CASE("gpt-oss: the presets count the parameters transformers builds, and th
   CHECK(find_preset("gpt-oss-20b")->active_parameter_count() == 20914757184ull - 19116933120ull / 32 * 28);
   CHECK(preset_parameter_count("gpt-oss-120b") == 116829156672ull);
   CHECK(find_preset("gpt-oss-120b")->active_parameter_count() == 116829156672ull - 114701598720ull / 128 * 124);
+}
+
+TEST_CASE("gpt-oss: the memory plan counts the float32 attention scores its sinks keep for the backward",
+          "[model][moe]") {
+  // Attention with sinks saves its softmax over [T, T + 1] float32 scores per head for the backward (no flash
+  // kernel takes sinks): a layer's activations hold at least those, growing with the square of the sequence.
+  TransformerOptions options;
+  options.shape = *find_preset("gpt-oss-20b");
+  options.dtype = "bfloat16";
+  for (uint64_t seq : {512ull, 4096ull}) {
+    INFO("seq_len " << seq);
+    const uint64_t batch = 2, scores = batch * uint64_t(options.shape.heads) * seq * (seq + 1) * 4;
+    const ActivationEstimate with = estimate_activations(options, batch * seq, seq);
+    CHECK(with.per_layer >= scores);
+    CHECK(with.per_layer - estimate_activations(options, batch * seq, 0).per_layer >= scores);
+  }
 }
