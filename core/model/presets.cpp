@@ -53,7 +53,7 @@ json gpt_oss_layers(int64_t layers, int64_t experts) {
   json types = json::array();
   for (int64_t i = 0; i < layers; ++i) types.push_back(i % 2 ? "full_attention" : "sliding_attention");
   return {{"layer_types", types}, {"sliding_window", 128}, {"head_dim", 64}, {"num_local_experts", experts},
-          {"num_experts_per_tok", 4}, {"attention_bias", true},
+          {"num_experts_per_tok", 4}, {"attention_bias", true}, {"router_aux_loss_coef", 0.9},
           {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
                             {"original_max_position_embeddings", 4096}, {"truncate", false}}}};
 }

@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <map>
 
 using namespace zf;
@@ -164,4 +166,37 @@ TEST_CASE("gpt-oss: the memory plan counts the float32 attention scores its sink
     CHECK(with.per_layer >= scores);
     CHECK(with.per_layer - estimate_activations(options, batch * seq, 0).per_layer >= scores);
   }
+}
+
+TEST_CASE("gpt-oss: gpt-oss-20b's published config.json (MXFP4, rope_scaling) reads as the preset", "[model][moe][hf]") {
+  nlohmann::json types = nlohmann::json::array();
+  for (int i = 0; i < 24; ++i) types.push_back(i % 2 ? "full_attention" : "sliding_attention");
+  const nlohmann::json published = {
+      {"architectures", {"GptOssForCausalLM"}}, {"attention_bias", true}, {"attention_dropout", 0.0},
+      {"eos_token_id", 200002}, {"experts_per_token", 4}, {"head_dim", 64}, {"hidden_act", "silu"},
+      {"hidden_size", 2880}, {"initial_context_length", 4096}, {"initializer_range", 0.02},
+      {"intermediate_size", 2880}, {"layer_types", types}, {"max_position_embeddings", 131072},
+      {"model_type", "gpt_oss"}, {"num_attention_heads", 64}, {"num_experts_per_tok", 4}, {"num_hidden_layers", 24},
+      {"num_key_value_heads", 8}, {"num_local_experts", 32}, {"output_router_logits", false},
+      {"pad_token_id", 199999},
+      {"quantization_config", {{"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                           "model.embed_tokens", "lm_head"}},
+                               {"quant_method", "mxfp4"}}},
+      {"rms_norm_eps", 1e-05},
+      {"rope_scaling", {{"beta_fast", 32.0}, {"beta_slow", 1.0}, {"factor", 32.0},
+                        {"original_max_position_embeddings", 4096}, {"rope_type", "yarn"}, {"truncate", false}}},
+      {"rope_theta", 150000}, {"router_aux_loss_coef", 0.9}, {"sliding_window", 128}, {"swiglu_limit", 7.0},
+      {"tie_word_embeddings", false}, {"use_cache", true}, {"vocab_size", 201088}};
+  const TransformerShape shape = shape_from_hf_config(published, "gpt-oss-20b/config.json");
+  INFO(shape_difference(shape, *find_preset("gpt-oss-20b"), "published", "preset"));
+  CHECK(shape == *find_preset("gpt-oss-20b"));
+  CHECK(shape.features.attention_sinks);
+  CHECK(shape.features.sliding(0));
+  CHECK(!shape.features.sliding(1));
+  CHECK(shape.features.rope.type == "yarn");
+  CHECK(!shape.features.rope.truncate);
+  nlohmann::json other = published;
+  other["quantization_config"]["quant_method"] = "gptq";
+  CHECK_THROWS_WITH(shape_from_hf_config(other, "gptq/config.json"), Catch::Contains("quantization_config") &&
+                                                                        Catch::Contains("mxfp4"));
 }
