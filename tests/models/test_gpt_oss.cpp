@@ -5,6 +5,7 @@
 // tools/make_family_fixtures.py), and a hand-computed case; its presets' parameter counts.
 #include "config/config.hpp"
 #include "model/activation_estimate.hpp"
+#include "model/attention.hpp"
 #include "model/moe.hpp"
 #include "model/mxfp4.hpp"
 #include "model/zoo.hpp"
@@ -199,4 +200,38 @@ TEST_CASE("gpt-oss: gpt-oss-20b's published config.json (MXFP4, rope_scaling) re
   other["quantization_config"]["quant_method"] = "gptq";
   CHECK_THROWS_WITH(shape_from_hf_config(other, "gptq/config.json"), Catch::Contains("quantization_config") &&
                                                                         Catch::Contains("mxfp4"));
+}
+
+TEST_CASE("gpt-oss: attention with sinks over packed documents is each document's own, window included",
+          "[model][moe]") {
+  // One row holding documents of 5, 9 and 6 positions: each query sees only its document's keys (within the
+  // window), and its head's sink joins its softmax, exactly as when the document runs alone.
+  torch::manual_seed(12);
+  const int64_t heads = 4, kv_heads = 2, d = 8;
+  const std::vector<int64_t> lengths = {5, 9, 6};
+  torch::Tensor q = torch::randn({1, heads, 20, d}), k = torch::randn({1, kv_heads, 20, d}),
+                v = torch::randn({1, kv_heads, 20, d});
+  std::vector<torch::Tensor> positions;
+  for (int64_t n : lengths) positions.push_back(torch::arange(n, torch::kLong));
+  const PackedDocuments packed = packed_documents(torch::cat(positions).unsqueeze(0));
+  for (int64_t window : {0, 4}) {
+    INFO("window " << window);
+    AttentionOptions options;
+    options.sinks = torch::randn({heads});
+    options.window = window;
+    options.documents = &packed;
+    torch::Tensor together = causal_attention(q, k, v, options);
+    options.documents = nullptr;
+    int64_t start = 0;
+    for (int64_t n : lengths) {
+      auto part = [&](const torch::Tensor &t) { return t.narrow(2, start, n); };
+      torch::Tensor alone = causal_attention(part(q), part(k), part(v), options);
+      CHECK((part(together) - alone).abs().max().item<double>() < 1e-6);
+      start += n;
+    }
+    // A sink takes weight: without it the same queries attend otherwise.
+    options.documents = &packed;
+    options.sinks = torch::Tensor();
+    CHECK((causal_attention(q, k, v, options) - together).abs().max().item<double>() > 1e-3);
+  }
 }
