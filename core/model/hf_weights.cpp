@@ -93,11 +93,14 @@ void HfWeights::fill_mxfp4(const Stored &s, const StoredRegion &region, torch::T
   if (count == 0) return;
   const int64_t per_expert = int64_t(s.numel) / s.shape[0];
   const int64_t first = begin / per_expert, last = (begin + count - 1) / per_expert;
-  torch::Tensor values = dequantize_mxfp4(blocks.narrow(0, first, last - first + 1),
-                                          scales.narrow(0, first, last - first + 1));
-  bytes_read_ += uint64_t((block_size + scale_size) / uint64_t(s.shape[0]) * uint64_t(last - first + 1));
   torch::NoGradGuard no_grad;
-  destination.view({-1}).copy_(values.view({-1}).narrow(0, begin - first * per_expert, count));
+  torch::Tensor out = destination.view({-1});
+  for (int64_t e = first; e <= last; ++e) {  // one expert at a time: its fp32 values, not all of them, in memory
+    const int64_t from = std::max(begin, e * per_expert), to = std::min(begin + count, (e + 1) * per_expert);
+    torch::Tensor values = dequantize_mxfp4(blocks.narrow(0, e, 1), scales.narrow(0, e, 1)).view({-1});
+    out.narrow(0, from - begin, to - from).copy_(values.narrow(0, from - e * per_expert, to - from));
+  }
+  bytes_read_ += uint64_t((block_size + scale_size) / uint64_t(s.shape[0]) * uint64_t(last - first + 1));
 }
 
 void HfWeights::check_once(const Stored &s, size_t index) const {

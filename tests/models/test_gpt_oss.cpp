@@ -6,6 +6,7 @@
 #include "config/config.hpp"
 #include "model/activation_estimate.hpp"
 #include "model/attention.hpp"
+#include "model/hf_checkpoint.hpp"
 #include "model/moe.hpp"
 #include "model/mxfp4.hpp"
 #include "model/zoo.hpp"
@@ -140,6 +141,18 @@ TEST_CASE("gpt-oss: MXFP4 experts load as transformers dequantises them, in fp32
       }
     }
     CHECK(dequantized == 4);  // gate_up_proj and down_proj of both layers
+  }
+  // A rank's part of a tensor (ZeRO-3 reads only its shard): a run of elements across two experts' edge.
+  auto model = make_model(RunConfig::parse("[model]\ninit_from = \"" + fixture("gpt_oss_mxfp4") + "\"\n", "part.toml"));
+  std::unique_ptr<ParameterSource> source = hf_parameter_source(*model, fixture("gpt_oss_mxfp4"));
+  const std::vector<ModelParameter> parameters = model->parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (parameters[i].name != "model.layers.1.mlp.experts.down_proj") continue;
+    const torch::Tensor whole = expected.load(parameters[i].name).reshape({-1});
+    const int64_t per_expert = whole.numel() / 8, begin = 3 * per_expert - 100, count = per_expert + 250;
+    torch::Tensor part = torch::empty({count});
+    source->fill(i, StoredRegion{false, begin, count, 0, 1}, part);
+    CHECK(torch::equal(part, whole.narrow(0, begin, count)));
   }
 }
 
