@@ -142,9 +142,9 @@ class Decoder final : public TransformerModel {
     if (moe.fused()) {  // gpt-oss: the router's bias, the experts as 3-D tensors with biases
       const int64_t e = moe.experts;
       w.router_bias = add(moe_router_bias_name(p), {e}, b, Init::bias);
-      w.gate_up = add(moe_fused_name(p, "gate_up_proj"), {e, h, 2 * inner}, b, Init::linear);
+      w.gate_up = add(moe_fused_name(p, "gate_up_proj"), {e, h, 2 * inner}, b, Init::linear, false, true);
       w.gate_up_bias = add(moe_fused_name(p, "gate_up_proj_bias"), {e, 2 * inner}, b, Init::bias);
-      w.fused_down = add(moe_fused_name(p, "down_proj"), {e, inner, h}, b, Init::residual);
+      w.fused_down = add(moe_fused_name(p, "down_proj"), {e, inner, h}, b, Init::residual, false, true);
       w.down_bias = add(moe_fused_name(p, "down_proj_bias"), {e, h}, b, Init::bias);
       return;
     }

@@ -88,8 +88,7 @@ void HfWeights::fill_mxfp4(const Stored &s, const StoredRegion &region, torch::T
   auto bytes = torch::TensorOptions().dtype(torch::kUInt8);
   torch::Tensor blocks = torch::from_blob(const_cast<unsigned char *>(block_bytes), s.shape, bytes);
   torch::Tensor scales = torch::from_blob(const_cast<unsigned char *>(scale_bytes), scale_shape, bytes);
-  // A 3-D parameter is stored as its flat [numel, 1] (param_source.hpp): the region is a run of it.
-  const int64_t begin = region.column_major ? region.y0 : region.x0, count = region.numel();
+  const int64_t begin = region.x0, count = region.numel();  // a run of the flat tensor (stack_run)
   if (count == 0) return;
   const int64_t per_expert = int64_t(s.numel) / s.shape[0];
   const int64_t first = begin / per_expert, last = (begin + count - 1) / per_expert;
@@ -178,9 +177,11 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
                     unused.size(), t.name().c_str(), unused.front().c_str()));
 }
 
-void HfWeights::fill(size_t index, const StoredRegion &region, torch::Tensor destination) const {
+void HfWeights::fill(size_t index, const StoredRegion &asked, torch::Tensor destination) const {
   const Stored &s = stored_.at(index);
   check_once(s, index);
+  // A stack of matrices (3-D) is filled as a run of its flat [numel, 1], whatever the buffers' layout.
+  const StoredRegion region = s.shape.size() >= 3 ? stack_run(asked, s.scales ? s.shape[1] : s.shape.back()) : asked;
   if (s.scales) return fill_mxfp4(s, region, destination);
   const int64_t element = int64_t(c10::elementSize(s.dtype));
   // The tensor's bytes inside the file's mapping: read_pieces hands them over in one piece, and

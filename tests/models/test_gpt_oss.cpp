@@ -10,6 +10,7 @@
 #include "model/moe.hpp"
 #include "model/mxfp4.hpp"
 #include "model/zoo.hpp"
+#include "params/flat_buffers.hpp"
 #include "models/model_fixture.hpp"
 #include "support/process.hpp"
 
@@ -246,5 +247,49 @@ TEST_CASE("gpt-oss: attention with sinks over packed documents is each document'
     options.documents = &packed;
     options.sinks = torch::Tensor();
     CHECK((causal_attention(q, k, v, options) - together).abs().max().item<double>() > 1e-3);
+  }
+}
+
+TEST_CASE("gpt-oss: a fused expert tensor is a matrix of each expert's input columns, filled by parts as a whole",
+          "[model][moe][shard]") {
+  // Stored column by column (ZenFlow's layout), gate_up_proj [E, in, out] is W[out, E x in]: its column
+  // e x in + i is expert e's row i, contiguous. Every source (checkpoint, MXFP4, current values) fills any
+  // range of the buffers as the whole parameter holds it, in either layout.
+  const std::string plain = "[model]\ninit_from = \"" + fixture("families/gpt_oss") + "\"\n";
+  const std::string quantized = "[model]\ninit_from = \"" + fixture("gpt_oss_mxfp4") + "\"\n";
+  SafetensorsFile dequantized = SafetensorsFile::open(fixture("gpt_oss_mxfp4") + "/expected.safetensors");
+  for (bool column_major : {true, false}) {
+    for (const std::string &config : {plain, quantized}) {
+      INFO("column_major " << column_major << ", " << config);
+      auto loaded = make_model(RunConfig::parse(config, "stack.toml"));
+      ModelAndValues shapes = make_unallocated_model(RunConfig::parse(config, "stack.toml"));
+      FlatBuffers flat(shapes.model->parameters(), shapes.model->block_names(), column_major);
+      const uint64_t numel = flat.layout().numel;
+      torch::Tensor out = torch::full({int64_t(numel)}, 7.0);
+      std::vector<uint64_t> points = {0};
+      for (uint64_t at = 997; at < numel; at += 997) points.push_back(at);  // parts cut across rows and experts
+      points.push_back(numel);
+      for (size_t i = 0; i + 1 < points.size(); ++i)
+        flat.fill(*shapes.values, points[i], points[i + 1],
+                  out.narrow(0, int64_t(points[i]), int64_t(points[i + 1] - points[i])));
+      FlatBuffers whole(loaded->parameters(), loaded->block_names(), column_major);
+      torch::Tensor values = torch::zeros({int64_t(numel)});
+      whole.fill(*current_values(loaded->parameters()), 0, numel, values);
+      CHECK(torch::equal(out, values));
+      for (uint32_t s = 0; s < flat.layout().segment_count; ++s) {
+        const zf_segment &seg = flat.layout().segments[s];
+        if (std::string(seg.name) != "model.layers.1.mlp.experts.gate_up_proj") continue;
+        CHECK(bool(seg.flags & ZF_SEGMENT_MATRIX) == column_major);
+        if (!column_major) continue;
+        CHECK((seg.flags & ZF_SEGMENT_COLUMN_CONTIGUOUS));
+        CHECK(seg.rows == 64);
+        CHECK(seg.cols == 8 * 32);
+        torch::Tensor stack = config == plain ? loaded->parameters()[0].tensor : dequantized.load(seg.name);
+        for (const ModelParameter &p : loaded->parameters())
+          if (config == plain && p.name == seg.name) stack = p.tensor.detach();
+        const int64_t e = 5, i = 17, column = e * 32 + i;
+        CHECK(torch::equal(out.narrow(0, int64_t(seg.offset) + column * 64, 64), stack[e][i]));
+      }
+    }
   }
 }
