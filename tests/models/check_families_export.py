@@ -168,7 +168,7 @@ lr = 0.01
 quantized = os.path.join(source, "tests", "fixtures", "gpt_oss_mxfp4")
 work = os.path.join(scratch, "gpt_oss_mxfp4")
 os.makedirs(work)
-shard(os.path.join(work, "train.bin"), torch.randint(96, (SEQ_LEN * 8 + 1,)).tolist(), 96)
+shard(os.path.join(work, "train.bin"), torch.randint(96, (SEQ_LEN * 8 + 1,), generator=torch.Generator().manual_seed(1)).tolist(), 96)
 sequences = load_file(os.path.join(fixtures, "gpt_oss", "expected.safetensors"))["input_ids"]
 windows = held_out_windows(work, sequences.reshape(-1).tolist(), 96)
 export = train_and_export(work, f"""[model]
