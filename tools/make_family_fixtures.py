@@ -21,6 +21,8 @@ hold a multi-token-prediction tensor (mtp.fc.weight), which transformers does no
 through. qwen3_5_moe_image_text's experts are stored fused (mlp.experts.gate_up_proj [E, 2I, H], down_proj
 [E, H, I]), as the published Qwen3.5-MoE checkpoints hold them; its gradients are given per expert, under
 the names zfcore's parameters have.
+tests/fixtures/gpt_oss_mxfp4 is the gpt_oss fixture with its experts in MXFP4, and their dequantisation by
+transformers (mxfp4()).
 zfcore does not need this script to build or test: the fixtures are committed.
 """
 import os
@@ -148,6 +150,15 @@ def families():
                                spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=HIDDEN,
                                num_position_embeddings=16),
             tie_word_embeddings=False), 80),
+        # gpt-oss: a sliding layer (window 8) and a full one, yarn from 16 original positions, sinks, biases
+        # everywhere, a router with a bias, fused experts (width 32: MXFP4 packs groups of 32) whose SwiGLU
+        # clamp (1.5) the values pass.
+        "gpt_oss": (T.GptOssConfig, common(head_dim=16, intermediate_size=32, num_local_experts=8,
+                                           num_experts_per_tok=2, layer_types=window_types, sliding_window=8,
+                                           swiglu_limit=1.5, output_router_logits=True, router_aux_loss_coef=0.5,
+                                           rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0,
+                                                            "factor": 4.0, "original_max_position_embeddings": 16,
+                                                            "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False})),
     }
 
 
@@ -158,8 +169,10 @@ def perturb(model, seed):
         for name, p in model.named_parameters():
             if p.dim() == 1 and "norm" in name:
                 p.copy_(p + 0.3 * torch.randn(p.shape, generator=gen))
-            elif name.endswith("mlp.gate.weight"):  # a router: peaked enough to matter, flat enough for every expert
+            elif name.endswith(("mlp.gate.weight", "mlp.router.weight")):  # a router: peaked enough to matter, flat enough for every expert
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("mlp.router.bias"):  # gpt-oss's router bias: small beside its logits
+                p.copy_(0.05 * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
 
@@ -169,6 +182,10 @@ def stored_gradients(model, directory):
     experts as 3-D gate_up_proj [E, 2I, H] and down_proj [E, H, I] and writes them one expert at a time."""
     from safetensors.torch import load_file
     stored = load_file(os.path.join(directory, "model.safetensors"))
+    if any(".mlp.router." in key for key in stored):  # gpt-oss: its fused experts stored as they are
+        for name, p in model.named_parameters():
+            assert torch.equal(p.detach(), stored[name]), name
+        return {name: p.grad for name, p in model.named_parameters()}
     mixtral = any(".block_sparse_moe." in key for key in stored)
     moe, names = ("block_sparse_moe", ("w1", "w3", "w2")) if mixtral else ("mlp", ("gate_proj", "up_proj", "down_proj"))
     grads = {}
@@ -288,20 +305,52 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
     print(name, config.model_type, "loss", float(result.loss), "params", sum(p.numel() for p in model.parameters()))
 
 
+def mxfp4(source, directory):
+    """DIRECTORY: the gpt_oss fixture with its experts' matrices in MXFP4 as gpt-oss's published checkpoints
+    store them (NAME_blocks, NAME_scales; quantization_config quant_method mxfp4), random blocks and scales
+    around 2^0; expected.safetensors holds transformers' own dequantisation of each (fp32), under NAME."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    os.makedirs(directory, exist_ok=True)
+    gen = torch.Generator().manual_seed(5)
+    tensors, expected = load_file(os.path.join(source, "model.safetensors")), {}
+    for name in [k for k in tensors if k.endswith(("mlp.experts.gate_up_proj", "mlp.experts.down_proj"))]:
+        experts, inner, outer = tensors.pop(name).shape  # [E, in, out]: stored transposed, in groups of 32 of `in`
+        blocks = torch.randint(0, 256, (experts, outer, inner // 32, 16), generator=gen, dtype=torch.uint8)
+        scales = torch.randint(121, 130, (experts, outer, inner // 32), generator=gen, dtype=torch.uint8)
+        tensors[name + "_blocks"], tensors[name + "_scales"] = blocks, scales
+        expected[name] = convert_moe_packed_tensors(blocks, scales, dtype=torch.float32).contiguous()
+        assert expected[name].shape == (experts, inner, outer), name
+    save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    save_file(expected, os.path.join(directory, "expected.safetensors"))
+    import json
+    config = json.load(open(os.path.join(source, "config.json")))
+    config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print("gpt_oss_mxfp4", {k: tuple(v.shape) for k, v in expected.items()})
+
+
 def main():
     assert transformers.__version__ == "5.23.0", f"the fixtures pin transformers 5.23.0, not {transformers.__version__}"
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
                                                              "families")
     only = set(sys.argv[2:])
     everything = families()
-    # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the end,
-    # so that adding a family leaves the others' fixtures as committed.
-    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text", "qwen3_5_moe",
-             "qwen3_5_moe_image_text"]
-    order = sorted(name for name in everything if name not in later) + later
-    for seed, name in enumerate(order):
+    # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the
+    # position it was added at (families added side by side share a position), so that adding a family
+    # leaves the others' fixtures as committed.
+    later = {"qwen3_5": 0, "mixtral": 1, "olmoe": 2, "qwen3_moe": 3, "gemma3_image_text": 4, "qwen3_5_image_text": 5,
+             "qwen3_5_moe": 6, "qwen3_5_moe_image_text": 7, "gpt_oss": 6}
+    first = sorted(name for name in everything if name not in later)
+    seeds = {name: at for at, name in enumerate(first)}
+    seeds.update({name: len(first) + at for name, at in later.items()})
+    for name in first + sorted(later, key=later.get):
         if not only or name in only:
-            build(out, name, 100 + 10 * seed, *everything[name])
+            build(out, name, 100 + 10 * seeds[name], *everything[name])
+    if not only or "gpt_oss" in only:
+        mxfp4(os.path.join(out, "gpt_oss"), os.path.join(out, "..", "gpt_oss_mxfp4"))
 
 
 if __name__ == "__main__":

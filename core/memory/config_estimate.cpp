@@ -115,7 +115,8 @@ ConfigEstimate estimate_config(const RunConfig &config, uint64_t world) {
   out.input = estimate_input(config, registry, world, &out.what, &out.note);
   if (is_transformer_config(config)) {
     out.tokens = uint64_t(config.integer("train", "micro_batch") * config.integer("data", "seq_len"));
-    out.activations = estimate_activations(transformer_options(config), out.tokens);
+    out.activations = estimate_activations(transformer_options(config), out.tokens,
+                                           uint64_t(std::max<int64_t>(0, config.integer("data", "seq_len"))));
   }
   const PluginSection &stages = config.plugin(ZF_KIND_STAGE), &offloads = config.plugin(ZF_KIND_OFFLOAD);
   out.stage = stages.candidates.front();
@@ -141,7 +142,7 @@ MicroBatchMemory micro_batch_memory(const RunConfig &config) {
     const uint64_t seq_len = uint64_t(std::max<int64_t>(0, config.integer("data", "seq_len")));
     const uint64_t tokens = micro * seq_len;
     m.batch = tokens * 2 * sizeof(int64_t);
-    m.activations = estimate_activations(transformer_options(config), tokens).peak();
+    m.activations = estimate_activations(transformer_options(config), tokens, seq_len).peak();
     m.advice = format("lower train.micro_batch (%llu) or data.seq_len (%llu): one micro-batch of %llu tokens takes %s "
                       "of data and activations (raise train.grad_accum to keep the batch)",
                       (unsigned long long)micro, (unsigned long long)seq_len, (unsigned long long)tokens,

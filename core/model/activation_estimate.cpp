@@ -9,7 +9,7 @@ namespace zf {
 namespace {
 
 // Bytes per token that one layer's backward needs, element size e (2 bf16, 4 float32).
-uint64_t layer_bytes_per_token(const TransformerShape &s, uint64_t e) {
+uint64_t layer_bytes_per_token(const TransformerShape &s, uint64_t e, uint64_t seq_len) {
   const uint64_t h = uint64_t(s.hidden), q = uint64_t(s.heads * s.head_dim()),
                  kv = uint64_t(s.kv_heads * s.head_dim()), i = uint64_t(s.intermediate), heads = uint64_t(s.heads);
   if (s.is_gpt2()) {
@@ -34,15 +34,18 @@ uint64_t layer_bytes_per_token(const TransformerShape &s, uint64_t e) {
     // A shared expert (moe_shared.hpp): its gate, silu(gate), up, their product, its output and its score.
     if (m.shared_intermediate > 0) mlp += e * (4 * uint64_t(m.shared_intermediate) + h + 2);
   }
-  return 2 * norm + e * (3 * q + 2 * kv) + mlp + 4 * heads;
+  // Attention with sinks: each query's float32 softmax over its row of seq_len scores (and the sink), its
+  // copy in the compute dtype (the product with v's input), and k and v repeated over the query heads.
+  const uint64_t sinks = s.features.attention_sinks ? heads * (seq_len + 1) * (4 + e) + 2 * e * q : 0;
+  return 2 * norm + e * (3 * q + 2 * kv) + mlp + 4 * heads + sinks;
 }
 
 }  // namespace
 
-ActivationEstimate estimate_activations(const TransformerOptions &options, uint64_t tokens) {
+ActivationEstimate estimate_activations(const TransformerOptions &options, uint64_t tokens, uint64_t seq_len) {
   const TransformerShape &s = options.shape;
   const uint64_t e = options.dtype == "bfloat16" ? 2 : 4, h = uint64_t(s.hidden), v = uint64_t(s.vocab);
-  const uint64_t layer = layer_bytes_per_token(s, e) * tokens;
+  const uint64_t layer = layer_bytes_per_token(s, e, seq_len) * tokens;
   ActivationEstimate a;
   const uint64_t norm = s.is_gpt2() ? 2 * e * h : 4 * h + 2 * e * h;
   if (options.fused) {

@@ -28,7 +28,8 @@ struct ActivationEstimate {
   uint64_t peak() const { return at_loss > in_backward ? at_loss : in_backward; }
 };
 
-// tokens: micro_batch x seq_len of one micro-step on this rank.
-ActivationEstimate estimate_activations(const TransformerOptions &options, uint64_t tokens);
+// tokens: micro_batch x seq_len of one micro-step on this rank. seq_len counts where attention is an
+// explicit softmax over [seq_len, seq_len] scores (gpt-oss's sinks: attention.hpp); 0: nowhere.
+ActivationEstimate estimate_activations(const TransformerOptions &options, uint64_t tokens, uint64_t seq_len = 0);
 
 }  // namespace zf

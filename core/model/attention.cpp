@@ -3,11 +3,14 @@
 // goes on a GPU to the flash kernel's window (no mask in memory), elsewhere to SDPA with a boolean
 // mask of the band. Packed documents go on a GPU to the flash kernel's variable-length form (each
 // document a sequence of its own, cu_seqlens = the batch's document starts, no mask in memory),
-// elsewhere to SDPA with a block-diagonal causal mask (and the band, with a window).
+// elsewhere to SDPA with a block-diagonal causal mask (and the band, with a window). Attention with
+// sinks (gpt-oss) is an explicit softmax whose denominator adds each head's sink, under the same masks.
 #include "model/attention.hpp"
 
 #include <ATen/Context.h>
 
+#include <cmath>
+#include <limits>
 #include <optional>
 
 namespace zf {
@@ -32,6 +35,33 @@ torch::Tensor document_mask(const torch::Tensor &positions, int64_t window) {
   return mask.unsqueeze(1);
 }
 
+// The keys query i sees: [T, T] (causal, within the window), or [B, 1, T, T] with packed documents.
+torch::Tensor visible(const torch::Tensor &q, const AttentionOptions &options, int64_t window) {
+  if (options.documents != nullptr && options.documents->defined())
+    return document_mask(options.documents->positions.to(q.device()), window);
+  const int64_t length = q.size(2);
+  torch::Tensor i = torch::arange(length, q.options().dtype(torch::kLong)).unsqueeze(1);
+  torch::Tensor j = torch::arange(length, q.options().dtype(torch::kLong)).unsqueeze(0);
+  torch::Tensor mask = j <= i;
+  return window > 0 ? mask.logical_and(j > i - window) : mask;
+}
+
+// softmax([scores | sink]) without the sink's column, times v; the scores and softmax in fp32.
+torch::Tensor sink_attention(const torch::Tensor &q, const torch::Tensor &k_in, const torch::Tensor &v_in,
+                             const AttentionOptions &options, int64_t window) {
+  const int64_t batch = q.size(0), heads = q.size(1), length = q.size(2), d = q.size(3), kv_heads = k_in.size(1);
+  auto repeat = [&](const torch::Tensor &t) {
+    return t.unsqueeze(2).expand({batch, kv_heads, heads / kv_heads, length, d}).reshape({batch, heads, length, d});
+  };
+  const double scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(double(d));
+  torch::Tensor scores = torch::matmul(q, repeat(k_in).transpose(2, 3)).to(torch::kFloat32) * scale;
+  scores = scores.masked_fill(visible(q, options, window).logical_not(), -std::numeric_limits<float>::infinity());
+  torch::Tensor sinks = options.sinks.to(torch::kFloat32).view({1, heads, 1, 1}).expand({batch, heads, length, 1});
+  torch::Tensor probs = torch::softmax(torch::cat({scores, sinks}, -1), -1).narrow(-1, 0, length);
+  if (options.dropout > 0) probs = torch::dropout(probs, options.dropout, /*train=*/true);
+  return torch::matmul(probs.to(v_in.scalar_type()), repeat(v_in));
+}
+
 }  // namespace
 
 torch::Tensor causal_attention(const torch::Tensor &q, const torch::Tensor &k_in, const torch::Tensor &v_in,
@@ -41,6 +71,7 @@ torch::Tensor causal_attention(const torch::Tensor &q, const torch::Tensor &k_in
   const bool windowed = options.window > 0 && options.window < length;
   const std::optional<double> scale = options.scale > 0 ? std::optional<double>(options.scale) : std::nullopt;
   const std::optional<int64_t> left = windowed ? std::optional<int64_t>(options.window - 1) : std::nullopt;
+  if (options.sinks.defined()) return sink_attention(q, k_in, v_in, options, windowed ? options.window : 0);
   if (packed && flash_kernel(q, options)) {
     // [B*T, heads, d]: the rows one after another, each document a sequence of the batch.
     auto tokens = [&](const torch::Tensor &t) { return t.transpose(1, 2).reshape({batch * length, t.size(1), d}); };

@@ -16,6 +16,10 @@ struct AttentionOptions {
   // Packed rows (data.packing): a query sees only the keys of its own document. Null or undefined:
   // one sequence per row.
   const PackedDocuments *documents = nullptr;
+  // [heads]: a learned logit per head that joins every query's softmax and takes no value (gpt-oss's
+  // sinks). Computed as an explicit softmax over the [T, T] scores on every device (no flash kernel
+  // takes sinks): memory grows with T^2 per layer. Undefined: none.
+  torch::Tensor sinks;
 };
 
 // q [B, heads, T, d]; k and v [B, kv_heads, T, d] with heads a multiple of kv_heads. Returns [B, heads, T, d].

@@ -47,6 +47,7 @@ class Decoder final : public TransformerModel {
       }
       if (!f.linear(i)) l.o = add(p + "self_attn.o_proj.weight", {h, q}, b, Init::residual);
       l.o_bias = bias("self_attn.o_proj.bias", h, f.attention_bias && !f.linear(i));
+      if (f.attention_sinks && !f.linear(i)) l.sinks = add(p + "self_attn.sinks", {s.heads}, b, Init::bias);
       if (f.qk_norm != QkNorm::none && !f.linear(i)) {
         const bool whole = f.qk_norm == QkNorm::whole;
         l.q_norm = add(p + "self_attn.q_norm.weight", {whole ? q : d}, b, norm);
@@ -129,7 +130,7 @@ class Decoder final : public TransformerModel {
  private:
   struct Layer {
     torch::Tensor attention_in_norm, attention_out_norm, mlp_in_norm, mlp_out_norm;
-    torch::Tensor q, q_bias, k, k_bias, v, v_bias, qkv, o, o_bias, q_norm, k_norm;
+    torch::Tensor q, q_bias, k, k_bias, v, v_bias, qkv, o, o_bias, q_norm, k_norm, sinks;
     DeltaNetWeights deltanet;  // a linear-attention layer's mixer instead of q, k, v and o
     torch::Tensor gate, gate_bias, up, up_bias, gate_up, down, down_bias;
     MoeWeights moe;  // a sparse layer's router and experts instead of gate, up and down
@@ -141,6 +142,15 @@ class Decoder final : public TransformerModel {
     const MoeSpec &moe = shape().features.moe;
     const int64_t h = shape().hidden, inner = moe.expert_intermediate;
     w.router = add(moe_router_name(moe, p), {moe.experts, h}, b, Init::linear);
+    if (moe.fused()) {  // gpt-oss: the router's bias, the experts as 3-D tensors with biases
+      const int64_t e = moe.experts;
+      w.router_bias = add(moe_router_bias_name(p), {e}, b, Init::bias);
+      w.gate_up = add(moe_fused_name(p, "gate_up_proj"), {e, h, 2 * inner}, b, Init::linear, false, true);
+      w.gate_up_bias = add(moe_fused_name(p, "gate_up_proj_bias"), {e, 2 * inner}, b, Init::bias);
+      w.fused_down = add(moe_fused_name(p, "down_proj"), {e, inner, h}, b, Init::residual, false, true);
+      w.down_bias = add(moe_fused_name(p, "down_proj_bias"), {e, h}, b, Init::bias);
+      return;
+    }
     for (int64_t e = 0; e < moe.experts; ++e) {
       w.gate.push_back(add(moe_expert_name(moe, p, e, "gate"), {inner, h}, b, Init::linear));
       w.up.push_back(add(moe_expert_name(moe, p, e, "up"), {inner, h}, b, Init::linear));
@@ -231,6 +241,7 @@ class Decoder final : public TransformerModel {
     options.scale = f.attention_scale;
     options.dropout = dropout_p();
     options.documents = &packed;
+    options.sinks = l.sinks;
     torch::Tensor attended = causal_attention(q, k, v, options);
     attended = attended.transpose(1, 2).reshape({batch, length, s.heads * d});
     if (output_gate.defined()) attended = attended * torch::sigmoid(output_gate);

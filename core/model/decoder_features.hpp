@@ -69,6 +69,13 @@ struct MoeSpec {
   // Qwen3.5-MoE: checkpoints hold a layer's experts as two 3-D tensors, mlp.experts.gate_up_proj
   // [experts, 2 x width, hidden] and down_proj [experts, hidden, width] (fused_experts.hpp).
   bool fused_experts = false;
+  // gpt-oss: a router with a bias (mlp.router), the experts fused into 3-D tensors with biases
+  // (mlp.experts.gate_up_proj [E, hidden, 2 x width], gate and up interleaved, and down_proj
+  // [E, width, hidden]), and the clamped SwiGLU (up + 1) * gate * sigmoid(alpha * gate), gate <= limit,
+  // |up| <= limit. 0: plain SwiGLU experts stored one by one.
+  double swiglu_limit = 0;
+  double swiglu_alpha = 0;
+  bool fused() const { return swiglu_limit > 0; }
   std::vector<uint8_t> dense_layers;  // per layer, 1 = a plain MLP instead of experts; empty = none
   bool operator==(const MoeSpec &) const = default;
 };
@@ -91,6 +98,7 @@ struct DecoderFeatures {
   std::vector<uint8_t> linear_layers;   // per layer, 1 = a Gated DeltaNet mixer instead of attention (Qwen3.5)
   DeltaNetSpec deltanet;                // the sizes of those layers
   MoeSpec moe;                          // experts in place of the MLP (Qwen3-MoE, Mixtral, OLMoE)
+  bool attention_sinks = false;         // a learned logit per head in every softmax's denominator (gpt-oss)
   bool attention_output_gate = false;   // q_proj doubled: attention's output times sigmoid(gate) (Qwen3.5)
   double llama4_scaling_beta = 0;       // Ministral 3: queries scaled by 1 + beta * log(1 + floor(pos / original_max))
   double embedding_scale = 1;           // Gemma: sqrt(hidden); Granite: embedding_multiplier

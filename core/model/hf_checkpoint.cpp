@@ -255,6 +255,12 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   std::string dtype_name = stored == torch::kBFloat16 ? "bfloat16" : stored == torch::kFloat16 ? "float16" : "float32";
   nlohmann::json config = hf_config(t.shape(), dtype_name, t.options().dropout);
   if (!options.init_from.empty()) config = keep_source_fields(config, options.init_from, t.options().dropout);
+  if (config.contains("quantization_config")) {  // gpt-oss's MXFP4 experts, dequantised at load
+    log_info(format("%s: the export writes every weight unquantised (%s), so its config.json drops the "
+                    "quantization_config of %s/config.json (%s)", directory.c_str(), dtype_name.c_str(),
+                    options.init_from.c_str(), excerpt(config["quantization_config"].dump()).c_str()));
+    config.erase("quantization_config");
+  }
   add_text_file(files, out, "config.json", config.dump(2) + "\n");
   add_text_file(files, out, "generation_config.json", generation_config(config, options.init_from));
   const bool own_template = options.chat_template.empty();

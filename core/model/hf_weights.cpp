@@ -1,7 +1,9 @@
 // The weights of a Hugging Face checkpoint directory as a ParameterSource: everything is checked
 // (shape, names, dtypes) when it opens, from the headers alone; a fill reads only the bytes of the
-// part it is asked for, straight from the memory-mapped file.
+// part it is asked for, straight from the memory-mapped file. gpt-oss's MXFP4 experts (NAME_blocks
+// and NAME_scales in place of NAME) are dequantised, the experts a part covers at a time (mxfp4.hpp).
 #include "model/hf_checkpoint.hpp"
+#include "model/mxfp4.hpp"
 
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/safetensors.hpp"
@@ -41,8 +43,12 @@ class HfWeights final : public ParameterSource {
     std::vector<int64_t> shape;  // as stored ([in, out] for GPT-2's Conv1D weights)
     uint64_t numel;
     bool transposed;
+    const SafetensorsFile *scales = nullptr;  // MXFP4: `name` + "_blocks" in `file`, + "_scales" here
     int64_t index = -1, row0 = 0, rows = 0;  // a slice of a fused tensor (fused_experts.hpp), or index -1
   };
+  // The MXFP4 tensor `name` (NAME_blocks, NAME_scales) as parameter `p`, or false where there is none.
+  bool add_mxfp4(const HfTensor &p, const std::string &name, std::set<std::string> &used);
+  void fill_mxfp4(const Stored &s, const StoredRegion &region, torch::Tensor destination) const;
   // A tensor whose writer recorded its checksum (zfcore export, checkpoint.export_hf) is checked
   // whole before its first fill: a flipped bit on disk is a located error, not a silently other model.
   void check_once(const Stored &s) const;
@@ -53,6 +59,49 @@ class HfWeights final : public ParameterSource {
   mutable std::mutex checked_mutex_;
   mutable std::set<std::string> checked_;  // tensors checked against their checksums (a fused one serves many)
 };
+
+bool HfWeights::add_mxfp4(const HfTensor &p, const std::string &name, std::set<std::string> &used) {
+  const std::string blocks = name + "_blocks", scales = name + "_scales";
+  if (p.tensor.dim() != 3 || !weights_.has(blocks) || !weights_.has(scales)) return false;
+  const TensorInfo &b = weights_.info(blocks), &sc = weights_.info(scales);
+  const std::vector<int64_t> expected = p.tensor.sizes().vec();
+  const bool fits = b.dtype_name == "U8" && sc.dtype_name == "U8" && b.shape.size() == 4 && sc.shape.size() == 3 &&
+                    b.shape[3] == 16 && std::vector<int64_t>(b.shape.begin(), b.shape.end() - 1) == sc.shape &&
+                    std::vector<int64_t>{b.shape[0], b.shape[2] * 32, b.shape[1]} == expected;
+  ZF_REQUIRE(fits, "%s: the MXFP4 tensors '%s' (%s %s) and '%s' (%s %s) do not dequantise to the shape %s the model "
+             "expects for '%s' (uint8 blocks [E, out, in / 32, 16] and scales [E, out, in / 32])",
+             weights_.file_of(blocks).path().c_str(), blocks.c_str(), b.dtype_name.c_str(),
+             c10::str(c10::IntArrayRef(b.shape)).c_str(), scales.c_str(), sc.dtype_name.c_str(),
+             c10::str(c10::IntArrayRef(sc.shape)).c_str(), c10::str(c10::IntArrayRef(expected)).c_str(), name.c_str());
+  stored_.push_back(Stored{blocks, &weights_.file_of(blocks), torch::kUInt8, b.shape, uint64_t(p.tensor.numel()),
+                           false, &weights_.file_of(scales)});
+  used.insert(blocks);
+  used.insert(scales);
+  return true;
+}
+
+// The experts that elements [x0, x0 + nx) of the flat [E, in, out] tensor fall in, dequantised.
+void HfWeights::fill_mxfp4(const Stored &s, const StoredRegion &region, torch::Tensor destination) const {
+  const std::string base = s.name.substr(0, s.name.size() - std::string("_blocks").size());
+  const auto [block_bytes, block_size] = s.file->bytes(s.name);
+  const auto [scale_bytes, scale_size] = s.scales->bytes(base + "_scales");
+  const std::vector<int64_t> scale_shape(s.shape.begin(), s.shape.end() - 1);
+  auto bytes = torch::TensorOptions().dtype(torch::kUInt8);
+  torch::Tensor blocks = torch::from_blob(const_cast<unsigned char *>(block_bytes), s.shape, bytes);
+  torch::Tensor scales = torch::from_blob(const_cast<unsigned char *>(scale_bytes), scale_shape, bytes);
+  const int64_t begin = region.x0, count = region.numel();  // a run of the flat tensor (stack_run)
+  if (count == 0) return;
+  const int64_t per_expert = int64_t(s.numel) / s.shape[0];
+  const int64_t first = begin / per_expert, last = (begin + count - 1) / per_expert;
+  torch::NoGradGuard no_grad;
+  torch::Tensor out = destination.view({-1});
+  for (int64_t e = first; e <= last; ++e) {  // one expert at a time: its fp32 values, not all of them, in memory
+    const int64_t from = std::max(begin, e * per_expert), to = std::min(begin + count, (e + 1) * per_expert);
+    torch::Tensor values = dequantize_mxfp4(blocks.narrow(0, e, 1), scales.narrow(0, e, 1)).view({-1});
+    out.narrow(0, from - begin, to - from).copy_(values.narrow(0, from - e * per_expert, to - from));
+  }
+  bytes_read_ += uint64_t((block_size + scale_size) / uint64_t(s.shape[0]) * uint64_t(last - first + 1));
+}
 
 void HfWeights::check_once(const Stored &s) const {
   {
@@ -87,6 +136,7 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
     }
     return std::string();
   };
+  size_t quantized = 0;
   for (const HfTensor &p : t.hf_tensors()) {
     const std::vector<std::string> names = hf_tensor_names(t.shape().type, p.name);
     std::string name = stored_name(names);
@@ -95,6 +145,10 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
     const std::vector<std::string> fused_names =
         p.fused.defined() ? hf_tensor_names(t.shape().type, p.fused.name) : std::vector<std::string>{};
     if (fused) name = stored_name(fused_names);
+    if (name.empty() && add_mxfp4(p, names.front(), used)) {
+      ++quantized;
+      continue;
+    }
     ZF_REQUIRE(!name.empty(), "%s: the checkpoint has no tensor '%s'%s, which a %s model with this shape needs",
                directory.c_str(), names.front().c_str(),
                p.fused.defined() ? (" (nor '" + fused_names.front() + "', the layer's experts fused)").c_str() : "",
@@ -118,6 +172,10 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
     }
     used.insert(name);
   }
+  if (quantized)
+    log_info(format("%s: %zu expert tensors stored in MXFP4 (NAME_blocks, NAME_scales) are dequantised to %s at load; "
+                    "an export writes them unquantised", directory.c_str(), quantized,
+                    t.options().dtype.c_str()));
   std::vector<std::string> unused;
   const std::vector<std::string> heads = hf_tensor_names(t.shape().type, "lm_head.weight");
   for (const std::string &name : weights_.names()) {
@@ -134,9 +192,14 @@ HfWeights::HfWeights(const TransformerModel &t, const std::string &directory)
                     unused.size(), t.name().c_str(), unused.front().c_str()));
 }
 
-void HfWeights::fill(size_t index, const StoredRegion &region, torch::Tensor destination) const {
+void HfWeights::fill(size_t index, const StoredRegion &asked, torch::Tensor destination) const {
   const Stored &s = stored_.at(index);
   check_once(s);
+  // A stack of matrices (3-D) is filled as a run of its flat [numel, 1], whatever the buffers' layout;
+  // a slice of a fused tensor (index >= 0) is a matrix.
+  const StoredRegion region =
+      s.shape.size() >= 3 && s.index < 0 ? stack_run(asked, s.scales ? s.shape[1] : s.shape.back()) : asked;
+  if (s.scales) return fill_mxfp4(s, region, destination);
   const int64_t element = int64_t(c10::elementSize(s.dtype));
   // The tensor's bytes inside the file's mapping: read_pieces hands them over in one piece, and
   // only the part copied below is read (paged in from disk).

@@ -93,11 +93,45 @@ torch::Tensor looped_experts(const MoeWeights &w, const torch::Tensor &rows, con
   return torch::cat(outputs);
 }
 
+// gpt-oss's clamped SwiGLU on [rows, 2 inner] with gate and up interleaved.
+torch::Tensor clamped_swiglu(const MoeSpec &spec, const torch::Tensor &gate_up) {
+  torch::Tensor gate = gate_up.slice(-1, 0, gate_up.size(-1), 2).clamp_max(spec.swiglu_limit);
+  torch::Tensor up = gate_up.slice(-1, 1, gate_up.size(-1), 2).clamp(-spec.swiglu_limit, spec.swiglu_limit);
+  return (up + 1) * (gate * torch::sigmoid(gate * spec.swiglu_alpha));
+}
+
+// gpt-oss's fused experts on rows sorted by expert (`experts`: each row's expert): two grouped GEMMs
+// over the 3-D tensors as they are stored ([E, in, out]), each row adding its expert's bias; or one
+// expert at a time.
+torch::Tensor fused_experts(const MoeSpec &spec, const MoeWeights &w, const torch::Tensor &rows,
+                            const torch::Tensor &counts, const torch::Tensor &experts, bool grouped) {
+  if (grouped) {
+    const torch::Tensor offsets = counts.cumsum(0).to(torch::kInt32);
+    torch::Tensor gate_up = at::_grouped_mm(rows, w.gate_up, offsets) + w.gate_up_bias.index_select(0, experts);
+    return at::_grouped_mm(clamped_swiglu(spec, gate_up), w.fused_down, offsets) + w.down_bias.index_select(0, experts);
+  }
+  const torch::Tensor host = counts.to(torch::kCPU, torch::kLong);
+  const int64_t *count = host.data_ptr<int64_t>();
+  std::vector<torch::Tensor> outputs;
+  int64_t start = 0;
+  for (int64_t e = 0; e < spec.experts; ++e) {
+    torch::Tensor x = rows.narrow(0, start, count[e]);
+    start += count[e];
+    torch::Tensor hidden = clamped_swiglu(spec, torch::matmul(x, w.gate_up[e]) + w.gate_up_bias[e]);
+    outputs.push_back(torch::matmul(hidden, w.fused_down[e]) + w.down_bias[e]);
+  }
+  return torch::cat(outputs);
+}
+
 }  // namespace
 
 std::string moe_router_name(const MoeSpec &spec, const std::string &p) {
+  if (spec.fused()) return p + "mlp.router.weight";
   return p + (spec.mixtral_names ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
 }
+
+std::string moe_router_bias_name(const std::string &p) { return p + "mlp.router.bias"; }
+std::string moe_fused_name(const std::string &p, const char *which) { return p + "mlp.experts." + which; }
 
 std::string moe_expert_name(const MoeSpec &spec, const std::string &p, int64_t e, const char *which) {
   const std::string which_s = which;
@@ -157,7 +191,7 @@ torch::Tensor moe_mlp(const MoeSpec &spec, const MoeWeights &w, const torch::Ten
   const int64_t h = x.size(-1), k = spec.top_k;
   torch::Tensor tokens = x.reshape({-1, h});
   const int64_t n = tokens.size(0);
-  torch::Tensor probs = torch::softmax(torch::linear(tokens, w.router), -1, torch::kFloat32);
+  torch::Tensor probs = torch::softmax(torch::linear(tokens, w.router, w.router_bias), -1, torch::kFloat32);
   torch::Tensor picks = std::get<1>(probs.detach().topk(k, -1, /*largest=*/true, /*sorted=*/true));  // [n, k]
   if (stats) probs = stats->track(layer, probs, picks);
   torch::Tensor weights = probs.gather(1, picks);  // [n, k], fp32
@@ -169,7 +203,9 @@ torch::Tensor moe_mlp(const MoeSpec &spec, const MoeWeights &w, const torch::Ten
   torch::Tensor counts = torch::zeros({spec.experts}, experts.options())
                              .scatter_add_(0, experts, torch::ones_like(experts));
   torch::Tensor rows = tokens.index_select(0, order.div(k, "floor"));
-  torch::Tensor out = grouped ? grouped_experts(w, rows, counts) : looped_experts(w, rows, counts);
+  torch::Tensor out = spec.fused()  ? fused_experts(spec, w, rows, counts, experts.index_select(0, order), grouped)
+                      : grouped     ? grouped_experts(w, rows, counts)
+                                    : looped_experts(w, rows, counts);
   out = out.to(torch::kFloat32) * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
   // Back to token order (the inverse permutation), then each token's k outputs summed in fp32.
   torch::Tensor inverse = torch::empty_like(order).scatter_(0, order, torch::arange(n * k, order.options()));

@@ -1,6 +1,7 @@
-// moe.hpp: the mixture-of-experts MLP of Qwen3-MoE, Mixtral and OLMoE (decoder_features.hpp's
+// moe.hpp: the mixture-of-experts MLP of Qwen3-MoE, Mixtral, OLMoE and gpt-oss (decoder_features.hpp's
 // MoeSpec): a router's softmax over the experts, each token's top k (renormalised where the family
-// does), SwiGLU experts, and the outputs summed in fp32 in token order with the top k sorted, so the
+// does: gpt-oss's softmax over its top k logits is that), SwiGLU experts (gpt-oss's clamped, with
+// biases, fused into 3-D tensors), and the outputs summed in fp32 in token order with the top k sorted, so the
 // result does not depend on how the experts were computed. On a GPU in bf16 the experts run as three
 // grouped GEMMs over the tokens sorted by expert (at::_grouped_mm, no host round trip); elsewhere one
 // loop over the experts. Every expert takes part in the graph, so one that received no token still
@@ -25,11 +26,19 @@ namespace zf {
 
 struct MoeWeights {
   torch::Tensor router;                   // [experts, hidden]
+  torch::Tensor router_bias;              // [experts] (gpt-oss), or undefined
   std::vector<torch::Tensor> gate, up, down;  // per expert: [inner, hidden], [inner, hidden], [hidden, inner]
+  // gpt-oss's fused experts instead (MoeSpec::fused): [E, hidden, 2 inner] (gate, up interleaved),
+  // [E, 2 inner], [E, inner, hidden], [E, hidden].
+  torch::Tensor gate_up, gate_up_bias, fused_down, down_bias;
 };
 
 // The tensor names of expert `e` of a layer (`p` ends in "model.layers.N.") and of its router.
 std::string moe_router_name(const MoeSpec &spec, const std::string &p);
+// gpt-oss's: the router's bias and the fused experts' tensors (`which`: gate_up_proj, gate_up_proj_bias,
+// down_proj, down_proj_bias).
+std::string moe_router_bias_name(const std::string &p);
+std::string moe_fused_name(const std::string &p, const char *which);
 std::string moe_expert_name(const MoeSpec &spec, const std::string &p, int64_t e, const char *which);  // gate, up, down
 
 // The router statistics of one micro-batch and the load-balancing loss built from them.

@@ -31,8 +31,14 @@ bool stored_transposed(const zf_segment &segment) {
 }
 
 torch::Tensor segment_view(const torch::Tensor &run, const zf_segment &segment, at::IntArrayRef sizes) {
+  if (sizes.size() == 3) return run.view(sizes);  // a stack of matrices lies as it is (flat_buffers.cpp)
   if (stored_transposed(segment)) return run.view({int64_t(segment.cols), int64_t(segment.rows)}).t();
   return run.view(sizes);
+}
+
+StoredRegion stack_run(const StoredRegion &region, int64_t out) {
+  if (!region.column_major) return region;
+  return StoredRegion{false, region.x0 * out + region.y0, region.numel(), 0, 1};
 }
 
 std::pair<int64_t, int64_t> matrix_shape(const torch::Tensor &parameter) {
@@ -54,7 +60,8 @@ class CurrentValues final : public ParameterSource {
     const torch::Tensor &value = tensors_.at(index);
     const auto [rows, cols] = matrix_shape(value);
     torch::NoGradGuard no_grad;
-    destination.view({region.nx, region.ny}).copy_(stored_part(value.detach().reshape({rows, cols}), region));
+    const StoredRegion part = value.dim() == 3 ? stack_run(region, value.size(2)) : region;
+    destination.view({part.nx, part.ny}).copy_(stored_part(value.detach().reshape({rows, cols}), part));
   }
 
  private:

@@ -41,7 +41,11 @@ bool stored_transposed(const zf_segment &segment);
 // The parameter's view (of `sizes`) of `run`, the segment's numel stored elements.
 torch::Tensor segment_view(const torch::Tensor &run, const zf_segment &segment, at::IntArrayRef sizes);
 
-// A parameter's [rows, cols] (a 1-D one is [numel, 1]).
+// A region of a stack of matrices [E, in, out] (flat_buffers.cpp), stored column by column (a partial row
+// or whole rows of W^T = [E x in, out], one run of the stack's memory), as that run of its [numel, 1]:
+// every source fills a stack as a vector, whatever the buffers' layout.
+StoredRegion stack_run(const StoredRegion &region, int64_t out);
+// A parameter's [rows, cols] (a 1-D one, and any other, is [numel, 1]).
 std::pair<int64_t, int64_t> matrix_shape(const torch::Tensor &parameter);
 // `matrix` (W, [rows, cols]) seen in its stored order, and the region of it.
 torch::Tensor stored_part(const torch::Tensor &matrix, const StoredRegion &region);

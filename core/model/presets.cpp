@@ -47,6 +47,17 @@ json llama3_rope(double factor) {
                                {"original_max_position_embeddings", 8192}}}};
 }
 
+// gpt-oss: 64-wide heads, sliding (128) and full layers alternating, YaRN from 4096 positions x 32,
+// `experts` experts of width 2880, 4 per token.
+json gpt_oss_layers(int64_t layers, int64_t experts) {
+  json types = json::array();
+  for (int64_t i = 0; i < layers; ++i) types.push_back(i % 2 ? "full_attention" : "sliding_attention");
+  return {{"layer_types", types}, {"sliding_window", 128}, {"head_dim", 64}, {"num_local_experts", experts},
+          {"num_experts_per_tok", 4}, {"attention_bias", true}, {"router_aux_loss_coef", 0.9},
+          {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                            {"original_max_position_embeddings", 4096}, {"truncate", false}}}};
+}
+
 // Gemma 3: five local layers of `window` tokens (base 10000) to one global layer (base 1e6, `global_rope`).
 json gemma3_layers(int64_t layers, int64_t window, int64_t head_dim, int64_t query_scalar, json global_rope) {
   json types = json::array();
@@ -144,6 +155,10 @@ const std::map<std::string, TransformerShape> &presets() {
                                {{"num_experts", 64}, {"num_experts_per_tok", 8}})},
         {"mixtral-8x7b", config("mixtral", 4096, 14336, 32, 32, 8, 32000, 32768, 1e6, 1e-5, false,
                                 {{"num_local_experts", 8}, {"num_experts_per_tok", 2}})},
+        {"gpt-oss-20b", config("gpt_oss", 2880, 2880, 24, 64, 8, 201088, 131072, 150000, 1e-5, false,
+                               gpt_oss_layers(24, 32))},
+        {"gpt-oss-120b", config("gpt_oss", 2880, 2880, 36, 64, 8, 201088, 131072, 150000, 1e-5, false,
+                                gpt_oss_layers(36, 128))},
         {"smollm3-3b", config("smollm3", 2048, 11008, 36, 16, 4, 128256, 65536, 5e6, 1e-6, true)},
         {"granite3.3-8b", config("granite", 4096, 12800, 40, 32, 8, 49159, 131072, 1e7, 1e-5, true,
                                  {{"embedding_multiplier", 12.0}, {"residual_multiplier", 0.22},

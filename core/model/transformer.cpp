@@ -68,7 +68,7 @@ void TransformerModel::set_block_names(const std::string &layer_prefix) {
 }
 
 torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t> sizes, uint32_t block, Init init,
-                                    bool hf_transposed) {
+                                    bool hf_transposed, bool stacked) {
   ZF_REQUIRE(block < block_tensors_.size(), "internal: parameter %s in block %u of %zu", name.c_str(), block,
              block_tensors_.size());
   Recipe recipe{init, 0, 0.0};
@@ -80,7 +80,7 @@ torch::Tensor TransformerModel::add(const std::string &name, std::vector<int64_t
   recipes_.push_back(recipe);
   torch::Tensor value = unallocated_tensor(sizes, dtype_);
   value.requires_grad_(true);
-  bool matrix = (init == Init::linear || init == Init::residual) && sizes.size() == 2;
+  bool matrix = (init == Init::linear || init == Init::residual) && (sizes.size() == 2 || (stacked && sizes.size() == 3));
   bool table = init == Init::embedding && sizes.size() == 2;
   parameters_.push_back(ModelParameter{name, value, block, matrix, no_decay, table});
   hf_transposed_.push_back(hf_transposed);
@@ -153,8 +153,10 @@ std::unique_ptr<ParameterSource> TransformerModel::initial_values() const {
    public:
     InitialValues(const std::vector<ModelParameter> &parameters, const std::vector<Recipe> &recipes)
         : parameters_(parameters), recipes_(recipes) {}
-    void fill(size_t index, const StoredRegion &region, torch::Tensor destination) const override {
+    void fill(size_t index, const StoredRegion &stored, torch::Tensor destination) const override {
       const Recipe &recipe = recipes_.at(index);
+      const torch::Tensor &tensor = parameters_[index].tensor;
+      const StoredRegion region = tensor.dim() == 3 ? stack_run(stored, tensor.size(2)) : stored;
       if (recipe.std > 0) {
         const auto [rows, cols] = matrix_shape(parameters_[index].tensor);
         fill_normal(recipe.seed, recipe.std, rows, cols, region, destination);

@@ -85,8 +85,11 @@ class TransformerModel : public Model {
   // Registers and returns the parameter, a tensor with no memory yet (param_source.hpp), and
   // draws its seed from torch's global generator (random values are drawn in fp32, then cast, so
   // both dtypes start from the same values); registration order is the engine's order.
+  // `stacked`: a 3-D [E, in, out] linear or residual weight, E matrices W_e = [e].t() side by side
+  // (gpt-oss's fused experts): a matrix [out, E x in] to the engine, stored column by column
+  // (flat_buffers.hpp), so selectors choose among each expert's input columns.
   torch::Tensor add(const std::string &name, std::vector<int64_t> sizes, uint32_t block, Init init,
-                    bool hf_transposed = false);
+                    bool hf_transposed = false, bool stacked = false);
   // The blocks: "embeddings", one per layer named layer_prefix + index, then "head".
   void set_block_names(const std::string &layer_prefix);
   double dropout_p() const { return training_ ? options_.dropout : 0.0; }

@@ -53,6 +53,7 @@ uint64_t TransformerShape::counted_parameters(bool active) const {
   uint64_t attention = h * q * (f.attention_output_gate ? 2 : 1) + 2 * h * kv + q * h +
                       (qkv_bias ? q + 2 * kv : 0) + (f.attention_bias ? q + 2 * kv + h : 0);
   attention += f.qk_norm == QkNorm::per_head ? 2 * d : f.qk_norm == QkNorm::whole ? q + kv : 0;
+  attention += f.attention_sinks ? uint64_t(heads) : 0;
   uint64_t mlp = 3 * h * i + (f.mlp_bias ? 2 * i + h : 0);
   uint64_t norms = (f.placement == NormPlacement::sandwich ? 4 : 2) * h;
   // A Gated DeltaNet layer: in_proj_qkv, z, b and a; the convolution; dt_bias, A_log; the gated norm; out_proj.
@@ -67,8 +68,9 @@ uint64_t TransformerShape::counted_parameters(bool active) const {
   uint64_t sparse = 0;
   for (int64_t layer = 0; layer < layers; ++layer) sparse += f.sparse(layer);
   const uint64_t experts = uint64_t(active ? m.top_k : m.experts);
-  const uint64_t moe = uint64_t(m.experts) * h + experts * 3 * h * uint64_t(m.expert_intermediate) +
-                       (m.shared_intermediate > 0 ? 3 * h * uint64_t(m.shared_intermediate) + h : 0);  // shared, its gate
+  uint64_t moe = uint64_t(m.experts) * h + experts * 3 * h * uint64_t(m.expert_intermediate) +
+                 (m.shared_intermediate > 0 ? 3 * h * uint64_t(m.shared_intermediate) + h : 0);  // shared, its gate
+  if (m.fused()) moe += uint64_t(m.experts) + experts * (2 * uint64_t(m.expert_intermediate) + h);  // gpt-oss's biases
   return embeddings + (l - sparse) * mlp + sparse * moe + l * norms + (l - linear) * attention + linear * deltanet +
          h + head;
 }

@@ -48,7 +48,11 @@ FlatBuffers::FlatBuffers(std::vector<ModelParameter> parameters, const std::vect
       s.rows = two_d ? uint64_t(p.tensor.size(0)) : s.numel;
       s.cols = two_d ? uint64_t(p.tensor.size(1)) : 1;
       s.block = p.block;
-      const bool matrix = p.matrix && two_d;
+      // A stack [E, in, out] of matrices (gpt-oss's experts) as it lies in memory is W^T of W[out, E x in]
+      // stored column by column: a matrix only where the buffers store matrices so; else a vector.
+      const bool stack = p.matrix && p.tensor.dim() == 3 && column_major;
+      if (stack) s.rows = uint64_t(p.tensor.size(2)), s.cols = s.numel / s.rows;
+      const bool matrix = p.matrix && (two_d || stack);
       s.flags = (p.no_decay ? uint32_t(ZF_SEGMENT_NO_DECAY) : 0u) | (matrix ? uint32_t(ZF_SEGMENT_MATRIX) : 0u) |
                 (matrix && column_major ? uint32_t(ZF_SEGMENT_COLUMN_CONTIGUOUS) : 0u);
       if (p.table && two_d && column_major) {

@@ -16,7 +16,7 @@ using namespace zf;
 TEST_CASE("every family computes transformers' loss and gradients on the GPU", "[gpu][model]") {
   test::require_gpus(1);
   const std::string name = GENERATE("gemma3", "granite", "llama3", "ministral3", "mistral", "mixtral", "olmo2", "olmo3",
-                                    "olmoe", "phi3", "qwen3", "qwen3_5", "qwen3_moe", "smollm3", "qwen3_5_moe");
+                                    "olmoe", "phi3", "qwen3", "qwen3_5", "qwen3_moe", "smollm3", "qwen3_5_moe", "gpt_oss");
   INFO(name);
   const std::string dir = test::source_dir() + "/tests/fixtures/families/" + name;
   auto model = make_model(RunConfig::parse("[model]\ninit_from = \"" + dir + "\"\n", "gpu.toml"));

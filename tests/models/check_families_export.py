@@ -8,6 +8,8 @@ from model.init_from on random token windows and exports it with checkpoint.expo
   - an image-text fixture's tensors outside the language model (vision tower, MTP) are in it unchanged;
   - `zfcore eval` of the export and transformers' loss agree (1e-5) on windows of the fixture's own
     sequences (zfcore's windows of seq_len + 1 ids start every seq_len ids).
+gpt-oss's MXFP4 fixture (its experts quantised) trains and exports unquantised: no quantization_config, no
+NAME_blocks / NAME_scales, said in zfcore's log, and transformers' loss on it is zfcore's.
 Then each family given by type alone (random weights) trains a step and exports a config.json that
 transformers loads as the same model: no missing weight, the same loss as `zfcore eval`.
 Exits 4 (skipped) when transformers is not importable.
@@ -49,10 +51,14 @@ def shard(path, ids, vocab):
         f.write(array.array("H", ids).tobytes())
 
 
+logs = []  # every zfcore command's stdout and stderr
+
+
 def zfcore_command(*args):
     result = subprocess.run([zfcore, *args], capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"FAIL: zfcore {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    logs.append(result.stdout + result.stderr)
     return result.stdout
 
 
@@ -167,10 +173,39 @@ lr = 0.01
     moved = any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), original.state_dict().values()))
     check(moved, f"{name}: 3 steps changed the weights")
 
+# gpt-oss's experts in MXFP4: dequantised at load, exported unquantised, its quantization_config dropped.
+quantized = os.path.join(source, "tests", "fixtures", "gpt_oss_mxfp4")
+work = os.path.join(scratch, "gpt_oss_mxfp4")
+os.makedirs(work)
+shard(os.path.join(work, "train.bin"), torch.randint(96, (SEQ_LEN * 8 + 1,), generator=torch.Generator().manual_seed(1)).tolist(), 96)
+sequences = load_file(os.path.join(fixtures, "gpt_oss", "expected.safetensors"))["input_ids"]
+windows = held_out_windows(work, sequences.reshape(-1).tolist(), 96)
+export = train_and_export(work, f"""[model]
+init_from = "{quantized}"
+[data]
+type = "tokens"
+path = "{work}/train.bin"
+seq_len = {SEQ_LEN}
+[train]
+steps = 3
+micro_batch = 2
+""")
+config = json.load(open(os.path.join(export, "config.json")))
+check("quantization_config" not in config and json.load(open(os.path.join(quantized, "config.json")))
+      ["quantization_config"]["quant_method"] == "mxfp4", "gpt_oss_mxfp4: the export's config.json has no "
+      "quantization_config")
+exported = load_file(os.path.join(export, "model.safetensors"))
+check(not [k for k in exported if k.endswith(("_blocks", "_scales"))] and
+      exported["model.layers.0.mlp.experts.gate_up_proj"].shape == (8, 32, 64),
+      "gpt_oss_mxfp4: the export holds the experts unquantised, as 3-D tensors")
+check("MXFP4" in logs[-1] and "quantization_config" in logs[-1],
+      "gpt_oss_mxfp4: zfcore's log says the experts were dequantised and the quantization_config dropped")
+check_export("gpt_oss_mxfp4", work, export, windows)
+
 # A model given by type alone (random weights) exports a config.json that transformers reads as the same model.
 TYPES = ["llama", "qwen2", "qwen3", "mistral", "ministral3", "olmo2", "olmo3", "gemma3_text", "phi3", "smollm3",
          "granite", "qwen3_5_text",  # qwen3_5_text: 4 layers, its first full-attention layer is the 4th
-         "qwen3_moe", "mixtral", "olmoe",  # 8 experts of width `intermediate`, 2 per token
+         "qwen3_moe", "mixtral", "olmoe", "gpt_oss",  # 8 experts of width `intermediate`, 2 per token
          "qwen3_5_moe_text"]  # and a shared expert of that width; 4 layers, as qwen3_5_text
 for family in TYPES:
     work = os.path.join(scratch, "type-" + family)

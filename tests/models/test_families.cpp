@@ -22,7 +22,7 @@ namespace {
 
 const char *const kFixtures[] = {"gemma3", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
                                  "olmo3",  "olmoe",   "phi3",      "qwen3",      "qwen3_5", "qwen3_moe", "smollm3",
-                                 "qwen3_5_moe",
+                                 "qwen3_5_moe", "gpt_oss",
                                  // the image-text checkpoints' language models, run on text (qwen3_5_moe's
                                  // experts stored fused, as its published checkpoints hold them)
                                  "gemma3_image_text", "qwen3_5_image_text", "qwen3_5_moe_image_text"};

@@ -4,8 +4,9 @@
 // language model under language_model.model., each rank reading its shard of it) train from their
 // transformers fixtures under zero3 with cpu_optimizer on 2 ranks to zero0's param_digest on one
 // process, and ZenFlow's column selection over their matrices learns. The mixtures of experts (one 2-D
-// matrix per expert, the load-balancing loss in the loss; Qwen3.5-MoE's read from fused 3-D tensors, each
-// rank its shard's slices) do the same, and log that loss as its own column.
+// matrix per expert, or gpt-oss's 3-D tensors of all of them; the load-balancing loss in the loss;
+// Qwen3.5-MoE's read from fused 3-D tensors, each rank its shard's slices) do the same, and log that
+// loss as its own column.
 #include "stage_runs.hpp"
 
 #include <catch2/catch.hpp>
@@ -80,10 +81,10 @@ TEST_CASE("packed instruction data (data.packing) trains under zero3 + cpu_optim
   zero3_matches_zero0("packed", config);
 }
 
-TEST_CASE("qwen3_moe, mixtral, olmoe and qwen3_5_moe (experts stored fused, a shared expert) train under zero3 + "
-          "cpu_optimizer on 2 ranks to zero0's param_digest, and under ZenFlow, logging the load-balancing loss",
+TEST_CASE("qwen3_moe, mixtral, olmoe, gpt_oss and qwen3_5_moe (experts stored fused, a shared expert) train under "
+          "zero3 + cpu_optimizer on 2 ranks to zero0's param_digest, and under ZenFlow, logging the load-balancing loss",
           "[stage][mpi][model][moe]") {
-  const std::string family = GENERATE("qwen3_moe", "mixtral", "olmoe", "qwen3_5_moe_image_text");
+  const std::string family = GENERATE("qwen3_moe", "mixtral", "olmoe", "gpt_oss", "qwen3_5_moe_image_text");
   INFO(family);
   const std::string config = family_config(family);
   const test::StageRun oracle = zero3_matches_zero0("family_" + family, config);

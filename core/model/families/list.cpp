@@ -22,6 +22,7 @@ Family mixtral_family();
 Family olmoe_family();
 Family qwen3_5_moe_text_family();
 Family qwen3_5_moe_image_text_family();
+Family gpt_oss_family();
 
 const std::vector<Family> &families() {
   static const std::vector<Family> all = {llama_family(),  qwen2_family(),   qwen3_family(),  mistral_family(),
@@ -30,7 +31,7 @@ const std::vector<Family> &families() {
                                           qwen3_5_text_family(), gemma3_image_text_family(),
                                           qwen3_5_image_text_family(), qwen3_moe_family(), mixtral_family(),
                                           olmoe_family(), qwen3_5_moe_text_family(),
-                                          qwen3_5_moe_image_text_family()};
+                                          qwen3_5_moe_image_text_family(), gpt_oss_family()};
   return all;
 }
 
