@@ -15,6 +15,7 @@ OUT_DIR/NAME/expected.safetensors:
   grad.PARAM         the gradient of that loss for every parameter, under the names of model.safetensors (an
                      image-text model's: those of its language model, named as its text-only class names
                      them; its vision tower gets none from text)
+Gemma 4's layer scalars are buffers transformers never trains: their grad.* entries are zeros.
 The image-text fixtures (gemma3_image_text, qwen3_5_image_text) are the conditional-generation models
 with a tiny vision tower, run on text only; qwen3_5_image_text's checkpoint also holds a
 multi-token-prediction tensor (mtp.fc.weight), which transformers does not build and zfcore passes through.
@@ -107,6 +108,20 @@ def families():
                                spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=HIDDEN,
                                num_position_embeddings=16),
             tie_word_embeddings=False), 80),
+        # Gemma 4: two sliding layers (window 8, base 10000) and a full one computing keys and values, then a
+        # sliding and a full layer reusing them (num_kv_shared_layers) with a double-wide MLP; full layers with
+        # their own head size (32) and one key-value head whose values are the keys' projection, under
+        # proportional RoPE; per-layer input embeddings; layer scalars away from 1; soft-capped logits.
+        "gemma4": (T.Gemma4TextConfig, common(
+            head_dim=16, num_hidden_layers=5, tie_word_embeddings=True, sliding_window=8,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                         "full_attention"],
+            global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True, num_kv_shared_layers=2,
+            hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB, use_double_wide_mlp=True,
+            final_logit_softcapping=5.0, rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                   "rope_theta": 10000.0}})),
         # The mixtures of experts: 8 experts, 2 per token, every expert receiving tokens; the load-balancing
         # loss in the loss (output_router_logits) with a coefficient large enough to show in the gradients.
         # Qwen3-MoE: renormalised top 2, a dense middle layer (mlp_only_layers), per-head q/k norms.
@@ -134,6 +149,9 @@ def perturb(model, seed):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
+        for name, b in model.named_buffers():
+            if name.endswith("layer_scalar"):  # Gemma 4's fixed per-layer scalar, loaded, never trained
+                b.copy_(0.5 + torch.rand(b.shape, generator=gen))
 
 
 def stored_gradients(model, directory):
@@ -163,6 +181,9 @@ def stored_gradients(model, directory):
                     assert torch.equal(take(p.detach(), e), stored[key]), key
             continue
         assert torch.equal(value.detach(), stored[key]), key
+    for key in stored:  # Gemma 4's layer scalars: buffers, which zfcore holds fixed (a zero gradient)
+        if key.endswith("layer_scalar") and key not in grads:
+            grads[key] = torch.zeros_like(stored[key])
     assert set(grads) == set(stored), set(grads) ^ set(stored)
     return grads
 
@@ -227,7 +248,7 @@ def main():
     everything = families()
     # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the end,
     # so that adding a family leaves the others' fixtures as committed.
-    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text"]
+    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text", "gemma4"]
     order = sorted(name for name in everything if name not in later) + later
     for seed, name in enumerate(order):
         if not only or name in only:

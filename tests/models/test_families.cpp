@@ -4,6 +4,7 @@
 // largest; config.json read, written and read again gives the same model.
 #include "config/config.hpp"
 #include "model/family.hpp"
+#include "model/gemma4_layout.hpp"
 #include "model/zoo.hpp"
 #include "models/model_fixture.hpp"
 #include "runtime/error.hpp"
@@ -20,7 +21,7 @@ using test::run_blocks;
 
 namespace {
 
-const char *const kFixtures[] = {"gemma3", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
+const char *const kFixtures[] = {"gemma3", "gemma4", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
                                  "olmo3",  "olmoe",   "phi3",      "qwen3",      "qwen3_5", "qwen3_moe", "smollm3",
                                  // the image-text checkpoints' language models, run on text
                                  "gemma3_image_text", "qwen3_5_image_text"};
@@ -145,7 +146,7 @@ TEST_CASE("families: a config.json zfcore cannot compute is refused, naming the 
   nlohmann::json longrope = config;
   longrope["rope_parameters"]["rope_type"] = "longrope";
   CHECK_THAT(refusal(longrope), Catch::Contains("x/config.json") && Catch::Contains("\"longrope\"") &&
-                                    Catch::Contains("default, linear, llama3 and yarn"));
+                                    Catch::Contains("default, linear, llama3, yarn and proportional"));
   nlohmann::json delta = config;
   delta["layer_types"] = {"linear_attention", "full_attention"};
   CHECK_THAT(refusal(delta), Catch::Contains("\"linear_attention\""));
@@ -184,4 +185,40 @@ TEST_CASE("families: the Qwen3.5 presets count the parameters transformers build
   for (int64_t i = 0; i < shape.layers; ++i) linear += shape.features.linear(i);
   CHECK(linear == 48);  // three of every four layers
   CHECK(shape.features.partial_rotary == 0.25);
+}
+
+TEST_CASE("families: Gemma 4 E2B's preset has transformers' parameters and its layers' shapes", "[model]") {
+  // transformers 5.23.0's Gemma4ForCausalLM of E2B's text_config counts 4628569344 parameters on the meta
+  // device; zfcore holds its 35 layer scalars (buffers there) as parameters that never change.
+  CHECK(preset_parameter_count("gemma4-e2b") == 4628569344ull + 35);
+  const TransformerShape s = *find_preset("gemma4-e2b");
+  CHECK((gemma4_head_dim(s, 3) == 256 && gemma4_head_dim(s, 4) == 512 && gemma4_kv_heads(s, 4) == 1));
+  CHECK((gemma4_first_shared(s) == 15 && gemma4_kv_source(s, 14) == 14));
+  CHECK((gemma4_kv_source(s, 15) == 13 && gemma4_kv_source(s, 19) == 14 && gemma4_kv_source(s, 34) == 14));
+  CHECK((gemma4_mlp_width(s, 14) == 6144 && gemma4_mlp_width(s, 15) == 12288));
+  CHECK((s.features.rope.type == "proportional" && s.features.rope.partial == 0.25 && s.rope_theta == 1e6));
+  CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
+}
+
+TEST_CASE("families: a Gemma 4 config.json zfcore cannot compute is refused, naming the key", "[model][hf]") {
+  const nlohmann::json config = read_json_file(fixture_dir("gemma4") + "/config.json", 1 << 20);
+  auto refusal = [&](const char *key, nlohmann::json value) {
+    nlohmann::json changed = config;
+    changed[key] = value;
+    try {
+      shape_from_hf_config(changed, "g/config.json");
+    } catch (const Error &error) {
+      return std::string(error.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK_THAT(refusal("enable_moe_block", true), Catch::Contains("g/config.json") &&
+                                                    Catch::Contains("\"enable_moe_block\"") && Catch::Contains("26B"));
+  CHECK_THAT(refusal("use_bidirectional_attention", "all"), Catch::Contains("\"use_bidirectional_attention\""));
+  CHECK_THAT(refusal("per_layer_config", {{"1", {{"head_dim", 32}, {"intermediate_size", 8}}}, {"4", {{"head_dim", 32}}}}),
+             Catch::Contains("per_layer_config.1") && Catch::Contains("\"intermediate_size\""));
+  CHECK_THAT(refusal("per_layer_config", {{"1", {{"head_dim", 32}}}, {"4", {{"head_dim", 64}}}}),
+             Catch::Contains("layer 4") && Catch::Contains("layer 1"));
+  CHECK_THAT(refusal("num_kv_shared_layers", 5), Catch::Contains("num_kv_shared_layers = 5"));
+  CHECK(refusal("num_kv_shared_layers", 2) == "(accepted)");
 }
