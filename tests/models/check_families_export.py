@@ -160,7 +160,7 @@ lr = 0.01
 
 # A model given by type alone (random weights) exports a config.json that transformers reads as the same model.
 TYPES = ["llama", "qwen2", "qwen3", "mistral", "ministral3", "olmo2", "olmo3", "gemma3_text", "phi3", "smollm3",
-         "granite", "qwen3_5_text",  # qwen3_5_text: 4 layers, its first full-attention layer is the 4th
+         "granite", "gemma4_text", "qwen3_5_text",  # qwen3_5_text: 4 layers, its first full-attention layer is the 4th
          "qwen3_moe", "mixtral", "olmoe"]  # 8 experts of width `intermediate`, 2 per token
 for family in TYPES:
     work = os.path.join(scratch, "type-" + family)
