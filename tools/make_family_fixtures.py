@@ -16,7 +16,7 @@ OUT_DIR/NAME/expected.safetensors:
                      image-text model's: those of its language model, named as its text-only class names
                      them; its vision tower gets none from text)
 Gemma 4's layer scalars are buffers transformers never trains: their grad.* entries are zeros.
-The image-text fixtures (gemma3_image_text, qwen3_5_image_text) are the conditional-generation models
+The image-text fixtures (gemma3_image_text, qwen3_5_image_text, gemma4_image_text) are the conditional-generation models
 with a tiny vision tower, run on text only; qwen3_5_image_text's checkpoint also holds a
 multi-token-prediction tensor (mtp.fc.weight), which transformers does not build and zfcore passes through.
 zfcore does not need this script to build or test: the fixtures are committed.
@@ -122,6 +122,20 @@ def families():
                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                 "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                    "rope_theta": 10000.0}})),
+        # Gemma 4's image-text checkpoint: a gemma4 language model (three layers, the last reusing the first's keys
+        # and values) under text_config, a one-layer vision tower.
+        "gemma4_image_text": (T.Gemma4Config, dict(
+            text_config=common(
+                head_dim=16, num_hidden_layers=3, tie_word_embeddings=True, sliding_window=8,
+                layer_types=["sliding_attention", "full_attention", "full_attention"], global_head_dim=32,
+                num_global_key_value_heads=1, attention_k_eq_v=True, num_kv_shared_layers=1,
+                hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB, final_logit_softcapping=5.0,
+                rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                 "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                                    "rope_theta": 10000.0}}),
+            vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               num_key_value_heads=2, head_dim=8, patch_size=4, position_embedding_size=64),
+            audio_config=None, tie_word_embeddings=True)),
         # The mixtures of experts: 8 experts, 2 per token, every expert receiving tokens; the load-balancing
         # loss in the loss (output_router_logits) with a coefficient large enough to show in the gradients.
         # Qwen3-MoE: renormalised top 2, a dense middle layer (mlp_only_layers), per-head q/k norms.
@@ -233,6 +247,9 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
             if p.grad is None:  # the vision tower, which text does not reach
                 continue
             tensors["grad." + param_name.replace("model.language_model.", "model.")] = p.grad.detach().float().contiguous()
+        for buffer_name, b in model.named_buffers():  # Gemma 4's layer scalars: held fixed, a zero gradient
+            if buffer_name.endswith("layer_scalar"):
+                tensors["grad." + buffer_name.replace("model.language_model.", "model.")] = torch.zeros_like(b).float()
     else:
         for param_name, grad in stored_gradients(model, directory).items():
             tensors["grad." + param_name] = grad.detach().float().contiguous()
@@ -248,7 +265,8 @@ def main():
     everything = families()
     # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the end,
     # so that adding a family leaves the others' fixtures as committed.
-    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text", "gemma4"]
+    later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text", "gemma4",
+             "gemma4_image_text"]
     order = sorted(name for name in everything if name not in later) + later
     for seed, name in enumerate(order):
         if not only or name in only:

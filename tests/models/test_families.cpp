@@ -24,7 +24,7 @@ namespace {
 const char *const kFixtures[] = {"gemma3", "gemma4", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
                                  "olmo3",  "olmoe",   "phi3",      "qwen3",      "qwen3_5", "qwen3_moe", "smollm3",
                                  // the image-text checkpoints' language models, run on text
-                                 "gemma3_image_text", "qwen3_5_image_text"};
+                                 "gemma3_image_text", "qwen3_5_image_text", "gemma4_image_text"};
 
 std::string fixture_dir(const std::string &name) { return test::source_dir() + "/tests/fixtures/families/" + name; }
 
@@ -99,7 +99,7 @@ TEST_CASE("families: a model given by type alone has its family's layer, trains,
 }
 
 TEST_CASE("families: an image-text type without a checkpoint is refused, naming its text family", "[model][hf]") {
-  for (const char *type : {"gemma3", "qwen3_5"}) {
+  for (const char *type : {"gemma3", "qwen3_5", "gemma4"}) {
     INFO(type);
     auto config = RunConfig::parse(std::string("[model]\ntype = \"") + type + "\"\nhidden = 32\n", "type.toml");
     CHECK_THROWS_WITH(transformer_options(config),

@@ -87,7 +87,9 @@ void read(const json &c, const std::string &source, TransformerShape &s) {
   Gemma4Spec &g = f.gemma4;
   require_default(c, "enable_moe_block", false, source,
                   "Gemma 4's mixture-of-experts block (gemma-4-26B-A4B) is not built yet: zfcore reads the dense models");
-  require_default(c, "use_bidirectional_attention", nullptr, source, "attention is causal");
+  // "vision" makes only image tokens see each other both ways: text, all zfcore runs, stays causal.
+  if (field_or<std::string>(c, "use_bidirectional_attention", "vision", source) != "vision")
+    require_default(c, "use_bidirectional_attention", nullptr, source, "zfcore's attention is causal");
   require_default(c, "attention_bias", false, source, "Gemma 4's projections have no biases in zfcore");
   if (!c.contains("head_dim")) f.head_dim = s.hidden / s.heads == 256 ? 0 : 256;  // Gemma4TextConfig's default
   f.final_softcap = field_or<double>(c, "final_logit_softcapping", 0.0, source);
@@ -151,6 +153,27 @@ Family gemma4_family() {
     if (s.features.sliding_layers.empty()) default_layer_types(s, 512);
     if (s.features.rope.type == "default" && s.features.sliding_rope.theta == 0) default_rope(s);
   };
+  return f;
+}
+
+// Gemma 4's image-text checkpoints (Gemma4ForConditionalGeneration, model_type gemma4): the language model
+// above under text_config, its keys the published files leave out filled as Gemma4TextConfig fills them,
+// saved as model.language_model.*; its logits soft-capped as the text model's. zfcore runs text only, whose
+// per-layer inputs come from the token ids as in the text model.
+Family gemma4_image_text_family() {
+  Family f = gemma4_family();
+  f.type = "gemma4";
+  f.architecture = "Gemma4ForConditionalGeneration";
+  f.text_type = "gemma4_text";
+  f.text_prefix = "model.language_model.";
+  f.head_name = "lm_head.weight";
+  f.text_defaults = {{"vocab_size", 262144},        {"hidden_size", 2304},        {"intermediate_size", 9216},
+                     {"num_hidden_layers", 30},      {"num_attention_heads", 8},   {"num_key_value_heads", 4},
+                     {"head_dim", 256},              {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6},
+                     {"sliding_window", 512},        {"hidden_activation", "gelu_pytorch_tanh"}, {"pad_token_id", 0}};
+  f.defaults = nullptr;  // read from a checkpoint only: zfcore builds no vision or audio tower
+  f.read = nullptr;      // nothing of the outer config.json changes the language model
+  f.write = nullptr;
   return f;
 }
 

@@ -17,6 +17,7 @@ Family smollm3_family();
 Family granite_family();
 Family qwen3_5_text_family();
 Family gemma3_image_text_family();
+Family gemma4_image_text_family();
 Family qwen3_5_image_text_family();
 Family qwen3_moe_family();
 Family mixtral_family();
@@ -28,7 +29,7 @@ const std::vector<Family> &families() {
                                           gemma4_family(),
                                           phi3_family(),   smollm3_family(), granite_family(),
                                           qwen3_5_text_family(), gemma3_image_text_family(),
-                                          qwen3_5_image_text_family(), qwen3_moe_family(), mixtral_family(),
+                                          qwen3_5_image_text_family(), gemma4_image_text_family(), qwen3_moe_family(), mixtral_family(),
                                           olmoe_family()};
   return all;
 }
