@@ -22,6 +22,9 @@ int64_t gemma4_first_shared(const TransformerShape &s);
 // layer of its type before the shared ones; -1 where there is none (validate refuses that shape).
 int64_t gemma4_kv_source(const TransformerShape &s, int64_t layer);
 int64_t gemma4_mlp_width(const TransformerShape &s, int64_t layer);
+// The channels that pass from block to block: the hidden state, every layer's per-layer input, and the
+// keys and values of each layer that later layers reuse.
+int64_t gemma4_stream_width(const TransformerShape &s);
 // Every parameter the model registers (gemma4.cpp): the layer scalars, fixed, counted among them.
 uint64_t gemma4_parameter_count(const TransformerShape &s);
 // Throws zf::Error naming `where` for a Gemma 4 shape the model cannot build.

@@ -3,6 +3,7 @@
 // sequences they sampled themselves. Loss within 1e-4 relative, every gradient within 1e-3 of the
 // largest; config.json read, written and read again gives the same model.
 #include "config/config.hpp"
+#include "model/activation_estimate.hpp"
 #include "model/family.hpp"
 #include "model/gemma4_layout.hpp"
 #include "model/zoo.hpp"
@@ -197,6 +198,14 @@ TEST_CASE("families: Gemma 4 E2B's preset has transformers' parameters and its l
   CHECK((gemma4_kv_source(s, 15) == 13 && gemma4_kv_source(s, 19) == 14 && gemma4_kv_source(s, 34) == 14));
   CHECK((gemma4_mlp_width(s, 14) == 6144 && gemma4_mlp_width(s, 15) == 12288));
   CHECK((s.features.rope.type == "proportional" && s.features.rope.partial == 0.25 && s.rope_theta == 1e6));
+  // What passes between blocks: hidden 1536, 35 per-layer inputs of 256, the keys and values of layer 13
+  // (one head of 256) and 14 (one of 512); a checkpointed layer keeps that much of each token.
+  CHECK(gemma4_stream_width(s) == 1536 + 35 * 256 + 2 * 256 + 2 * 512);
+  TransformerOptions options;
+  options.shape = s;
+  options.dtype = "bfloat16";
+  options.activation_checkpointing = true;
+  CHECK(estimate_activations(options, 4096).per_layer == 2ull * 12032 * 4096);
   CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
 }
 

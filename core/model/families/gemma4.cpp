@@ -208,6 +208,16 @@ int64_t gemma4_mlp_width(const TransformerShape &s, int64_t layer) {
   return s.intermediate * (wide ? 2 : 1);
 }
 
+int64_t gemma4_stream_width(const TransformerShape &s) {
+  int64_t width = s.hidden + s.layers * s.features.gemma4.per_layer_hidden;
+  for (int64_t i = 0; i < gemma4_first_shared(s); ++i) {
+    bool reused = false;
+    for (int64_t j = gemma4_first_shared(s); j < s.layers; ++j) reused = reused || gemma4_kv_source(s, j) == i;
+    if (reused) width += 2 * gemma4_kv_heads(s, i) * gemma4_head_dim(s, i);
+  }
+  return width;
+}
+
 uint64_t gemma4_parameter_count(const TransformerShape &s) {
   const Gemma4Spec &g = s.features.gemma4;
   const uint64_t h = uint64_t(s.hidden), per = uint64_t(g.per_layer_hidden), l = uint64_t(s.layers);
