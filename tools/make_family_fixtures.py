@@ -136,6 +136,16 @@ def families():
             vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                                num_key_value_heads=2, head_dim=8, patch_size=4, position_embedding_size=64),
             audio_config=None, tie_word_embeddings=True)),
+        # Gemma 4's mixture of experts (gemma-4-26B-A4B's layer): 4 experts, 2 per token, beside every dense MLP;
+        # a sliding and a full layer (K = V, one key-value head of 32 channels), no per-layer inputs.
+        "gemma4_moe": (T.Gemma4TextConfig, common(
+            head_dim=16, tie_word_embeddings=True, sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+            global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True, hidden_size_per_layer_input=0,
+            enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=16,
+            final_logit_softcapping=5.0, rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                   "rope_theta": 10000.0}})),
         # The mixtures of experts: 8 experts, 2 per token, every expert receiving tokens; the load-balancing
         # loss in the loss (output_router_logits) with a coefficient large enough to show in the gradients.
         # Qwen3-MoE: renormalised top 2, a dense middle layer (mlp_only_layers), per-head q/k norms.
@@ -159,6 +169,8 @@ def perturb(model, seed):
         for name, p in model.named_parameters():
             if p.dim() == 1 and "norm" in name:
                 p.copy_(p + 0.3 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("router.scale") or name.endswith("per_expert_scale"):  # Gemma 4's, near 1
+                p.copy_(1 + 0.3 * torch.randn(p.shape, generator=gen))
             elif name.endswith("mlp.gate.weight"):  # a router: peaked enough to matter, flat enough for every expert
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             else:
@@ -266,7 +278,7 @@ def main():
     # Seeds in the order the fixtures were added: the first ten sorted, then each later one at the end,
     # so that adding a family leaves the others' fixtures as committed.
     later = ["qwen3_5", "mixtral", "olmoe", "qwen3_moe", "gemma3_image_text", "qwen3_5_image_text", "gemma4",
-             "gemma4_image_text"]
+             "gemma4_image_text", "gemma4_moe"]
     order = sorted(name for name in everything if name not in later) + later
     for seed, name in enumerate(order):
         if not only or name in only:

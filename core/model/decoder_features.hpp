@@ -80,6 +80,9 @@ struct Gemma4Spec {
   int64_t per_layer_hidden = 0;  // hidden_size_per_layer_input: 0 = no per-layer inputs
   int64_t per_layer_vocab = 0;   // vocab_size_per_layer_input
   bool double_wide_mlp = false;  // use_double_wide_mlp: the kv-shared layers' MLP twice as wide
+  // enable_moe_block: every layer's MLP beside `experts` GeGLU experts of width expert_intermediate,
+  // each token sent to its top `top_k` (gemma4_moe.hpp); 0: none
+  int64_t experts = 0, top_k = 0, expert_intermediate = 0;
   bool operator==(const Gemma4Spec &) const = default;
 };
 

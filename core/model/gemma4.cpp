@@ -8,6 +8,7 @@
 #include "model/attention.hpp"
 #include "model/fused_ops.hpp"
 #include "model/gemma4_layout.hpp"
+#include "model/gemma4_moe.hpp"
 #include "model/rope.hpp"
 #include "model/transformer.hpp"
 
@@ -60,6 +61,17 @@ class Gemma4 final : public TransformerModel {
       l.attention_out_norm = add(p + "post_attention_layernorm.weight", {h}, b, Init::norm);
       l.mlp_in_norm = add(p + "pre_feedforward_layernorm.weight", {h}, b, Init::norm);
       l.mlp_out_norm = add(p + "post_feedforward_layernorm.weight", {h}, b, Init::norm);
+      if (g.experts > 0) {  // beside the MLP (gemma4_moe.hpp)
+        const int64_t e = g.experts, wide = g.expert_intermediate;
+        l.moe.router_proj = add(p + "router.proj.weight", {e, h}, b, Init::linear);
+        l.moe.router_scale = add(p + "router.scale", {h}, b, Init::norm);
+        l.moe.per_expert_scale = add(p + "router.per_expert_scale", {e}, b, Init::norm);
+        l.moe.gate_up = add(p + "experts.gate_up_proj", {e, 2 * wide, h}, b, Init::linear);
+        l.moe.down = add(p + "experts.down_proj", {e, h, wide}, b, Init::residual);
+        l.moe.dense_out_norm = add(p + "post_feedforward_layernorm_1.weight", {h}, b, Init::norm);
+        l.moe.pre_norm = add(p + "pre_feedforward_layernorm_2.weight", {h}, b, Init::norm);
+        l.moe.experts_out_norm = add(p + "post_feedforward_layernorm_2.weight", {h}, b, Init::norm);
+      }
       if (per > 0) {
         l.per_layer_gate = add(p + "per_layer_input_gate.weight", {per, h}, b, Init::linear);
         l.per_layer_projection = add(p + "per_layer_projection.weight", {h, per}, b, Init::residual);
@@ -100,7 +112,9 @@ class Gemma4 final : public TransformerModel {
                                        s.features.norm_weight, s.norm_eps, options().fused);
     torch::Tensor gated = gated_activation(torch::linear(mlp_in, l.gate), torch::linear(mlp_in, l.up), true,
                                            options().fused);
-    h = h + norm(torch::linear(gated, l.down), l.mlp_out_norm);
+    torch::Tensor mixed = torch::linear(gated, l.down);
+    if (l.moe.router_proj.defined()) mixed = gemma4_moe(l.moe, h, mixed, g.top_k, s.norm_eps, options().fused);
+    h = h + norm(mixed, l.mlp_out_norm);
     if (g.per_layer_hidden > 0) {  // the layer's own input, gated by the hidden state, added back
       torch::Tensor input = stream.narrow(-1, s.hidden + index * g.per_layer_hidden, g.per_layer_hidden);
       torch::Tensor mixed = torch::gelu(torch::linear(h, l.per_layer_gate), "tanh") * input;
@@ -122,6 +136,7 @@ class Gemma4 final : public TransformerModel {
     torch::Tensor scalar, q, q_norm, k, k_norm, v, o, gate, up, down;
     torch::Tensor input_norm, attention_out_norm, mlp_in_norm, mlp_out_norm;
     torch::Tensor per_layer_gate, per_layer_projection, per_layer_norm;
+    Gemma4MoeWeights moe;  // the experts beside the MLP (enable_moe_block)
   };
 
   // x * scale with the scale a tensor of x's dtype, as transformers' scaled embeddings round it.

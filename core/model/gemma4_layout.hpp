@@ -25,8 +25,9 @@ int64_t gemma4_mlp_width(const TransformerShape &s, int64_t layer);
 // The channels that pass from block to block: the hidden state, every layer's per-layer input, and the
 // keys and values of each layer that later layers reuse.
 int64_t gemma4_stream_width(const TransformerShape &s);
-// Every parameter the model registers (gemma4.cpp): the layer scalars, fixed, counted among them.
-uint64_t gemma4_parameter_count(const TransformerShape &s);
+// Every parameter the model registers (gemma4.cpp): the layer scalars, fixed, counted among them; with
+// `active`, only the top k of each layer's experts.
+uint64_t gemma4_parameter_count(const TransformerShape &s, bool active = false);
 // Throws zf::Error naming `where` for a Gemma 4 shape the model cannot build.
 void gemma4_validate(const TransformerShape &s, const char *where);
 

@@ -50,7 +50,7 @@ uint64_t TransformerShape::counted_parameters(bool active) const {
     return embeddings + uint64_t(max_seq) * h + l * per_layer + 2 * h + head;
   }
   const DecoderFeatures &f = features;
-  if (f.gemma4.on) return gemma4_parameter_count(*this);
+  if (f.gemma4.on) return gemma4_parameter_count(*this, active);
   uint64_t q = uint64_t(heads * head_dim()), kv = uint64_t(kv_heads * head_dim()), d = uint64_t(head_dim());
   uint64_t attention = h * q * (f.attention_output_gate ? 2 : 1) + 2 * h * kv + q * h +
                       (qkv_bias ? q + 2 * kv : 0) + (f.attention_bias ? q + 2 * kv + h : 0);

@@ -25,7 +25,8 @@ namespace {
 const char *const kFixtures[] = {"gemma3", "gemma4", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
                                  "olmo3",  "olmoe",   "phi3",      "qwen3",      "qwen3_5", "qwen3_moe", "smollm3",
                                  // the image-text checkpoints' language models, run on text
-                                 "gemma3_image_text", "qwen3_5_image_text", "gemma4_image_text"};
+                                 "gemma3_image_text", "qwen3_5_image_text", "gemma4_image_text",
+                                 "gemma4_moe"};
 
 std::string fixture_dir(const std::string &name) { return test::source_dir() + "/tests/fixtures/families/" + name; }
 
@@ -221,8 +222,8 @@ TEST_CASE("families: a Gemma 4 config.json zfcore cannot compute is refused, nam
     }
     return std::string("(accepted)");
   };
-  CHECK_THAT(refusal("enable_moe_block", true), Catch::Contains("g/config.json") &&
-                                                    Catch::Contains("\"enable_moe_block\"") && Catch::Contains("26B"));
+  CHECK_THAT(refusal("enable_moe_block", true), Catch::Contains("g/config.json") && Catch::Contains("\"num_experts\""));
+  CHECK_THAT(refusal("top_k_experts", 9), Catch::Contains("(accepted)"));  // read only with enable_moe_block
   CHECK_THAT(refusal("use_bidirectional_attention", "all"), Catch::Contains("\"use_bidirectional_attention\""));
   CHECK_THAT(refusal("per_layer_config", {{"1", {{"head_dim", 32}, {"intermediate_size", 8}}}, {"4", {{"head_dim", 32}}}}),
              Catch::Contains("per_layer_config.1") && Catch::Contains("\"intermediate_size\""));

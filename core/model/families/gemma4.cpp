@@ -4,7 +4,8 @@
 // values may be their keys' projection (attention_k_eq_v), under proportional RoPE (a quarter of each
 // head's channel pairs turned, base 1e6); the last num_kv_shared_layers layers attend over the keys and
 // values of the last earlier layer of their type; per-layer input embeddings (hidden_size_per_layer_input)
-// added after each layer; a fixed scalar per layer; soft-capped logits. The model is gemma4.cpp.
+// added after each layer; a fixed scalar per layer; soft-capped logits; with enable_moe_block, experts
+// beside each layer's MLP (gemma4_moe.hpp). The model is gemma4.cpp.
 #include "model/family.hpp"
 #include "model/gemma4_layout.hpp"
 #include "model/hf_config_fields.hpp"
@@ -85,8 +86,6 @@ void read(const json &c, const std::string &source, TransformerShape &s) {
   compose(s);
   DecoderFeatures &f = s.features;
   Gemma4Spec &g = f.gemma4;
-  require_default(c, "enable_moe_block", false, source,
-                  "Gemma 4's mixture-of-experts block (gemma-4-26B-A4B) is not built yet: zfcore reads the dense models");
   // "vision" makes only image tokens see each other both ways: text, all zfcore runs, stays causal.
   if (field_or<std::string>(c, "use_bidirectional_attention", "vision", source) != "vision")
     require_default(c, "use_bidirectional_attention", nullptr, source, "zfcore's attention is causal");
@@ -110,6 +109,11 @@ void read(const json &c, const std::string &source, TransformerShape &s) {
   g.per_layer_vocab = field_or<int64_t>(c, "vocab_size_per_layer_input", 262144, source);
   g.double_wide_mlp = field_or<bool>(c, "use_double_wide_mlp", false, source);
   read_global_heads(c, source, s);
+  if (field_or<bool>(c, "enable_moe_block", false, source)) {
+    g.experts = field<int64_t>(c, "num_experts", source);
+    g.top_k = field<int64_t>(c, "top_k_experts", source);
+    g.expert_intermediate = field<int64_t>(c, "moe_intermediate_size", source);
+  }
 }
 
 void write(const TransformerShape &s, json &c) {
@@ -124,7 +128,10 @@ void write(const TransformerShape &s, json &c) {
   c["hidden_size_per_layer_input"] = g.per_layer_hidden;
   c["vocab_size_per_layer_input"] = g.per_layer_vocab;
   c["use_double_wide_mlp"] = g.double_wide_mlp;
-  c["enable_moe_block"] = false;
+  c["enable_moe_block"] = g.experts > 0;
+  c["num_experts"] = g.experts > 0 ? json(g.experts) : json(nullptr);
+  c["top_k_experts"] = g.experts > 0 ? json(g.top_k) : json(nullptr);
+  c["moe_intermediate_size"] = g.experts > 0 ? json(g.expert_intermediate) : json(nullptr);
   c["use_bidirectional_attention"] = nullptr;
   json layers = json::object();
   for (int64_t i = 0; i < s.layers; ++i) {
@@ -218,7 +225,7 @@ int64_t gemma4_stream_width(const TransformerShape &s) {
   return width;
 }
 
-uint64_t gemma4_parameter_count(const TransformerShape &s) {
+uint64_t gemma4_parameter_count(const TransformerShape &s, bool active) {
   const Gemma4Spec &g = s.features.gemma4;
   const uint64_t h = uint64_t(s.hidden), per = uint64_t(g.per_layer_hidden), l = uint64_t(s.layers);
   uint64_t total = uint64_t(s.vocab) * h * (s.tie_embeddings ? 1 : 2) + h;
@@ -229,6 +236,10 @@ uint64_t gemma4_parameter_count(const TransformerShape &s) {
     if (gemma4_kv_source(s, i) == i) total += h * kv * (gemma4_values_are_keys(s, i) ? 1 : 2) + d;  // k, v, k_norm
     total += 3 * h * uint64_t(gemma4_mlp_width(s, i)) + 4 * h + 1;  // the MLP, four norms, the layer scalar
     if (per > 0) total += 2 * h * per + h;
+    // The experts: router (proj, scale, per-expert scale), three norms, and each expert's gate_up and down
+    // (with `active`, the top k of them).
+    const uint64_t e = uint64_t(g.experts), used = active ? uint64_t(g.top_k) : e;
+    if (e > 0) total += e * h + h + e + 3 * h + used * 3 * h * uint64_t(g.expert_intermediate);
   }
   return total;
 }
@@ -244,6 +255,10 @@ void gemma4_validate(const TransformerShape &s, const char *where) {
   ZF_REQUIRE(g.per_layer_hidden >= 0 && (g.per_layer_hidden == 0 || g.per_layer_vocab > 0),
              "%s: hidden_size_per_layer_input = %lld needs vocab_size_per_layer_input > 0", where,
              (long long)g.per_layer_hidden);
+  ZF_REQUIRE(g.experts == 0 || (g.top_k > 0 && g.top_k <= g.experts && g.expert_intermediate > 0),
+             "%s: enable_moe_block needs num_experts > 0, top_k_experts in [1, num_experts] and "
+             "moe_intermediate_size > 0 (has %lld, %lld, %lld)", where, (long long)g.experts, (long long)g.top_k,
+             (long long)g.expert_intermediate);
   for (int64_t i = 0; i < s.layers; ++i) {
     ZF_REQUIRE(gemma4_head_dim(s, i) % 2 == 0 && s.heads % gemma4_kv_heads(s, i) == 0,
                "%s: layer %lld has head_dim %lld and %lld key-value heads: the head size must be even and the %lld "
