@@ -28,9 +28,9 @@ std::string family_config(const std::string &family) {
 
 }  // namespace
 
-TEST_CASE("gemma3, gemma4, phi3, olmo3 and Gemma 3's image-text checkpoint train under zero3 + cpu_optimizer on 2 ranks to "
+TEST_CASE("gemma3, gemma4 (dense and with experts), phi3, olmo3 and Gemma 3's image-text checkpoint train under zero3 + cpu_optimizer on 2 ranks to "
           "zero0's param_digest, and under ZenFlow", "[stage][mpi][model]") {
-  const std::string family = GENERATE("gemma3", "gemma4", "phi3", "olmo3", "gemma3_image_text");
+  const std::string family = GENERATE("gemma3", "gemma4", "gemma4_moe", "phi3", "olmo3", "gemma3_image_text");
   INFO(family);
   const std::string config = family_config(family);
   test::StageRun oracle = test::run_stage_ok("family_oracle_" + family, "zero0", 1,
