@@ -210,6 +210,18 @@ TEST_CASE("families: Gemma 4 E2B's preset has transformers' parameters and its l
   CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
 }
 
+TEST_CASE("families: Gemma 4 26B-A4B's preset has transformers' parameters, 8 of 128 experts active", "[model]") {
+  // transformers 5.23.0's Gemma4ForCausalLM of 26B-A4B's text_config, on the meta device: 25233141760, and
+  // zfcore's 30 fixed layer scalars.
+  CHECK(preset_parameter_count("gemma4-26b-a4b") == 25233141760ull + 30);
+  const TransformerShape s = *find_preset("gemma4-26b-a4b");
+  const uint64_t experts = 30ull * 128 * 3 * 2816 * 704;
+  CHECK(s.active_parameter_count() == s.parameter_count() - experts + experts / 16);  // 8 of 128 compute
+  CHECK((gemma4_head_dim(s, 5) == 512 && gemma4_kv_heads(s, 5) == 2 && gemma4_values_are_keys(s, 5)));
+  CHECK((gemma4_kv_heads(s, 4) == 8 && !gemma4_values_are_keys(s, 4) && s.features.gemma4.per_layer_hidden == 0));
+  CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
+}
+
 TEST_CASE("families: a Gemma 4 config.json zfcore cannot compute is refused, naming the key", "[model][hf]") {
   const nlohmann::json config = read_json_file(fixture_dir("gemma4") + "/config.json", 1 << 20);
   auto refusal = [&](const char *key, nlohmann::json value) {

@@ -105,7 +105,9 @@ void read(const json &c, const std::string &source, TransformerShape &s) {
              source.c_str(), f.partial_rotary);
   g.k_eq_v = field_or<bool>(c, "attention_k_eq_v", false, source);
   g.kv_shared_layers = field_or<int64_t>(c, "num_kv_shared_layers", 0, source);
-  g.per_layer_hidden = field_or<int64_t>(c, "hidden_size_per_layer_input", 256, source);
+  // Written null (some published files), it is off, as transformers tests it.
+  const bool per_layer_null = c.contains("hidden_size_per_layer_input") && c["hidden_size_per_layer_input"].is_null();
+  g.per_layer_hidden = per_layer_null ? 0 : field_or<int64_t>(c, "hidden_size_per_layer_input", 256, source);
   g.per_layer_vocab = field_or<int64_t>(c, "vocab_size_per_layer_input", 262144, source);
   g.double_wide_mlp = field_or<bool>(c, "use_double_wide_mlp", false, source);
   read_global_heads(c, source, s);
