@@ -6,6 +6,7 @@
 #include "model/activation_estimate.hpp"
 #include "model/family.hpp"
 #include "model/gemma4_layout.hpp"
+#include "model/rope.hpp"
 #include "model/zoo.hpp"
 #include "models/model_fixture.hpp"
 #include "runtime/error.hpp"
@@ -243,4 +244,19 @@ TEST_CASE("families: a Gemma 4 config.json zfcore cannot compute is refused, nam
              Catch::Contains("layer 4") && Catch::Contains("layer 1"));
   CHECK_THAT(refusal("num_kv_shared_layers", 5), Catch::Contains("num_kv_shared_layers = 5"));
   CHECK(refusal("num_kv_shared_layers", 2) == "(accepted)");
+}
+
+TEST_CASE("families: proportional RoPE turns the first pairs of the whole head at its own rate, the rest not at all",
+          "[model]") {
+  // transformers 5.23.0's _compute_proportional_rope_parameters for head_dim 32, partial_rotary_factor 0.25,
+  // rope_theta 1e4, factor 2 (which Gemma 4's fixture leaves at 1).
+  RopeSpec spec;
+  spec.type = "proportional";
+  spec.theta = 1e4;
+  spec.partial = 0.25;
+  spec.factor = 2;
+  const torch::Tensor inverse = rope_inverse_frequencies(spec, 32, 64).first;
+  const std::vector<float> want = {0.5f, 0.28117066621780396f, 0.15811388194561005f, 0.08891396969556808f};
+  REQUIRE(inverse.size(0) == 16);
+  for (int64_t i = 0; i < 16; ++i) CHECK(inverse[i].item<float>() == (i < 4 ? want[size_t(i)] : 0.f));
 }
