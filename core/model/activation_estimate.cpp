@@ -22,7 +22,8 @@ uint64_t gemma4_layer_bytes_per_token(const TransformerShape &s, uint64_t e, uin
   }
   const Gemma4Spec &g = s.features.gemma4;
   if (g.experts > 0)  // the router's fp32 probabilities, three more norms, each chosen expert's rows and GeGLU
-    widest += 4 * uint64_t(g.experts) + 3 * norm + uint64_t(g.top_k) * (e * (h + 4 * uint64_t(g.expert_intermediate)) + 4 * h);
+    widest += 4 * uint64_t(g.experts) + 3 * norm +
+              uint64_t(g.top_k) * (e * (h + 4 * uint64_t(g.expert_intermediate)) + 4 * h);
   const uint64_t per = uint64_t(g.per_layer_hidden);
   return widest + (per > 0 ? norm + e * 2 * per : 0) + e * uint64_t(gemma4_stream_width(s)) + 4 * uint64_t(s.heads);
 }

@@ -80,7 +80,8 @@ class Gemma4 final : public TransformerModel {
       layers_.push_back(l);
     }
     norm_ = add("model.norm.weight", {h}, uint32_t(s.layers + 1), Init::norm);
-    lm_head_ = s.tie_embeddings ? embed_tokens_ : add("lm_head.weight", {s.vocab, h}, uint32_t(s.layers + 1), Init::linear);
+    const uint32_t head = uint32_t(s.layers + 1);
+    lm_head_ = s.tie_embeddings ? embed_tokens_ : add("lm_head.weight", {s.vocab, h}, head, Init::linear);
   }
 
   // The stream: the scaled embeddings, every layer's per-layer input, zeros where shared keys and values go.
@@ -91,7 +92,8 @@ class Gemma4 final : public TransformerModel {
     std::vector<torch::Tensor> parts = {x};
     if (g.per_layer_hidden > 0) {
       const int64_t pad = options().padding_idx < g.per_layer_vocab ? options().padding_idx : -1;
-      torch::Tensor tokens = scaled(torch::embedding(embed_per_layer_, ids, pad), std::sqrt(double(g.per_layer_hidden)));
+      torch::Tensor tokens =
+          scaled(torch::embedding(embed_per_layer_, ids, pad), std::sqrt(double(g.per_layer_hidden)));
       torch::Tensor context = torch::linear(x, per_layer_projection_) * (1 / std::sqrt(double(s.hidden)));
       context = norm(context.view({ids.size(0), ids.size(1), s.layers, g.per_layer_hidden}), per_layer_norm_);
       parts.push_back((context.flatten(2) + tokens) * (1 / std::sqrt(2.0)));
@@ -169,11 +171,13 @@ class Gemma4 final : public TransformerModel {
       torch::Tensor keys = torch::linear(x, l.k).view({batch, length, kv_heads, d});
       torch::Tensor values = l.v.defined() ? torch::linear(x, l.v).view({batch, length, kv_heads, d}) : keys;
       k = rotate(norm(keys, l.k_norm).transpose(1, 2), tables, options().fused);
-      v = at::rms_norm(values.to(torch::kFloat32), {d}, std::nullopt, s.norm_eps).to(values.scalar_type()).transpose(1, 2);
+      v = at::rms_norm(values.to(torch::kFloat32), {d}, std::nullopt, s.norm_eps).to(values.scalar_type());
+      v = v.transpose(1, 2);
       if (slots_.count(index)) {
         const int64_t at = slots_.at(index), size = kv_heads * d;
         auto flat = [&](const torch::Tensor &t) { return t.transpose(1, 2).reshape({batch, length, size}); };
-        out = torch::cat({stream.narrow(-1, 0, at), flat(k), flat(v), stream.narrow(-1, at + 2 * size, width_ - at - 2 * size)}, -1);
+        const int64_t after = at + 2 * size;
+        out = torch::cat({stream.narrow(-1, 0, at), flat(k), flat(v), stream.narrow(-1, after, width_ - after)}, -1);
       }
     }
     AttentionOptions options;

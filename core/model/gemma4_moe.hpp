@@ -12,7 +12,8 @@ namespace zf {
 struct Gemma4MoeWeights {
   torch::Tensor router_proj, router_scale, per_expert_scale;  // [E, H], [H], [E]
   torch::Tensor gate_up, down;                                // [E, 2I, H], [E, H, I]
-  torch::Tensor pre_norm, dense_out_norm, experts_out_norm;   // pre_feedforward_layernorm_2, post_feedforward_layernorm_1, _2
+  // pre_feedforward_layernorm_2, post_feedforward_layernorm_1, post_feedforward_layernorm_2
+  torch::Tensor pre_norm, dense_out_norm, experts_out_norm;
 };
 
 // `residual` [B, T, H]: the layer's hidden state after attention; `dense` the dense MLP's output on it.

@@ -95,7 +95,8 @@ void read(const json &c, const std::string &source, TransformerShape &s) {
   if (!c.contains("layer_types") || c["layer_types"].is_null())
     default_layer_types(s, field_or<int64_t>(c, "sliding_window", 512, source));
   if (f.sliding(s.layers - 1)) f.sliding_layers.back() = 0;  // transformers makes the last layer global
-  if (std::find(f.sliding_layers.begin(), f.sliding_layers.end(), 1) == f.sliding_layers.end()) f.sliding_layers.clear();
+  if (std::find(f.sliding_layers.begin(), f.sliding_layers.end(), 1) == f.sliding_layers.end())
+    f.sliding_layers.clear();  // no layer slides
   if (!c.contains("rope_parameters") || c["rope_parameters"].is_null()) {
     default_rope(s);
     s.rope_theta = 1e6;
