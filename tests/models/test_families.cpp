@@ -211,6 +211,36 @@ TEST_CASE("families: Gemma 4 E2B's preset has transformers' parameters and its l
   CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
 }
 
+TEST_CASE("families: gemma-4-E2B's image-text config.json reads as its language model, the preset's shape",
+          "[model][hf]") {
+  // The published file's text_config (layer_types as written there: every fifth layer global), nulls included.
+  nlohmann::json types = nlohmann::json::array();
+  for (int i = 0; i < 35; ++i) types.push_back(i % 5 == 4 ? "full_attention" : "sliding_attention");
+  const nlohmann::json config = {
+      {"architectures", {"Gemma4ForConditionalGeneration"}}, {"model_type", "gemma4"}, {"tie_word_embeddings", true},
+      {"text_config", {{"model_type", "gemma4_text"}, {"hidden_size", 1536}, {"num_hidden_layers", 35},
+                       {"num_attention_heads", 8}, {"num_key_value_heads", 1}, {"head_dim", 256},
+                       {"global_head_dim", 512}, {"num_global_key_value_heads", nullptr}, {"attention_k_eq_v", false},
+                       {"sliding_window", 512}, {"vocab_size", 262144}, {"vocab_size_per_layer_input", 262144},
+                       {"hidden_size_per_layer_input", 256}, {"num_kv_shared_layers", 20},
+                       {"use_double_wide_mlp", true}, {"intermediate_size", 6144}, {"max_position_embeddings", 131072},
+                       {"rms_norm_eps", 1e-6}, {"hidden_activation", "gelu_pytorch_tanh"},
+                       {"final_logit_softcapping", 30.0}, {"use_bidirectional_attention", "vision"},
+                       {"enable_moe_block", false}, {"layer_types", types},
+                       {"rope_parameters", {{"full_attention", {{"partial_rotary_factor", 0.25}, {"rope_theta", 1e6},
+                                                                {"rope_type", "proportional"}}},
+                                            {"sliding_attention", {{"rope_theta", 1e4}, {"rope_type", "default"}}}}}}},
+      {"vision_config", {{"model_type", "gemma4_vision"}, {"hidden_size", 768}}}};
+  const TransformerShape s = shape_from_hf_config(config, "gemma-4-E2B-it/config.json");
+  CHECK(s.type == "gemma4");
+  TransformerShape text = s;
+  text.type = "gemma4_text";
+  const TransformerShape preset = *find_preset("gemma4-e2b");
+  INFO(shape_difference(text, preset, "read", "preset"));
+  CHECK(text == preset);
+  CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
+}
+
 TEST_CASE("families: Gemma 4 26B-A4B's preset has transformers' parameters, 8 of 128 experts active", "[model]") {
   // transformers 5.23.0's Gemma4ForCausalLM of 26B-A4B's text_config, on the meta device: 25233141760, and
   // zfcore's 30 fixed layer scalars.
