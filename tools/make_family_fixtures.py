@@ -15,7 +15,8 @@ OUT_DIR/NAME/expected.safetensors:
   grad.PARAM         the gradient of that loss for every parameter, under the names of model.safetensors (an
                      image-text model's: those of its language model, named as its text-only class names
                      them; its vision tower gets none from text)
-The image-text fixtures (gemma3_image_text, qwen3_5_image_text, qwen3_5_moe_image_text) are the
+Gemma 4's layer scalars are buffers transformers never trains: their grad.* entries are zeros.
+The image-text fixtures (gemma3_image_text, qwen3_5_image_text, qwen3_5_moe_image_text, gemma4_image_text) are the
 conditional-generation models with a tiny vision tower, run on text only; the Qwen3.5 ones' checkpoints also
 hold a multi-token-prediction tensor (mtp.fc.weight), which transformers does not build and zfcore passes
 through. qwen3_5_moe_image_text's experts are stored fused (mlp.experts.gate_up_proj [E, 2I, H], down_proj
@@ -124,6 +125,44 @@ def families():
                                spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=HIDDEN,
                                num_position_embeddings=16),
             tie_word_embeddings=False), 80),
+        # Gemma 4: two sliding layers (window 8, base 10000) and a full one computing keys and values, then a
+        # sliding and a full layer reusing them (num_kv_shared_layers) with a double-wide MLP; full layers with
+        # their own head size (32) and one key-value head whose values are the keys' projection, under
+        # proportional RoPE; per-layer input embeddings; layer scalars away from 1; soft-capped logits.
+        "gemma4": (T.Gemma4TextConfig, common(
+            head_dim=16, num_hidden_layers=5, tie_word_embeddings=True, sliding_window=8,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                         "full_attention"],
+            global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True, num_kv_shared_layers=2,
+            hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB, use_double_wide_mlp=True,
+            final_logit_softcapping=5.0, rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                   "rope_theta": 10000.0}})),
+        # Gemma 4's image-text checkpoint: a gemma4 language model (three layers, the last reusing the first's keys
+        # and values) under text_config, a one-layer vision tower.
+        "gemma4_image_text": (T.Gemma4Config, dict(
+            text_config=common(
+                head_dim=16, num_hidden_layers=3, tie_word_embeddings=True, sliding_window=8,
+                layer_types=["sliding_attention", "full_attention", "full_attention"], global_head_dim=32,
+                num_global_key_value_heads=1, attention_k_eq_v=True, num_kv_shared_layers=1,
+                hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB, final_logit_softcapping=5.0,
+                rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                 "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                                    "rope_theta": 10000.0}}),
+            vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               num_key_value_heads=2, head_dim=8, patch_size=4, position_embedding_size=64),
+            audio_config=None, tie_word_embeddings=True)),
+        # Gemma 4's mixture of experts (gemma-4-26B-A4B's layer): 4 experts, 2 per token, beside every dense MLP;
+        # a sliding and a full layer (K = V, one key-value head of 32 channels), no per-layer inputs.
+        "gemma4_moe": (T.Gemma4TextConfig, common(
+            head_dim=16, tie_word_embeddings=True, sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+            global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True, hidden_size_per_layer_input=0,
+            enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=16,
+            final_logit_softcapping=5.0, rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                   "rope_theta": 10000.0}})),
         # The mixtures of experts: 8 experts, 2 per token, every expert receiving tokens; the load-balancing
         # loss in the loss (output_router_logits) with a coefficient large enough to show in the gradients.
         # Qwen3-MoE: renormalised top 2, a dense middle layer (mlp_only_layers), per-head q/k norms.
@@ -169,12 +208,17 @@ def perturb(model, seed):
         for name, p in model.named_parameters():
             if p.dim() == 1 and "norm" in name:
                 p.copy_(p + 0.3 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("router.scale") or name.endswith("per_expert_scale"):  # Gemma 4's, near 1
+                p.copy_(1 + 0.3 * torch.randn(p.shape, generator=gen))
             elif name.endswith(("mlp.gate.weight", "mlp.router.weight")):  # a router: peaked enough to matter, flat enough for every expert
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             elif name.endswith("mlp.router.bias"):  # gpt-oss's router bias: small beside its logits
                 p.copy_(0.05 * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
+        for name, b in model.named_buffers():
+            if name.endswith("layer_scalar"):  # Gemma 4's fixed per-layer scalar, loaded, never trained
+                b.copy_(0.5 + torch.rand(b.shape, generator=gen))
 
 
 def stored_gradients(model, directory):
@@ -208,6 +252,9 @@ def stored_gradients(model, directory):
                     assert torch.equal(take(p.detach(), e), stored[key]), key
             continue
         assert torch.equal(value.detach(), stored[key]), key
+    for key in stored:  # Gemma 4's layer scalars: buffers, which zfcore holds fixed (a zero gradient)
+        if key.endswith("layer_scalar") and key not in grads:
+            grads[key] = torch.zeros_like(stored[key])
     assert set(grads) == set(stored), set(grads) ^ set(stored)
     return grads
 
@@ -298,6 +345,9 @@ def build(out, name, seed, config_class, settings, seq=SEQ):
             parts = split_experts(text_name, p.grad) if ".mlp.experts." in text_name else [(text_name, p.grad)]
             for part_name, grad in parts:
                 tensors["grad." + part_name] = grad.detach().float().contiguous()
+        for buffer_name, b in model.named_buffers():  # Gemma 4's layer scalars: held fixed, a zero gradient
+            if buffer_name.endswith("layer_scalar"):
+                tensors["grad." + buffer_name.replace("model.language_model.", "model.")] = torch.zeros_like(b).float()
     else:
         for param_name, grad in stored_gradients(model, directory).items():
             tensors["grad." + param_name] = grad.detach().float().contiguous()
@@ -342,7 +392,8 @@ def main():
     # position it was added at (families added side by side share a position), so that adding a family
     # leaves the others' fixtures as committed.
     later = {"qwen3_5": 0, "mixtral": 1, "olmoe": 2, "qwen3_moe": 3, "gemma3_image_text": 4, "qwen3_5_image_text": 5,
-             "qwen3_5_moe": 6, "qwen3_5_moe_image_text": 7, "gpt_oss": 6}
+             "qwen3_5_moe": 6, "qwen3_5_moe_image_text": 7, "gpt_oss": 6,
+             "gemma4": 6, "gemma4_image_text": 7, "gemma4_moe": 8}
     first = sorted(name for name in everything if name not in later)
     seeds = {name: at for at, name in enumerate(first)}
     seeds.update({name: len(first) + at for name, at in later.items()})

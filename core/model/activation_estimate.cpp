@@ -1,5 +1,6 @@
 #include "model/activation_estimate.hpp"
 
+#include "model/gemma4_layout.hpp"
 #include "model/loss_chunks.hpp"
 
 #include <algorithm>
@@ -7,6 +8,25 @@
 namespace zf {
 
 namespace {
+
+// Gemma 4's widest layer (gemma4.cpp): the sandwich's four norms and q, k, v's three, at the full layers'
+// head size; the MLP at the shared layers' width; the per-layer input's gate, its product and its norm;
+// the stream the layer writes (hidden state, per-layer inputs, shared keys and values); the experts.
+uint64_t gemma4_layer_bytes_per_token(const TransformerShape &s, uint64_t e, uint64_t norm) {
+  const uint64_t h = uint64_t(s.hidden);
+  uint64_t widest = 0;
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const uint64_t d = uint64_t(gemma4_head_dim(s, l)), q = uint64_t(s.heads) * d;
+    const uint64_t kv = uint64_t(gemma4_kv_heads(s, l)) * d, i = uint64_t(gemma4_mlp_width(s, l));
+    widest = std::max(widest, 4 * norm + (4 + 2 * e) * (q + 2 * kv) + e * (3 * q + 2 * kv) + e * 4 * i);
+  }
+  const Gemma4Spec &g = s.features.gemma4;
+  if (g.experts > 0)  // the router's fp32 probabilities, three more norms, each chosen expert's rows and GeGLU
+    widest += 4 * uint64_t(g.experts) + 3 * norm +
+              uint64_t(g.top_k) * (e * (h + 4 * uint64_t(g.expert_intermediate)) + 4 * h);
+  const uint64_t per = uint64_t(g.per_layer_hidden);
+  return widest + (per > 0 ? norm + e * 2 * per : 0) + e * uint64_t(gemma4_stream_width(s)) + 4 * uint64_t(s.heads);
+}
 
 // Bytes per token that one layer's backward needs, element size e (2 bf16, 4 float32).
 uint64_t layer_bytes_per_token(const TransformerShape &s, uint64_t e, uint64_t seq_len) {
@@ -23,6 +43,7 @@ uint64_t layer_bytes_per_token(const TransformerShape &s, uint64_t e, uint64_t s
   // reshaped copy (o_proj's input), and its log-sum-exp; the MLP keeps gate, silu(gate), up and
   // their product (down_proj's input).
   const uint64_t norm = 4 * h + 2 * e * h;
+  if (s.features.gemma4.on) return gemma4_layer_bytes_per_token(s, e, norm);
   uint64_t mlp = e * 4 * i;
   const MoeSpec &m = s.features.moe;
   if (m.experts > 0) {
@@ -65,7 +86,7 @@ ActivationEstimate estimate_activations(const TransformerOptions &options, uint6
   }
   const uint64_t layers = uint64_t(s.layers);
   if (options.activation_checkpointing) {
-    a.per_layer = e * h * tokens;  // only the layer's input
+    a.per_layer = e * uint64_t(s.features.gemma4.on ? gemma4_stream_width(s) : s.hidden) * tokens;  // the input
     a.layer_recompute = layer;
     a.whole_layers = options.checkpoint_layers > 0 ? layers - uint64_t(options.checkpoint_layers) : 0;
   } else {

@@ -16,10 +16,19 @@ RopeSpec read_rope(const json &rope, const std::string &source, const char *key,
              source.c_str(), key, excerpt(rope.dump()).c_str());
   RopeSpec spec;
   spec.type = field_or<std::string>(rope, "rope_type", field_or<std::string>(rope, "type", "default", source), source);
-  ZF_REQUIRE(spec.type == "default" || spec.type == "linear" || spec.type == "llama3" || spec.type == "yarn",
-             "%s: config.json has \"%s\" of type \"%s\"; zfcore computes RoPE of type default, linear, llama3 and yarn",
-             source.c_str(), key, excerpt(spec.type).c_str());
+  ZF_REQUIRE(spec.type == "default" || spec.type == "linear" || spec.type == "llama3" || spec.type == "yarn" ||
+                 spec.type == "proportional",
+             "%s: config.json has \"%s\" of type \"%s\"; zfcore computes RoPE of type default, linear, llama3, yarn "
+             "and proportional", source.c_str(), key, excerpt(spec.type).c_str());
   theta = field_or<double>(rope, "rope_theta", theta, source);
+  if (spec.type == "proportional") {  // its partial_rotary_factor leaves pairs unturned within the whole head
+    spec.partial = field_or<double>(rope, "partial_rotary_factor", 1.0, source);
+    spec.factor = field_or<double>(rope, "factor", 1.0, source);
+    ZF_REQUIRE(spec.partial >= 0 && spec.partial <= 1 && spec.factor > 0,
+               "%s: config.json \"%s\" of type proportional needs partial_rotary_factor in [0, 1] and factor > 0",
+               source.c_str(), key);
+    return spec;
+  }
   partial = field_or<double>(rope, "partial_rotary_factor", partial, source);
   llama4_beta = field_or<double>(rope, "llama_4_scaling_beta", llama4_beta, source);
   // M-RoPE (Qwen3.5): the rotated channels split by mrope_section among three position axes (time, height,
@@ -59,6 +68,11 @@ RopeSpec read_rope(const json &rope, const std::string &source, const char *key,
 
 json write_rope(const RopeSpec &spec, double theta) {
   json rope = {{"rope_type", spec.type}, {"rope_theta", theta}};
+  if (spec.type == "proportional") {
+    rope["partial_rotary_factor"] = spec.partial;
+    if (spec.factor != 1) rope["factor"] = spec.factor;
+    return rope;
+  }
   if (spec.type == "linear" || spec.type == "llama3") rope["factor"] = spec.factor;
   if (spec.type == "llama3") {
     rope["low_freq_factor"] = spec.low_freq_factor;

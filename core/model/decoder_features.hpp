@@ -12,7 +12,7 @@ namespace zf {
 
 // RoPE's inverse frequencies (rope.cpp), as Hugging Face's rope_parameters give them.
 struct RopeSpec {
-  std::string type = "default";  // default, linear, llama3, yarn
+  std::string type = "default";  // default, linear, llama3, yarn, proportional
   double theta = 0;  // sliding_rope's own base; the full layers' base is TransformerShape::rope_theta
   double factor = 1;
   double low_freq_factor = 1, high_freq_factor = 4;  // llama3
@@ -21,6 +21,7 @@ struct RopeSpec {
   double attention_factor = 0;                        // yarn: 0 = computed from factor (and mscale)
   double mscale = 0, mscale_all_dim = 0;              // yarn
   bool truncate = true;                               // yarn
+  double partial = 1;  // proportional: the fraction of the head's channel pairs rotated, the rest left as they are
   bool operator==(const RopeSpec &) const = default;
 };
 
@@ -80,6 +81,24 @@ struct MoeSpec {
   bool operator==(const MoeSpec &) const = default;
 };
 
+// Gemma 4's layer (gemma4_layout.hpp): full-attention layers with a head size and key-value heads of
+// their own, whose values may be their keys' projection; the last layers reusing the keys and values
+// of the last earlier layer of their type; per-layer input embeddings; a fixed scalar per layer.
+struct Gemma4Spec {
+  bool on = false;
+  int64_t global_head_dim = 0;   // full_attention layers' head size (global_head_dim); 0: head_dim
+  int64_t global_kv_heads = 0;   // their key-value heads (num_global_key_value_heads); 0: kv_heads
+  bool k_eq_v = false;           // attention_k_eq_v: a full layer's values are its keys' projection (no v_proj)
+  int64_t kv_shared_layers = 0;  // num_kv_shared_layers: the last N layers compute no keys or values
+  int64_t per_layer_hidden = 0;  // hidden_size_per_layer_input: 0 = no per-layer inputs
+  int64_t per_layer_vocab = 0;   // vocab_size_per_layer_input
+  bool double_wide_mlp = false;  // use_double_wide_mlp: the kv-shared layers' MLP twice as wide
+  // enable_moe_block: every layer's MLP beside `experts` GeGLU experts of width expert_intermediate,
+  // each token sent to its top `top_k` (gemma4_moe.hpp); 0: none
+  int64_t experts = 0, top_k = 0, expert_intermediate = 0;
+  bool operator==(const Gemma4Spec &) const = default;
+};
+
 struct DecoderFeatures {
   int64_t head_dim = 0;  // 0: hidden / heads
   NormPlacement placement = NormPlacement::pre;
@@ -106,6 +125,7 @@ struct DecoderFeatures {
   double residual_scale = 1;            // Granite: branch outputs scaled before the residual add
   double logits_divisor = 1;            // Granite: logits_scaling
   double final_softcap = 0;             // Gemma: final_logit_softcapping (0: none)
+  Gemma4Spec gemma4;                    // Gemma 4's layer (its own model: gemma4.cpp)
   bool operator==(const DecoderFeatures &) const = default;
 
   bool sliding(int64_t layer) const { return !sliding_layers.empty() && sliding_layers[size_t(layer)]; }

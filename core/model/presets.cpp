@@ -59,6 +59,31 @@ json gpt_oss_layers(int64_t layers, int64_t experts) {
 }
 
 // Gemma 3: five local layers of `window` tokens (base 10000) to one global layer (base 1e6, `global_rope`).
+// Gemma 4 E2B's own keys (its published text_config).
+json gemma4_e2b() {
+  json types = json::array();
+  for (int64_t i = 0; i < 35; ++i) types.push_back(i % 5 == 4 ? "full_attention" : "sliding_attention");
+  return {{"layer_types", types}, {"sliding_window", 512}, {"hidden_activation", "gelu_pytorch_tanh"},
+          {"head_dim", 256}, {"global_head_dim", 512}, {"attention_k_eq_v", false}, {"num_kv_shared_layers", 20},
+          {"hidden_size_per_layer_input", 256}, {"vocab_size_per_layer_input", 262144},
+          {"use_double_wide_mlp", true}, {"final_logit_softcapping", 30.0},
+          {"rope_parameters", {{"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25},
+                                                   {"rope_theta", 1e6}}},
+                               {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}}}};
+}
+
+// Gemma 4 26B-A4B's own keys (its published text_config).
+json gemma4_26b() {
+  json c = gemma4_e2b();
+  json types = json::array();
+  for (int64_t i = 0; i < 30; ++i) types.push_back((i + 1) % 6 ? "sliding_attention" : "full_attention");
+  c.update({{"layer_types", types}, {"sliding_window", 1024}, {"num_global_key_value_heads", 2},
+            {"attention_k_eq_v", true}, {"num_kv_shared_layers", 0}, {"hidden_size_per_layer_input", 0},
+            {"use_double_wide_mlp", false}, {"enable_moe_block", true}, {"num_experts", 128},
+            {"top_k_experts", 8}, {"moe_intermediate_size", 704}});
+  return c;
+}
+
 json gemma3_layers(int64_t layers, int64_t window, int64_t head_dim, int64_t query_scalar, json global_rope) {
   json types = json::array();
   for (int64_t i = 0; i < layers; ++i) types.push_back((i + 1) % 6 ? "sliding_attention" : "full_attention");
@@ -143,6 +168,13 @@ const std::map<std::string, TransformerShape> &presets() {
                               gemma3_layers(48, 1024, 256, 256, {{"rope_type", "linear"}, {"factor", 8.0}}))},
         {"gemma3-27b", config("gemma3_text", 5376, 21504, 62, 32, 16, 262208, 131072, 1e6, 1e-6, true,
                               gemma3_layers(62, 1024, 128, 168, {{"rope_type", "linear"}, {"factor", 8.0}}))},
+        // Gemma 4 E2B's language model (gemma-4-E2B's text_config): four local layers of 512 tokens to one global
+        // one (head size 512, proportional RoPE), the last 20 layers reusing keys and values with double-wide MLPs,
+        // per-layer input embeddings of 256 channels a layer.
+        {"gemma4-e2b", config("gemma4_text", 1536, 6144, 35, 8, 1, 262144, 131072, 1e6, 1e-6, true, gemma4_e2b())},
+        // Gemma 4 26B-A4B's language model: five local layers of 1024 tokens to one global (K = V, 2 key-value
+        // heads of 512), 128 experts of width 704 beside each MLP, 8 a token.
+        {"gemma4-26b-a4b", config("gemma4_text", 2816, 2112, 30, 16, 8, 262144, 262144, 1e6, 1e-6, true, gemma4_26b())},
         // Mixtures of experts (moe.hpp): every expert's parameters are held and updated, the top k compute.
         {"qwen3-30b-a3b", config("qwen3_moe", 2048, 6144, 48, 32, 4, 151936, 40960, 1e6, 1e-6, false,
                                  {{"head_dim", 128}, {"num_experts", 128}, {"num_experts_per_tok", 8},

@@ -64,6 +64,11 @@ std::pair<torch::Tensor, double> rope_inverse_frequencies(const RopeSpec &spec, 
   if (spec.type == "default") return {inverse, 1.0};
   if (spec.type == "linear") return {inverse / spec.factor, 1.0};
   if (spec.type == "llama3") return {llama3(spec, inverse), 1.0};
+  if (spec.type == "proportional") {  // the first pairs at base^(-2i / rotated), the rest not turned (Gemma 4)
+    const int64_t turned = int64_t(std::floor(spec.partial * double(rotated) / 2));
+    inverse = torch::cat({inverse.narrow(0, 0, turned), torch::zeros({rotated / 2 - turned}, torch::kFloat32)});
+    return {inverse / spec.factor, 1.0};
+  }
   throw Error(format("internal: RoPE of type \"%s\"", spec.type.c_str()));
 }
 

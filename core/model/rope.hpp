@@ -1,5 +1,5 @@
 // rope.hpp: rotary position embeddings as Hugging Face computes them: the inverse frequencies of
-// each rope_type (default, linear, llama3, yarn) and the cos / sin tables they give.
+// each rope_type (default, linear, llama3, yarn, proportional) and the cos / sin tables they give.
 #pragma once
 
 #include "model/decoder_features.hpp"

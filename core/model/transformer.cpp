@@ -178,6 +178,7 @@ std::unique_ptr<ParameterSource> TransformerModel::initial_values() const {
 
 std::unique_ptr<TransformerModel> make_unallocated_transformer(const TransformerOptions &options) {
   options.shape.validate("model");
+  if (options.shape.features.gemma4.on) return make_gemma4(options);
   return options.shape.is_gpt2() ? make_gpt2(options) : make_decoder(options);
 }
 

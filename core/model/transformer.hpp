@@ -116,6 +116,8 @@ class TransformerModel : public Model {
 std::unique_ptr<TransformerModel> make_gpt2(const TransformerOptions &options);
 // The families of the Llama lineage (model/families/), one layer composed by the shape's features.
 std::unique_ptr<TransformerModel> make_decoder(const TransformerOptions &options);
+// Gemma 4's layers (gemma4.cpp), whose per-layer inputs and shared keys and values travel between blocks.
+std::unique_ptr<TransformerModel> make_gemma4(const TransformerOptions &options);
 // make_transformer's parameters hold their initial values (with init_from: zeros until the
 // checkpoint is loaded); make_unallocated_transformer's have shapes only (initial_values() fills them).
 std::unique_ptr<TransformerModel> make_transformer(const TransformerOptions &options);

@@ -2,6 +2,7 @@
 
 #include "config/limits.hpp"
 #include "model/family.hpp"
+#include "model/gemma4_layout.hpp"
 #include "model/hf_config_fields.hpp"
 
 #include <nlohmann/json.hpp>
@@ -49,6 +50,7 @@ uint64_t TransformerShape::counted_parameters(bool active) const {
     return embeddings + uint64_t(max_seq) * h + l * per_layer + 2 * h + head;
   }
   const DecoderFeatures &f = features;
+  if (f.gemma4.on) return gemma4_parameter_count(*this, active);
   uint64_t q = uint64_t(heads * head_dim()), kv = uint64_t(kv_heads * head_dim()), d = uint64_t(head_dim());
   uint64_t attention = h * q * (f.attention_output_gate ? 2 : 1) + 2 * h * kv + q * h +
                       (qkv_bias ? q + 2 * kv : 0) + (f.attention_bias ? q + 2 * kv + h : 0);
@@ -117,6 +119,7 @@ void TransformerShape::validate(const std::string &source) const {
                     n.value_heads > 0 && n.value_dim > 0 && n.conv_kernel > 0 && n.value_heads % n.key_heads == 0),
                "%s: the Gated DeltaNet layers must be one entry per layer, with key and value heads, head sizes and "
                "a convolution kernel > 0 (value heads a multiple of key heads)", where);
+    if (f.gemma4.on) gemma4_validate(*this, where);
     ZF_REQUIRE(int64_t(double(head_dim()) * f.partial_rotary) % 2 == 0,
                "%s: partial_rotary_factor %g of head_dim %lld must rotate an even number of channels", where,
                f.partial_rotary, (long long)head_dim());

@@ -6,6 +6,7 @@ from model.init_from on random token windows and exports it with checkpoint.expo
   - the export's config.json has every key of the fixture's, with the same values (dtype aside);
   - transformers loads it as the same class with no missing or unexpected weight, and its weights moved;
   - an image-text fixture's tensors outside the language model (vision tower, MTP) are in it unchanged;
+  - Gemma 4's layer scalars (buffers transformers never trains) are in it unchanged;
   - `zfcore eval` of the export and transformers' loss agree (1e-5) on windows of the fixture's own
     sequences (zfcore's windows of seq_len + 1 ids start every seq_len ids).
 gpt-oss's MXFP4 fixture (its experts quantised) trains and exports unquantised: no quantization_config, no
@@ -172,6 +173,10 @@ lr = 0.01
               f"model unchanged ({len(same)} are)")
     moved = any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), original.state_dict().values()))
     check(moved, f"{name}: 3 steps changed the weights")
+    fixed = [k for k, v in original.state_dict().items() if k.endswith("layer_scalar")]  # Gemma 4's buffers
+    if fixed:
+        kept = [k for k in fixed if torch.equal(model.state_dict()[k], original.state_dict()[k])]
+        check(kept == fixed, f"{name}: training kept the {len(fixed)} layer scalars as they were ({len(kept)} are)")
 
 # gpt-oss's experts in MXFP4: dequantised at load, exported unquantised, its quantization_config dropped.
 quantized = os.path.join(source, "tests", "fixtures", "gpt_oss_mxfp4")
@@ -204,7 +209,7 @@ check_export("gpt_oss_mxfp4", work, export, windows)
 
 # A model given by type alone (random weights) exports a config.json that transformers reads as the same model.
 TYPES = ["llama", "qwen2", "qwen3", "mistral", "ministral3", "olmo2", "olmo3", "gemma3_text", "phi3", "smollm3",
-         "granite", "qwen3_5_text",  # qwen3_5_text: 4 layers, its first full-attention layer is the 4th
+         "granite", "gemma4_text", "qwen3_5_text",  # qwen3_5_text: 4 layers, its first full-attention layer is the 4th
          "qwen3_moe", "mixtral", "olmoe", "gpt_oss",  # 8 experts of width `intermediate`, 2 per token
          "qwen3_5_moe_text"]  # and a shared expert of that width; 4 layers, as qwen3_5_text
 for family in TYPES:

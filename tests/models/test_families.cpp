@@ -3,7 +3,10 @@
 // sequences they sampled themselves. Loss within 1e-4 relative, every gradient within 1e-3 of the
 // largest; config.json read, written and read again gives the same model.
 #include "config/config.hpp"
+#include "model/activation_estimate.hpp"
 #include "model/family.hpp"
+#include "model/gemma4_layout.hpp"
+#include "model/rope.hpp"
 #include "model/zoo.hpp"
 #include "models/model_fixture.hpp"
 #include "runtime/error.hpp"
@@ -20,12 +23,13 @@ using test::run_blocks;
 
 namespace {
 
-const char *const kFixtures[] = {"gemma3", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
+const char *const kFixtures[] = {"gemma3", "gemma4", "granite", "llama3",    "ministral3", "mistral", "mixtral", "olmo2",
                                  "olmo3",  "olmoe",   "phi3",      "qwen3",      "qwen3_5", "qwen3_moe", "smollm3",
                                  "qwen3_5_moe", "gpt_oss",
                                  // the image-text checkpoints' language models, run on text (qwen3_5_moe's
                                  // experts stored fused, as its published checkpoints hold them)
-                                 "gemma3_image_text", "qwen3_5_image_text", "qwen3_5_moe_image_text"};
+                                 "gemma3_image_text", "qwen3_5_image_text", "qwen3_5_moe_image_text", "gemma4_image_text",
+                                 "gemma4_moe"};
 
 std::string fixture_dir(const std::string &name) { return test::source_dir() + "/tests/fixtures/families/" + name; }
 
@@ -100,7 +104,7 @@ TEST_CASE("families: a model given by type alone has its family's layer, trains,
 }
 
 TEST_CASE("families: an image-text type without a checkpoint is refused, naming its text family", "[model][hf]") {
-  for (const char *type : {"gemma3", "qwen3_5", "qwen3_5_moe"}) {
+  for (const char *type : {"gemma3", "qwen3_5", "qwen3_5_moe", "gemma4"}) {
     INFO(type);
     auto config = RunConfig::parse(std::string("[model]\ntype = \"") + type + "\"\nhidden = 32\n", "type.toml");
     CHECK_THROWS_WITH(transformer_options(config),
@@ -147,7 +151,7 @@ TEST_CASE("families: a config.json zfcore cannot compute is refused, naming the 
   nlohmann::json longrope = config;
   longrope["rope_parameters"]["rope_type"] = "longrope";
   CHECK_THAT(refusal(longrope), Catch::Contains("x/config.json") && Catch::Contains("\"longrope\"") &&
-                                    Catch::Contains("default, linear, llama3 and yarn"));
+                                    Catch::Contains("default, linear, llama3, yarn and proportional"));
   nlohmann::json delta = config;
   delta["layer_types"] = {"linear_attention", "full_attention"};
   CHECK_THAT(refusal(delta), Catch::Contains("\"linear_attention\""));
@@ -186,4 +190,105 @@ TEST_CASE("families: the Qwen3.5 presets count the parameters transformers build
   for (int64_t i = 0; i < shape.layers; ++i) linear += shape.features.linear(i);
   CHECK(linear == 48);  // three of every four layers
   CHECK(shape.features.partial_rotary == 0.25);
+}
+
+TEST_CASE("families: Gemma 4 E2B's preset has transformers' parameters and its layers' shapes", "[model]") {
+  // transformers 5.23.0's Gemma4ForCausalLM of E2B's text_config counts 4628569344 parameters on the meta
+  // device; zfcore holds its 35 layer scalars (buffers there) as parameters that never change.
+  CHECK(preset_parameter_count("gemma4-e2b") == 4628569344ull + 35);
+  const TransformerShape s = *find_preset("gemma4-e2b");
+  CHECK((gemma4_head_dim(s, 3) == 256 && gemma4_head_dim(s, 4) == 512 && gemma4_kv_heads(s, 4) == 1));
+  CHECK((gemma4_first_shared(s) == 15 && gemma4_kv_source(s, 14) == 14));
+  CHECK((gemma4_kv_source(s, 15) == 13 && gemma4_kv_source(s, 19) == 14 && gemma4_kv_source(s, 34) == 14));
+  CHECK((gemma4_mlp_width(s, 14) == 6144 && gemma4_mlp_width(s, 15) == 12288));
+  CHECK((s.features.rope.type == "proportional" && s.features.rope.partial == 0.25 && s.rope_theta == 1e6));
+  // What passes between blocks: hidden 1536, 35 per-layer inputs of 256, the keys and values of layer 13
+  // (one head of 256) and 14 (one of 512); a checkpointed layer keeps that much of each token.
+  CHECK(gemma4_stream_width(s) == 1536 + 35 * 256 + 2 * 256 + 2 * 512);
+  TransformerOptions options;
+  options.shape = s;
+  options.dtype = "bfloat16";
+  options.activation_checkpointing = true;
+  CHECK(estimate_activations(options, 4096).per_layer == 2ull * 12032 * 4096);
+  CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
+}
+
+TEST_CASE("families: gemma-4-E2B's image-text config.json reads as its language model, the preset's shape",
+          "[model][hf]") {
+  // The published file's text_config (layer_types as written there: every fifth layer global), nulls included.
+  nlohmann::json types = nlohmann::json::array();
+  for (int i = 0; i < 35; ++i) types.push_back(i % 5 == 4 ? "full_attention" : "sliding_attention");
+  const nlohmann::json config = {
+      {"architectures", {"Gemma4ForConditionalGeneration"}}, {"model_type", "gemma4"}, {"tie_word_embeddings", true},
+      {"text_config", {{"model_type", "gemma4_text"}, {"hidden_size", 1536}, {"num_hidden_layers", 35},
+                       {"num_attention_heads", 8}, {"num_key_value_heads", 1}, {"head_dim", 256},
+                       {"global_head_dim", 512}, {"num_global_key_value_heads", nullptr}, {"attention_k_eq_v", false},
+                       {"sliding_window", 512}, {"vocab_size", 262144}, {"vocab_size_per_layer_input", 262144},
+                       {"hidden_size_per_layer_input", 256}, {"num_kv_shared_layers", 20},
+                       {"use_double_wide_mlp", true}, {"intermediate_size", 6144}, {"max_position_embeddings", 131072},
+                       {"rms_norm_eps", 1e-6}, {"hidden_activation", "gelu_pytorch_tanh"},
+                       {"final_logit_softcapping", 30.0}, {"use_bidirectional_attention", "vision"},
+                       {"enable_moe_block", false}, {"layer_types", types},
+                       {"rope_parameters", {{"full_attention", {{"partial_rotary_factor", 0.25}, {"rope_theta", 1e6},
+                                                                {"rope_type", "proportional"}}},
+                                            {"sliding_attention", {{"rope_theta", 1e4}, {"rope_type", "default"}}}}}}},
+      {"vision_config", {{"model_type", "gemma4_vision"}, {"hidden_size", 768}}}};
+  const TransformerShape s = shape_from_hf_config(config, "gemma-4-E2B-it/config.json");
+  CHECK(s.type == "gemma4");
+  TransformerShape text = s;
+  text.type = "gemma4_text";
+  const TransformerShape preset = *find_preset("gemma4-e2b");
+  INFO(shape_difference(text, preset, "read", "preset"));
+  CHECK(text == preset);
+  CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
+}
+
+TEST_CASE("families: Gemma 4 26B-A4B's preset has transformers' parameters, 8 of 128 experts active", "[model]") {
+  // transformers 5.23.0's Gemma4ForCausalLM of 26B-A4B's text_config, on the meta device: 25233141760, and
+  // zfcore's 30 fixed layer scalars.
+  CHECK(preset_parameter_count("gemma4-26b-a4b") == 25233141760ull + 30);
+  const TransformerShape s = *find_preset("gemma4-26b-a4b");
+  const uint64_t experts = 30ull * 128 * 3 * 2816 * 704;
+  CHECK(s.active_parameter_count() == s.parameter_count() - experts + experts / 16);  // 8 of 128 compute
+  CHECK((gemma4_head_dim(s, 5) == 512 && gemma4_kv_heads(s, 5) == 2 && gemma4_values_are_keys(s, 5)));
+  CHECK((gemma4_kv_heads(s, 4) == 8 && !gemma4_values_are_keys(s, 4) && s.features.gemma4.per_layer_hidden == 0));
+  CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
+}
+
+TEST_CASE("families: a Gemma 4 config.json zfcore cannot compute is refused, naming the key", "[model][hf]") {
+  const nlohmann::json config = read_json_file(fixture_dir("gemma4") + "/config.json", 1 << 20);
+  auto refusal = [&](const char *key, nlohmann::json value) {
+    nlohmann::json changed = config;
+    changed[key] = value;
+    try {
+      shape_from_hf_config(changed, "g/config.json");
+    } catch (const Error &error) {
+      return std::string(error.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK_THAT(refusal("enable_moe_block", true), Catch::Contains("g/config.json") && Catch::Contains("\"num_experts\""));
+  CHECK_THAT(refusal("top_k_experts", 9), Catch::Contains("(accepted)"));  // read only with enable_moe_block
+  CHECK_THAT(refusal("use_bidirectional_attention", "all"), Catch::Contains("\"use_bidirectional_attention\""));
+  CHECK_THAT(refusal("per_layer_config", {{"1", {{"head_dim", 32}, {"intermediate_size", 8}}}, {"4", {{"head_dim", 32}}}}),
+             Catch::Contains("per_layer_config.1") && Catch::Contains("\"intermediate_size\""));
+  CHECK_THAT(refusal("per_layer_config", {{"1", {{"head_dim", 32}}}, {"4", {{"head_dim", 64}}}}),
+             Catch::Contains("layer 4") && Catch::Contains("layer 1"));
+  CHECK_THAT(refusal("num_kv_shared_layers", 5), Catch::Contains("num_kv_shared_layers = 5"));
+  CHECK(refusal("num_kv_shared_layers", 2) == "(accepted)");
+}
+
+TEST_CASE("families: proportional RoPE turns the first pairs of the whole head at its own rate, the rest not at all",
+          "[model]") {
+  // transformers 5.23.0's _compute_proportional_rope_parameters for head_dim 32, partial_rotary_factor 0.25,
+  // rope_theta 1e4, factor 2 (which Gemma 4's fixture leaves at 1).
+  RopeSpec spec;
+  spec.type = "proportional";
+  spec.theta = 1e4;
+  spec.partial = 0.25;
+  spec.factor = 2;
+  const torch::Tensor inverse = rope_inverse_frequencies(spec, 32, 64).first;
+  const std::vector<float> want = {0.5f, 0.28117066621780396f, 0.15811388194561005f, 0.08891396969556808f};
+  REQUIRE(inverse.size(0) == 16);
+  for (int64_t i = 0; i < 16; ++i) CHECK(inverse[i].item<float>() == (i < 4 ? want[size_t(i)] : 0.f));
 }

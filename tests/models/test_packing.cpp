@@ -104,7 +104,7 @@ TEST_CASE("packing: GPT-2's packed documents give the loss and gradients of one 
 
 TEST_CASE("packing: every family's packed documents give the loss and gradients of one document per sequence, "
           "also with activation checkpointing", "[model][packing]") {
-  const std::string name = GENERATE("llama3", "mistral", "gemma3", "qwen3_5", "ministral3", "olmo3", "phi3",
+  const std::string name = GENERATE("llama3", "mistral", "gemma3", "gemma4", "qwen3_5", "ministral3", "olmo3", "phi3",
                                     "granite", "smollm3");
   const bool recompute = GENERATE(false, true);
   INFO(name << (recompute ? ", activation checkpointing" : ""));

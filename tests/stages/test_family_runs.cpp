@@ -1,7 +1,8 @@
 // Every strategy runs on every family: the families whose layers differ most from Llama's (Gemma 3:
 // (1 + w) norms around both branches, a tied head, sliding windows; Phi-3: fused qkv and gate_up;
 // OLMo 3: norms after the branches over whole q/k projections; Gemma 3's image-text checkpoint: the
-// language model under language_model.model., each rank reading its shard of it) train from their
+// language model under language_model.model., each rank reading its shard of it; Gemma 4: per-layer inputs
+// and shared keys and values carried from block to block, fixed layer scalars, 3-D expert tensors) train from their
 // transformers fixtures under zero3 with cpu_optimizer on 2 ranks to zero0's param_digest on one
 // process, and ZenFlow's column selection over their matrices learns. The mixtures of experts (one 2-D
 // matrix per expert, or gpt-oss's 3-D tensors of all of them; the load-balancing loss in the loss;
@@ -53,9 +54,9 @@ void zenflow_learns(const std::string &name, const std::string &config) {
 
 }  // namespace
 
-TEST_CASE("gemma3, phi3, olmo3 and Gemma 3's image-text checkpoint train under zero3 + cpu_optimizer on 2 ranks to "
-          "zero0's param_digest, and under ZenFlow", "[stage][mpi][model]") {
-  const std::string family = GENERATE("gemma3", "phi3", "olmo3", "gemma3_image_text");
+TEST_CASE("gemma3, gemma4 (dense and with experts), phi3, olmo3 and Gemma 3's image-text checkpoint train under "
+          "zero3 + cpu_optimizer on 2 ranks to zero0's param_digest, and under ZenFlow", "[stage][mpi][model]") {
+  const std::string family = GENERATE("gemma3", "gemma4", "gemma4_moe", "phi3", "olmo3", "gemma3_image_text");
   INFO(family);
   const std::string config = family_config(family);
   zero3_matches_zero0("family_" + family, config);

@@ -1,0 +1,25 @@
+// gemma4_moe.hpp: Gemma 4's mixture-of-experts block (enable_moe_block, gemma-4-26B-A4B), which runs
+// beside each layer's dense MLP: a router over the layer's residual (an RMSNorm without weight, times
+// its `scale` and hidden^-1/2, a projection, softmax in fp32, the top k renormalised, times each chosen
+// expert's `per_expert_scale`), and GeGLU experts stored as transformers stores them, one 3-D tensor
+// each for all experts' gate_up_proj [E, 2I, H] and down_proj [E, H, I].
+#pragma once
+
+#include <torch/torch.h>
+
+namespace zf {
+
+struct Gemma4MoeWeights {
+  torch::Tensor router_proj, router_scale, per_expert_scale;  // [E, H], [H], [E]
+  torch::Tensor gate_up, down;                                // [E, 2I, H], [E, H, I]
+  // pre_feedforward_layernorm_2, post_feedforward_layernorm_1, post_feedforward_layernorm_2
+  torch::Tensor pre_norm, dense_out_norm, experts_out_norm;
+};
+
+// `residual` [B, T, H]: the layer's hidden state after attention; `dense` the dense MLP's output on it.
+// Returns post_feedforward_layernorm_1(dense) + post_feedforward_layernorm_2(experts(norm_2(residual))),
+// the norms' weights applied as Gemma 4's (w, in fp32).
+torch::Tensor gemma4_moe(const Gemma4MoeWeights &w, const torch::Tensor &residual, const torch::Tensor &dense,
+                         int64_t top_k, double eps, bool fused);
+
+}  // namespace zf
