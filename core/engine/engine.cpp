@@ -78,6 +78,11 @@ class Trainer {
       locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"));
       claim_output_dir(options_.output_dir, config_.string("run", "name"), config_.where("run", "name").str());
     }
+    if (!export_only_ && comm_.world_size() > 1) {  // the other ranks' shards go under descriptors too
+      first_finding(comm_, "");                     // once rank 0 has created and locked the directories
+      if (comm_.rank() != 0)
+        locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"), /*lock=*/false);
+    }
     const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
     const int64_t steps_per_epoch = data_ ? (data_->size() + samples_per_step - 1) / samples_per_step : 1;
     place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, *built.values,
@@ -460,7 +465,7 @@ class Trainer {
   double slowest_step_ms_ = 0;     // of this run's steps so far (set_comm_timeout)
   int64_t steps_timed_ = 0;
   bool step_timeout_said_ = false;
-  std::vector<std::unique_ptr<RunLock>> locks_;  // rank 0: held until the run ends
+  std::vector<std::unique_ptr<RunLock>> locks_;  // held until the run ends (locked by rank 0)
   std::unique_ptr<TrainingCheckpoints> checkpoints_;
   int64_t start_step_ = 0;
   StepProfile profile_;

@@ -28,7 +28,7 @@ std::string holder_in(const Directory &dir) {
 
 }  // namespace
 
-RunLock::RunLock(const std::filesystem::path &directory, const std::string &what) {
+RunLock::RunLock(const std::filesystem::path &directory, const std::string &what, bool lock) {
   Directory dir;
   try {
     dir = Directory::open(directory.string(), true);
@@ -38,6 +38,10 @@ RunLock::RunLock(const std::filesystem::path &directory, const std::string &what
   // The lock is on the directory itself (its descriptor, held open until exit): removing or replacing
   // .zfcore.lock cannot break it. The file, locked too, names the holder for the message below.
   dir_fd_ = ::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
+  if (!lock) {  // another rank of the run: it holds the directory open, rank 0 holds the lock
+    if (dir_fd_ >= 0) hold_directory(directory.string(), dir_fd_);
+    return;
+  }
   int error = dir_fd_ < 0 || ::flock(dir_fd_, LOCK_EX | LOCK_NB) != 0 ? errno : 0;
   const std::filesystem::path path = directory / ".zfcore.lock";
   if (error == 0) {
@@ -87,12 +91,13 @@ RunLock::~RunLock() {
 }
 
 std::vector<std::unique_ptr<RunLock>> lock_run_directories(const std::string &output_dir,
-                                                           const std::string &checkpoint_dir) {
+                                                           const std::string &checkpoint_dir, bool lock) {
   std::vector<std::unique_ptr<RunLock>> locks;
-  locks.push_back(std::make_unique<RunLock>(output_dir, format("run.output_dir = \"%s\"", output_dir.c_str())));
+  locks.push_back(std::make_unique<RunLock>(output_dir, format("run.output_dir = \"%s\"", output_dir.c_str()), lock));
   std::error_code ec;
   if (!checkpoint_dir.empty() && !std::filesystem::equivalent(checkpoint_dir, output_dir, ec))
-    locks.push_back(std::make_unique<RunLock>(checkpoint_dir, format("checkpoint.dir = \"%s\"", checkpoint_dir.c_str())));
+    locks.push_back(
+        std::make_unique<RunLock>(checkpoint_dir, format("checkpoint.dir = \"%s\"", checkpoint_dir.c_str()), lock));
   return locks;
 }
 
