@@ -1,6 +1,11 @@
 // Nothing lost, part 3, the recount: variants of the red-team's root causes that main still missed.
-// Every rank writes under the directories it opened at the start (root cause 4 under mpirun).
+// Every rank writes under the directories it opened at the start (root cause 4 under mpirun);
+// `zfcore validate` checks the memory plan a run checks, and a GPU run's plan counts its activations
+// (root cause 8).
 #include "files/tiny_run.hpp"
+#include "memory/config_estimate.hpp"
+#include "memory/memory_plan.hpp"
+#include "runtime/error.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -67,4 +72,72 @@ TEST_CASE("moved directories under mpirun: every rank keeps writing into the out
   CHECK(fs::exists(dir + "/ck.moved/step-00000040/rank-00001.safetensors"));
   CHECK(zf::test::json_field(read_text(dir + "/out.moved/summary.json"), "steps") == "40");
   CHECK(count_lines(dir + "/out.moved/steps.jsonl") == 40);
+}
+
+TEST_CASE("plan: zfcore validate refuses a config whose memory plan does not fit, as the run does", "[files]") {
+  const std::string dir = scratch_dir("recount_validate"), out = dir + "/out";
+  const std::string words = "--set data.type=synthetic --set data.vocab=257 --set data.samples=80000 "
+                            "--set train.micro_batch=80000 --set run.host_memory_limit_gb=4 --set run.output_dir=" + out;
+  std::string validate = tiny_run(dir, 2) + words;
+  validate.replace(validate.find(" run "), 5, " validate ");
+  auto checked = run_command(validate);
+  CHECK(!fs::exists(out));  // validate writes nothing
+  auto run = run_command(tiny_run(dir, 2) + words);
+  INFO(checked.output << "\n---\n" << run.output);
+  CHECK(checked.exit_code == 1);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(checked.output, !Catch::Contains("valid ("));
+  // The same refusal, word for word, up to the end of its advice on the micro-batch.
+  auto refusal = [](const std::string &output) {
+    const size_t begin = output.find("the memory plan does not fit");
+    const size_t end = output.find("keep the batch)", begin);
+    return begin == std::string::npos || end == std::string::npos ? std::string() : output.substr(begin, end - begin);
+  };
+  CHECK(refusal(checked.output) != "");
+  CHECK(refusal(checked.output) == refusal(run.output));
+  CHECK_THAT(checked.output, Catch::Contains("lower train.micro_batch (80000) or data.seq_len (32)"));
+  // A model whose parameters cannot fit: refused by validate too, naming what the host allows.
+  write_text(dir + "/big.toml", "[run]\nhost_memory_limit_gb = 4\n[model]\npreset = \"llama2-70b\"\n"
+                                "dtype = \"bfloat16\"\n[data]\ntype = \"synthetic\"\nvocab = 32000\nseq_len = 32\n"
+                                "[train]\nmicro_batch = 1\n");
+  auto big = run_command("timeout 120 " + zf::test::zfcore() + " validate " + dir + "/big.toml");
+  INFO(big.output);
+  CHECK(big.exit_code == 1);
+  CHECK_THAT(big.output, Catch::Contains("the memory plan does not fit") &&
+                             Catch::Contains("this host allows 4.0 GiB (run.host_memory_limit_gb)"));
+  // What fits is valid, as before.
+  std::string fits = tiny_run(dir, 2) + "--set run.host_memory_limit_gb=4";
+  fits.replace(fits.find(" run "), 5, " validate ");
+  auto valid = run_command(fits);
+  INFO(valid.output);
+  CHECK(valid.exit_code == 0);
+  CHECK_THAT(valid.output, Catch::Contains("valid ("));
+}
+
+TEST_CASE("plan: a GPU run's plan counts a micro-batch's activations on the GPU, so one that cannot hold them is "
+          "refused before it allocates", "[files]") {
+  const std::string dir = scratch_dir("recount_gpu_plan");
+  write_text(dir + "/gpu.toml", "[model]\ntype = \"gpt2\"\nhidden = 1024\nlayers = 8\nheads = 16\nmax_seq = 2048\n"
+                                "vocab = 50304\n[data]\ntype = \"synthetic\"\nvocab = 50304\nseq_len = 2048\n"
+                                "[train]\nmicro_batch = 16\n");
+  const zf::RunConfig config = zf::RunConfig::load(dir + "/gpu.toml", {}, {});
+  const zf::MicroBatchMemory micro = zf::micro_batch_memory(config);
+  REQUIRE(micro.activations > (1ull << 30));  // 32768 tokens: logits alone are gigabytes
+  // The model's buffers on a GPU of 4 GiB beyond them: they fit; with the activations they do not.
+  const uint64_t buffers = 2ull << 30, gpu = buffers + (micro.activations > (4ull << 30) ? 4ull << 30 : micro.activations / 2);
+  zf::MemoryPlan plan;
+  plan.buffers = {{ZF_TIER_DEVICE, "params", buffers}};
+  const zf::HostMemoryLimit host{1ull << 50, "test"};
+  auto advice = [] { return std::string("advice"); };
+  CHECK_NOTHROW(zf::check_memory_plan(plan, host, 1, gpu, advice));
+  zf::plan_micro_batch(plan, micro, /*on_gpu=*/true);
+  CHECK(plan.bytes(ZF_TIER_DEVICE) == buffers + micro.activations);
+  CHECK(plan.bytes(ZF_TIER_HOST) == micro.batch);  // the ids and targets stay host memory
+  CHECK_THROWS_WITH(zf::check_memory_plan(plan, host, 1, gpu, advice),
+                    Catch::Contains("the memory plan does not fit") && Catch::Contains("micro-batch activations"));
+  // A CPU run holds both in host memory, as before.
+  zf::MemoryPlan cpu;
+  zf::plan_micro_batch(cpu, micro, /*on_gpu=*/false);
+  CHECK(cpu.bytes(ZF_TIER_HOST) == micro.bytes());
+  CHECK(cpu.bytes(ZF_TIER_DEVICE) == 0);
 }
