@@ -168,7 +168,13 @@ void TrainingCheckpoints::save(int64_t step, UpdatePlan &update) {
              "step %lld: the training diverged: %s is not finite after the update. The checkpoint of step %lld is "
              "not written; %s. Lower optimizer.lr (%g), set train.clip_grad_norm, or check the data",
              (long long)step, bad.c_str(), (long long)step, newest().c_str(), config_.real("optimizer", "lr"));
-  saved_path_ = store_->save(saved, info(step));
+  try {
+    saved_path_ = store_->save(saved, info(step));
+  } catch (const Error &e) {  // a full disk, a file too large: what is kept, and how to go on from it
+    throw Error(format("%s. The checkpoint of step %lld is not written (the next run removes what it left); %s: "
+                       "make room for it (or set checkpoint.dir elsewhere) and run again, which goes on from there",
+                       e.what(), (long long)step, newest().c_str()));
+  }
   saved_step_ = step;
   if (runtime_.comm->rank() == 0) {
     // The head of the run's line: a resume = "auto" after going back to an earlier step continues here.

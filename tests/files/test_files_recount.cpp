@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -140,4 +141,34 @@ TEST_CASE("plan: a GPU run's plan counts a micro-batch's activations on the GPU,
   zf::plan_micro_batch(cpu, micro, /*on_gpu=*/false);
   CHECK(cpu.bytes(ZF_TIER_HOST) == micro.bytes());
   CHECK(cpu.bytes(ZF_TIER_DEVICE) == 0);
+}
+
+TEST_CASE("full disks: a checkpoint that meets a real file size limit (EFBIG) stops the run naming the file and the "
+          "checkpoint it keeps, and the next run goes on from it", "[files]") {
+  const std::string dir = scratch_dir("recount_file_size_limit"), out = dir + "/out";
+  const std::string command = tiny_run(dir, 4) + "--set checkpoint.every=1 --set run.output_dir=" + out;
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set checkpoint.every=1 --set run.output_dir=" + out).exit_code == 0);
+  const std::string step2 = out + "/checkpoints/step-00000002";
+  const std::string kept = read_text(step2 + "/rank-00000.safetensors");
+  REQUIRE(kept.size() > 200000);
+  // The kernel's limit on a file's size (RLIMIT_FSIZE, 100 blocks of 512 or 1024 bytes): the step logs
+  // fit, a checkpoint's file does not; its write fails with EFBIG as on a full disk.
+  auto limited = run_command("ulimit -f 100 && " + command);
+  INFO(limited.output);
+  CHECK(limited.exit_code == 1);
+  CHECK_THAT(limited.output, Catch::Contains("rank-00000.safetensors") && Catch::Contains("File too large") &&
+                                 Catch::Contains("The checkpoint of step 3 is not written") &&
+                                 Catch::Contains("the newest checkpoint is " + step2 + " (step 2)"));
+  CHECK(read_text(step2 + "/rank-00000.safetensors") == kept);  // nothing lost
+  CHECK(run_command(zf::test::zfcore() + " checkpoint verify " + step2).exit_code == 0);
+  // Room again: the next run goes on from step 2, removing what the failed save left.
+  auto resumed = run_command(command);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("resumed from " + step2 + " (step 2)") &&
+                                 Catch::Contains("left by an interrupted save of this run"));
+  std::vector<std::string> saves = entries(out + "/checkpoints");
+  std::sort(saves.begin(), saves.end());
+  CHECK(saves == std::vector<std::string>{"step-00000003", "step-00000004"});
+  CHECK(count_lines(out + "/steps.jsonl") == 4);
 }
