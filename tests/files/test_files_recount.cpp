@@ -172,3 +172,62 @@ TEST_CASE("full disks: a checkpoint that meets a real file size limit (EFBIG) st
   CHECK(saves == std::vector<std::string>{"step-00000003", "step-00000004"});
   CHECK(count_lines(out + "/steps.jsonl") == 4);
 }
+
+TEST_CASE("prepared data: zfcore prepare never removes a directory of the user's beside its copy, nor writes through a "
+          "link of its lock or failure record", "[files]") {
+  const std::string dir = scratch_dir("recount_prepared"), cache = dir + "/cache";
+  // A stand-in for prepare_data.py (ZFCORE_PYTHON runs it): writes the copy, or fails as the script does.
+  write_text(dir + "/python", "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=\"$2\"; shift; done\n"
+                              "[ -f " + dir + "/fail ] && { echo 'error: the preparation failed'; exit 1; }\n"
+                              "mkdir -p \"$out\" && printf x > \"$out/data.bin\" && echo '{\"documents\": 1}' > "
+                              "\"$out/record.json\"\n");
+  fs::permissions(dir + "/python", fs::perms::owner_all);
+  auto prepare = [&](const std::string &content) {
+    write_text(dir + "/chat.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"" + content + "\"}]}\n");
+    return run_command("ZFCORE_PYTHON=" + dir + "/python " + zf::test::zfcore() + " prepare " + zf::test::source_dir() +
+                       "/examples/quickstart.toml --set data.type=chat --set data.path=" + dir + "/chat.jsonl " +
+                       "--set data.tokenizer=hf --set data.tokenizer_path=" + zf::test::source_dir() +
+                       "/tests/fixtures/hf/gpt2_tokenizer/tokenizer.json --set data.prepared_dir=" + cache);
+  };
+  auto first = prepare("hello");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const size_t at = first.output.find("prepared in ") + 12;
+  const std::string copy = first.output.substr(at, first.output.find(':', at) - at);
+  REQUIRE(fs::exists(copy + "/data.bin"));
+  // A directory of the user's where the preparation stages its copy: kept, and named.
+  fs::create_directories(copy + ".tmp");
+  write_text(copy + ".tmp/notes.txt", kPrecious);
+  auto staged = prepare("hello again");
+  INFO(staged.output);
+  CHECK(staged.exit_code == 1);
+  CHECK_THAT(staged.output, Catch::Contains(copy + ".tmp has no .zfcore-owner marker") &&
+                                Catch::Contains("move it away"));
+  CHECK(read_text(copy + ".tmp/notes.txt") == kPrecious);
+  fs::remove_all(copy + ".tmp");
+  // A link where the failure is recorded: replaced as a link, the file it points to untouched.
+  write_text(dir + "/outside.txt", kPrecious);
+  fs::create_symlink(dir + "/outside.txt", copy + ".failed");
+  write_text(dir + "/fail", "");
+  auto failed = prepare("hello a third time");
+  INFO(failed.output);
+  CHECK(failed.exit_code == 1);
+  CHECK_THAT(failed.output, Catch::Contains("the preparation failed"));
+  CHECK(read_text(dir + "/outside.txt") == kPrecious);
+  fs::remove(dir + "/fail");
+  // A link where the lock goes: refused, nothing created where it points.
+  fs::remove(copy + ".lock");
+  fs::create_symlink(dir + "/created-outside", copy + ".lock");
+  auto locked = prepare("hello a fourth time");
+  INFO(locked.output);
+  CHECK(locked.exit_code == 1);
+  CHECK_THAT(locked.output, Catch::Contains(copy + ".lock is a symbolic link"));
+  CHECK(!fs::exists(fs::symlink_status(dir + "/created-outside")));
+  // Without them, the changed data is prepared again: zfcore replaces its own copy.
+  fs::remove(copy + ".lock");
+  auto again = prepare("hello a fifth time");
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("the data file changed since"));
+  CHECK(fs::exists(copy + "/data.bin"));
+}
