@@ -231,3 +231,42 @@ TEST_CASE("prepared data: zfcore prepare never removes a directory of the user's
   CHECK_THAT(again.output, Catch::Contains("the data file changed since"));
   CHECK(fs::exists(copy + "/data.bin"));
 }
+
+TEST_CASE("conflicts: checkpoint.export_hf into the directory of the tokenizer the run reads (a base model's) is "
+          "refused before step 1, also through a link", "[files]") {
+  const std::string dir = scratch_dir("recount_export_tokenizer"), base = dir + "/gpt2";
+  fs::create_directories(base);
+  const std::string fixture = zf::test::source_dir() + "/tests/fixtures/hf/gpt2_tokenizer/";
+  for (const char *name : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(fixture + name, base + "/" + name);
+  write_text(base + "/model.safetensors", kPrecious);  // the base model's weights, beside its tokenizer
+  write_text(base + "/config.json", kPrecious);
+  fs::create_directory_symlink(base, dir + "/link");
+  const std::string tokenizer = "--set data.tokenizer=hf --set model.vocab=601 --set data.tokenizer_path=";
+  for (const auto &[given, target] : std::vector<std::pair<std::string, std::string>>{
+           {base, base}, {base + "/tokenizer.json", base + "/"}, {base + "/tokenizer.json", dir + "/link"}}) {
+    auto run = run_command(tiny_run(dir, 1) + tokenizer + given + " --set run.output_dir=" + dir + "/out" +
+                           " --set checkpoint.export_hf=" + target);
+    INFO(run.output);
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.output, Catch::Contains("checkpoint.export_hf = \"" + target + "\" is the directory of "
+                                           "data.tokenizer_path = \"" + given + "\""));
+    CHECK(!fs::exists(dir + "/out/steps.jsonl"));  // refused before step 1
+  }
+  // zfcore export, whose FILE reads the tokenizer there: refused alike.
+  REQUIRE(run_command(tiny_run(dir, 1) + tokenizer + base + " --set run.output_dir=" + dir + "/run").exit_code == 0);
+  write_text(dir + "/export.toml", read_text(zf::test::source_dir() + "/examples/quickstart.toml"));
+  auto exported = run_command(zf::test::zfcore() + " export " + dir + "/run/checkpoints/step-00000001 " + base + " " +
+                              dir + "/export.toml --set model.hidden=32 --set model.layers=1 --set model.heads=2 " +
+                              "--set model.max_seq=32 " + tokenizer + base);
+  INFO(exported.output);
+  CHECK(exported.exit_code == 1);
+  CHECK_THAT(exported.output, Catch::Contains("is the directory of data.tokenizer_path"));
+  CHECK(read_text(base + "/model.safetensors") == kPrecious);
+  CHECK(read_text(base + "/config.json") == kPrecious);
+  // Beside it, in a directory of its own, the export is made.
+  auto beside = run_command(tiny_run(dir, 1) + tokenizer + base + " --set run.output_dir=" + dir + "/out" +
+                            " --set checkpoint.export_hf=" + dir + "/gpt2-finetuned");
+  INFO(beside.output);
+  CHECK(beside.exit_code == 0);
+  CHECK(fs::exists(dir + "/gpt2-finetuned/model.safetensors"));
+}
