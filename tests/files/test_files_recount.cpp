@@ -270,3 +270,33 @@ TEST_CASE("conflicts: checkpoint.export_hf into the directory of the tokenizer t
   CHECK(beside.exit_code == 0);
   CHECK(fs::exists(dir + "/gpt2-finetuned/model.safetensors"));
 }
+
+TEST_CASE("moved directories: a link in run.output_dir's path turned elsewhere mid-run: the checkpoints record the "
+          "directory the run started in, and the resume there goes on from the last one", "[files]") {
+  const std::string dir = scratch_dir("recount_link_turned"), a = dir + "/a";
+  fs::create_directories(a);
+  fs::create_directories(dir + "/b");
+  fs::create_directory_symlink(a, dir + "/link");
+  std::string command = tiny_run(dir, 16);
+  const pid_t run = start(command.substr(command.find(zf::test::zfcore())) + "--set checkpoint.every=1" +
+                          " --set run.output_dir=" + dir + "/link/out >" + dir + "/run.log 2>&1");
+  for (int i = 0; i < 1200 && count_lines(a + "/out/steps.jsonl") < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(count_lines(a + "/out/steps.jsonl") >= 2);
+  fs::remove(dir + "/link");
+  fs::create_directory_symlink(dir + "/b", dir + "/link");  // the same path now leads elsewhere
+  const int status = zf::test::wait_for_end(run, 120);
+  const std::string log = read_text(dir + "/run.log");
+  INFO(log);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(entries(dir + "/b").empty());
+  CHECK_THAT(read_text(a + "/out/.zfcore-latest"), Catch::Contains(a + "/out/checkpoints/step-00000016"));
+  CHECK_THAT(log, Catch::Contains("prunes none of them any more"));
+  // Resumed where the directory is: from step 16, not from a step saved before the link turned.
+  auto resumed = run_command(tiny_run(dir, 18) + "--set checkpoint.every=1 --set run.output_dir=" + a + "/out");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("resumed from " + a + "/out/checkpoints/step-00000016 (step 16)"));
+  CHECK(count_lines(a + "/out/steps.jsonl") == 18);
+}
