@@ -87,8 +87,10 @@ Inputs inputs_of(const RunConfig &config, const char *key) {
       {"type", in.type},
       {"text_field", "text"},
       {"data", files_digest({in.data})},
+      // The files of the tokenizer transformers loads from the directory (a slow one's vocab.json and
+      // merges.txt where no tokenizer.json is), as the export copies them (model/hf_checkpoint.cpp).
       {"tokenizer", files_digest({dir / "tokenizer.json", dir / "tokenizer.model", dir / "special_tokens_map.json",
-                                  dir / "added_tokens.json"})},
+                                  dir / "added_tokens.json", dir / "vocab.json", dir / "merges.txt"})},
       {"template", files_digest({dir / "tokenizer_config.json", dir / "chat_template.jinja",
                                  in.chat_template.empty() ? fs::path() : fs::path(in.chat_template)})},
       {"script", files_digest({script})}};
@@ -171,9 +173,16 @@ class FileLock {
 // Removes `name` from `root` when zfcore prepared it (its marker says so); else throws, naming it and
 // what it is: zfcore never removes a directory or a link of the user's.
 void remove_prepared(const Directory &root, const std::string &name, const char *what) {
+  // A copy an older zfcore prepared, before the marker, is known by its record of what it was made from.
+  if (root.kind_of(name) == "dir" && root.owner_of(name).empty()) {
+    const Directory copy = root.subdirectory(name, false);
+    const json source = copy.kind_of("source.json") == "file" ? read_json(copy.path_of("source.json")) : json();
+    if (source.is_object() && source.value("fingerprint", json()).is_object())
+      copy.write_atomically(kOwnerMarker, std::string(kPreparedOwner) + "\n");
+  }
   const std::string why = root.remove_owned(name, kPreparedOwner);  // "" when missing
-  ZF_REQUIRE(why.empty(), "%s, where zfcore puts %s; zfcore removes only what it prepared (a copy an older zfcore "
-             "prepared has no marker either): move it away or remove it, or set data.prepared_dir elsewhere",
+  ZF_REQUIRE(why.empty(), "%s, where zfcore puts %s; zfcore removes only what it prepared: move it "
+             "away or remove it, or set data.prepared_dir elsewhere",
              why.c_str(), what);
 }
 

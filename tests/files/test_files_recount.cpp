@@ -230,6 +230,39 @@ TEST_CASE("prepared data: zfcore prepare never removes a directory of the user's
   CHECK(again.exit_code == 0);
   CHECK_THAT(again.output, Catch::Contains("the data file changed since"));
   CHECK(fs::exists(copy + "/data.bin"));
+  // A copy an older zfcore prepared (no marker, its source.json) is still replaced when its data changes.
+  fs::remove(copy + "/.zfcore-owner");
+  auto older = prepare("hello a sixth time");
+  INFO(older.output);
+  CHECK(older.exit_code == 0);
+  CHECK_THAT(older.output, Catch::Contains("the data file changed since"));
+}
+
+TEST_CASE("prepared data: a slow tokenizer's vocab.json or merges.txt changed is prepared again, not reused",
+          "[files]") {
+  const std::string dir = scratch_dir("recount_prepared_vocab"), tokenizer = dir + "/tokenizer";
+  fs::create_directories(tokenizer);  // a tokenizer directory without tokenizer.json: transformers builds it from these
+  write_text(tokenizer + "/tokenizer_config.json", "{\"tokenizer_class\": \"GPT2Tokenizer\"}\n");
+  write_text(tokenizer + "/vocab.json", "{\"a\": 0, \"b\": 1}\n");
+  write_text(tokenizer + "/merges.txt", "#version: 0.2\n");
+  write_text(dir + "/python", "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=\"$2\"; shift; done\n"
+                              "mkdir -p \"$out\" && printf x > \"$out/data.bin\" && echo '{}' > \"$out/record.json\"\n");
+  fs::permissions(dir + "/python", fs::perms::owner_all);
+  write_text(dir + "/chat.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n");
+  const std::string prepare = "ZFCORE_PYTHON=" + dir + "/python " + zf::test::zfcore() + " prepare " +
+                              zf::test::source_dir() + "/examples/quickstart.toml --set data.type=chat --set " +
+                              "data.path=" + dir + "/chat.jsonl --set data.tokenizer=hf --set data.tokenizer_path=" +
+                              tokenizer + " --set data.prepared_dir=" + dir + "/cache";
+  REQUIRE(run_command(prepare).exit_code == 0);
+  auto same = run_command(prepare);
+  CHECK_THAT(same.output, Catch::Contains("prepared data reused"));
+  for (const char *name : {"vocab.json", "merges.txt"}) {
+    write_text(tokenizer + "/" + name, read_text(tokenizer + "/" + name) + "\n");
+    auto changed = run_command(prepare);
+    INFO(name << "\n" << changed.output);
+    CHECK(changed.exit_code == 0);
+    CHECK_THAT(changed.output, Catch::Contains("the tokenizer changed since") && !Catch::Contains("reused"));
+  }
 }
 
 TEST_CASE("conflicts: checkpoint.export_hf into the directory of the tokenizer the run reads (a base model's) is "
