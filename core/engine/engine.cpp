@@ -29,7 +29,6 @@
 #include "runtime/profile.hpp"
 
 #include <csignal>
-#include <cstring>
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -78,11 +77,9 @@ class Trainer {
       locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"));
       claim_output_dir(options_.output_dir, config_.string("run", "name"), config_.where("run", "name").str());
     }
-    if (!export_only_ && comm_.world_size() > 1) {  // the other ranks' shards go under descriptors too
-      first_finding(comm_, "");                     // once rank 0 has created and locked the directories
-      if (comm_.rank() != 0)
-        locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"), /*lock=*/false);
-    }
+    // The other ranks hold them open too (their checkpoint shards go under descriptors), once rank 0 made them.
+    if (!export_only_ && comm_.world_size() > 1 && first_finding(comm_, "").empty() && comm_.rank() != 0)
+      locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"), /*lock=*/false);
     const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
     const int64_t steps_per_epoch = data_ ? (data_->size() + samples_per_step - 1) / samples_per_step : 1;
     place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, *built.values,
