@@ -73,13 +73,9 @@ class Trainer {
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major,
                                           options_.interleave_blocks);
     if (comm_.rank() == 0) check_output_paths(config, options_, export_only_);  // rank 0 writes them
-    if (comm_.rank() == 0 && !export_only_) {
-      locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"));
-      claim_output_dir(options_.output_dir, config_.string("run", "name"), config_.where("run", "name").str());
-    }
-    // The other ranks hold them open too (their checkpoint shards go under descriptors), once rank 0 made them.
-    if (!export_only_ && comm_.world_size() > 1 && first_finding(comm_, "").empty() && comm_.rank() != 0)
-      locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"), /*lock=*/false);
+    if (!export_only_)
+      locks_ = take_run_directories(comm_, options_.output_dir, config_.string("checkpoint", "dir"),
+                                    config_.string("run", "name"), config_.where("run", "name").str());
     const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
     const int64_t steps_per_epoch = data_ ? (data_->size() + samples_per_step - 1) / samples_per_step : 1;
     place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, *built.values,

@@ -1,5 +1,6 @@
 #include "engine/run_lock.hpp"
 
+#include "comm/communicator.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
 #include "runtime/files_held.hpp"
@@ -99,6 +100,20 @@ std::vector<std::unique_ptr<RunLock>> lock_run_directories(const std::string &ou
     locks.push_back(
         std::make_unique<RunLock>(checkpoint_dir, format("checkpoint.dir = \"%s\"", checkpoint_dir.c_str()), lock));
   return locks;
+}
+
+std::vector<std::unique_ptr<RunLock>> take_run_directories(Communicator &comm, const std::string &output_dir,
+                                                           const std::string &checkpoint_dir,
+                                                           const std::string &run_name, const std::string &where) {
+  std::vector<std::unique_ptr<RunLock>> held;
+  if (comm.rank() == 0) {
+    held = lock_run_directories(output_dir, checkpoint_dir);
+    claim_output_dir(output_dir, run_name, where);
+  }
+  // Once rank 0 has made them (a rank 0 refused ends the job: main's error handler).
+  if (comm.world_size() > 1 && first_finding(comm, "").empty() && comm.rank() != 0)
+    held = lock_run_directories(output_dir, checkpoint_dir, /*lock=*/false);
+  return held;
 }
 
 namespace {
