@@ -1,5 +1,6 @@
 #include "engine/run_lock.hpp"
 
+#include "checkpoint/checkpoint_directory.hpp"
 #include "comm/communicator.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
@@ -184,11 +185,17 @@ void claim_output_dir(const std::string &output_dir, const std::string &run_name
     out.write_atomically(record, run_name + "\n");
     return;
   }
-  ZF_REQUIRE(kind.empty(), "run.output_dir = \"%s\" holds the step log and summary (steps.jsonl, steps.csv, "
+  std::string recorded_in = kind.empty() ? "" : out.path_of(record);
+  if (kind.empty() && any_output) {  // no record (removed by hand): the run its checkpoints name, if another
+    std::vector<std::filesystem::path> others;
+    checkpoints_of_run(std::filesystem::path(output_dir) / "checkpoints", run_name, &others, false, nullptr);
+    if (!others.empty()) text = checkpoint_run_name(others.back()), recorded_in = others.back().string();
+  }
+  ZF_REQUIRE(recorded_in.empty(), "run.output_dir = \"%s\" holds the step log and summary (steps.jsonl, steps.csv, "
              "summary.json) of the run \"%s\" (its run.name, recorded in %s); this run, run.name = \"%s\" at %s, "
              "would replace them, and a resume would mix the two runs' rows: give it a run.output_dir of its own (the "
              "default is runs/%s), or set run.name = \"%s\" to continue that run", output_dir.c_str(),
-             excerpt(text).c_str(), out.path_of(record).c_str(), run_name.c_str(), where.c_str(), run_name.c_str(),
+             excerpt(text).c_str(), recorded_in.c_str(), run_name.c_str(), where.c_str(), run_name.c_str(),
              excerpt(text).c_str());
   out.write_atomically(record, run_name + "\n");
 }

@@ -333,3 +333,24 @@ TEST_CASE("moved directories: a link in run.output_dir's path turned elsewhere m
   CHECK_THAT(resumed.output, Catch::Contains("resumed from " + a + "/out/checkpoints/step-00000016 (step 16)"));
   CHECK(count_lines(a + "/out/steps.jsonl") == 18);
 }
+
+TEST_CASE("logs: an output directory whose .zfcore-run record was removed is still the run's its checkpoints name: "
+          "another run.name is refused before it replaces the step log", "[files]") {
+  const std::string dir = scratch_dir("recount_record_removed"), out = dir + "/out";
+  REQUIRE(run_command(tiny_run(dir, 3) + "--set run.name=a --set run.output_dir=" + out).exit_code == 0);
+  const std::string log = read_text(out + "/steps.jsonl");
+  fs::remove(out + "/.zfcore-run");  // tidied away by hand
+  auto other = run_command(tiny_run(dir, 2) + "--set run.name=b --set checkpoint.resume=never --set run.output_dir=" +
+                           out);
+  INFO(other.output);
+  CHECK(other.exit_code == 1);
+  CHECK_THAT(other.output, Catch::Contains("of the run \"a\" (its run.name, recorded in " + out +
+                                           "/checkpoints/step-00000003)") &&
+                               Catch::Contains("or set run.name = \"a\" to continue that run"));
+  CHECK(read_text(out + "/steps.jsonl") == log);
+  // The run itself goes on there.
+  auto resumed = run_command(tiny_run(dir, 4) + "--set run.name=a --set run.output_dir=" + out);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(count_lines(out + "/steps.jsonl") == 4);
+}
