@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -190,6 +191,19 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
     // run resumed from an earlier step may find newer ones).
     std::vector<fs::path> copies;
     std::vector<fs::path> all = checkpoints_of_run(directory_, state.run_name, nullptr, /*strict=*/false, &copies);
+    // The checkpoints are listed by the directory's name: moved away mid-run (the run writes on into
+    // it, runtime/files_held.hpp), it is not found there, and nothing of another directory is pruned.
+    struct stat by_name {}, held {};
+    if (::stat(directory_.c_str(), &by_name) != 0 || ::fstat(store->fd(), &held) != 0 ||
+        by_name.st_dev != held.st_dev || by_name.st_ino != held.st_ino) {
+      if (!warned_moved_)
+        log_warn(format("%s was moved away or replaced while this run saves into it: the run goes on saving its "
+                        "checkpoints there, but prunes none of them any more (checkpoint.keep = %lld); remove the "
+                        "old ones by hand when the disk runs short", directory_.c_str(), (long long)keep_));
+      warned_moved_ = true;
+      all.clear();
+      copies.clear();
+    }
     for (const fs::path &copy : copies)
       if (checkpoint_step_of_name(copy) < state.step && warned_copies_.insert(copy.string()).second)
         log_warn(format("pruning checkpoint.keep = %lld: %s is not this run's checkpoint of its step: %s; it is "

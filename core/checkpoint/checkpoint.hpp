@@ -100,6 +100,7 @@ class CheckpointStore {
   int64_t keep_;
   Communicator &comm_;
   std::set<std::string> warned_copies_;  // a user's copy is named once, not at every save
+  bool warned_moved_ = false;            // pruning stopped because the directory was moved: said once
 };
 
 }  // namespace zf

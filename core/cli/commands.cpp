@@ -198,6 +198,7 @@ int command_validate(const std::vector<std::string> &args) {
   std::vector<std::string> notes;
   check_before_setup(config, registry, &notes);  // what a run checks first, the same way
   for (const std::string &note : notes) std::printf("zfcore: %s\n", note.c_str());
+  check_config_memory_plan(config);  // the plan a run checks before step 1, on this host
   std::string chosen;
   for (zf_kind kind : {ZF_KIND_STAGE, ZF_KIND_OFFLOAD, ZF_KIND_OPTIMIZER, ZF_KIND_SELECTOR}) {
     std::string names;

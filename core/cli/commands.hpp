@@ -42,6 +42,11 @@ int command_prepare(const std::vector<std::string> &args);     // prepare_comman
 // that finds the reports of an earlier one there says how many notes there are instead).
 void print_config_notes(const RunConfig &config, const std::string &run_dir = "");
 
+// The run's memory plan for one rank of `config` on this host (its stage and offload as they estimate
+// themselves, a micro-batch's data, a CPU run's activations): throws the run's "the memory plan does
+// not fit" refusal when the host cannot hold it (estimate.cpp; zfcore validate calls it).
+void check_config_memory_plan(const RunConfig &config);
+
 // One declared parameter as a line of `zfcore plugins --params` and `zfcore config --keys`.
 std::string param_text(const zf_param_decl &p);
 

@@ -141,10 +141,12 @@ bool optimizer_halves_moments(const RunConfig &config, uint64_t state_bytes) {
 
 // The config's own stage per rank and per host, beside what this host has; its checkpoints beside
 // their directory's space. The same sums and ways out as the run's check before step 1.
-void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t world, uint64_t ranks_per_host,
-                     uint64_t zenflow, bool exact) {
+// What one rank of the config holds per tier, as the run's memory plan counts it: its own stage where its
+// offload puts it, ZenFlow's state where the model computes, a micro-batch's data (a CPU run's model
+// tier and activations in host memory too).
+HostDemand config_demand(const RunConfig &config, const ConfigEstimate &e, uint64_t world, uint64_t ranks_per_host,
+                         uint64_t zenflow, const MicroBatchMemory &micro) {
   const PluginEstimate *stage = &e.own_stage(), *placed = &e.own_offload();
-  if (!stage->estimated) return;
   const bool cpu = config.string("run", "device") == "cpu";
   HostDemand d;
   d.world = world;
@@ -157,11 +159,27 @@ void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t 
   }
   d.rank.device += zenflow;  // ZenFlow's state, where the model computes
   if (cpu) d.rank.pageable += d.rank.device, d.rank.device = 0;  // a CPU run computes in host memory
-  const MicroBatchMemory micro = micro_batch_memory(config);  // its data on the host; a CPU run's activations too
   d.rank.pageable += cpu ? micro.bytes() : micro.batch;
   d.state_on_host = std::min(stage->state, d.rank.host());
   d.moments_halvable = optimizer_halves_moments(config, e.input.state_bytes);
   d.nvme_available = nvme_plugin_installed() && e.offload != "nvme" && e.offload != "none";
+  return d;
+}
+
+// The settings that would bring a host plan within `limit`: the micro-batch's keys when it is most of
+// it (as the run's check says), else the state's (host_ways_out).
+std::string host_advice(const RunConfig &config, const HostDemand &d, const MicroBatchMemory &micro, uint64_t limit) {
+  const uint64_t micro_here = config.string("run", "device") == "cpu" ? micro.bytes() : micro.batch;
+  return 2 * micro_here > d.rank.host() ? micro.advice : host_ways_out(d, limit);
+}
+
+void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t world, uint64_t ranks_per_host,
+                     uint64_t zenflow, bool exact) {
+  const PluginEstimate *stage = &e.own_stage();
+  if (!stage->estimated) return;
+  const bool cpu = config.string("run", "device") == "cpu";
+  const MicroBatchMemory micro = micro_batch_memory(config);  // its data on the host; a CPU run's activations too
+  const HostDemand d = config_demand(config, e, world, ranks_per_host, zenflow, micro);
   const HostMemoryLimit limit = host_memory_limit(config.real("run", "host_memory_limit_gb"));
   const uint64_t hosts = (world + ranks_per_host - 1) / ranks_per_host;
 
@@ -185,8 +203,7 @@ void print_host_plan(const RunConfig &config, const ConfigEstimate &e, uint64_t 
               "and, on the host, its own few GiB)\n", format_bytes(micro.batch).c_str(),
               cpu ? (" and activations " + format_bytes(micro.activations)).c_str() : "");
   if (limit.bytes > 0 && d.per_host() > limit.bytes)
-    std::printf("  %s\n", 2 * (cpu ? micro.bytes() : micro.batch) > d.rank.host() ? micro.advice.c_str()
-                                                                                : host_ways_out(d, limit.bytes).c_str());
+    std::printf("  %s\n", host_advice(config, d, micro, limit.bytes).c_str());
 
   CheckpointDemand saves;
   const RunOptions options = RunOptions::read(config);
@@ -230,6 +247,25 @@ void print_this_config(const ConfigEstimate &e, uint64_t zenflow) {
 }
 
 }  // namespace
+
+void check_config_memory_plan(const RunConfig &config) {
+  const ConfigEstimate e = estimate_config(config, 1);
+  if (!e.own_stage().estimated) return;
+  uint64_t zenflow = 0;
+  if (config.has_table("zenflow") && device_bytes(e) > 0)
+    zenflow = estimate_zenflow(config, e, zenflow_capacity(config), estimate_gpu_peak(e, device_bytes(e)).bytes()).total();
+  const MicroBatchMemory micro = micro_batch_memory(config);
+  const HostDemand d = config_demand(config, e, 1, 1, zenflow, micro);
+  MemoryPlan plan;
+  plan.buffers = {{ZF_TIER_DEVICE, "model", d.rank.device},
+                  {ZF_TIER_PINNED_HOST, "pinned", d.rank.pinned},
+                  {ZF_TIER_HOST, "pageable", d.rank.pageable}};
+  const HostMemoryLimit host = host_memory_limit(config.real("run", "host_memory_limit_gb"));
+  check_memory_plan(plan, host, 1, 0, [&] {
+    const std::string ways = host_advice(config, d, micro, host.bytes);
+    return (ways == micro.advice ? "Mostly the micro-batch: " : "") + ways + ".";
+  });
+}
 
 int command_estimate(const std::vector<std::string> &args) {
   std::vector<std::string> rest;

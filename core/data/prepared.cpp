@@ -6,6 +6,7 @@
 #include "plugin/plugin_registry.hpp"
 #include "runtime/digest.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files.hpp"
 #include "runtime/log.hpp"
 
 #include <cerrno>
@@ -86,8 +87,10 @@ Inputs inputs_of(const RunConfig &config, const char *key) {
       {"type", in.type},
       {"text_field", "text"},
       {"data", files_digest({in.data})},
+      // The files of the tokenizer transformers loads from the directory (a slow one's vocab.json and
+      // merges.txt where no tokenizer.json is), as the export copies them (model/hf_checkpoint.cpp).
       {"tokenizer", files_digest({dir / "tokenizer.json", dir / "tokenizer.model", dir / "special_tokens_map.json",
-                                  dir / "added_tokens.json"})},
+                                  dir / "added_tokens.json", dir / "vocab.json", dir / "merges.txt"})},
       {"template", files_digest({dir / "tokenizer_config.json", dir / "chat_template.jinja",
                                  in.chat_template.empty() ? fs::path() : fs::path(in.chat_template)})},
       {"script", files_digest({script})}};
@@ -101,11 +104,6 @@ json read_json(const fs::path &path) {
   return value.is_discarded() ? json() : value;
 }
 
-void write_json(const fs::path &path, const json &value) {
-  std::ofstream out(path);
-  out << value.dump(1) << "\n";
-  ZF_REQUIRE(out.good(), "%s: cannot write it", path.c_str());
-}
 
 // What changed between a prepared copy's fingerprint and now, in words ("" when nothing did).
 std::string changes(const json &was, const json &now) {
@@ -152,12 +150,15 @@ void run_script(const Inputs &in, const fs::path &out) {
                                             : error.c_str());
 }
 
-// An exclusive lock on `path` for the life of the object: processes preparing the same data
-// (the ranks of one host) take turns, and the first one's copy serves the others.
+// The owner its ownership marker names (runtime/files.hpp): what zfcore may replace in data.prepared_dir.
+constexpr const char *kPreparedOwner = "zfcore prepared data";
+
+// An exclusive lock on the file `name` in `root` for the life of the object: processes preparing the
+// same data (the ranks of one host) take turns, and the first one's copy serves the others. The file
+// is opened without following a link (a link of its name is refused, never written through).
 class FileLock {
  public:
-  explicit FileLock(const fs::path &path) : fd_(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    ZF_REQUIRE(fd_ >= 0, "%s: cannot create the lock file: %s", path.c_str(), std::strerror(errno));
+  FileLock(const Directory &root, const std::string &name) : fd_(root.open_append(name)) {
     while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
     }
   }
@@ -168,6 +169,22 @@ class FileLock {
  private:
   int fd_;
 };
+
+// Removes `name` from `root` when zfcore prepared it (its marker says so); else throws, naming it and
+// what it is: zfcore never removes a directory or a link of the user's.
+void remove_prepared(const Directory &root, const std::string &name, const char *what) {
+  // A copy an older zfcore prepared, before the marker, is known by its record of what it was made from.
+  if (root.kind_of(name) == "dir" && root.owner_of(name).empty()) {
+    const Directory copy = root.subdirectory(name, false);
+    const json source = copy.kind_of("source.json") == "file" ? read_json(copy.path_of("source.json")) : json();
+    if (source.is_object() && source.value("fingerprint", json()).is_object())
+      copy.write_atomically(kOwnerMarker, std::string(kPreparedOwner) + "\n");
+  }
+  const std::string why = root.remove_owned(name, kPreparedOwner);  // "" when missing
+  ZF_REQUIRE(why.empty(), "%s, where zfcore puts %s; zfcore removes only what it prepared: move it "
+             "away or remove it, or set data.prepared_dir elsewhere",
+             why.c_str(), what);
+}
 
 }  // namespace
 
@@ -180,51 +197,50 @@ bool prepared_type(const RunConfig &config, const char *key) {
 
 PreparedData prepare_data(const RunConfig &config, const char *key) {
   Inputs in = inputs_of(config, key);
-  fs::path root = cache_root(config);
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  ZF_REQUIRE(!ec, "%s: cannot create the directory for prepared data: %s (set data.prepared_dir)", root.c_str(),
-             ec.message().c_str());
-  uint64_t name = kDigestSeed;
+  const fs::path root_path = cache_root(config);
+  // Every entry below is made under this descriptor, never by following a link (runtime/files.hpp).
+  const Directory root = Directory::open(root_path.string(), true, "the directory for prepared data (data.prepared_dir)");
+  uint64_t digest = kDigestSeed;
   for (const std::string &part : {in.data, in.type, in.tokenizer, in.chat_template})
-    name = digest_bytes(part.data(), part.size() + 1, name);
-  fs::path directory = root / (fs::path(in.data).stem().string() + "-" + hex(name));
+    digest = digest_bytes(part.data(), part.size() + 1, digest);
+  const std::string name = fs::path(in.data).stem().string() + "-" + hex(digest);
+  const std::string failed = name + ".failed", staging = name + ".tmp";
+  const fs::path directory = root_path / name;
   PreparedData prepared{directory.string(), (directory / "data.bin").string(), json()};
-  const fs::path failed = directory.string() + ".failed", staging = directory.string() + ".tmp";
   const auto asked = fs::file_time_type::clock::now();
-  FileLock lock(directory.string() + ".lock");
-  json source = read_json(directory / "source.json");
+  FileLock lock(root, name + ".lock");
+  const bool made = root.kind_of(name) == "dir";
+  json source = made ? read_json(directory / "source.json") : json();
   std::string changed = changes(source.is_object() ? source.value("fingerprint", json()) : json(), in.fingerprint);
-  if (changed.empty() && fs::exists(prepared.shard)) {
+  if (changed.empty() && root.subdirectory(name, false).kind_of("data.bin") == "file") {
     prepared.record = read_json(directory / "record.json");
     log_info(format("data: %s: prepared data reused from %s", in.data.c_str(), directory.c_str()));
     return prepared;
   }
   // A process that held the lock before this one asked for it failed on the same inputs: its error.
-  json failure = read_json(failed);
+  std::error_code ec;
+  json failure = root.kind_of(failed) == "file" ? read_json(root_path / failed) : json();
   if (failure.is_object() && failure.value("fingerprint", json()) == in.fingerprint &&
-      fs::last_write_time(failed, ec) >= asked)
+      fs::last_write_time(root_path / failed, ec) >= asked)
     throw Error(failure.value("error", std::string("preparing the data failed")));
   if (source.is_object())
     log_info(format("data: %s: %s changed since %s was prepared; preparing it again", in.data.c_str(),
                     changed.c_str(), directory.c_str()));
-  fs::remove_all(staging, ec);  // a staging directory of an interrupted preparation (ours)
+  remove_prepared(root, staging, "the data it is preparing");  // an interrupted preparation's (ours)
+  root.create_owned(staging, kPreparedOwner);
   try {
-    run_script(in, staging);
+    run_script(in, root_path / staging);
   } catch (const Error &e) {
-    write_json(failed, {{"fingerprint", in.fingerprint}, {"error", e.what()}});
-    fs::remove_all(staging, ec);
+    root.write_atomically(failed, json{{"fingerprint", in.fingerprint}, {"error", e.what()}}.dump(1) + "\n");
+    root.remove_owned(staging, kPreparedOwner);
     throw;
   }
-  write_json(staging / "source.json", {{"fingerprint", in.fingerprint}, {"data", in.data},
-                                       {"tokenizer", in.tokenizer}});
-  ZF_REQUIRE(!fs::exists(directory) || source.is_object(), "%s: exists but is no prepared data of zfcore (it has no "
-             "source.json); zfcore replaces only what it made: move it, or set data.prepared_dir elsewhere",
-             directory.c_str());
-  fs::remove_all(directory, ec);  // the copy made from what changed: zfcore made it
-  fs::rename(staging, directory, ec);
-  ZF_REQUIRE(!ec, "%s: cannot move the prepared data into place: %s", directory.c_str(), ec.message().c_str());
-  fs::remove(failed, ec);
+  root.subdirectory(staging, false)
+      .write_atomically("source.json", json{{"fingerprint", in.fingerprint}, {"data", in.data},
+                                            {"tokenizer", in.tokenizer}}.dump(1) + "\n");
+  remove_prepared(root, name, "the prepared data");  // the copy made from what changed: zfcore made it
+  const std::string moved = root.rename_entry(staging, name);
+  ZF_REQUIRE(moved.empty(), "%s: cannot move the prepared data into place: %s", directory.c_str(), moved.c_str());
   prepared.record = read_json(directory / "record.json");
   return prepared;
 }

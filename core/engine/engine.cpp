@@ -29,7 +29,6 @@
 #include "runtime/profile.hpp"
 
 #include <csignal>
-#include <cstring>
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -74,10 +73,9 @@ class Trainer {
     flat_ = std::make_unique<FlatBuffers>(model_->parameters(), model_->block_names(), options_.column_major,
                                           options_.interleave_blocks);
     if (comm_.rank() == 0) check_output_paths(config, options_, export_only_);  // rank 0 writes them
-    if (comm_.rank() == 0 && !export_only_) {
-      locks_ = lock_run_directories(options_.output_dir, config_.string("checkpoint", "dir"));
-      claim_output_dir(options_.output_dir, config_.string("run", "name"), config_.where("run", "name").str());
-    }
+    if (!export_only_)
+      locks_ = take_run_directories(comm_, options_.output_dir, config_.string("checkpoint", "dir"),
+                                    config_.string("run", "name"), config_.where("run", "name").str());
     const int64_t samples_per_step = options_.micro_batch * options_.grad_accum * comm_.world_size();
     const int64_t steps_per_epoch = data_ ? (data_->size() + samples_per_step - 1) / samples_per_step : 1;
     place_ = std::make_unique<Placement>(config, options_, runtime_, plugins_, *flat_, *model_, *built.values,
@@ -460,7 +458,7 @@ class Trainer {
   double slowest_step_ms_ = 0;     // of this run's steps so far (set_comm_timeout)
   int64_t steps_timed_ = 0;
   bool step_timeout_said_ = false;
-  std::vector<std::unique_ptr<RunLock>> locks_;  // rank 0: held until the run ends
+  std::vector<std::unique_ptr<RunLock>> locks_;  // held until the run ends (locked by rank 0)
   std::unique_ptr<TrainingCheckpoints> checkpoints_;
   int64_t start_step_ = 0;
   StepProfile profile_;

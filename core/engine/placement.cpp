@@ -131,8 +131,7 @@ Placement::Placement(const RunConfig &config, const RunOptions &options, Runtime
 
 // Bytes per tier before anything large is allocated, printed, and refused when they cannot fit:
 // host memory summed over the host's ranks, with the settings that would fit it. A micro-batch's
-// data is host memory; its activations are where the model computes (counted on a CPU run; a GPU's
-// are beside the plan, as `zfcore estimate` prints them).
+// data is host memory; its activations are where the model computes (host memory or the GPU's).
 void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool sharded,
                              const std::vector<uint8_t> &resident, uint64_t prefetch_numel,
                              const MicroBatchMemory &micro) {
@@ -169,8 +168,7 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool shar
     plan.buffers.push_back({model_tier(), "params.gathered (at most)", (2 * largest + ahead) * element});
   }
   for (const PlannedBuffer &b : update->planned()) plan.buffers.push_back(b);
-  if (on_gpu) plan.buffers.push_back({ZF_TIER_HOST, "micro-batch data", micro.batch});
-  else plan.buffers.push_back({ZF_TIER_HOST, "micro-batch data + activations", micro.bytes()});
+  plan_micro_batch(plan, micro, on_gpu);
   const uint64_t micro_here = on_gpu ? micro.batch : micro.bytes();
   HostMemoryLimit host = host_memory_limit(options_.host_memory_limit_gb);
   if (comm.rank() == 0) {
@@ -189,6 +187,8 @@ void Placement::check_memory(uint64_t numel, const PluginSet &plugins, bool shar
       ways = "Mostly the micro-batch: " + micro.advice + ". ";
     else if (host_short)
       ways = host_ways_out(host_demand(plan, plugins, comm.local_size(), uint64_t(comm.world_size())), host.bytes) + " ";
+    else if (on_gpu && 2 * micro.activations > plan.bytes(ZF_TIER_DEVICE))  // the GPU's, mostly activations
+      ways = "Mostly the micro-batch: " + micro.advice + " (or set model.activation_checkpointing = true). ";
     return ways + memory_advice(plugins, flat_.layout(), uint64_t(comm.world_size()), c10::elementSize(dtype),
                                 uint64_t(options_.grad_accum), grad_element);
   });

@@ -1,5 +1,7 @@
 #include "engine/run_lock.hpp"
 
+#include "checkpoint/checkpoint_directory.hpp"
+#include "comm/communicator.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
 #include "runtime/files_held.hpp"
@@ -28,7 +30,7 @@ std::string holder_in(const Directory &dir) {
 
 }  // namespace
 
-RunLock::RunLock(const std::filesystem::path &directory, const std::string &what) {
+RunLock::RunLock(const std::filesystem::path &directory, const std::string &what, bool lock) {
   Directory dir;
   try {
     dir = Directory::open(directory.string(), true);
@@ -38,6 +40,10 @@ RunLock::RunLock(const std::filesystem::path &directory, const std::string &what
   // The lock is on the directory itself (its descriptor, held open until exit): removing or replacing
   // .zfcore.lock cannot break it. The file, locked too, names the holder for the message below.
   dir_fd_ = ::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
+  if (!lock) {  // another rank of the run: it holds the directory open, rank 0 holds the lock
+    if (dir_fd_ >= 0) hold_directory(directory.string(), dir_fd_);
+    return;
+  }
   int error = dir_fd_ < 0 || ::flock(dir_fd_, LOCK_EX | LOCK_NB) != 0 ? errno : 0;
   const std::filesystem::path path = directory / ".zfcore.lock";
   if (error == 0) {
@@ -87,13 +93,28 @@ RunLock::~RunLock() {
 }
 
 std::vector<std::unique_ptr<RunLock>> lock_run_directories(const std::string &output_dir,
-                                                           const std::string &checkpoint_dir) {
+                                                           const std::string &checkpoint_dir, bool lock) {
   std::vector<std::unique_ptr<RunLock>> locks;
-  locks.push_back(std::make_unique<RunLock>(output_dir, format("run.output_dir = \"%s\"", output_dir.c_str())));
+  locks.push_back(std::make_unique<RunLock>(output_dir, format("run.output_dir = \"%s\"", output_dir.c_str()), lock));
   std::error_code ec;
   if (!checkpoint_dir.empty() && !std::filesystem::equivalent(checkpoint_dir, output_dir, ec))
-    locks.push_back(std::make_unique<RunLock>(checkpoint_dir, format("checkpoint.dir = \"%s\"", checkpoint_dir.c_str())));
+    locks.push_back(
+        std::make_unique<RunLock>(checkpoint_dir, format("checkpoint.dir = \"%s\"", checkpoint_dir.c_str()), lock));
   return locks;
+}
+
+std::vector<std::unique_ptr<RunLock>> take_run_directories(Communicator &comm, const std::string &output_dir,
+                                                           const std::string &checkpoint_dir,
+                                                           const std::string &run_name, const std::string &where) {
+  std::vector<std::unique_ptr<RunLock>> held;
+  if (comm.rank() == 0) {
+    held = lock_run_directories(output_dir, checkpoint_dir);
+    claim_output_dir(output_dir, run_name, where);
+  }
+  // Once rank 0 has made them (a rank 0 refused ends the job: main's error handler).
+  if (comm.world_size() > 1 && first_finding(comm, "").empty() && comm.rank() != 0)
+    held = lock_run_directories(output_dir, checkpoint_dir, /*lock=*/false);
+  return held;
 }
 
 namespace {
@@ -164,11 +185,17 @@ void claim_output_dir(const std::string &output_dir, const std::string &run_name
     out.write_atomically(record, run_name + "\n");
     return;
   }
-  ZF_REQUIRE(kind.empty(), "run.output_dir = \"%s\" holds the step log and summary (steps.jsonl, steps.csv, "
+  std::string recorded_in = kind.empty() ? "" : out.path_of(record);
+  if (kind.empty() && any_output) {  // no record (removed by hand): the run its checkpoints name, if another
+    std::vector<std::filesystem::path> others;
+    checkpoints_of_run(std::filesystem::path(output_dir) / "checkpoints", run_name, &others, false, nullptr);
+    if (!others.empty()) text = checkpoint_run_name(others.back()), recorded_in = others.back().string();
+  }
+  ZF_REQUIRE(recorded_in.empty(), "run.output_dir = \"%s\" holds the step log and summary (steps.jsonl, steps.csv, "
              "summary.json) of the run \"%s\" (its run.name, recorded in %s); this run, run.name = \"%s\" at %s, "
              "would replace them, and a resume would mix the two runs' rows: give it a run.output_dir of its own (the "
              "default is runs/%s), or set run.name = \"%s\" to continue that run", output_dir.c_str(),
-             excerpt(text).c_str(), out.path_of(record).c_str(), run_name.c_str(), where.c_str(), run_name.c_str(),
+             excerpt(text).c_str(), recorded_in.c_str(), run_name.c_str(), where.c_str(), run_name.c_str(),
              excerpt(text).c_str());
   out.write_atomically(record, run_name + "\n");
 }

@@ -64,22 +64,30 @@ RunOptions RunOptions::read(const RunConfig &config) {
 
 namespace {
 
-// The export writes model.safetensors and config.json: never into the model the run reads
-// (model.init_from), nor into a directory inside it.
-void require_export_outside_model(const RunConfig &config, const std::string &export_hf) {
-  const std::string init_from = config.string("model", "init_from");
-  if (init_from.empty()) return;
+// The export writes model.safetensors, config.json, the tokenizer's files and chat_template.jinja: never
+// into the model the run reads (model.init_from) nor a directory inside it, nor into the directory of
+// the tokenizer or the chat template it reads (data.tokenizer_path, data.chat_template: often a base
+// model's directory). Links in either path are followed: a link to such a directory is that directory.
+void require_export_outside_inputs(const RunConfig &config, const std::string &export_hf) {
   std::error_code ec;
-  std::filesystem::path model = std::filesystem::weakly_canonical(std::filesystem::absolute(init_from, ec), ec);
-  if (std::filesystem::is_regular_file(model, ec)) model = model.parent_path();
   const std::filesystem::path out = std::filesystem::weakly_canonical(std::filesystem::absolute(export_hf, ec), ec);
-  if (model.empty() || std::mismatch(model.begin(), model.end(), out.begin(), out.end()).first != model.end()) return;
-  throw Error(format("%s: checkpoint.export_hf = \"%s\" is %sthe directory of model.init_from = \"%s\" (%s): the "
-                     "export would overwrite the model this run starts from (its model.safetensors, config.json); "
-                     "export into a directory of its own, e.g. %s", config.where("checkpoint", "export_hf").str().c_str(),
-                     excerpt(export_hf).c_str(), out == model ? "" : "inside ", excerpt(init_from).c_str(),
-                     config.where("model", "init_from").str().c_str(),
-                     (model.parent_path() / (model.filename().string() + "-finetuned")).c_str()));
+  const std::tuple<const char *, const char *, bool> inputs[] = {
+      {"model", "init_from", true}, {"data", "tokenizer_path", false}, {"data", "chat_template", false}};
+  for (const auto &[table, key, or_inside] : inputs) {
+    const std::string given = config.string(table, key);
+    if (given.empty()) continue;
+    std::filesystem::path read = std::filesystem::weakly_canonical(std::filesystem::absolute(given, ec), ec);
+    if (!std::filesystem::is_directory(read, ec)) read = read.parent_path();  // a file: its directory
+    const bool inside = std::mismatch(read.begin(), read.end(), out.begin(), out.end()).first == read.end();
+    if (read.empty() || !(out == read || (or_inside && inside))) continue;
+    throw Error(format("%s: checkpoint.export_hf = \"%s\" is %sthe directory of %s.%s = \"%s\" (%s): the export "
+                       "would overwrite the files this run reads there (a model.safetensors, config.json, tokenizer "
+                       "files); export into a directory of its own, e.g. %s",
+                       config.where("checkpoint", "export_hf").str().c_str(), excerpt(export_hf).c_str(),
+                       out == read ? "" : "inside ", table, key, excerpt(given).c_str(),
+                       config.where(table, key).str().c_str(),
+                       (read.parent_path() / (read.filename().string() + "-finetuned")).c_str()));
+  }
 }
 
 }  // namespace
@@ -100,7 +108,7 @@ void check_output_paths(const RunConfig &config, const RunOptions &options, bool
     ZF_REQUIRE(elsewhere.empty(), "%s: checkpoint.export_hf = \"%s\" %s",
                config.where("checkpoint", "export_hf").str().c_str(), excerpt(options.export_hf).c_str(),
                elsewhere.c_str());
-    require_export_outside_model(config, options.export_hf);
+    require_export_outside_inputs(config, options.export_hf);
   }
   // checkpoint.dir is written on any run (a stop signal saves one), its default inside output_dir.
   const std::string checkpoints = config.string("checkpoint", "dir");

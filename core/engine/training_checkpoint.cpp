@@ -81,6 +81,8 @@ TrainingCheckpoints::TrainingCheckpoints(const RunConfig &config, const std::str
   model_ = model_record(config);
   store_ = std::make_unique<CheckpointStore>(checkpoint_dir(config, output_dir), config.integer("checkpoint", "keep"),
                                              *runtime.comm);
+  output_dir_at_start_ = absolute_output_dir(output_dir);
+  store_at_start_ = absolute_output_dir(store_->directory().string());
 }
 
 void TrainingCheckpoints::check_saves(int64_t start_step, int64_t last_step) const {
@@ -122,7 +124,7 @@ std::string TrainingCheckpoints::info(int64_t step) const {
   json.end_array().key("stage").value(identity_.stage).key("offload").value(identity_.offload);
   json.key("zenflow").value(identity_.zenflow).key("micro_batch").value(identity_.micro_batch);
   json.key("grad_accum").value(identity_.grad_accum).key("run_name").value(run_name_).key("run_id").value(run_id_);
-  json.key("config_digest").value(config_digest_).key("output_dir").value(absolute_output_dir(output_dir_));
+  json.key("config_digest").value(config_digest_).key("output_dir").value(output_dir_at_start_);
   if (std::isfinite(initial_loss_)) json.key("initial_loss").value(initial_loss_);  // the run's, at step 1
   if (!identity_.data_digest.empty())
     json.key("data").begin_object().key("path").value(identity_.data_path).key("sequences")
@@ -168,11 +170,17 @@ void TrainingCheckpoints::save(int64_t step, UpdatePlan &update) {
              "step %lld: the training diverged: %s is not finite after the update. The checkpoint of step %lld is "
              "not written; %s. Lower optimizer.lr (%g), set train.clip_grad_norm, or check the data",
              (long long)step, bad.c_str(), (long long)step, newest().c_str(), config_.real("optimizer", "lr"));
-  saved_path_ = store_->save(saved, info(step));
+  try {
+    saved_path_ = store_->save(saved, info(step));
+  } catch (const Error &e) {  // a full disk, a file too large: what is kept, and how to go on from it
+    throw Error(format("%s. The checkpoint of step %lld is not written (the next run removes what it left); %s: "
+                       "make room for it (or set checkpoint.dir elsewhere) and run again, which goes on from there",
+                       e.what(), (long long)step, newest().c_str()));
+  }
   saved_step_ = step;
   if (runtime_.comm->rank() == 0) {
     // The head of the run's line: a resume = "auto" after going back to an earlier step continues here.
-    record_latest_saved(output_dir_, saved_path_.string());
+    record_latest_saved(output_dir_, (store_at_start_ / saved_path_.filename()).string());
     std::printf("zfcore: checkpoint %s\n", saved_path_.c_str());
   }
 }
@@ -305,7 +313,7 @@ int64_t TrainingCheckpoints::resume(UpdatePlan &update, const torch::Tensor &par
   // carries the same run.name and writes into the same output directory; another is a branch.
   const CheckpointMetadata written = read_checkpoint_metadata(
       SafetensorsFile::open((*from / "rank-00000.safetensors").string()).metadata(), (*from / "rank-00000.safetensors").string());
-  const std::string here = as_json_text(absolute_output_dir(output_dir_));  // as checkpoint.json records it
+  const std::string here = as_json_text(output_dir_at_start_);  // as checkpoint.json records it
   // Whose checkpoints it writes is said only by a run that writes any (zfcore export writes none).
   const bool says = runtime_.comm->rank() == 0 &&
                     (config_.integer("checkpoint", "every") > 0 || config_.boolean("checkpoint", "final"));

@@ -112,6 +112,10 @@ class TrainingCheckpoints {
   Runtime &runtime_;
   const zf_layout &layout_;
   std::string output_dir_;
+  // Both resolved once, at the start (links followed): what checkpoint.json and .zfcore-latest record,
+  // however the paths given resolve later (a link in them changed mid-run, runtime/files_held.hpp).
+  std::string output_dir_at_start_;
+  std::filesystem::path store_at_start_;
   std::string layout_digest_;
   RunIdentity identity_;
   std::unique_ptr<CheckpointStore> store_;

@@ -160,6 +160,15 @@ MicroBatchMemory micro_batch_memory(const RunConfig &config) {
   return m;
 }
 
+void plan_micro_batch(MemoryPlan &plan, const MicroBatchMemory &micro, bool on_gpu) {
+  if (!on_gpu) {
+    plan.buffers.push_back({ZF_TIER_HOST, "micro-batch data + activations", micro.bytes()});
+    return;
+  }
+  plan.buffers.push_back({ZF_TIER_HOST, "micro-batch data", micro.batch});
+  plan.buffers.push_back({ZF_TIER_DEVICE, "micro-batch activations", micro.activations});
+}
+
 GpuPeak estimate_gpu_peak(const ConfigEstimate &e, uint64_t device) {
   GpuPeak peak;
   if (e.tokens == 0) return {device, device};

@@ -6,6 +6,7 @@
 
 #include "config/config.hpp"
 #include "memory/memory_estimate.hpp"
+#include "memory/memory_plan.hpp"
 #include "model/activation_estimate.hpp"
 #include "plugin/plugin_registry.hpp"
 
@@ -64,5 +65,9 @@ struct MicroBatchMemory {
   std::string advice;  // the keys that shrink them, with their values
 };
 MicroBatchMemory micro_batch_memory(const RunConfig &config);
+// A micro-batch in a rank's memory plan: its data in host memory, its activations where the model
+// computes (host memory on a CPU run, the GPU's on a GPU run: a GPU run that cannot hold them is refused
+// before it allocates, as one whose buffers do not fit).
+void plan_micro_batch(MemoryPlan &plan, const MicroBatchMemory &micro, bool on_gpu);
 
 }  // namespace zf

@@ -77,9 +77,8 @@ void check_memory_plan(const MemoryPlan &plan, const HostMemoryLimit &host, int 
                                       : "",
                        format_bytes(host.bytes).c_str(), host.source.c_str(), advice().c_str()));
   if (device_free > 0 && plan.bytes(ZF_TIER_DEVICE) > device_free)
-    throw Error(format("the memory plan does not fit: this rank needs %s of GPU memory before activations, and the "
-                       "GPU has %s free. %s",
-                       format_bytes(plan.bytes(ZF_TIER_DEVICE)).c_str(), format_bytes(device_free).c_str(),
+    throw Error(format("the memory plan does not fit: this rank needs %s of GPU memory, and the GPU has %s free. %s",
+                       plan.describe(ZF_TIER_DEVICE).c_str(), format_bytes(device_free).c_str(),
                        advice().c_str()));
 }
 
