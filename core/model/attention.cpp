@@ -46,20 +46,23 @@ torch::Tensor visible(const torch::Tensor &q, const AttentionOptions &options, i
   return window > 0 ? mask.logical_and(j > i - window) : mask;
 }
 
+// k or v [B, kv_heads, T, d] repeated over each group of query heads: [B, heads, T, d].
+torch::Tensor repeat_kv(const torch::Tensor &t, int64_t heads) {
+  const int64_t batch = t.size(0), kv_heads = t.size(1), length = t.size(2), d = t.size(3);
+  return t.unsqueeze(2).expand({batch, kv_heads, heads / kv_heads, length, d}).reshape({batch, heads, length, d});
+}
+
 // softmax([scores | sink]) without the sink's column, times v; the scores and softmax in fp32.
 torch::Tensor sink_attention(const torch::Tensor &q, const torch::Tensor &k_in, const torch::Tensor &v_in,
                              const AttentionOptions &options, int64_t window) {
-  const int64_t batch = q.size(0), heads = q.size(1), length = q.size(2), d = q.size(3), kv_heads = k_in.size(1);
-  auto repeat = [&](const torch::Tensor &t) {
-    return t.unsqueeze(2).expand({batch, kv_heads, heads / kv_heads, length, d}).reshape({batch, heads, length, d});
-  };
+  const int64_t batch = q.size(0), heads = q.size(1), length = q.size(2), d = q.size(3);
   const double scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(double(d));
-  torch::Tensor scores = torch::matmul(q, repeat(k_in).transpose(2, 3)).to(torch::kFloat32) * scale;
+  torch::Tensor scores = torch::matmul(q, repeat_kv(k_in, heads).transpose(2, 3)).to(torch::kFloat32) * scale;
   scores = scores.masked_fill(visible(q, options, window).logical_not(), -std::numeric_limits<float>::infinity());
   torch::Tensor sinks = options.sinks.to(torch::kFloat32).view({1, heads, 1, 1}).expand({batch, heads, length, 1});
   torch::Tensor probs = torch::softmax(torch::cat({scores, sinks}, -1), -1).narrow(-1, 0, length);
   if (options.dropout > 0) probs = torch::dropout(probs, options.dropout, /*train=*/true);
-  return torch::matmul(probs.to(v_in.scalar_type()), repeat(v_in));
+  return torch::matmul(probs.to(v_in.scalar_type()), repeat_kv(v_in, heads));
 }
 
 }  // namespace
@@ -96,21 +99,12 @@ torch::Tensor causal_attention(const torch::Tensor &q, const torch::Tensor &k_in
   // with atomics, plain attention has a deterministic one.
   bool grouped = kv_heads != heads;
   if (grouped && at::globalContext().deterministicAlgorithms()) {
-    auto repeat = [&](const torch::Tensor &t) {
-      return t.unsqueeze(2).expand({batch, kv_heads, heads / kv_heads, length, d}).reshape({batch, heads, length, d});
-    };
-    k = repeat(k);
-    v = repeat(v);
+    k = repeat_kv(k, heads);
+    v = repeat_kv(v, heads);
     grouped = false;
   }
   std::optional<torch::Tensor> mask;
-  if (packed) {
-    mask = document_mask(options.documents->positions.to(q.device()), windowed ? options.window : 0);
-  } else if (windowed) {
-    torch::Tensor i = torch::arange(length, q.options().dtype(torch::kLong)).unsqueeze(1);
-    torch::Tensor j = torch::arange(length, q.options().dtype(torch::kLong)).unsqueeze(0);
-    mask = (j <= i).logical_and(j > i - options.window);
-  }
+  if (packed || windowed) mask = visible(q, options, windowed ? options.window : 0);
   return at::scaled_dot_product_attention(q, k, v, mask, options.dropout, /*is_causal=*/!mask, scale,
                                           /*enable_gqa=*/grouped);
 }
