@@ -6,6 +6,7 @@
 #include "gpu_skip.hpp"
 
 #include "model/moe.hpp"
+#include "support/moe_layer.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -17,33 +18,11 @@ using namespace zf;
 
 namespace {
 
-struct Layer {
-  MoeSpec spec;
-  MoeWeights w;
-  std::vector<torch::Tensor> all() const {
-    std::vector<torch::Tensor> t = {w.router};
-    for (size_t e = 0; e < w.gate.size(); ++e) t.insert(t.end(), {w.gate[e], w.up[e], w.down[e]});
-    return t;
-  }
-};
+using Layer = test::MoeLayer;
 
 Layer cuda_layer(int64_t experts, int64_t k, int64_t h, int64_t inner) {
-  Layer l;
-  l.spec.experts = experts;
-  l.spec.top_k = k;
-  l.spec.expert_intermediate = inner;
-  l.spec.norm_topk = true;
-  const auto options = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
-  auto param = [&](std::vector<int64_t> sizes) {
-    return (torch::randn(sizes, options.dtype(torch::kFloat32)) * 0.05).to(options).requires_grad_();
-  };
-  l.w.router = param({experts, h});
-  for (int64_t e = 0; e < experts; ++e) {
-    l.w.gate.push_back(param({inner, h}));
-    l.w.up.push_back(param({inner, h}));
-    l.w.down.push_back(param({h, inner}));
-  }
-  return l;
+  return test::random_moe_layer(experts, k, true, h, inner, 0.05, 0.05,
+                                torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16));
 }
 
 double relative(const torch::Tensor &a, const torch::Tensor &b) {

@@ -11,6 +11,7 @@
 #include "model/zoo.hpp"
 #include "runtime/input.hpp"
 #include "models/model_fixture.hpp"
+#include "support/moe_layer.hpp"
 #include "support/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -22,30 +23,10 @@ using namespace zf;
 
 namespace {
 
-struct Experts {
-  MoeSpec spec;
-  MoeWeights w;
-  std::vector<torch::Tensor> all() const {
-    std::vector<torch::Tensor> t = {w.router};
-    for (size_t e = 0; e < w.gate.size(); ++e) t.insert(t.end(), {w.gate[e], w.up[e], w.down[e]});
-    return t;
-  }
-};
+using Experts = test::MoeLayer;
 
 Experts random_experts(int64_t experts, int64_t k, bool norm, int64_t h, int64_t inner) {
-  Experts x;
-  x.spec.experts = experts;
-  x.spec.top_k = k;
-  x.spec.expert_intermediate = inner;
-  x.spec.norm_topk = norm;
-  auto param = [](std::vector<int64_t> sizes, double std) { return (torch::randn(sizes) * std).requires_grad_(); };
-  x.w.router = param({experts, h}, 0.5);
-  for (int64_t e = 0; e < experts; ++e) {
-    x.w.gate.push_back(param({inner, h}, 0.3));
-    x.w.up.push_back(param({inner, h}, 0.3));
-    x.w.down.push_back(param({h, inner}, 0.3));
-  }
-  return x;
+  return test::random_moe_layer(experts, k, norm, h, inner, 0.5, 0.3);
 }
 
 // Token by token: softmax, top k, each chosen expert's SwiGLU weighted by its (renormalised) probability.
