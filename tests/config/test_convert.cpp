@@ -20,11 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string write(const std::string &dir, const std::string &name, const std::string &text) {
-  std::ofstream(dir + "/" + name) << text;
-  return dir + "/" + name;
-}
-
 std::string fixture(const std::string &name) { return test::source_dir() + "/tests/config/deepspeed/" + name; }
 
 // linear_stack's model and data, added on the command line (a DeepSpeed config has neither).
@@ -73,7 +68,7 @@ TEST_CASE("convert: DeepSpeed's ZenFlow example config becomes TOML that validat
 TEST_CASE("convert: a converted config, and the JSON run as is, train to the hand-written twin's param_digest",
           "[config][convert]") {
   std::string dir = test::scratch_dir("convert_twin");
-  std::string json = write(dir, "ds.json", R"({
+  std::string json = test::write_file(dir, "ds.json", R"({
     "train_micro_batch_size_per_gpu": 32,
     "gradient_accumulation_steps": 2,
     "gradient_clipping": 0.5,
@@ -85,7 +80,7 @@ TEST_CASE("convert: a converted config, and the JSON run as is, train to the han
   })");
   REQUIRE(test::run_command(test::zfcore() + " convert " + json + " > " + dir + "/converted.toml").exit_code == 0);
   // DeepSpeed's warm-up is logarithmic unless the config says linear, its steps counted as DeepSpeed's.
-  std::string twin = write(dir, "twin.toml",
+  std::string twin = test::write_file(dir, "twin.toml",
                            "[train]\nmicro_batch = 32\ngrad_accum = 2\nclip_grad_norm = 0.5\nlr_schedule = \"cosine\"\n"
                            "lr_schedule_steps = \"deepspeed\"\nlr_decay_steps = 6\n"
                            "warmup_steps = 2\nwarmup_type = \"log\"\nmin_lr_ratio = 0.2\n[optimizer]\n"
@@ -168,7 +163,7 @@ TEST_CASE("convert: ZeRO-3 + NVMe with counts written 1e9 runs as converted, tra
   CHECK(test::ledger_bytes(summary, "memory_bytes", "nvme.nvme.state") > 0);
 
   // A true fraction where DeepSpeed wants a count is an error at its line and column.
-  std::string fraction = write(dir, "fraction.json", "{\n  \"zero_optimization\": {\n    \"stage\": 3,\n"
+  std::string fraction = test::write_file(dir, "fraction.json", "{\n  \"zero_optimization\": {\n    \"stage\": 3,\n"
                                                      "    \"stage3_max_live_parameters\": 1.5e3,\n"
                                                      "    \"stage3_prefetch_bucket_size\": 1000.5\n  }\n}\n");
   test::Outcome bad = test::run_command(test::zfcore() + " convert " + fraction);
@@ -180,7 +175,7 @@ TEST_CASE("convert: ZeRO-3 + NVMe with counts written 1e9 runs as converted, tra
 TEST_CASE("convert: train_batch_size = micro x accum x ranks, the ranks taken from the launch", "[config][convert][mpi]") {
   std::string dir = test::scratch_dir("convert_global_batch");
   auto config = [&](const std::string &name, const std::string &batch) {
-    return write(dir, name, "{" + batch + R"(, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}})");
+    return test::write_file(dir, name, "{" + batch + R"(, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}})");
   };
   // The oracle: a run with grad_accum written out trains to the same parameters.
   std::string derived = config("derived.json", R"("train_batch_size": 16, "train_micro_batch_size_per_gpu": 2)");
@@ -229,7 +224,7 @@ TEST_CASE("convert: DeepSpeed's scheduler defaults: log warm-up of 1000 steps, c
   std::string dir = test::scratch_dir("convert_scheduler");
   test::Outcome cosine = test::run_command(
       test::zfcore() + " convert " +
-      write(dir, "cosine.json", R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 100}}})"));
+      test::write_file(dir, "cosine.json", R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 100}}})"));
   INFO(cosine.output);
   REQUIRE(cosine.exit_code == 0);
   for (const char *line : {"lr_schedule = \"cosine\"\n", "warmup_steps = 1000\n", "warmup_type = \"log\"\n",
@@ -239,7 +234,7 @@ TEST_CASE("convert: DeepSpeed's scheduler defaults: log warm-up of 1000 steps, c
   // (DeepSpeed since its WarmupLR inherits the optimizer's lr).
   test::Outcome warmup = test::run_command(
       test::zfcore() + " convert " +
-      write(dir, "warmup.json", R"({"optimizer": {"type": "Adam", "params": {"lr": 5e-5}},
+      test::write_file(dir, "warmup.json", R"({"optimizer": {"type": "Adam", "params": {"lr": 5e-5}},
           "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10, "warmup_type": "linear"}}})"));
   INFO(warmup.output);
   REQUIRE(warmup.exit_code == 0);
@@ -249,14 +244,14 @@ TEST_CASE("convert: DeepSpeed's scheduler defaults: log warm-up of 1000 steps, c
   CHECK_THAT(warmup.output, !Catch::Contains("replaced by"));
   test::Outcome peak = test::run_command(
       test::zfcore() + " convert " +
-      write(dir, "peak.json", R"({"optimizer": {"type": "Adam", "params": {"lr": 5e-5}},
+      test::write_file(dir, "peak.json", R"({"optimizer": {"type": "Adam", "params": {"lr": 5e-5}},
           "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 0.002}}})"));
   CHECK_THAT(peak.output, Catch::Contains("lr = 0.002\n") &&
                               Catch::Contains("#   optimizer.params.lr: replaced by the scheduler's warmup_max_lr 0.002"));
 
   // The log warm-up as trained, DeepSpeed's: step s runs at iteration i = s - 2, the lr at step 1 is the
   // warm-up's start (0), then lr x log(i + 1) / log(warmup_num_steps) until i reaches warmup_num_steps.
-  test::Outcome run = test::run_command(test::zfcore() + " run " + write(dir, "log.json", R"({
+  test::Outcome run = test::run_command(test::zfcore() + " run " + test::write_file(dir, "log.json", R"({
       "optimizer": {"type": "Adam", "params": {"lr": 0.01}},
       "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}},
       "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 0.01, "warmup_num_steps": 4}}})") +
@@ -274,7 +269,7 @@ TEST_CASE("convert: DeepSpeed's scheduler defaults: log warm-up of 1000 steps, c
 
   test::Outcome bad = test::run_command(
       test::zfcore() + " convert " +
-      write(dir, "bad.json", R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_type": "exp",
+      test::write_file(dir, "bad.json", R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_type": "exp",
                                                                                   "total_num_steps": 9}}})"));
   CHECK(bad.exit_code == 1);
   CHECK_THAT(bad.output, Catch::Contains("scheduler.params.warmup_type = \"exp\": DeepSpeed's warm-up types are log and linear"));
@@ -282,7 +277,7 @@ TEST_CASE("convert: DeepSpeed's scheduler defaults: log warm-up of 1000 steps, c
 
 TEST_CASE("convert: run and validate on a DeepSpeed JSON without a model or data say so", "[config][convert]") {
   std::string dir = test::scratch_dir("convert_no_model");
-  std::string json = write(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 4})");
+  std::string json = test::write_file(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 4})");
   for (const std::string &command : {" run ", " validate "}) {
     test::Outcome none = test::run_command(test::zfcore() + command + json + " --set run.output_dir=" + dir + "/out");
     INFO(none.output);
@@ -299,7 +294,7 @@ TEST_CASE("convert: run and validate on a DeepSpeed JSON without a model or data
 TEST_CASE("convert: the converted TOML without a model is refused as the JSON is, and takes the model keys "
           "appended at its end", "[config][convert]") {
   std::string dir = test::scratch_dir("convert_no_model_toml");
-  std::string json = write(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}})");
+  std::string json = test::write_file(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}})");
   const std::string toml = dir + "/train.toml";
   REQUIRE(test::run_command(test::zfcore() + " convert " + json + " > " + toml).exit_code == 0);
   const std::string converted = test::read_text(toml);
@@ -313,14 +308,14 @@ TEST_CASE("convert: the converted TOML without a model is refused as the JSON is
     CHECK(!fs::exists(dir + "/out/summary.json"));
   }
   // A second [model] table is a TOML error that says where the first one is.
-  write(dir, "twice.toml", converted + "\n[model]\ntype = \"linear_stack\"\n");
+  test::write_file(dir, "twice.toml", converted + "\n[model]\ntype = \"linear_stack\"\n");
   test::Outcome twice = test::run_command(test::zfcore() + " validate " + dir + "/twice.toml");
   INFO(twice.output);
   CHECK(twice.exit_code == 1);
   CHECK_THAT(twice.output, Catch::Contains("[model] is already at line") && Catch::Contains("put these keys in that "
                                                                                            "table"));
   // The model's keys appended at the end land in its [model] table (the last one), beside dtype.
-  write(dir, "named.toml", converted + "type = \"linear_stack\"\nhidden = 32\nlayers = 2\n[data]\ntype = \"random\"\n"
+  test::write_file(dir, "named.toml", converted + "type = \"linear_stack\"\nhidden = 32\nlayers = 2\n[data]\ntype = \"random\"\n"
                                        "samples = 64\n");
   test::Outcome named = test::run_command(test::zfcore() + " run " + dir + "/named.toml --set train.steps=2 "
                                           "--set run.progress=off --set run.output_dir=" + dir + "/named");
@@ -356,7 +351,7 @@ TEST_CASE("convert: DeepSpeed key typos are errors at their line with the neares
            Case{R"({"scheduler": {"type": "OneCycle"}})", "scheduler.type = \"OneCycle\""},
            Case{R"({"bf16": {"enabled": true}, "fp16": {"enabled": true}})", "bf16 and fp16 are both enabled"},
            Case{R"([1, 2])", "must be an object"}}) {
-    std::string file = write(dir, "bad.json", c.json);
+    std::string file = test::write_file(dir, "bad.json", c.json);
     test::Outcome outcome = test::run_command(test::zfcore() + " convert " + file);
     INFO(c.json << "\n" << outcome.output);
     CHECK(outcome.exit_code == 1);
@@ -366,7 +361,7 @@ TEST_CASE("convert: DeepSpeed key typos are errors at their line with the neares
 
 TEST_CASE("convert: nvme offload maps to nvme (with parameter offload: offload_params), parameter offload to cpu_full", "[config][convert]") {
   std::string dir = test::scratch_dir("convert_offload");
-  std::string nvme = write(dir, "nvme.json", R"({"zero_optimization": {"stage": 3,
+  std::string nvme = test::write_file(dir, "nvme.json", R"({"zero_optimization": {"stage": 3,
       "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 4},
       "stage3_prefetch_bucket_size": 1000, "offload_param": {"device": "cpu"}}, "aio": {"queue_depth": 16}})");
   test::Outcome converted = test::run_command(test::zfcore() + " convert " + nvme);
@@ -377,7 +372,7 @@ TEST_CASE("convert: nvme offload maps to nvme (with parameter offload: offload_p
                            "offload_params = true", "zero_optimization.offload_optimizer.buffer_count: ignored"})
     CHECK(converted.output.find(line) != std::string::npos);
 
-  std::string params = write(dir, "params.json", R"({"zero_optimization": {"stage": 3,
+  std::string params = test::write_file(dir, "params.json", R"({"zero_optimization": {"stage": 3,
       "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu", "pin_memory": true, "buffer_count": 5}},
       "aio": {"queue_depth": 16}})");
   test::Outcome full = test::run_command(test::zfcore() + " convert " + params);
@@ -392,7 +387,7 @@ TEST_CASE("convert: nvme offload maps to nvme (with parameter offload: offload_p
 
 TEST_CASE("convert: offload_optimizer.ratio (stage 3) is offload.ratio, and a note under offload_param", "[config][convert]") {
   std::string dir = test::scratch_dir("convert_ratio");
-  std::string json = write(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 32,
+  std::string json = test::write_file(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 32,
     "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})");
   test::Outcome converted = test::run_command(test::zfcore() + " convert " + json + " > " + dir + "/train.toml");
   REQUIRE(converted.exit_code == 0);
@@ -404,7 +399,7 @@ TEST_CASE("convert: offload_optimizer.ratio (stage 3) is offload.ratio, and a no
   INFO(run.output);
   CHECK(run.exit_code == 0);
   // With offload_param the parameters live in host memory (cpu_full): the whole shard is updated there.
-  json = write(dir, "param.json", R"({"train_micro_batch_size_per_gpu": 32, "zero_optimization": {"stage": 3,
+  json = test::write_file(dir, "param.json", R"({"train_micro_batch_size_per_gpu": 32, "zero_optimization": {"stage": 3,
     "offload_optimizer": {"device": "cpu", "ratio": 0.3}, "offload_param": {"device": "cpu"}}})");
   converted = test::run_command(test::zfcore() + " convert " + json + " > " + dir + "/param.toml");
   REQUIRE(converted.exit_code == 0);
@@ -417,7 +412,7 @@ TEST_CASE("convert: offload_optimizer.ratio (stage 3) is offload.ratio, and a no
 TEST_CASE("convert: a DeepSpeed zenflow section without topk_ratio keeps DeepSpeed's 0.1, not zfcore's auto",
           "[config][convert]") {
   std::string dir = test::scratch_dir("convert_topk");
-  std::string json = write(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 32,
+  std::string json = test::write_file(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 32,
     "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}, "zenflow": {"update_interval": 4}}})");
   test::Outcome converted = test::run_command(test::zfcore() + " convert " + json + " > " + dir + "/train.toml");
   REQUIRE(converted.exit_code == 0);
@@ -428,7 +423,7 @@ TEST_CASE("convert: a DeepSpeed zenflow section without topk_ratio keeps DeepSpe
   // DeepSpeed's other defaults where zfcore's differ: overlap_step false (update_interval as written).
   CHECK(toml.find("overlap_step = false") != std::string::npos);
   CHECK(toml.find("update_interval = 4") != std::string::npos);
-  test::Outcome bare = test::run_command(test::zfcore() + " convert " + write(dir, "bare.json", R"({
+  test::Outcome bare = test::run_command(test::zfcore() + " convert " + test::write_file(dir, "bare.json", R"({
     "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}, "zenflow": {}}})"));
   CHECK_THAT(bare.output, Catch::Contains("update_interval = \"auto\"\n") && Catch::Contains("overlap_step = false\n"));
 }

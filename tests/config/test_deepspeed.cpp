@@ -23,19 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string write(const std::string &dir, const std::string &name, const std::string &text) {
-  std::ofstream(dir + "/" + name) << text;
-  return dir + "/" + name;
-}
-
-// The first line of `output` that holds `part` ("" when none does).
-std::string line_with(const std::string &output, const std::string &part) {
-  std::stringstream lines(output);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find(part) != std::string::npos) return line;
-  return "";
-}
-
 std::string fixture(const std::string &name) { return test::source_dir() + "/tests/config/deepspeed/" + name; }
 
 // A small model and data (a DeepSpeed config has neither), and a quick run.
@@ -132,7 +119,7 @@ TEST_CASE("deepspeed: the converted config's first 50 learning rates are DeepSpe
       "warmup_num_steps": 7, "warmup_type": "linear"}}})", inherited});
   for (const Case &c : cases) {
     INFO(c.name << ": " << c.json);
-    const std::string json_file = write(dir, c.name + ".json", c.json);
+    const std::string json_file = test::write_file(dir, c.name + ".json", c.json);
     const std::string toml = dir + "/" + c.name + ".toml";
     REQUIRE(test::run_command(test::zfcore() + " convert " + json_file + " > " + toml).exit_code == 0);
     // 50 steps, past total_num_steps: the decay stays at its end, as DeepSpeed's does.
@@ -159,7 +146,7 @@ TEST_CASE("deepspeed: warmup_num_steps 0, 1 and 2 give WarmupLR and WarmupDecayL
       INFO(name);
       DeepSpeedScheduler oracle{type, "log"};
       oracle.min_lr = 1e-5, oracle.max_lr = 1e-3, oracle.warmup_num_steps = warmup, oracle.total_num_steps = 8;
-      const std::string json_file = write(dir, name + ".json", R"({"scheduler": {"type": ")" + type + R"(", "params": {
+      const std::string json_file = test::write_file(dir, name + ".json", R"({"scheduler": {"type": ")" + type + R"(", "params": {
           "warmup_min_lr": 1e-5, "warmup_max_lr": 1e-3, "warmup_num_steps": )" + std::to_string(warmup) +
                                                                   (type == "WarmupLR" ? "" : R"(, "total_num_steps": 8)") +
                                                                   "}}}");
@@ -250,7 +237,7 @@ TEST_CASE("deepspeed: the Hugging Face Trainer's ZeRO-3 offload config: each \"a
   // Without a scheduler block the Trainer makes its own: linear decay to 0, no warm-up.
   json bare = json::parse(test::read_text(config));
   bare.erase("scheduler");
-  test::Outcome linear = test::run_command(test::zfcore() + " convert " + write(dir, "bare.json", bare.dump(2)));
+  test::Outcome linear = test::run_command(test::zfcore() + " convert " + test::write_file(dir, "bare.json", bare.dump(2)));
   CHECK_THAT(linear.output, Catch::Contains("lr_schedule = \"linear\"\n") && Catch::Contains("min_lr_ratio = 0.0\n") &&
                                 Catch::Contains("#   scheduler: not in the config"));
 }
@@ -309,7 +296,7 @@ TEST_CASE("deepspeed: what DeepSpeed refuses is refused at the DeepSpeed key's l
     INFO(c.name);
     // Written one key a line, so that the key's line is known: "key": at the start of its line.
     const std::string text = c.config.dump(2);
-    const std::string file = write(dir, c.name + ".json", text);
+    const std::string file = test::write_file(dir, c.name + ".json", text);
     const std::string last = c.key.substr(c.key.rfind('.') + 1);
     const size_t at = text.find("\"" + last + "\":");
     REQUIRE(at != std::string::npos);
@@ -326,7 +313,7 @@ TEST_CASE("deepspeed: what DeepSpeed refuses is refused at the DeepSpeed key's l
     for (size_t f = 0; f < c.fixes.size(); ++f) {
       json fixed = c.config;
       c.fixes[f](fixed);
-      const std::string fixed_file = write(dir, c.name + "_fix" + std::to_string(f) + ".json", fixed.dump(2));
+      const std::string fixed_file = test::write_file(dir, c.name + "_fix" + std::to_string(f) + ".json", fixed.dump(2));
       test::Outcome valid = test::run_command(test::zfcore() + " validate " + fixed_file + kModelAndData);
       INFO("fix " << f << ": " << fixed.dump() << "\n" << valid.output);
       CHECK(valid.exit_code == 0);
@@ -339,17 +326,17 @@ TEST_CASE("deepspeed: data_types.grad_accum_dtype is honoured, fp32 as train.gra
           "[config][convert]") {
   std::string dir = test::scratch_dir("deepspeed_accum");
   test::Outcome fp32 = test::run_command(
-      test::zfcore() + " convert " + write(dir, "fp32.json", R"({"data_types": {"grad_accum_dtype": "fp32"}})"));
+      test::zfcore() + " convert " + test::write_file(dir, "fp32.json", R"({"data_types": {"grad_accum_dtype": "fp32"}})"));
   CHECK(fp32.exit_code == 0);
   CHECK_THAT(fp32.output, Catch::Contains("#   data_types.grad_accum_dtype: \"fp32\": gradients accumulate in float32, "
                                           "the compute dtype, as in DeepSpeed"));
   test::Outcome bf16 = test::run_command(test::zfcore() + " convert " +
-                                         write(dir, "bf16.json", R"({"bf16": {"enabled": true},
+                                         test::write_file(dir, "bf16.json", R"({"bf16": {"enabled": true},
                                                 "data_types": {"grad_accum_dtype": "bf16"}})"));
   CHECK(bf16.exit_code == 0);
   CHECK_THAT(bf16.output, Catch::Contains("gradients accumulate in bfloat16, the compute dtype, as in DeepSpeed"));
   // fp32 accumulation of bf16 gradients, under stage 1 with the optimizer on the CPU: the TOML twin's run.
-  const std::string json_file = write(dir, "bf16_fp32.json", R"({"bf16": {"enabled": true}, "gradient_accumulation_steps": 4,
+  const std::string json_file = test::write_file(dir, "bf16_fp32.json", R"({"bf16": {"enabled": true}, "gradient_accumulation_steps": 4,
       "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}})");
   test::Outcome wide = test::run_command(test::zfcore() + " convert " + json_file);
   INFO(wide.output);
@@ -372,7 +359,7 @@ TEST_CASE("deepspeed: data_types.grad_accum_dtype is honoured, fp32 as train.gra
   // Stages 2 and 3 take it too (fp32 gradient shards, reduced in fp32): on one rank the same fp32
   // sums, so stage 1's parameters.
   for (const char *stage : {"2", "3"}) {
-    const std::string sharded = write(dir, std::string("stage") + stage + ".json",
+    const std::string sharded = test::write_file(dir, std::string("stage") + stage + ".json",
                                       R"({"bf16": {"enabled": true}, "gradient_accumulation_steps": 4,
       "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": )" + std::string(stage) +
                                           R"(, "offload_optimizer": {"device": "cpu"}}})");
@@ -397,7 +384,7 @@ TEST_CASE("deepspeed: estimate takes a DeepSpeed JSON with a model alone, and gi
   INFO(exact.output);
   REQUIRE(exact.exit_code == 0);
   for (const std::string stage : {"zero0", "zero1", "zero2", "zero3"}) {
-    std::istringstream cells(line_with(exact.output, "  " + stage + " "));
+    std::istringstream cells(test::line_with(exact.output, "  " + stage + " "));
     std::string name, expected = format("  %-6s", stage.c_str());
     cells >> name;
     for (int cell = 0; cell < 7; ++cell) {  // params, grads, master, opt_state, staging, transient, total
@@ -405,7 +392,7 @@ TEST_CASE("deepspeed: estimate takes a DeepSpeed JSON with a model alone, and gi
       REQUIRE(cells >> bytes);
       expected += format(" %14s", format_bytes(bytes).c_str());
     }
-    CHECK(line_with(estimate.output, "  " + stage + " ").rfind(expected, 0) == 0);
+    CHECK(test::line_with(estimate.output, "  " + stage + " ").rfind(expected, 0) == 0);
   }
 }
 

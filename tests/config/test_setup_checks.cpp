@@ -18,19 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string write(const std::string &dir, const std::string &name, const std::string &text) {
-  std::ofstream(dir + "/" + name) << text;
-  return dir + "/" + name;
-}
-
-// The line of `output` that holds `part` ("" when none does).
-std::string line_with(const std::string &output, const std::string &part) {
-  std::stringstream lines(output);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find(part) != std::string::npos) return line;
-  return "";
-}
-
 bool installed(const std::string &kind, const std::string &name) {
   return fs::exists(test::binary_dir() + "/lib/zfcore/plugins/zf-" + kind + "-" + name + ".so");
 }
@@ -101,16 +88,16 @@ TEST_CASE("validate: every refusal of a run's setup checks is validate's, with t
   }
   for (const Case &c : cases) {
     INFO(c.name);
-    const std::string file = write(dir, c.name + ".toml", kBase + c.toml);
+    const std::string file = test::write_file(dir, c.name + ".toml", kBase + c.toml);
     test::Outcome valid = test::run_command(test::zfcore() + " validate " + file + c.sets);
     test::Outcome run = test::run_command(test::zfcore() + " run " + file + c.sets + " --set run.output_dir=" + dir +
                                           "/out_" + c.name);
     INFO("validate: " << valid.output << "\nrun: " << run.output);
     CHECK(valid.exit_code == 1);
     CHECK(run.exit_code == 1);
-    const std::string line = line_with(valid.output, c.message);
+    const std::string line = test::line_with(valid.output, c.message);
     CHECK(!line.empty());
-    CHECK(line == line_with(run.output, c.message));
+    CHECK(line == test::line_with(run.output, c.message));
     CHECK(!fs::exists(dir + "/out_" + c.name + "/steps.jsonl"));
   }
 }
@@ -154,7 +141,7 @@ TEST_CASE("validate: a plugin combination's refusal offers only plugins that val
        "optimizer", "[zenflow] moves each column's optimizer state between the host and the device"}};
   for (const Case &c : cases) {
     INFO(c.name);
-    const std::string file = write(dir, c.name + ".toml", kBase + c.toml);
+    const std::string file = test::write_file(dir, c.name + ".toml", kBase + c.toml);
     test::Outcome valid = test::run_command(test::zfcore() + " validate " + file + path);
     test::Outcome run = test::run_command(test::zfcore() + " run " + file + path + " --set run.output_dir=" + dir +
                                           "/out_" + c.name);
@@ -164,10 +151,10 @@ TEST_CASE("validate: a plugin combination's refusal offers only plugins that val
     // At the line of the table's plugin key, with run's line.
     const std::string text = kBase + c.toml;
     const size_t key = text.find("[" + c.table + "]\nplugin = ");
-    const std::string line = line_with(valid.output, c.message);
+    const std::string line = test::line_with(valid.output, c.message);
     const long key_line = std::count(text.begin(), text.begin() + long(key), '\n') + 2;
     CHECK_THAT(line, Catch::Contains(file + ":" + std::to_string(key_line) + ":"));
-    CHECK(line == line_with(run.output, c.message));
+    CHECK(line == test::line_with(run.output, c.message));
     CHECK(!fs::exists(dir + "/out_" + c.name + "/steps.jsonl"));
     const std::vector<std::string> names = offered(line, c.table);
     CHECK(!names.empty());
@@ -196,7 +183,7 @@ TEST_CASE("validate: a combination error's fix, applied as written, validates an
        "--unset offload.offload_params"}};
   for (const Case &c : cases) {
     INFO(c.name);
-    const std::string file = write(dir, c.name + ".toml", kBase + c.toml);
+    const std::string file = test::write_file(dir, c.name + ".toml", kBase + c.toml);
     test::Outcome refused = test::run_command(test::zfcore() + " validate " + file);
     INFO(refused.output);
     REQUIRE(refused.exit_code == 1);
@@ -240,7 +227,7 @@ TEST_CASE("validate: a fallback optimizer list is checked by the plugin the run 
 TEST_CASE("plugins: a fallback list skips a known plugin not installed here, and zfcore plugins lists both kinds",
           "[config][cli]") {
   std::string dir = test::scratch_dir("fallback_lists");
-  const std::string file = write(dir, "list.toml", kBase + "[optimizer]\nplugin = [\"gpu_adam\", \"cpu_adam\"]\n");
+  const std::string file = test::write_file(dir, "list.toml", kBase + "[optimizer]\nplugin = [\"gpu_adam\", \"cpu_adam\"]\n");
   for (const char *command : {" validate ", " run "}) {
     test::Outcome outcome = test::run_command(test::zfcore() + command + file + " --set run.output_dir=" + dir + "/out");
     INFO(command << outcome.output);
@@ -250,7 +237,7 @@ TEST_CASE("plugins: a fallback list skips a known plugin not installed here, and
                                                  "CUDA builds): skipped"));
   }
   // A key of one candidate goes to that one only: optimizer.threads is cpu_adam's, not adamw_ref's.
-  const std::string keyed = write(dir, "keyed.toml", kBase + "[optimizer]\nplugin = [\"adamw_ref\", \"cpu_adam\"]\n"
+  const std::string keyed = test::write_file(dir, "keyed.toml", kBase + "[optimizer]\nplugin = [\"adamw_ref\", \"cpu_adam\"]\n"
                                                              "threads = 1\n");
   for (const char *command : {" validate ", " run "}) {
     test::Outcome outcome = test::run_command(test::zfcore() + command + keyed + " --set run.output_dir=" + dir + "/keyed");
@@ -258,7 +245,7 @@ TEST_CASE("plugins: a fallback list skips a known plugin not installed here, and
     CHECK(outcome.exit_code == 0);
   }
   // A DeepSpeed config that keeps the optimizer where the model computes converts to the list.
-  const std::string json = write(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 8})");
+  const std::string json = test::write_file(dir, "ds.json", R"({"train_micro_batch_size_per_gpu": 8})");
   test::Outcome converted = test::run_command(test::zfcore() + " convert " + json);
   CHECK_THAT(converted.output, Catch::Contains("plugin = [\"gpu_adam\", \"cpu_adam\"]\n"));
   test::Outcome on_cpu = test::run_command(test::zfcore() + " run " + json +
@@ -291,7 +278,7 @@ TEST_CASE("plugins: a fallback list skips a known plugin not installed here, and
       if (installed(kind, name))
         CHECK_THAT(listing.output, Catch::Contains(" " + name + " "));
       else
-        CHECK_THAT(line_with(listing.output, " " + kind + "/" + name + " "), Catch::Contains("(zfcore has it in"));
+        CHECK_THAT(test::line_with(listing.output, " " + kind + "/" + name + " "), Catch::Contains("(zfcore has it in"));
     }
   }
   CHECK(count >= 15);
@@ -330,7 +317,7 @@ TEST_CASE("validate: every TOML config of README.md and docs/ runs, or validate 
   int index = 0;
   for (const auto &[where, toml] : blocks) {
     INFO(where << "\n" << toml);
-    const std::string file = write(dir, "block" + std::to_string(++index) + ".toml", toml);
+    const std::string file = test::write_file(dir, "block" + std::to_string(++index) + ".toml", toml);
     // The tables a snippet leaves out: a small model on random data; its paths: scratch directories.
     std::string sets = " --set train.steps=2 --set run.progress=off --set checkpoint.final=false";
     if (toml.find("[model]") == std::string::npos) sets += " --set model.type=linear_stack --set model.hidden=32 "
@@ -346,17 +333,17 @@ TEST_CASE("validate: every TOML config of README.md and docs/ runs, or validate 
       CHECK(run.exit_code == 0);
     } else {
       CHECK(run.exit_code == valid.exit_code);
-      const std::string error = line_with(valid.output, "error: ");
+      const std::string error = test::line_with(valid.output, "error: ");
       CHECK(!error.empty());
-      CHECK(error == line_with(run.output, "error: "));
+      CHECK(error == test::line_with(run.output, "error: "));
     }
   }
 }
 
 TEST_CASE("validate: a GPT-2 vocabulary on the byte tokenizer is said, with what to use instead", "[config][cli]") {
   std::string dir = test::scratch_dir("byte_vocab");
-  const std::string corpus = write(dir, "corpus.txt", "a small text corpus\n");
-  const std::string file = write(dir, "gpt2.toml", "[model]\npreset = \"gpt2\"\n[data]\ntype = \"text\"\npath = \"" +
+  const std::string corpus = test::write_file(dir, "corpus.txt", "a small text corpus\n");
+  const std::string file = test::write_file(dir, "gpt2.toml", "[model]\npreset = \"gpt2\"\n[data]\ntype = \"text\"\npath = \"" +
                                                        corpus + "\"\n");
   test::Outcome valid = test::run_command(test::zfcore() + " validate " + file);
   INFO(valid.output);

@@ -166,14 +166,6 @@ Invocation validate_example(const std::string &example, const StandIns &s, const
   return zfcore_on("validate", example, s, sets);
 }
 
-// The first line of `output` that holds `part` ("" when none does).
-std::string line_with(const std::string &output, const std::string &part) {
-  std::istringstream lines(output);
-  for (std::string line; std::getline(lines, line);)
-    if (line.find(part) != std::string::npos) return line;
-  return "";
-}
-
 // A tiny model of FAMILY (llama or qwen2) that the stand-in tokenizer's ids fit, exported in Hugging
 // Face format with that tokenizer's files by a one-step zfcore run (the fixtures' models have a
 // 96-token vocabulary, too small to train on tokenized text). Returns its directory.
@@ -236,10 +228,10 @@ TEST_CASE("examples: every example as written trains two steps here, or validate
       CHECK_THAT(run.outcome.output, Catch::Contains("zfcore: trained 2 steps"));
       ++trained;
     } else {
-      const std::string error = line_with(valid.outcome.output, "error: ");
+      const std::string error = test::line_with(valid.outcome.output, "error: ");
       CHECK(!error.empty());
       CHECK(run.outcome.exit_code == valid.outcome.exit_code);
-      CHECK(error == line_with(run.outcome.output, "error: "));
+      CHECK(error == test::line_with(run.outcome.output, "error: "));
     }
   }
   CHECK(trained >= 3);  // quickstart, linear_stack, convergence

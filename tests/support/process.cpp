@@ -73,4 +73,16 @@ std::string scratch_dir(const std::string &name) {
   return dir.string();
 }
 
+std::string write_file(const std::string &dir, const std::string &name, const std::string &text) {
+  std::ofstream(dir + "/" + name) << text;
+  return dir + "/" + name;
+}
+
+std::string line_with(const std::string &output, const std::string &part) {
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(part) != std::string::npos) return line;
+  return "";
+}
+
 }  // namespace zf::test

@@ -25,6 +25,10 @@ uint64_t ledger_bytes(const std::string &summary, const std::string &section, co
 std::string steps_shorter_than_timers(const std::string &steps_jsonl);
 // A fresh empty directory under the build tree's test scratch space.
 std::string scratch_dir(const std::string &name);
+// Writes `text` to dir/name (replacing it) and returns that path.
+std::string write_file(const std::string &dir, const std::string &name, const std::string &text);
+// The first line of `output` that holds `part` ("" when none does).
+std::string line_with(const std::string &output, const std::string &part);
 
 // Paths baked in by CMake.
 inline std::string zfcore() { return ZF_TEST_BINARY_DIR "/bin/zfcore"; }
