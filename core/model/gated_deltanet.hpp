@@ -2,8 +2,8 @@
 // transformers computes it: q, k and v from one projection through a causal depthwise convolution
 // with SiLU; per value head a decay g = -exp(A_log) * softplus(a + dt_bias) and a write strength
 // beta = sigmoid(b); the gated delta rule over L2-normalised q and k, chunked, in fp32; an RMSNorm
-// of each head gated by SiLU(z); the output projection. Plain libtorch ops: autograd gives the
-// backward.
+// of each head gated by SiLU(z); the output projection. Libtorch ops, batched over the chunks of the
+// delta rule; only its recurrence across chunks loops, with a backward of its own.
 #pragma once
 
 #include <torch/torch.h>
@@ -32,7 +32,7 @@ torch::Tensor gated_deltanet(const DeltaNetWeights &w, const torch::Tensor &x, i
                              int64_t value_heads, int64_t value_dim, double eps,
                              const torch::Tensor &positions = torch::Tensor());
 
-// The gated delta rule, computed in fp32 over chunks of `chunk` positions. q, k [B, T, H, dk] (already
+// The gated delta rule, computed in fp32 over chunks of `chunk` positions (a power of two). q, k [B, T, H, dk] (already
 // L2-normalised; q is scaled by dk^-1/2 here), v [B, T, H, dv], g (log decay, <= 0) and beta [B, T, H].
 // Per head, with S_0 = 0: S_t = exp(g_t) S_{t-1} + beta_t k_t (v_t - exp(g_t) S_{t-1}^T k_t)^T, and
 // the output o_t = S_t^T q_t. `starts` [B, T] bool (or undefined): where it is true, S_{t-1} is taken

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -70,4 +71,68 @@ TEST_CASE("gated delta rule: the chunked form equals the step-by-step recurrence
       CHECK((got_grads[i] - want_grads[i]).abs().max().item<double>() < 1e-4 * want_grads[i].abs().max().item<double>() + 1e-6);
     }
   }
+}
+
+TEST_CASE("gated delta rule: nearly equal keys written at full strength under slow decay stay exact in fp32",
+          "[model]") {
+  // The hardest case for the chunk's triangular system: keys almost parallel, beta near 1, decays near
+  // 1, so its off-diagonal entries approach 1 and sums over paths through a chunk of 64 grow like
+  // binomial coefficients. Inputs in fp32 and rounded to bf16 (the layer's dtype), as the rule reads them.
+  torch::manual_seed(11);
+  const int64_t batch = 1, length = 128, heads = 2, dk = 16, dv = 8;
+  const torch::ScalarType dtype = GENERATE(torch::kFloat32, torch::kBFloat16);
+  INFO("inputs in " << c10::toString(dtype));
+  auto unit = [](torch::Tensor x) { return x / x.norm(2, -1, true); };
+  torch::Tensor common = torch::randn({batch, 1, heads, dk}, torch::kFloat64);
+  std::vector<torch::Tensor> inputs = {
+      unit(torch::randn({batch, length, heads, dk}, torch::kFloat64)),
+      unit(common + 0.05 * torch::randn({batch, length, heads, dk}, torch::kFloat64)),
+      torch::randn({batch, length, heads, dv}, torch::kFloat64),
+      -0.01 * torch::rand({batch, length, heads}, torch::kFloat64),
+      0.99 + 0.01 * torch::rand({batch, length, heads}, torch::kFloat64)};
+  for (torch::Tensor &x : inputs) x = x.to(dtype).to(torch::kFloat64).requires_grad_(true);
+  torch::Tensor weights = torch::randn({batch, length, heads, dv}, torch::kFloat64);
+  auto gradients = [&](const torch::Tensor &out) {
+    return torch::autograd::grad({(out.to(torch::kFloat64) * weights).sum()}, inputs);
+  };
+  torch::Tensor want = recurrence(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]);
+  std::vector<torch::Tensor> want_grads = gradients(want);
+  std::vector<torch::Tensor> low(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) low[i] = inputs[i].detach().to(dtype).requires_grad_(true);
+  torch::Tensor got = chunk_gated_delta_rule(low[0], low[1], low[2], low[3], low[4], 64);
+  CHECK((got.to(torch::kFloat64) - want).abs().max().item<double>() < 1e-5 * want.abs().max().item<double>());
+  // The gradients of bf16 inputs are bf16: they carry its rounding (2^-9 relative).
+  const double gradient_tolerance = dtype == torch::kFloat32 ? 1e-4 : 1e-2;
+  std::vector<torch::Tensor> got_grads =
+      torch::autograd::grad({(got.to(torch::kFloat64) * weights).sum()}, low);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    INFO("input " << i);
+    CHECK((got_grads[i].to(torch::kFloat64) - want_grads[i]).abs().max().item<double>() <
+          gradient_tolerance * want_grads[i].abs().max().item<double>());
+  }
+}
+
+TEST_CASE("gated delta rule: the backward records the same ops for 6 chunks as for 22, one loop of its own",
+          "[model]") {
+  // Autograd over a loop of small ops per chunk is what made the backward slow: the recorded graph
+  // must not grow with the sequence (the recurrence across chunks is one node with its own loop).
+  auto graph_size = [](int64_t length) {
+    const int64_t heads = 2, dk = 8, dv = 4;
+    torch::Tensor q = torch::randn({1, length, heads, dk}).requires_grad_(true);
+    torch::Tensor k = torch::randn({1, length, heads, dk}).requires_grad_(true);
+    torch::Tensor v = torch::randn({1, length, heads, dv}).requires_grad_(true);
+    torch::Tensor g = (-torch::rand({1, length, heads})).requires_grad_(true);
+    torch::Tensor beta = torch::rand({1, length, heads}).requires_grad_(true);
+    torch::Tensor out = chunk_gated_delta_rule(q, k, v, g, beta, 4);
+    std::vector<torch::autograd::Node *> pending = {out.grad_fn().get()}, seen;
+    while (!pending.empty()) {
+      torch::autograd::Node *node = pending.back();
+      pending.pop_back();
+      if (node == nullptr || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
+      seen.push_back(node);
+      for (const torch::autograd::Edge &edge : node->next_edges()) pending.push_back(edge.function.get());
+    }
+    return seen.size();
+  };
+  CHECK(graph_size(21) == graph_size(85));
 }
