@@ -36,6 +36,8 @@ if [ "${1:-}" != --no-tests ]; then
   timeout 300 "$build/bin/test_gpu" "[model]" || status=1
   echo "== the MoE layer's forward + backward: grouped GEMMs against a dense MLP of the same FLOPs"
   timeout 300 "$build/bin/test_gpu" "[.moe-bench]" -s | grep '^moe-bench' || status=1
+  echo "== Qwen3.5's gated delta rule: forward and forward + backward beside causal SDPA"
+  timeout 300 "$build/bin/test_gpu" "[.gdn-bench]" -s | grep '^gdn-bench' || status=1
 fi
 
 row() {  # name config warm-up extra-sets...: one zfcore run; prints a table row
