@@ -9,7 +9,8 @@
 # (tools/torch_eager_bench.py: transformers' model of each family under torch.compile, autocast bf16,
 # fused AdamW) in the same call. The mixture of experts: the MoE layer's micro-benchmark (grouped
 # GEMMs against a dense MLP of the same FLOPs), then the OLMoE-1B-7B shape with no offload,
-# cpu_optimizer and ZenFlow; its MFU counts the active parameters (the top 8 of 64 experts).
+# cpu_optimizer and ZenFlow; its MFU counts the active parameters (the top 8 of 64 experts). Qwen3.5's
+# gated delta rule: its micro-benchmark (forward and forward + backward beside causal SDPA).
 # usage: tools/device-families.sh [--no-tests]
 # environment: ZF_BUILD_DIR (default /tmp/zfcore-build-cuda), ZF_SKIP_BUILD (set: use the build there as it is),
 #              ZF_BENCH_STEPS (timed steps, default 10),
