@@ -73,22 +73,24 @@ TEST_CASE("gated delta rule: the chunked form equals the step-by-step recurrence
   }
 }
 
-TEST_CASE("gated delta rule: nearly equal keys written at full strength under slow decay stay exact in fp32",
+TEST_CASE("gated delta rule: nearly equal keys written at full strength stay exact in fp32, slow decay or fast",
           "[model]") {
   // The hardest case for the chunk's triangular system: keys almost parallel, beta near 1, decays near
   // 1, so its off-diagonal entries approach 1 and sums over paths through a chunk of 64 grow like
-  // binomial coefficients. Inputs in fp32 and rounded to bf16 (the layer's dtype), as the rule reads them.
+  // binomial coefficients; and decays down to exp(-10) a position, whose products underflow. Inputs
+  // in fp32 and rounded to bf16 (the layer's dtype), as the rule reads them.
   torch::manual_seed(11);
   const int64_t batch = 1, length = 128, heads = 2, dk = 16, dv = 8;
   const torch::ScalarType dtype = GENERATE(torch::kFloat32, torch::kBFloat16);
-  INFO("inputs in " << c10::toString(dtype));
+  const double decay = GENERATE(0.01, 10.0);
+  INFO("inputs in " << c10::toString(dtype) << ", log decays down to -" << decay);
   auto unit = [](torch::Tensor x) { return x / x.norm(2, -1, true); };
   torch::Tensor common = torch::randn({batch, 1, heads, dk}, torch::kFloat64);
   std::vector<torch::Tensor> inputs = {
       unit(torch::randn({batch, length, heads, dk}, torch::kFloat64)),
       unit(common + 0.05 * torch::randn({batch, length, heads, dk}, torch::kFloat64)),
       torch::randn({batch, length, heads, dv}, torch::kFloat64),
-      -0.01 * torch::rand({batch, length, heads}, torch::kFloat64),
+      -decay * torch::rand({batch, length, heads}, torch::kFloat64),
       0.99 + 0.01 * torch::rand({batch, length, heads}, torch::kFloat64)};
   for (torch::Tensor &x : inputs) x = x.to(dtype).to(torch::kFloat64).requires_grad_(true);
   torch::Tensor weights = torch::randn({batch, length, heads, dv}, torch::kFloat64);
