@@ -110,6 +110,35 @@ torch::Tensor chunk_states(const torch::Tensor &transition, const torch::Tensor 
       .permute({1, 2, 0, 3, 4});
 }
 
+
+// The decays of each chunk, from the log decays g [B, H, chunks, C] (gamma: their sums from the
+// chunk's start) and, for packed documents, segment [B, 1, chunks, C] (undefined: none).
+struct ChunkDecays {
+  torch::Tensor inside;      // [B, H, chunks, C, C]: exp(gamma_i - gamma_j) for j <= i, else 0
+  torch::Tensor from_start;  // [B, H, chunks, C]: exp(gamma_i)
+  torch::Tensor to_end;      // [B, H, chunks, C]: exp(gamma_last - gamma_i)
+  torch::Tensor whole;       // [B, H, chunks, 1]: exp(gamma_last)
+};
+
+// Documents inside a chunk: `segment` counts the starts up to each position in its chunk, and
+// segment 0 continues the state the chunk receives. Only positions of one segment see each other; a
+// later segment sees none of the received state, and only the last segment writes the state the
+// chunk passes on (as if the state were reset to 0 at each start).
+ChunkDecays chunk_decays(const torch::Tensor &g, const torch::Tensor &segment) {
+  const int64_t chunk = g.size(-1);
+  torch::Tensor gamma = g.cumsum(-1);
+  torch::Tensor above = torch::ones({chunk, chunk}, g.options().dtype(torch::kBool)).triu(1);
+  torch::Tensor last = gamma.narrow(-1, chunk - 1, 1);
+  ChunkDecays d{(gamma.unsqueeze(-1) - gamma.unsqueeze(-2)).masked_fill(above, -INFINITY).exp(), gamma.exp(),
+                (last - gamma).exp(), last.exp()};
+  if (!segment.defined()) return d;
+  torch::Tensor last_segment = segment.narrow(-1, chunk - 1, 1);
+  d.inside = d.inside.masked_fill(segment.unsqueeze(-1).ne(segment.unsqueeze(-2)), 0);
+  d.from_start = d.from_start.masked_fill(segment.ne(0), 0);
+  d.to_end = d.to_end.masked_fill(segment.ne(last_segment), 0);
+  d.whole = d.whole.masked_fill(last_segment.ne(0), 0);
+  return d;
+}
 }  // namespace
 
 torch::Tensor chunk_gated_delta_rule(const torch::Tensor &q_in, const torch::Tensor &k_in, const torch::Tensor &v_in,
@@ -134,39 +163,24 @@ torch::Tensor chunk_gated_delta_rule(const torch::Tensor &q_in, const torch::Ten
   torch::Tensor k_beta = chunked(k * beta), v_beta = chunked(v * beta);
   q = chunked(q);
   k = chunked(k);
-  // gamma[i]: the log decay from the chunk's start to position i; decay[i][j] = exp(gamma_i - gamma_j) for j <= i.
-  torch::Tensor gamma = g.reshape({batch, heads, chunks, chunk}).cumsum(-1);
-  auto options = q.options().dtype(torch::kBool);
-  torch::Tensor above = torch::ones({chunk, chunk}, options).triu(1);
-  torch::Tensor decay = (gamma.unsqueeze(-1) - gamma.unsqueeze(-2)).masked_fill(above, -INFINITY).exp();
-  torch::Tensor last = gamma.narrow(-1, chunk - 1, 1);  // [B, H, chunks, 1]
-  torch::Tensor from_start = gamma.exp(), to_end = (last - gamma).exp(), chunk_decay = last.exp();
-  if (starts.defined()) {
-    // Documents inside a chunk: a position's segment counts the starts up to it in its chunk, and
-    // segment 0 continues the state the chunk receives. Only positions of one segment see each
-    // other; a later segment sees none of the received state, and only the last segment writes
-    // the state the chunk passes on (as if the state were reset to 0 at each start).
-    torch::Tensor segment = heads_first(starts.to(torch::kFloat32).unsqueeze(-1)).reshape({batch, 1, chunks, chunk});
-    segment = segment.cumsum(-1);
-    torch::Tensor last_segment = segment.narrow(-1, chunk - 1, 1);
-    decay = decay.masked_fill(segment.unsqueeze(-1).ne(segment.unsqueeze(-2)), 0);
-    from_start = from_start.masked_fill(segment.ne(0), 0);
-    to_end = to_end.masked_fill(segment.ne(last_segment), 0);
-    chunk_decay = chunk_decay.masked_fill(last_segment.ne(0), 0);
-  }
+  torch::Tensor segment;  // see chunk_decays
+  if (starts.defined())
+    segment = heads_first(starts.to(torch::kFloat32).unsqueeze(-1)).reshape({batch, 1, chunks, chunk}).cumsum(-1);
+  const ChunkDecays decay = chunk_decays(g.reshape({batch, heads, chunks, chunk}), segment);
   // The UT transform, for all chunks at once.
-  torch::Tensor inverse = UnitLowerInverse::apply((torch::matmul(k_beta, k.transpose(-1, -2)) * decay).tril(-1));
+  torch::Tensor inverse =
+      UnitLowerInverse::apply((torch::matmul(k_beta, k.transpose(-1, -2)) * decay.inside).tril(-1));
   torch::Tensor u = torch::matmul(inverse, v_beta);
-  torch::Tensor w = torch::matmul(inverse, k_beta * from_start.unsqueeze(-1));
+  torch::Tensor w = torch::matmul(inverse, k_beta * decay.from_start.unsqueeze(-1));
   // The state recurrence S_{c+1} = M_c S_c + B_c.
-  torch::Tensor k_to_end_t = (k * to_end.unsqueeze(-1)).transpose(-1, -2);  // [B, H, chunks, dk, C]
-  torch::Tensor transition = torch::eye(dk, q.options()) * chunk_decay.unsqueeze(-1) - torch::matmul(k_to_end_t, w);
+  torch::Tensor k_to_end_t = (k * decay.to_end.unsqueeze(-1)).transpose(-1, -2);  // [B, H, chunks, dk, C]
+  torch::Tensor transition = torch::eye(dk, q.options()) * decay.whole.unsqueeze(-1) - torch::matmul(k_to_end_t, w);
   torch::Tensor states = chunk_states(transition, torch::matmul(k_to_end_t, u));
   // The outputs: what the received state gives, and causal attention inside the chunk over what the
   // state does not predict.
   torch::Tensor fresh = u - torch::matmul(w, states);
-  torch::Tensor within = torch::matmul(q, k.transpose(-1, -2)) * decay;
-  torch::Tensor out = torch::matmul(q * from_start.unsqueeze(-1), states) + torch::matmul(within, fresh);
+  torch::Tensor within = torch::matmul(q, k.transpose(-1, -2)) * decay.inside;
+  torch::Tensor out = torch::matmul(q * decay.from_start.unsqueeze(-1), states) + torch::matmul(within, fresh);
   return out.reshape({batch, heads, padded, dv}).narrow(2, 0, length).transpose(1, 2);
 }
 
