@@ -68,7 +68,8 @@ struct UnitLowerInverse : torch::autograd::Function<UnitLowerInverse> {
 // whole gradient of states[c]: G_c = dstates[c] + transition[c]^T G_{c+1} (one reverse loop), then
 // dtransition[c] = G_{c+1} states[c]^T and dinput[c] = G_{c+1}, batched (the last chunk's are 0).
 struct ChunkStates : torch::autograd::Function<ChunkStates> {
-  static torch::Tensor forward(AutogradContext *ctx, const torch::Tensor &transition_in, const torch::Tensor &input_in) {
+  static torch::Tensor forward(AutogradContext *ctx, const torch::Tensor &transition_in,
+                               const torch::Tensor &input_in) {
     const torch::Tensor transition = transition_in.contiguous(), input = input_in.contiguous();
     const int64_t chunks = input.size(0);
     torch::Tensor states = torch::empty_like(input);
@@ -110,7 +111,6 @@ torch::Tensor chunk_states(const torch::Tensor &transition, const torch::Tensor 
       .permute({1, 2, 0, 3, 4});
 }
 
-
 // The decays of each chunk, from the log decays g [B, H, chunks, C] (gamma: their sums from the
 // chunk's start) and, for packed documents, segment [B, 1, chunks, C] (undefined: none).
 struct ChunkDecays {
@@ -139,6 +139,7 @@ ChunkDecays chunk_decays(const torch::Tensor &g, const torch::Tensor &segment) {
   d.whole = d.whole.masked_fill(last_segment.ne(0), 0);
   return d;
 }
+
 }  // namespace
 
 torch::Tensor chunk_gated_delta_rule(const torch::Tensor &q_in, const torch::Tensor &k_in, const torch::Tensor &v_in,

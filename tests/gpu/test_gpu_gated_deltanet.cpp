@@ -95,8 +95,9 @@ TEST_CASE("gated delta rule micro-benchmark: forward and forward + backward besi
     auto with_backward = [](const std::function<torch::Tensor()> &f) { return [f] { f().sum().backward(); }; };
     const double rule_forward = time_ms(forward_only(rule)), rule_both = time_ms(with_backward(rule));
     const double sdpa_forward = time_ms(forward_only(attention)), sdpa_both = time_ms(with_backward(attention));
-    std::printf("gdn-bench: %lld x %lld, %lld heads x %lld, bf16 inputs: delta rule forward %.3f ms, forward + backward "
-                "%.3f ms; causal SDPA forward %.3f ms, forward + backward %.3f ms (%.1fx, %.1fx)\n",
+    std::printf("gdn-bench: %lld x %lld, %lld heads x %lld, bf16 inputs: delta rule forward %.3f ms, "
+                "forward + backward %.3f ms; causal SDPA forward %.3f ms, forward + backward %.3f ms "
+                "(the rule / SDPA: %.1fx, %.1fx)\n",
                 (long long)batch, (long long)length, (long long)heads, (long long)dim, rule_forward, rule_both,
                 sdpa_forward, sdpa_both, rule_forward / sdpa_forward, rule_both / sdpa_both);
     CHECK(rule_both > 0);
