@@ -38,9 +38,9 @@ torch::Tensor diagonal_blocks(const torch::Tensor &x, int64_t block) {
   return x.view(shape).diagonal(0, -4, -2).movedim(-1, -3);
 }
 
-// (I + N)^-1 for strictly lower-triangular N [..., C, C], C a power of two. The diagonal blocks of the
-// inverse double in size each round: the inverse of [[A, 0], [L, B]] is [[A^-1, 0], [-B^-1 L A^-1, B^-1]].
-// Backward: d(I + N)^-1 = -T dN T, so dN = strictly_lower(-T^T dT T^T).
+// (I + N)^-1 for N the strictly lower part of `lower` [..., C, C] (the rest is not read), C a power of
+// two. The diagonal blocks of the inverse double in size each round: the inverse of [[A, 0], [L, B]]
+// is [[A^-1, 0], [-B^-1 L A^-1, B^-1]]. Backward: d(I + N)^-1 = -T dN T, so dN = strictly_lower(-T^T dT T^T).
 struct UnitLowerInverse : torch::autograd::Function<UnitLowerInverse> {
   static torch::Tensor forward(AutogradContext *ctx, const torch::Tensor &lower) {
     const int64_t size = lower.size(-1);
@@ -169,13 +169,13 @@ torch::Tensor chunk_gated_delta_rule(const torch::Tensor &q_in, const torch::Ten
     segment = heads_first(starts.to(torch::kFloat32).unsqueeze(-1)).reshape({batch, 1, chunks, chunk}).cumsum(-1);
   const ChunkDecays decay = chunk_decays(g.reshape({batch, heads, chunks, chunk}), segment);
   // The UT transform, for all chunks at once.
-  torch::Tensor inverse =
-      UnitLowerInverse::apply((torch::matmul(k_beta, k.transpose(-1, -2)) * decay.inside).tril(-1));
+  torch::Tensor inverse = UnitLowerInverse::apply(torch::matmul(k_beta, k.transpose(-1, -2)) * decay.inside);
   torch::Tensor u = torch::matmul(inverse, v_beta);
   torch::Tensor w = torch::matmul(inverse, k_beta * decay.from_start.unsqueeze(-1));
   // The state recurrence S_{c+1} = M_c S_c + B_c.
   torch::Tensor k_to_end_t = (k * decay.to_end.unsqueeze(-1)).transpose(-1, -2);  // [B, H, chunks, dk, C]
-  torch::Tensor transition = torch::eye(dk, q.options()) * decay.whole.unsqueeze(-1) - torch::matmul(k_to_end_t, w);
+  torch::Tensor transition = torch::matmul(-k_to_end_t, w);
+  transition.diagonal(0, -2, -1).add_(decay.whole);
   torch::Tensor states = chunk_states(transition, torch::matmul(k_to_end_t, u));
   // The outputs: what the received state gives, and causal attention inside the chunk over what the
   // state does not predict.
