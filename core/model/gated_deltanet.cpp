@@ -8,8 +8,8 @@
 //   - the state it passes on is S_{c+1} = M_c S_c + B_c, with K = k exp(gamma_last - gamma),
 //     M_c = exp(gamma_last) I - K^T w and B_c = K^T u.
 // Everything but the last recurrence is batched over all chunks, so autograd records a fixed number
-// of ops whatever the length. T comes from a blockwise inversion by matmuls, as exact as a triangular
-// solve (the doubling product (I - N)(I + N^2)(I + N^4)... is not: with nearly equal keys the powers
+// of ops whatever the length. T comes from a blockwise inversion by matmuls, exact to fp32 rounding
+// like a triangular solve (the doubling product (I - N)(I + N^2)(I + N^4)... is not: with nearly equal keys the powers
 // of N grow like binomial coefficients and fp32 loses every digit). The recurrence costs one batched
 // matmul per chunk forward and one backward (ChunkStates). The formulas are transformers'
 // (torch_chunk_gated_delta_rule, the reference the fixtures are built with), regrouped, so fp32
