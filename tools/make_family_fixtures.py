@@ -21,7 +21,8 @@ conditional-generation models with a tiny vision tower, run on text only; the Qw
 hold a multi-token-prediction tensor (mtp.fc.weight), which transformers does not build and zfcore passes
 through. qwen3_5_moe_image_text's experts are stored fused (mlp.experts.gate_up_proj [E, 2I, H], down_proj
 [E, H, I]), as the published Qwen3.5-MoE checkpoints hold them; its gradients are given per expert, under
-the names zfcore's parameters have.
+the names zfcore's parameters have, as are gemma4_moe's (whose checkpoint holds its experts 3-D, as
+transformers saves Gemma 4).
 tests/fixtures/gpt_oss_mxfp4 is the gpt_oss fixture with its experts in MXFP4, and their dequantisation by
 transformers (mxfp4()).
 zfcore does not need this script to build or test: the fixtures are committed.
@@ -232,8 +233,17 @@ def stored_gradients(model, directory):
         return {name: p.grad for name, p in model.named_parameters()}
     mixtral = any(".block_sparse_moe." in key for key in stored)
     moe, names = ("block_sparse_moe", ("w1", "w3", "w2")) if mixtral else ("mlp", ("gate_proj", "up_proj", "down_proj"))
-    grads = {}
+    grads, expected = {}, set(stored)
     for name, p in model.named_parameters():
+        if name.endswith((".experts.gate_up_proj", ".experts.down_proj")) and ".mlp." not in name:
+            # Gemma 4's experts: saved 3-D, as the model holds them; their gradients given per expert, as zfcore
+            # holds them.
+            assert torch.equal(p.detach(), stored[name]), name
+            expected.remove(name)
+            for key, grad in split_experts(name, p.grad):
+                grads[key] = grad
+                expected.add(key)
+            continue
         parts = None
         if name.endswith("mlp.experts.gate_up_proj"):
             half = p.shape[1] // 2
@@ -255,14 +265,15 @@ def stored_gradients(model, directory):
     for key in stored:  # Gemma 4's layer scalars: buffers, which zfcore holds fixed (a zero gradient)
         if key.endswith("layer_scalar") and key not in grads:
             grads[key] = torch.zeros_like(stored[key])
-    assert set(grads) == set(stored), set(grads) ^ set(stored)
+    assert set(grads) == expected, set(grads) ^ expected
     return grads
 
 
 def split_experts(name, tensor):
     """A 3-D expert tensor of transformers (gate_up_proj [E, 2I, H], down_proj [E, H, I]) as the 2-D
-    tensors of its experts, under the names transformers writes one expert at a time."""
-    prefix = name[: name.index("mlp.experts.") + len("mlp.experts.")]
+    tensors of its experts, under the names transformers writes one expert at a time (Gemma 4's:
+    experts.E.*, as zfcore names them)."""
+    prefix = name[: name.rindex("experts.") + len("experts.")]
     if name.endswith("gate_up_proj"):
         half = tensor.shape[1] // 2
         for e in range(tensor.shape[0]):
