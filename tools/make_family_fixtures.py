@@ -23,6 +23,8 @@ through. qwen3_5_moe_image_text's experts are stored fused (mlp.experts.gate_up_
 [E, H, I]), as the published Qwen3.5-MoE checkpoints hold them; its gradients are given per expert, under
 the names zfcore's parameters have, as are gemma4_moe's (whose checkpoint holds its experts 3-D, as
 transformers saves Gemma 4).
+tests/fixtures/gemma4_type_alone/parameters.json lists the parameters transformers builds for the Gemma 4 that
+zfcore's model.type = "gemma4_text" stands for without a checkpoint (type_alone()).
 tests/fixtures/gpt_oss_mxfp4 is the gpt_oss fixture with its experts in MXFP4, and their dequantisation by
 transformers (mxfp4()).
 zfcore does not need this script to build or test: the fixtures are committed.
@@ -393,6 +395,35 @@ def mxfp4(source, directory):
     print("gpt_oss_mxfp4", {k: tuple(v.shape) for k, v in expected.items()})
 
 
+# Gemma 4 given by type alone: zfcore's keys (tests/models/test_families.cpp) and the Gemma4TextConfig they
+# stand for: those keys, head_dim = hidden / heads and the full layers' heads twice that (512 over 256 in
+# transformers' defaults), the per-layer inputs' table over the vocabulary; every other key transformers' default.
+TYPE_ALONE = dict(hidden=32, layers=7, heads=4, kv_heads=2, intermediate=64, vocab=61, max_seq=64)
+
+
+def type_alone(path):
+    """PATH: the parameters (and buffers) transformers' Gemma4ForCausalLM of that config registers, with
+    their shapes, built on the meta device."""
+    import json
+    z = TYPE_ALONE
+    head_dim = z["hidden"] // z["heads"]
+    config = transformers.Gemma4TextConfig(
+        hidden_size=z["hidden"], num_hidden_layers=z["layers"], num_attention_heads=z["heads"],
+        num_key_value_heads=z["kv_heads"], intermediate_size=z["intermediate"], vocab_size=z["vocab"],
+        max_position_embeddings=z["max_seq"], head_dim=head_dim, global_head_dim=2 * head_dim,
+        vocab_size_per_layer_input=z["vocab"])
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    tensors = {name: list(p.shape) for name, p in model.named_parameters()}
+    buffers = {name: list(b.shape) for name, b in model.named_buffers() if name.endswith("layer_scalar")}
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"zfcore": z, "parameters": tensors, "buffers": buffers,
+                   "layer_types": config.layer_types}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print("gemma4 by type alone", sum(1 for _ in tensors), "parameters")
+
+
 def main():
     assert transformers.__version__ == "5.23.0", f"the fixtures pin transformers 5.23.0, not {transformers.__version__}"
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
@@ -413,6 +444,8 @@ def main():
             build(out, name, 100 + 10 * seeds[name], *everything[name])
     if not only or "gpt_oss" in only:
         mxfp4(os.path.join(out, "gpt_oss"), os.path.join(out, "..", "gpt_oss_mxfp4"))
+    if not only or "gemma4_type_alone" in only:
+        type_alone(os.path.join(out, "..", "gemma4_type_alone", "parameters.json"))
 
 
 if __name__ == "__main__":

@@ -158,10 +158,20 @@ Family gemma4_family() {
   f.default_max_seq = 131072;
   f.read = read;
   f.write = write;
-  f.defaults = [](TransformerShape &s) {  // by type alone: no per-layer inputs, no shared keys and values
+  // By type alone: what Gemma4TextConfig() builds, at the sizes of model.hidden, layers, heads and vocab.
+  // Its full-attention layers have heads twice the size (global_head_dim 512 over head_dim 256: here
+  // 2 x hidden / heads), every layer a per-layer input of 256 channels (hidden_size_per_layer_input) from a
+  // table over the vocabulary; no layer shares keys and values and no values are keys, as there.
+  f.defaults = [](TransformerShape &s) {
     compose(s);
+    Gemma4Spec &g = s.features.gemma4;
     if (s.features.sliding_layers.empty()) default_layer_types(s, 512);
     if (s.features.rope.type == "default" && s.features.sliding_rope.theta == 0) default_rope(s);
+    if (g.global_head_dim == 0) g.global_head_dim = 2 * s.head_dim();
+    if (g.per_layer_hidden == 0) {
+      g.per_layer_hidden = 256;
+      g.per_layer_vocab = s.vocab;
+    }
   };
   return f;
 }
