@@ -21,7 +21,10 @@ conditional-generation models with a tiny vision tower, run on text only; the Qw
 hold a multi-token-prediction tensor (mtp.fc.weight), which transformers does not build and zfcore passes
 through. qwen3_5_moe_image_text's experts are stored fused (mlp.experts.gate_up_proj [E, 2I, H], down_proj
 [E, H, I]), as the published Qwen3.5-MoE checkpoints hold them; its gradients are given per expert, under
-the names zfcore's parameters have.
+the names zfcore's parameters have, as are gemma4_moe's (whose checkpoint holds its experts 3-D, as
+transformers saves Gemma 4).
+tests/fixtures/gemma4_type_alone/parameters.json lists the parameters transformers builds for the Gemma 4 that
+zfcore's model.type = "gemma4_text" stands for without a checkpoint (type_alone()).
 tests/fixtures/gpt_oss_mxfp4 is the gpt_oss fixture with its experts in MXFP4, and their dequantisation by
 transformers (mxfp4()).
 zfcore does not need this script to build or test: the fixtures are committed.
@@ -232,8 +235,17 @@ def stored_gradients(model, directory):
         return {name: p.grad for name, p in model.named_parameters()}
     mixtral = any(".block_sparse_moe." in key for key in stored)
     moe, names = ("block_sparse_moe", ("w1", "w3", "w2")) if mixtral else ("mlp", ("gate_proj", "up_proj", "down_proj"))
-    grads = {}
+    grads, expected = {}, set(stored)
     for name, p in model.named_parameters():
+        if name.endswith((".experts.gate_up_proj", ".experts.down_proj")) and ".mlp." not in name:
+            # Gemma 4's experts: saved 3-D, as the model holds them; their gradients given per expert, as zfcore
+            # holds them.
+            assert torch.equal(p.detach(), stored[name]), name
+            expected.remove(name)
+            for key, grad in split_experts(name, p.grad):
+                grads[key] = grad
+                expected.add(key)
+            continue
         parts = None
         if name.endswith("mlp.experts.gate_up_proj"):
             half = p.shape[1] // 2
@@ -255,14 +267,15 @@ def stored_gradients(model, directory):
     for key in stored:  # Gemma 4's layer scalars: buffers, which zfcore holds fixed (a zero gradient)
         if key.endswith("layer_scalar") and key not in grads:
             grads[key] = torch.zeros_like(stored[key])
-    assert set(grads) == set(stored), set(grads) ^ set(stored)
+    assert set(grads) == expected, set(grads) ^ expected
     return grads
 
 
 def split_experts(name, tensor):
     """A 3-D expert tensor of transformers (gate_up_proj [E, 2I, H], down_proj [E, H, I]) as the 2-D
-    tensors of its experts, under the names transformers writes one expert at a time."""
-    prefix = name[: name.index("mlp.experts.") + len("mlp.experts.")]
+    tensors of its experts, under the names transformers writes one expert at a time (Gemma 4's:
+    experts.E.*, as zfcore names them)."""
+    prefix = name[: name.rindex("experts.") + len("experts.")]
     if name.endswith("gate_up_proj"):
         half = tensor.shape[1] // 2
         for e in range(tensor.shape[0]):
@@ -382,6 +395,35 @@ def mxfp4(source, directory):
     print("gpt_oss_mxfp4", {k: tuple(v.shape) for k, v in expected.items()})
 
 
+# Gemma 4 given by type alone: zfcore's keys (tests/models/test_families.cpp) and the Gemma4TextConfig they
+# stand for: those keys, head_dim = hidden / heads and the full layers' heads twice that (512 over 256 in
+# transformers' defaults), the per-layer inputs' table over the vocabulary; every other key transformers' default.
+TYPE_ALONE = dict(hidden=32, layers=7, heads=4, kv_heads=2, intermediate=64, vocab=61, max_seq=64)
+
+
+def type_alone(path):
+    """PATH: the parameters (and buffers) transformers' Gemma4ForCausalLM of that config registers, with
+    their shapes, built on the meta device."""
+    import json
+    z = TYPE_ALONE
+    head_dim = z["hidden"] // z["heads"]
+    config = transformers.Gemma4TextConfig(
+        hidden_size=z["hidden"], num_hidden_layers=z["layers"], num_attention_heads=z["heads"],
+        num_key_value_heads=z["kv_heads"], intermediate_size=z["intermediate"], vocab_size=z["vocab"],
+        max_position_embeddings=z["max_seq"], head_dim=head_dim, global_head_dim=2 * head_dim,
+        vocab_size_per_layer_input=z["vocab"])
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    tensors = {name: list(p.shape) for name, p in model.named_parameters()}
+    buffers = {name: list(b.shape) for name, b in model.named_buffers() if name.endswith("layer_scalar")}
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"zfcore": z, "parameters": tensors, "buffers": buffers,
+                   "layer_types": config.layer_types}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print("gemma4 by type alone", sum(1 for _ in tensors), "parameters")
+
+
 def main():
     assert transformers.__version__ == "5.23.0", f"the fixtures pin transformers 5.23.0, not {transformers.__version__}"
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
@@ -402,6 +444,8 @@ def main():
             build(out, name, 100 + 10 * seeds[name], *everything[name])
     if not only or "gpt_oss" in only:
         mxfp4(os.path.join(out, "gpt_oss"), os.path.join(out, "..", "gpt_oss_mxfp4"))
+    if not only or "gemma4_type_alone" in only:
+        type_alone(os.path.join(out, "..", "gemma4_type_alone", "parameters.json"))
 
 
 if __name__ == "__main__":

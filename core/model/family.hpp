@@ -57,6 +57,13 @@ void read_decoder_config(const nlohmann::json &config, const std::string &source
                          TransformerShape &s);
 void write_decoder_config(const TransformerShape &s, const Family &family, nlohmann::json &config);
 
+// The image-text family (model_type `type`, class `architecture`) of the language model `text`: its
+// weights under `text_prefix`, its head `head_name`, text_config's keys it leaves out as `text_defaults`;
+// built from a checkpoint only (no `defaults`: zfcore builds no vision tower) and configured by
+// text_config alone (no `read` or `write`: a family sets its own where the outer class differs).
+Family image_text_of(const Family &text, const std::string &type, const std::string &architecture,
+                     const std::string &text_prefix, const std::string &head_name,
+                     nlohmann::json text_defaults = nlohmann::json());
 // An image-text family's config.json: the language model's keys from text_config (image_text.cpp);
 // image_text_config gives them with the text class's defaults for those it leaves out.
 nlohmann::json image_text_config(const nlohmann::json &config, const Family &family);

@@ -1,7 +1,8 @@
-// fused_experts.hpp: Qwen3.5-MoE's checkpoint layout of a layer's experts (MoeSpec::fused_experts):
-// mlp.experts.gate_up_proj [E, 2I, H] (expert e's gate_proj rows, then its up_proj rows) and
-// mlp.experts.down_proj [E, H, I]. zfcore holds one 2-D parameter per expert and matrix, named as
-// transformers writes them one expert at a time (mlp.experts.E.{gate,up,down}_proj.weight), so that
+// fused_experts.hpp: the checkpoint layout of a layer's experts in Qwen3.5-MoE (MoeSpec::fused_experts)
+// and Gemma 4 (Gemma4Spec::experts): mlp.experts.gate_up_proj (Gemma 4: experts.gate_up_proj) [E, 2I, H]
+// (expert e's gate_proj rows, then its up_proj rows) and mlp.experts.down_proj [E, H, I]. zfcore holds
+// one 2-D parameter per expert and matrix, named as transformers writes Qwen3.5-MoE's one expert at a
+// time (mlp.experts.E.{gate,up,down}_proj.weight; Gemma 4: experts.E.*), so that
 // ZeRO shards, offload and ZenFlow's column selection see the same matrices as for the other
 // mixtures of experts; loading reads each parameter's slice, an export writes the 3-D tensors.
 // No libtorch here.

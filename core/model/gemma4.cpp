@@ -66,8 +66,12 @@ class Gemma4 final : public TransformerModel {
         l.moe.router_proj = add(p + "router.proj.weight", {e, h}, b, Init::linear);
         l.moe.router_scale = add(p + "router.scale", {h}, b, Init::norm);
         l.moe.per_expert_scale = add(p + "router.per_expert_scale", {e}, b, Init::norm);
-        l.moe.gate_up = add(p + "experts.gate_up_proj", {e, 2 * wide, h}, b, Init::linear);
-        l.moe.down = add(p + "experts.down_proj", {e, h, wide}, b, Init::residual);
+        for (int64_t x = 0; x < e; ++x) {  // one matrix each, read from and written to the 3-D tensors
+          const std::string expert = p + "experts." + std::to_string(x) + ".";
+          l.moe.experts.gate.push_back(add(expert + "gate_proj.weight", {wide, h}, b, Init::linear));
+          l.moe.experts.up.push_back(add(expert + "up_proj.weight", {wide, h}, b, Init::linear));
+          l.moe.experts.down.push_back(add(expert + "down_proj.weight", {h, wide}, b, Init::residual));
+        }
         l.moe.dense_out_norm = add(p + "post_feedforward_layernorm_1.weight", {h}, b, Init::norm);
         l.moe.pre_norm = add(p + "pre_feedforward_layernorm_2.weight", {h}, b, Init::norm);
         l.moe.experts_out_norm = add(p + "post_feedforward_layernorm_2.weight", {h}, b, Init::norm);
@@ -115,7 +119,10 @@ class Gemma4 final : public TransformerModel {
     torch::Tensor gated = gated_activation(torch::linear(mlp_in, l.gate), torch::linear(mlp_in, l.up), true,
                                            options().fused);
     torch::Tensor mixed = torch::linear(gated, l.down);
-    if (l.moe.router_proj.defined()) mixed = gemma4_moe(l.moe, h, mixed, g.top_k, s.norm_eps, options().fused);
+    if (l.moe.router_proj.defined()) {
+      const bool grouped = moe_grouped_by_default(h, gemma4_moe_spec(l.moe, g.top_k));
+      mixed = gemma4_moe(l.moe, h, mixed, g.top_k, s.norm_eps, options().fused, grouped);
+    }
     h = h + norm(mixed, l.mlp_out_norm);
     if (g.per_layer_hidden > 0) {  // the layer's own input, gated by the hidden state, added back
       torch::Tensor input = stream.narrow(-1, s.hidden + index * g.per_layer_hidden, g.per_layer_hidden);

@@ -2,12 +2,28 @@
 // config.json nests the language model's keys under text_config, and its weights under a prefix
 // (family.hpp). zfcore reads and trains the language model; the vision tower is neither built nor
 // trained, and text-only positions make Qwen3.5's M-RoPE the 1-D RoPE it computes (qwen3_5.cpp).
+// Every such family (Gemma 3, Gemma 4, Qwen3.5, Qwen3.5-MoE) is its text family through image_text_of.
 #include "model/family.hpp"
 #include "model/hf_config_fields.hpp"
 
 namespace zf {
 
 using json = nlohmann::json;
+
+Family image_text_of(const Family &text, const std::string &type, const std::string &architecture,
+                     const std::string &text_prefix, const std::string &head_name, json text_defaults) {
+  Family f = text;
+  f.type = type;
+  f.architecture = architecture;
+  f.text_type = text.type;
+  f.text_prefix = text_prefix;
+  f.head_name = head_name;
+  f.text_defaults = std::move(text_defaults);
+  f.defaults = nullptr;
+  f.read = nullptr;
+  f.write = nullptr;
+  return f;
+}
 
 json image_text_config(const json &c, const Family &family) {
   json text = family.text_defaults.is_object() ? family.text_defaults : json::object();

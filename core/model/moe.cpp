@@ -71,16 +71,21 @@ torch::Tensor stack_transposed(const std::vector<torch::Tensor> &weights) {
   return torch::stack(t);  // [E, in, out]
 }
 
+// The gated activation of the experts: SwiGLU, or GeGLU with tanh's GELU (Gemma 4).
+torch::Tensor glu(const torch::Tensor &gate, const torch::Tensor &up, bool gelu) {
+  return (gelu ? torch::gelu(gate, "tanh") : torch::silu(gate)) * up;
+}
+
 // The experts on rows sorted by expert, `counts` rows each: three grouped GEMMs.
-torch::Tensor grouped_experts(const MoeWeights &w, const torch::Tensor &rows, const torch::Tensor &counts) {
+torch::Tensor grouped_experts(const MoeWeights &w, const torch::Tensor &rows, const torch::Tensor &counts, bool gelu) {
   const torch::Tensor offsets = counts.cumsum(0).to(torch::kInt32);
   torch::Tensor gate = at::_grouped_mm(rows, stack_transposed(w.gate), offsets);
   torch::Tensor up = at::_grouped_mm(rows, stack_transposed(w.up), offsets);
-  return at::_grouped_mm(torch::silu(gate) * up, stack_transposed(w.down), offsets);
+  return at::_grouped_mm(glu(gate, up, gelu), stack_transposed(w.down), offsets);
 }
 
 // The same, one expert at a time (an expert without rows multiplies an empty block: a zero gradient).
-torch::Tensor looped_experts(const MoeWeights &w, const torch::Tensor &rows, const torch::Tensor &counts) {
+torch::Tensor looped_experts(const MoeWeights &w, const torch::Tensor &rows, const torch::Tensor &counts, bool gelu) {
   const torch::Tensor host = counts.to(torch::kCPU, torch::kLong);
   const int64_t *count = host.data_ptr<int64_t>();
   std::vector<torch::Tensor> outputs;
@@ -88,7 +93,7 @@ torch::Tensor looped_experts(const MoeWeights &w, const torch::Tensor &rows, con
   for (size_t e = 0; e < w.gate.size(); ++e) {
     torch::Tensor x = rows.narrow(0, start, count[e]);
     start += count[e];
-    outputs.push_back(torch::linear(torch::silu(torch::linear(x, w.gate[e])) * torch::linear(x, w.up[e]), w.down[e]));
+    outputs.push_back(torch::linear(glu(torch::linear(x, w.gate[e]), torch::linear(x, w.up[e]), gelu), w.down[e]));
   }
   return torch::cat(outputs);
 }
@@ -190,13 +195,17 @@ torch::Tensor moe_mlp(const MoeSpec &spec, const MoeWeights &w, const torch::Ten
                       int64_t layer, bool grouped) {
   const int64_t h = x.size(-1), k = spec.top_k;
   torch::Tensor tokens = x.reshape({-1, h});
-  const int64_t n = tokens.size(0);
   torch::Tensor probs = torch::softmax(torch::linear(tokens, w.router, w.router_bias), -1, torch::kFloat32);
   torch::Tensor picks = std::get<1>(probs.detach().topk(k, -1, /*largest=*/true, /*sorted=*/true));  // [n, k]
   if (stats) probs = stats->track(layer, probs, picks);
   torch::Tensor weights = probs.gather(1, picks);  // [n, k], fp32
   if (spec.norm_topk) weights = weights / weights.sum(-1, true);
+  return routed_experts(spec, w, tokens, picks, weights, false, grouped).view(x.sizes());
+}
 
+torch::Tensor routed_experts(const MoeSpec &spec, const MoeWeights &w, const torch::Tensor &tokens,
+                             const torch::Tensor &picks, const torch::Tensor &weights, bool gelu, bool grouped) {
+  const int64_t n = tokens.size(0), h = tokens.size(1), k = picks.size(1);
   // Rows sorted by expert (stable: in token order within an expert), and where each came from.
   torch::Tensor experts = picks.reshape({-1});
   torch::Tensor order = experts.argsort(/*stable=*/true);
@@ -204,13 +213,13 @@ torch::Tensor moe_mlp(const MoeSpec &spec, const MoeWeights &w, const torch::Ten
                              .scatter_add_(0, experts, torch::ones_like(experts));
   torch::Tensor rows = tokens.index_select(0, order.div(k, "floor"));
   torch::Tensor out = spec.fused()  ? fused_experts(spec, w, rows, counts, experts.index_select(0, order), grouped)
-                      : grouped     ? grouped_experts(w, rows, counts)
-                                    : looped_experts(w, rows, counts);
+                      : grouped     ? grouped_experts(w, rows, counts, gelu)
+                                    : looped_experts(w, rows, counts, gelu);
   out = out.to(torch::kFloat32) * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
   // Back to token order (the inverse permutation), then each token's k outputs summed in fp32.
   torch::Tensor inverse = torch::empty_like(order).scatter_(0, order, torch::arange(n * k, order.options()));
   out = out.index_select(0, inverse).view({n, k, h}).sum(1);
-  return out.to(x.scalar_type()).view(x.sizes());
+  return out.to(tokens.scalar_type());
 }
 
 }  // namespace zf

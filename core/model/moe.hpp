@@ -66,6 +66,11 @@ class RouterStats {
 // path; at::_grouped_mm also runs on the CPU, for tests); else a loop over the experts.
 torch::Tensor moe_mlp(const MoeSpec &spec, const MoeWeights &w, const torch::Tensor &x, RouterStats *stats,
                       int64_t layer, bool grouped);
+// The experts' part of it, which Gemma 4's block shares (gemma4_moe.hpp): each token of `tokens` [n, hidden]
+// through the experts it `picks` [n, k], their outputs times `weights` [n, k] (fp32) summed in fp32 in token
+// order; in the dtype of `tokens`. `gelu`: GeGLU experts (tanh's GELU), not SwiGLU.
+torch::Tensor routed_experts(const MoeSpec &spec, const MoeWeights &w, const torch::Tensor &tokens,
+                             const torch::Tensor &picks, const torch::Tensor &weights, bool gelu, bool grouped);
 // True where moe_mlp groups by default: a CUDA tensor in bf16 with widths the kernels take.
 bool moe_grouped_by_default(const torch::Tensor &x, const MoeSpec &spec);
 

@@ -42,7 +42,7 @@ std::vector<zf_param_decl> model_schema() {
       decl("rope_theta", ZF_PARAM_FLOAT, "0", "RoPE base of full-attention layers (0: preset's, else the family's: 10000 llama, 1e6 qwen2 and qwen3, ...)", kMin, 0),
       decl("norm_eps", ZF_PARAM_FLOAT, "0", "LayerNorm/RMSNorm epsilon (0: preset's, else the family's: 1e-5 gpt2 and llama, 1e-6 qwen2, ...)", kMin, 0),
       decl("tie_embeddings", ZF_PARAM_BOOL, "false",
-           "output head reuses the token embedding (unset: preset's, else true for gpt2 only)"),
+           "output head reuses the token embedding (unset: preset's, else true for gpt2, gemma3_text, gemma4_text and smollm3, as their transformers configs)"),
       decl("qkv_bias", ZF_PARAM_BOOL, "false", "q/k/v projections have biases (unset: true for gpt2 and qwen2)"),
       decl("dtype", ZF_PARAM_STRING, "float32", "compute and working-parameter precision", 0, 0, 0, "float32|bfloat16"),
       decl("dropout", ZF_PARAM_FLOAT, "0", "dropout probability (gpt2: embeddings, attention, residuals; llama: "

@@ -34,7 +34,8 @@ TransformerShape family_shape(const std::string &type, const RunConfig &config) 
   s.type = type;
   s.hidden = config.integer("model", "hidden");
   s.layers = config.integer("model", "layers");
-  s.tie_embeddings = type == "gpt2";
+  const Family *family = find_family(type);  // tied as transformers' config of the family ties it by default
+  s.tie_embeddings = type == "gpt2" || (family && family->default_tie);
   s.qkv_bias = type == "gpt2" || type == "qwen2";
   return s;
 }

@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
 
 using namespace zf;
 using test::next_token_batch;
@@ -101,6 +102,61 @@ TEST_CASE("families: a model given by type alone has its family's layer, trains,
   torch::Tensor loss = model->loss(run_blocks(*model, batch), batch);
   CHECK(std::isfinite(loss.item<double>()));
   CHECK(loss.item<double>() < 1.5 * std::log(61.0));  // near uniform at the start, not diverged
+}
+
+TEST_CASE("families: Gemma 4 given by type alone is the model transformers' Gemma4TextConfig defaults build, and "
+          "learns", "[model][hf]") {
+  // tools/make_family_fixtures.py's type_alone(): the parameters (and the layer scalars, buffers there) that
+  // transformers 5.23.0 builds for the config zfcore's keys stand for, per-layer inputs and global heads included.
+  const nlohmann::json want =
+      read_json_file(test::source_dir() + "/tests/fixtures/gemma4_type_alone/parameters.json", 1 << 20);
+  std::string toml = "[model]\ntype = \"gemma4_text\"\n";
+  for (const auto &[key, value] : want.at("zfcore").items()) toml += key + " = " + value.dump() + "\n";
+  const RunConfig config = RunConfig::parse(toml, "gemma4.toml");
+  std::map<std::string, std::vector<int64_t>> expected, built;
+  uint64_t expected_numel = 0, numel = 0;
+  for (const char *kind : {"parameters", "buffers"})
+    for (const auto &[name, shape] : want.at(kind).items()) {
+      expected[name] = shape.get<std::vector<int64_t>>();
+      expected_numel += uint64_t(c10::multiply_integers(expected[name]));
+    }
+  torch::manual_seed(3);
+  auto model = make_model(config);
+  for (const ModelParameter &p : model->parameters()) {
+    built[p.name] = p.tensor.sizes().vec();
+    numel += uint64_t(p.tensor.numel());
+  }
+  for (const auto &[name, shape] : expected) {
+    INFO(name << " " << c10::IntArrayRef(shape));
+    REQUIRE(built.count(name));
+    CHECK(built[name] == shape);
+  }
+  for (const auto &[name, shape] : built) {
+    INFO(name);
+    CHECK(expected.count(name));
+  }
+  CHECK(numel == expected_numel);
+  const TransformerShape shape = transformer_options(config).shape;
+  CHECK(shape.parameter_count() == expected_numel);
+  for (int64_t i = 0; i < shape.layers; ++i)
+    CHECK(shape.features.sliding(i) == (want.at("layer_types")[size_t(i)] == "sliding_attention"));
+  CHECK(shape_from_hf_config(hf_config(shape, "float32", 0), "written") == shape);
+  // It learns: a few AdamW steps on one batch lower its loss.
+  std::vector<torch::Tensor> tensors;
+  for (const ModelParameter &p : model->parameters()) tensors.push_back(p.tensor);
+  torch::optim::AdamW adam(tensors, torch::optim::AdamWOptions(3e-3).weight_decay(0));
+  Batch batch = next_token_batch(torch::randint(61, {2, 24}, torch::kLong));
+  std::vector<double> losses;
+  for (int step = 0; step < 6; ++step) {
+    adam.zero_grad();
+    torch::Tensor loss = model->loss(run_blocks(*model, batch), batch);
+    loss.backward();
+    adam.step();
+    losses.push_back(loss.item<double>());
+  }
+  INFO("losses " << losses.front() << " ... " << losses.back());
+  CHECK(std::isfinite(losses.back()));
+  CHECK(losses.back() < losses.front() - 0.1);
 }
 
 TEST_CASE("families: an image-text type without a checkpoint is refused, naming its text family", "[model][hf]") {

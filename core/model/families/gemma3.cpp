@@ -84,21 +84,16 @@ Family gemma3_family() {
 // transformers' Gemma3TextConfig defaults (the 4B's shape), saved as language_model.model.*. Its
 // logits are not soft-capped.
 Family gemma3_image_text_family() {
-  Family f = gemma3_family();
-  f.type = "gemma3";
-  f.architecture = "Gemma3ForConditionalGeneration";
-  f.text_type = "gemma3_text";
-  f.text_prefix = "language_model.model.";
-  f.head_name = "language_model.lm_head.weight";
-  f.text_defaults = {{"vocab_size", 262208},  {"num_attention_heads", 8},     {"num_key_value_heads", 4},
-                     {"head_dim", 256},        {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6},
-                     {"rope_theta", 1e6},      {"rope_local_base_freq", 1e4}, {"query_pre_attn_scalar", 256},
-                     {"sliding_window", 4096}, {"hidden_activation", "gelu_pytorch_tanh"}, {"pad_token_id", 0}};
-  f.defaults = nullptr;  // read from a checkpoint only: zfcore builds no vision tower
+  Family f = image_text_of(
+      gemma3_family(), "gemma3", "Gemma3ForConditionalGeneration", "language_model.model.",
+      "language_model.lm_head.weight",
+      {{"vocab_size", 262208},  {"num_attention_heads", 8},     {"num_key_value_heads", 4},
+       {"head_dim", 256},        {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6},
+       {"rope_theta", 1e6},      {"rope_local_base_freq", 1e4}, {"query_pre_attn_scalar", 256},
+       {"sliding_window", 4096}, {"hidden_activation", "gelu_pytorch_tanh"}, {"pad_token_id", 0}});
   // After the language model's keys: Gemma3ForConditionalGeneration's head is not soft-capped, whatever
   // text_config's final_logit_softcapping (transformers applies it in Gemma3ForCausalLM only).
   f.read = [](const nlohmann::json &, const std::string &, TransformerShape &s) { s.features.final_softcap = 0; };
-  f.write = nullptr;
   return f;
 }
 

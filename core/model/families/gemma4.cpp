@@ -158,10 +158,20 @@ Family gemma4_family() {
   f.default_max_seq = 131072;
   f.read = read;
   f.write = write;
-  f.defaults = [](TransformerShape &s) {  // by type alone: no per-layer inputs, no shared keys and values
+  // By type alone: what Gemma4TextConfig() builds, at the sizes of model.hidden, layers, heads and vocab.
+  // Its full-attention layers have heads twice the size (global_head_dim 512 over head_dim 256: here
+  // 2 x hidden / heads), every layer a per-layer input of 256 channels (hidden_size_per_layer_input) from a
+  // table over the vocabulary; no layer shares keys and values and no values are keys, as there.
+  f.defaults = [](TransformerShape &s) {
     compose(s);
+    Gemma4Spec &g = s.features.gemma4;
     if (s.features.sliding_layers.empty()) default_layer_types(s, 512);
     if (s.features.rope.type == "default" && s.features.sliding_rope.theta == 0) default_rope(s);
+    if (g.global_head_dim == 0) g.global_head_dim = 2 * s.head_dim();
+    if (g.per_layer_hidden == 0) {
+      g.per_layer_hidden = 256;
+      g.per_layer_vocab = s.vocab;
+    }
   };
   return f;
 }
@@ -171,20 +181,12 @@ Family gemma4_family() {
 // saved as model.language_model.*; its logits soft-capped as the text model's. zfcore runs text only, whose
 // per-layer inputs come from the token ids as in the text model.
 Family gemma4_image_text_family() {
-  Family f = gemma4_family();
-  f.type = "gemma4";
-  f.architecture = "Gemma4ForConditionalGeneration";
-  f.text_type = "gemma4_text";
-  f.text_prefix = "model.language_model.";
-  f.head_name = "lm_head.weight";
-  f.text_defaults = {{"vocab_size", 262144},        {"hidden_size", 2304},        {"intermediate_size", 9216},
-                     {"num_hidden_layers", 30},      {"num_attention_heads", 8},   {"num_key_value_heads", 4},
-                     {"head_dim", 256},              {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6},
-                     {"sliding_window", 512},        {"hidden_activation", "gelu_pytorch_tanh"}, {"pad_token_id", 0}};
-  f.defaults = nullptr;  // read from a checkpoint only: zfcore builds no vision or audio tower
-  f.read = nullptr;      // nothing of the outer config.json changes the language model
-  f.write = nullptr;
-  return f;
+  return image_text_of(
+      gemma4_family(), "gemma4", "Gemma4ForConditionalGeneration", "model.language_model.", "lm_head.weight",
+      {{"vocab_size", 262144},   {"hidden_size", 2304},        {"intermediate_size", 9216},
+       {"num_hidden_layers", 30}, {"num_attention_heads", 8},   {"num_key_value_heads", 4},
+       {"head_dim", 256},         {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6},
+       {"sliding_window", 512},   {"hidden_activation", "gelu_pytorch_tanh"}, {"pad_token_id", 0}});
 }
 
 // Where Gemma 4's layers differ (gemma4_layout.hpp).

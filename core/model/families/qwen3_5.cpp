@@ -97,14 +97,8 @@ Family qwen3_5_text_family() { return qwen3_5("qwen3_5_text", "Qwen3_5ForCausalL
 // Qwen3.5): the language model above under text_config, saved as model.language_model.*; its vision
 // tower (model.visual.*) and multi-token-prediction layers (mtp.*) pass through an export unchanged.
 Family qwen3_5_image_text_family() {
-  Family f = qwen3_5("qwen3_5", "Qwen3_5ForConditionalGeneration");
-  f.text_type = "qwen3_5_text";
-  f.text_prefix = "model.language_model.";
-  f.head_name = "lm_head.weight";
-  f.defaults = nullptr;  // read from a checkpoint only: zfcore builds no vision tower
-  f.read = nullptr;      // the text family's read is the whole of it (image_text.cpp)
-  f.write = nullptr;
-  return f;
+  return image_text_of(qwen3_5_text_family(), "qwen3_5", "Qwen3_5ForConditionalGeneration", "model.language_model.",
+                       "lm_head.weight");
 }
 
 }  // namespace zf

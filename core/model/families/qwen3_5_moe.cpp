@@ -68,16 +68,8 @@ Family qwen3_5_moe_text_family() {
 // Qwen3.6-35B-A3B): the language model above under text_config, saved as model.language_model.*; the vision
 // tower (model.visual.*) and multi-token-prediction layers (mtp.*) pass through an export unchanged.
 Family qwen3_5_moe_image_text_family() {
-  Family f = qwen3_5_moe_text_family();
-  f.type = "qwen3_5_moe";
-  f.architecture = "Qwen3_5MoeForConditionalGeneration";
-  f.text_type = "qwen3_5_moe_text";
-  f.text_prefix = "model.language_model.";
-  f.head_name = "lm_head.weight";
-  f.defaults = nullptr;  // read from a checkpoint only: zfcore builds no vision tower
-  f.read = nullptr;      // the text family's read is the whole of it (image_text.cpp)
-  f.write = nullptr;
-  return f;
+  return image_text_of(qwen3_5_moe_text_family(), "qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration",
+                       "model.language_model.", "lm_head.weight");
 }
 
 }  // namespace zf
