@@ -31,10 +31,13 @@ std::vector<uint64_t> model_blocks(const RunConfig &config, uint64_t alignment, 
   uint64_t head = none.parameter_count() - embedding;
   // A mixture of experts holds (and updates) every expert; a token computes with its top k.
   const uint64_t active = shape.active_parameter_count();
+  const bool gemma4 = shape.features.gemma4.experts > 0;  // Gemma 4's experts beside the MLP (its own spec)
+  const int64_t top_k = gemma4 ? shape.features.gemma4.top_k : shape.features.moe.top_k;
+  const int64_t experts_per_layer = gemma4 ? shape.features.gemma4.experts : shape.features.moe.experts;
   const std::string experts = active == shape.parameter_count()
                                   ? ""
                                   : format(", %llu active per token (%lld of %lld experts)", (unsigned long long)active,
-                                           (long long)shape.features.moe.top_k, (long long)shape.features.moe.experts);
+                                           (long long)top_k, (long long)experts_per_layer);
   *what = format("%s, %llu parameters%s (blocks from the shape, within alignment padding)", shape.type.c_str(),
                  (unsigned long long)shape.parameter_count(), experts.c_str());
   std::vector<uint64_t> blocks{embedding};

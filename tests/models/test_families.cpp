@@ -309,6 +309,11 @@ TEST_CASE("families: Gemma 4 26B-A4B's preset has transformers' parameters, 8 of
   CHECK((gemma4_head_dim(s, 5) == 512 && gemma4_kv_heads(s, 5) == 2 && gemma4_values_are_keys(s, 5)));
   CHECK((gemma4_kv_heads(s, 4) == 8 && !gemma4_values_are_keys(s, 4) && s.features.gemma4.per_layer_hidden == 0));
   CHECK(shape_from_hf_config(hf_config(s, "bfloat16", 0), "written") == s);
+  // zfcore estimate says so too.
+  const test::Outcome estimate = test::run_command(test::zfcore() + " estimate " + test::source_dir() +
+                                                   "/examples/gpu/qwen2-1.5b-bench.toml --set model.preset=gemma4-26b-a4b");
+  INFO(estimate.output);
+  CHECK_THAT(estimate.output, Catch::Contains("active per token (8 of 128 experts)"));
 }
 
 TEST_CASE("families: a Gemma 4 config.json zfcore cannot compute is refused, naming the key", "[model][hf]") {
