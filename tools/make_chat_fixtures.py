@@ -97,6 +97,19 @@ REASONING_CONVERSATION = {
                  {"role": "user", "content": "And 9?"},
                  {"role": "assistant", "reasoning_content": "9 is 3 times 3.", "thinking": "9 is 3 times 3.",
                   "content": "No, 9 = 3 × 3."}]}
+# Bad inputs, one a line, for every template: a missing role, an unknown role, no assistant turn, two user turns in a
+# row and a tool turn (which some templates refuse), and a good conversation; expected.json holds what each
+# template raises on lines 4 and 5.
+BAD = [
+    {"messages": [{"role": "user", "content": "hi"}, {"content": "x"}]},
+    {"messages": [{"role": "bot", "content": "hi"}, {"role": "assistant", "content": "x"}]},
+    {"messages": [{"role": "user", "content": "hi"}]},
+    {"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
+                  {"role": "assistant", "content": "c"}]},
+    {"messages": [{"role": "user", "content": "6 times 7?"}, {"role": "tool", "name": "multiply", "content": "42"},
+                  {"role": "assistant", "content": "42."}]},
+    {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]},
+]
 PROMPT_COMPLETION = [
     {"prompt": "The capital of France is", "completion": " Paris."},
     {"prompt": "Ünïcödé: 你好", "completion": " 🙂"},
@@ -175,7 +188,7 @@ def main():
     out = os.path.join(root, "tests", "fixtures", "chat")
     trl_templates = os.path.join(os.path.dirname(trl.__file__), "chat_templates")
     os.makedirs(out, exist_ok=True)
-    expected = {"pinned": PINNED, "date": FixedDate.now().isoformat(), "oracle": {}, "files": {}}
+    expected = {"pinned": PINNED, "date": FixedDate.now().isoformat(), "oracle": {}, "files": {}, "raises": {}}
     for name, (tokenizer_name, template, special, extras) in FAMILIES.items():
         directory = os.path.join(out, name)
         os.makedirs(directory, exist_ok=True)
@@ -206,6 +219,14 @@ def main():
             chat = per_turn(tokenizer, rows)
             expected["oracle"][name] = "completion_only_loss per assistant turn"
         expected[name] = {"chat": chat}
+        template = tokenizer.chat_template if tagged is False else (
+            trl.chat_template_utils.get_training_chat_template(tokenizer) or tokenizer.chat_template)
+        expected["raises"][name] = {}
+        for line in (4, 5):
+            try:
+                tokenizer.apply_chat_template(BAD[line - 1]["messages"], chat_template=template, tokenize=False)
+            except Exception as e:  # what the template raises is the oracle
+                expected["raises"][name][line] = str(e)
         print(name, expected["oracle"][name], "refused:", [i for i, c in enumerate(chat) if c is None])
         if name == "qwen3":  # one tokenizer suffices for the template-free types
             # strings and message lists in one column are not one Arrow type: two datasets
@@ -215,9 +236,10 @@ def main():
             expected[name]["text"] = [entry(r) for r in text]
     expected["chatml_plain"] = expected["chatml"]
     expected["oracle"]["chatml_plain"] = "chatml's masks"
+    expected["raises"]["chatml_plain"] = expected["raises"]["chatml"]
     for file, rows in (("conversations.jsonl", CONVERSATIONS), ("tools.jsonl", [TOOL_CONVERSATION]),
                        ("reasoning.jsonl", [REASONING_CONVERSATION]),
-                       ("prompt_completion.jsonl", PROMPT_COMPLETION), ("text.jsonl", TEXT)):
+                       ("bad.jsonl", BAD), ("prompt_completion.jsonl", PROMPT_COMPLETION), ("text.jsonl", TEXT)):
         with open(os.path.join(out, file), "w", encoding="utf-8") as f:
             f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     with open(os.path.join(out, "expected.json"), "w", encoding="utf-8") as f:
