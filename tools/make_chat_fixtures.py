@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
 """Builds tests/fixtures/chat: tokenizers with the families' chat templates, conversations, and the
 token ids and loss masks TRL's SFTTrainer makes of them (expected.json), the oracle that
-tests/data/check_chat_data.py holds tools/prepare_data.py to.
+tests/data/check_chat_templates.py and check_chat_data.py hold zfcore's preparation to.
 
 Pinned: transformers 5.23.0 and trl 1.16.0 (pip install transformers==5.23.0 trl==1.16.0). The
-templates of Llama 3, Qwen3, Qwen3.5 and Gemma 3 are the published ones, as TRL ships them (it
-recognises them and swaps in its training variants with {% generation %} tags); `chatml` is a
-ChatML template with {% generation %} tags of its own and `chatml_plain` the same without them
-(no oracle of its own: its masks must equal chatml's). The tokenizers are the small family
-tokenizers of tests/fixtures/tokenizers/families.
+templates are the published ones: those TRL ships (chat_templates/: Llama 3 / 3.1 / 3.2, Qwen3,
+Qwen3.5 / 3.6, Gemma 3 / 4, gpt-oss) and, in tests/fixtures/chat/templates/ (its README says where
+each comes from), Mistral Small 3, OLMo 2, Phi-4, Phi-4-mini and Granite 4. `chatml` is a ChatML
+template with {% generation %} tags of its own and `chatml_plain` the same without them (no oracle
+of its own: its masks must equal chatml's). The tokenizers are the small family tokenizers of
+tests/fixtures/tokenizers/families.
+
+The oracle: where TRL can tag the template (it has {% generation %} tags, or TRL swaps in its
+training variant), SFTTrainer with assistant_only_loss; where it cannot (SFTTrainer refuses
+assistant_only_loss), TRL's completion-only loss of each assistant turn as the completion of the
+conversation before it, united over the turns on the ids of the whole conversation, and null for a
+conversation whose turns are not prefixes of it (zfcore must refuse it). Templates that print
+today's date render a fixed one (expected.json's "date").
 
 Usage: python3 tools/make_chat_fixtures.py [REPO_ROOT]
 """
@@ -52,7 +60,8 @@ FAMILIES = {
     "gemma3": ("gemma3", "gemma3.jinja", GEMMA, ()),
     "gemma4": ("gemma3", "gemma4_v5.jinja", GEMMA, ("tools", "reasoning")),
     "gptoss": ("phi4", "gptoss.jinja", {"eos_token": "<|endoftext|>"}, ("tools", "reasoning")),
-    "mistral_small3": ("mistral_tekken", "templates/mistral_small3.jinja", {"bos_token": "<s>", "eos_token": "</s>"}, ()),
+    "mistral_small3": ("mistral_tekken", "templates/mistral_small3.jinja",
+                       {"bos_token": "<s>", "eos_token": "</s>"}, ()),
     "olmo2": ("olmo2", "templates/olmo2.jinja",
               {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|pad|>"}, ()),
     "phi4": ("phi4", "templates/phi4.jinja", {"eos_token": "<|im_end|>"}, ()),
