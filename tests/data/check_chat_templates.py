@@ -28,6 +28,7 @@ import sys
 if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("trl") is None:
     print("SKIP: no transformers or trl; pip install transformers==5.23.0 trl==1.16.0")
     sys.exit(4)
+import transformers  # noqa: E402
 from transformers.utils import chat_template_utils  # noqa: E402
 
 prepare_script, source, scratch = sys.argv[1:4]
@@ -120,8 +121,32 @@ def check_template(name):
     return results
 
 
+def check_trl_choice():
+    """prepare_data.py picks TRL's training variants without importing TRL: for every template TRL ships, its choice
+    is what TRL's own get_training_chat_template returns (or, where TRL refuses, the per-turn rule)."""
+    from trl import chat_template_utils as trl_templates
+    tokenizer = transformers.AutoTokenizer.from_pretrained(os.path.join(fixtures, "qwen3"))
+    folder = prepare_data.trl_templates()
+    differ = []
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".jinja") and not n.endswith("_training.jinja"))
+    for name in names:
+        tokenizer.chat_template = open(os.path.join(folder, name), encoding="utf-8").read()
+        try:
+            want = trl_templates.get_training_chat_template(tokenizer)
+        except ValueError:
+            want = None
+        got, rule = prepare_data.training_template(tokenizer)
+        if got != want or (want is None and not rule.startswith("the tokens each")):
+            differ.append(name)
+    return not differ, f"the training variant chosen for each of TRL's {len(names)} templates is TRL's: {differ}"
+
+
 names = list(expected["files"])
 failures = []
+ok, what = check_trl_choice()
+print(("ok   " if ok else "FAIL ") + what)
+if not ok:
+    failures.append(what)
 for name in names:
     for ok, what in check_template(name):
         print(("ok   " if ok else "FAIL ") + what)
