@@ -96,8 +96,20 @@ def load_tokenizer(path, template_path):
     return tokenizer, transformers.__version__
 
 
+def trl_templates():
+    """TRL's chat_templates folder, found without importing TRL (its import takes seconds); None without TRL."""
+    import importlib.util
+    spec = importlib.util.find_spec("trl")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = os.path.join(list(spec.submodule_search_locations)[0], "chat_templates")
+    return folder if os.path.isdir(folder) else None
+
+
 def training_template(tokenizer):
-    """The template to render with and the loss rule's name, as TRL's SFTTrainer chooses them."""
+    """The template to render with and the loss rule's name, as TRL's SFTTrainer chooses them: a template with
+    {% generation %} tags as it is; a template TRL ships (chat_templates/NAME.jinja) replaced by its training variant
+    (NAME_training.jinja); any other template masked by the tokens each assistant turn adds."""
     template = tokenizer.chat_template
     if isinstance(template, dict):
         template = template.get("default")
@@ -105,14 +117,34 @@ def training_template(tokenizer):
         return None, None
     if "{%- generation %}" in template or "{% generation %}" in template:
         return None, "{% generation %} spans of the chat template"
-    try:
-        from trl.chat_template_utils import get_training_chat_template
-        patched = get_training_chat_template(tokenizer)
-        if patched is not None:
-            return patched, "{% generation %} spans of TRL's training variant of the chat template"
-    except Exception:  # no TRL, or a template TRL does not know
-        pass
+    folder = trl_templates()
+    for name in sorted(os.listdir(folder)) if folder else []:
+        training = os.path.join(folder, name[:-len(".jinja")] + "_training.jinja")
+        if not name.endswith(".jinja") or name.endswith("_training.jinja") or not os.path.exists(training):
+            continue
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            if f.read() != template:
+                continue
+        with open(training, encoding="utf-8") as f:
+            return f.read(), "{% generation %} spans of TRL's training variant of the chat template"
     return None, "the tokens each assistant turn adds to the rendered conversation"
+
+
+def untold_turn(label, i, before, through, text):
+    """The error for an assistant turn whose rendering is not where the whole conversation has it."""
+    at = next((k for k, (a, b) in enumerate(zip(through, text)) if a != b), min(len(through), len(text)))
+    if not through.startswith(before):
+        at = next((k for k, (a, b) in enumerate(zip(before, through)) if a != b), min(len(before), len(through)))
+        first, second, what = before, through, "the conversation before it, with the generation prompt"
+    else:
+        first, second, what = through, text, "the whole conversation"
+    shown = lambda s: json.dumps(s[max(0, at - 30):at + 30], ensure_ascii=False)
+    fix = ("TRL has no training variant of this template" if trl_templates() else
+           f"TRL's training variants of common templates may mark them ({install_hint('trl')})")
+    return DataError(f"{label}: messages[{i}]: the chat template renders the conversation through this assistant turn "
+                     f"as {shown(first)} where {what} has {shown(second)} (at character {at}), so the turn's tokens "
+                     f"cannot be told apart; {fix}: add {{% generation %}} ... {{% endgeneration %}} around the "
+                     "assistant's turns in a copy of the template and set data.chat_template to it")
 
 
 def check_messages(messages, label, field):
@@ -152,11 +184,7 @@ def derived_mask(tokenizer, messages, label, kwargs):
             before = render_text(messages[:i], True) if i > 0 else ""
             through = render_text(messages[:i + 1], False)
             if not text.startswith(through) or not through.startswith(before):
-                raise DataError(f"{label}: messages[{i}]: the chat template renders the conversation up to this "
-                                "assistant turn differently from its start in the whole conversation, so its tokens "
-                                f"cannot be told apart; install TRL ({install_hint('trl')}), whose training variants "
-                                "of common templates mark them, or add {% generation %} tags to the template "
-                                "(data.chat_template)")
+                raise untold_turn(label, i, before, through, text)
             spans.append((len(before), len(through)))
     except DataError:
         raise

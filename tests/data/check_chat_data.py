@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Chat, prompt-completion and text documents as a TRL user brings them, through zfcore.
 
-- Token ids and loss masks: `zfcore prepare` of tests/fixtures/chat's conversations (system
-  prompts, several turns, empty and unicode contents, tool calls where the template has them)
-  with the chat templates of Llama 3, Qwen3, Qwen3.5, Gemma 3 and ChatML (with and without
-  {% generation %} tags) writes the ids and masks TRL's SFTTrainer makes of them (expected.json,
-  tools/make_chat_fixtures.py, assistant_only_loss / completion_only_loss).
+- Token ids and loss masks: `zfcore prepare` of tests/fixtures/chat's prompt-completion pairs,
+  text documents and (from Parquet) conversations writes the ids and masks TRL's SFTTrainer makes
+  of them (expected.json, tools/make_chat_fixtures.py); check_chat_templates.py holds every chat
+  template of the fixtures to TRL.
 - Bad inputs (a missing role, an unknown role, no assistant turn, a template that raises, a missing
   field, invalid JSON) fail naming the file, the line and the field; conversations longer than
   seq_len are counted in the log with their lines.
@@ -83,24 +82,16 @@ prepared_dir = "{prepared}"
     return zf("prepare", cfg, *more)
 
 
-# Token ids and loss masks, against TRL.
+# Token ids and loss masks of prompt-completion pairs and text, against TRL (check_chat_templates.py holds every
+# chat template to TRL; the Parquet check below runs one through zfcore).
 prepared = os.path.join(scratch, "prepared")
-for name, kinds in expected.items():
-    if name == "pinned":
-        continue
-    for kind, docs in kinds.items():
-        files = {"chat": ["conversations.jsonl"] + (["tools.jsonl"] if len(docs) > 4 else []),
-                 "prompt_completion": ["prompt_completion.jsonl"], "text": ["text.jsonl"]}[kind]
-        got = []
-        for file in files:
-            result = prepare(kind, os.path.join(fixtures, file), os.path.join(fixtures, name), prepared)
-            match = re.search(r"prepared in (\S+):", result.stdout)
-            if result.returncode != 0 or not match:
-                check(False, f"{name} {kind} {file}: zfcore prepare: {result.stderr[-800:]}")
-                continue
-            got += read_shard(os.path.join(match.group(1), "data.bin"))
-        same = len(got) == len(docs) and all(g == (d["ids"], d["mask"]) for g, d in zip(got, docs))
-        check(same, f"{name} {kind}: {len(docs)} documents, ids and loss masks identical to TRL's")
+for kind, file in (("prompt_completion", "prompt_completion.jsonl"), ("text", "text.jsonl")):
+    docs = expected["qwen3"][kind]
+    result = prepare(kind, os.path.join(fixtures, file), os.path.join(fixtures, "qwen3"), prepared)
+    match = re.search(r"prepared in (\S+):", result.stdout)
+    got = read_shard(os.path.join(match.group(1), "data.bin")) if result.returncode == 0 and match else []
+    check(got == [(d["ids"], d["mask"]) for d in docs],
+          f"qwen3 {kind}: {len(docs)} documents, ids and loss masks identical to TRL's {result.stderr[-800:]}")
 
 # Parquet (what Hugging Face datasets saves) gives what JSON Lines gives.
 try:
