@@ -249,6 +249,23 @@ std::string saves_in_the_way(const Directory &store, const std::string &run_id, 
   return "";
 }
 
+std::string export_ownership_problem(const fs::path &export_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(export_dir, ec) || fs::is_regular_file(fs::symlink_status(export_dir / kExportRecord, ec)))
+    return "";  // created by the export, or zfcore's export (a file there is refused elsewhere)
+  std::vector<std::string> found;
+  for (const auto &entry : fs::directory_iterator(export_dir, ec)) found.push_back(entry.path().filename().string());
+  if (found.empty()) return "";
+  std::sort(found.begin(), found.end());
+  std::string names = found[0];
+  if (found.size() > 1) names += found.size() == 2 ? " and " + found[1] : format(" and %zu more", found.size() - 1);
+  return format("holds %s, which no zfcore export wrote (an export leaves a %s record beside its files): the export "
+                "writes model.safetensors, config.json and the tokenizer's files there, replacing any of those "
+                "names; export into a new or empty directory, or move %s out of it (a directory an older zfcore "
+                "exported to has no record either: remove its files, or export elsewhere)",
+                names.c_str(), kExportRecord, found.size() == 1 ? found[0].c_str() : "them");
+}
+
 std::string export_into_checkpoints_problem(const fs::path &export_dir) {
   std::error_code ec;
   const fs::path out = fs::weakly_canonical(fs::absolute(export_dir, ec), ec);

@@ -200,6 +200,8 @@ class Trainer {
     std::string export_failed;
     if (!export_dir.empty() && comm_.rank() == 0) {
       try {
+        const std::string foreign = export_ownership_problem(export_dir);  // a file put there during the run
+        ZF_REQUIRE(foreign.empty(), "%s %s", export_dir.c_str(), foreign.c_str());
         save_hf_checkpoint(*model_, export_dir, export_options);
         std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
       } catch (const std::exception &error) {
