@@ -238,6 +238,56 @@ TEST_CASE("prepared data: zfcore prepare never removes a directory of the user's
   CHECK_THAT(older.output, Catch::Contains("the data file changed since"));
 }
 
+TEST_CASE("signals: SIGTERM during zfcore prepare ends the script, removes its unfinished copy, keeps the copy "
+          "made before and says so", "[files]") {
+  const std::string dir = scratch_dir("recount_prepare_signal"), cache = dir + "/cache";
+  // A stand-in for prepare_data.py: writes its copy, then (with `slow` there) records its pid and waits.
+  write_text(dir + "/python", "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=\"$2\"; shift; done\n"
+                              "mkdir -p \"$out\" && printf x > \"$out/data.bin\" && echo '{}' > \"$out/record.json\"\n"
+                              "[ -f " + dir + "/slow ] && { echo $$ > " + dir + "/script.pid; sleep 60; }\nexit 0\n");
+  fs::permissions(dir + "/python", fs::perms::owner_all);
+  const std::string prepare = "env ZFCORE_PYTHON=" + dir + "/python " + zf::test::zfcore() + " prepare " +
+                              zf::test::source_dir() + "/examples/quickstart.toml --set data.type=chat --set " +
+                              "data.path=" + dir + "/chat.jsonl --set data.tokenizer=hf --set data.tokenizer_path=" +
+                              zf::test::source_dir() + "/tests/fixtures/hf/gpt2_tokenizer/tokenizer.json " +
+                              "--set data.prepared_dir=" + cache;
+  write_text(dir + "/chat.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n");
+  auto first = run_command(prepare);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const size_t at = first.output.find("prepared in ") + 12;
+  const std::string copy = first.output.substr(at, first.output.find(':', at) - at);
+  // The data changed: prepared again, by a script that takes its time; SIGTERM meanwhile.
+  const std::string data = "{\"messages\": [{\"role\": \"user\", \"content\": \"hello\"}]}\n";
+  write_text(dir + "/chat.jsonl", data);
+  write_text(dir + "/slow", "");
+  const pid_t pid = start(prepare + " >" + dir + "/prepare.log 2>&1");
+  for (int i = 0; i < 1200 && !fs::exists(dir + "/script.pid"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(fs::exists(dir + "/script.pid"));
+  const int status = zf::test::stop(pid, SIGTERM);
+  const std::string log = read_text(dir + "/prepare.log");
+  INFO(log);
+  CHECK(WIFEXITED(status));  // not killed by the signal: it said what it did
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(log, Catch::Contains("stopped by signal 15") && Catch::Contains("while preparing " + dir + "/chat.jsonl") &&
+                      Catch::Contains("its unfinished copy " + copy + ".tmp removed") &&
+                      Catch::Contains("the copy prepared before, " + copy + ", is kept") &&
+                      Catch::Contains("run the command again"));
+  CHECK(!fs::exists(copy + ".tmp"));
+  CHECK(!fs::exists(copy + ".failed"));  // a stop is no failure of the data
+  CHECK(read_text(copy + "/data.bin") == "x");
+  CHECK(read_text(dir + "/chat.jsonl") == data);
+  const pid_t script = std::stoi(read_text(dir + "/script.pid"));
+  CHECK(kill(script, 0) != 0);  // the script was ended, not left writing
+  // The same command prepares the changed data.
+  fs::remove(dir + "/slow");
+  auto again = run_command(prepare);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("the data file changed since"));
+}
+
 TEST_CASE("prepared data: a slow tokenizer's vocab.json or merges.txt changed is prepared again, not reused",
           "[files]") {
   const std::string dir = scratch_dir("recount_prepared_vocab"), tokenizer = dir + "/tokenizer";
