@@ -22,6 +22,7 @@
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files_held.hpp"
 #include "tokenizer/unicode.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
@@ -158,7 +159,7 @@ class Trainer {
     summary.mean_step_ms = timed_steps ? timed_ms / double(timed_steps) : 0;
     summary.param_digest = digest();
     stats_.mark("digest");
-    summary.output_dir = output_dir;
+    summary.output_dir = held_path_now(output_dir);  // where its files are, if it was moved mid-run
     const std::string lost = report.finish(summary_json(summary, timed_steps));
     if (!summary.stop_signal) finish(step);
     ZF_REQUIRE(lost.empty(), "%s; the model is in the checkpoints and the export, as configured", lost.c_str());

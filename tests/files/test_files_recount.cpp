@@ -75,6 +75,41 @@ TEST_CASE("moved directories under mpirun: every rank keeps writing into the out
   CHECK(count_lines(dir + "/out.moved/steps.jsonl") == 40);
 }
 
+TEST_CASE("messages: a run whose output directory was moved mid-run names where its files are in its closing lines",
+          "[files]") {
+  const std::string dir = scratch_dir("recount_moved_closing"), out = dir + "/out", moved = dir + "/out.moved";
+  std::string command = tiny_run(dir, 40);
+  const pid_t run = start(command.substr(command.find(zf::test::zfcore())) + "--set checkpoint.every=20" +
+                          " --set run.output_dir=" + out + " >" + dir + "/run.log 2>&1");
+  for (int i = 0; i < 1200 && count_lines(out + "/steps.jsonl") < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(count_lines(out + "/steps.jsonl") >= 2);
+  fs::rename(out, moved);
+  const int status = zf::test::wait_for_end(run, 120);
+  const std::string log = read_text(dir + "/run.log");
+  INFO(log);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_THAT(log, Catch::Contains("the directory it started with (now " + moved + ")") &&
+                      Catch::Contains("zfcore: checkpoint " + moved + "/checkpoints/step-00000040\n") &&
+                      Catch::Contains("zfcore: wrote " + moved + "/{steps.jsonl,") &&
+                      !Catch::Contains("zfcore: wrote " + out + "/{"));
+  CHECK(fs::exists(moved + "/checkpoints/step-00000040/checkpoint.json"));
+  CHECK(!fs::exists(out));
+}
+
+TEST_CASE("messages: a model shape that --set made wrong is located at the --set, not in the file's [model]",
+          "[files]") {
+  const std::string dir = scratch_dir("recount_set_located");
+  std::string validate = tiny_run(dir, 2) + "--set model.heads=3";
+  validate.replace(validate.find(" run "), 5, " validate ");
+  auto checked = run_command(validate);
+  INFO(checked.output);
+  CHECK(checked.exit_code == 1);
+  CHECK_THAT(checked.output, Catch::Contains("[model] with --set model.heads=3") &&
+                                 Catch::Contains("model.hidden = 32 is not divisible by model.heads = 3"));
+}
+
 TEST_CASE("plan: zfcore validate refuses a config whose memory plan does not fit, as the run does", "[files]") {
   const std::string dir = scratch_dir("recount_validate"), out = dir + "/out";
   const std::string words = "--set data.type=synthetic --set data.vocab=257 --set data.samples=80000 "
