@@ -123,7 +123,6 @@ int command_export(const std::vector<std::string> &args) {
              "directory: give the directory to export into (it is created when missing)", out.c_str());
   std::string inside = export_dir_problem(out, store_of(checkpoint));
   if (inside.empty()) inside = export_into_checkpoints_problem(out);  // another run's checkpoints
-  if (inside.empty()) inside = export_ownership_problem(out);          // a user's files
   ZF_REQUIRE(inside.empty(), "zfcore export: OUT_DIR %s %s", out.c_str(), inside.c_str());
   const int64_t step = CheckpointShards::open(checkpoint).metadata().step;
   std::vector<std::string> run(args.begin() + 2, args.end());
