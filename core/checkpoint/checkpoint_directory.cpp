@@ -192,10 +192,11 @@ std::vector<fs::path> checkpoints_of_line(const std::vector<fs::path> &mine, con
     if (say && !left.empty()) {
       const std::string later = left.size() == 1 ? left[0].string()
                                                  : left[0].string() + " to " + left.back().filename().string();
-      log_warn(format("%s: left by a line this run abandoned when it went back to an earlier checkpoint "
-                      "(checkpoint.resume = DIR); it continues from its last save, %s, not from there. Kept as they "
-                      "are: resume one by hand, or remove them when they are not needed", later.c_str(),
-                      mine[i].c_str()));
+      log_warn(format("%s: newer than this run's last recorded save, %s: left by a line it abandoned when it went "
+                      "back to an earlier checkpoint (checkpoint.resume = DIR), or saved by a run killed before it "
+                      "recorded the save. The run continues from %s, not from there. Kept as they are: resume one by "
+                      "hand (checkpoint.resume = DIR), or remove them when they are not needed", later.c_str(),
+                      mine[i].c_str(), mine[i].c_str()));
     }
     return line;
   }
