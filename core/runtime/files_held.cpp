@@ -66,7 +66,8 @@ int open_held_directory(const std::string &path, bool create) {
   std::lock_guard<std::mutex> lock(held_mutex);
   for (HeldDirectory &held : held_directories) {
     if (absolute.empty() || (absolute != held.path && absolute.rfind(held.path + "/", 0) != 0)) continue;
-    const std::string now = held.said ? "" : moved_to(held);
+    std::string now = held.said ? "" : moved_to(held);
+    if (now.size() > 10 && now.compare(now.size() - 10, 10, " (deleted)") == 0) now = "removed: its files are gone";
     if (!held.said && !now.empty()) {
       held.said = true;
       log_warn(format("%s was moved away or replaced while this run writes into it: the run keeps writing into the "

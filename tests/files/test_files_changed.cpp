@@ -230,7 +230,7 @@ TEST_CASE("full disks: a save whose .zfcore-latest record cannot be written stop
   CHECK(failed.exit_code == 1);
   const std::string step3 = out + "/checkpoints/step-00000003";
   CHECK_THAT(failed.output, Catch::Contains("the checkpoint " + step3 + " is saved whole, but recording it as "
-                                            "the run's newest failed") &&
+                                            "the run's newest in " + out + " failed") &&
                                 Catch::Contains("--set checkpoint.resume=" + step3));
   auto verify = run_command(zf::test::zfcore() + " checkpoint verify " + step3);
   CHECK(verify.exit_code == 0);
