@@ -82,6 +82,14 @@ void check_model(const RunConfig &config, std::vector<std::string> *notes) {
   }
   const TransformerOptions options = transformer_options(config);
   check_init_from_copies(config, options.init_from);
+  // GPT-2's learned positions end at max_seq: a longer sequence would stop the run at its first step.
+  const int64_t seq_len = config.integer("data", "seq_len");
+  const bool fixed = !options.init_from.empty();
+  ZF_REQUIRE(!options.shape.is_gpt2() || seq_len <= options.shape.max_seq,
+             "%s: data.seq_len = %lld exceeds GPT-2's position table (%s = %lld): set data.seq_len to at most %lld%s",
+             config.where("data", "seq_len").str().c_str(), (long long)seq_len,
+             fixed ? "n_positions in model.init_from's config.json" : "model.max_seq", (long long)options.shape.max_seq,
+             (long long)options.shape.max_seq, fixed ? "" : " or raise model.max_seq");
   // The byte tokenizer's ids are the 256 bytes and EOS (256): a larger vocabulary trains embeddings
   // no id reaches. (A model of vocab 256 trains on text as well; its export's tokenizer has no EOS.)
   const std::string type = config.string("data", "type");

@@ -150,6 +150,23 @@ TEST_CASE("plan: zfcore validate refuses a config whose memory plan does not fit
   CHECK_THAT(valid.output, Catch::Contains("valid ("));
 }
 
+TEST_CASE("checks: zfcore validate refuses a GPT-2 whose sequences exceed its position table, as the run does "
+          "before it creates anything", "[files]") {
+  const std::string dir = scratch_dir("recount_validate_positions"), out = dir + "/out";
+  const std::string words = "--set data.seq_len=64 --set run.output_dir=" + out;  // model.max_seq = 32
+  std::string validate = tiny_run(dir, 2) + words;
+  validate.replace(validate.find(" run "), 5, " validate ");
+  auto checked = run_command(validate);
+  auto run = run_command(tiny_run(dir, 2) + words);
+  INFO(checked.output << "\n---\n" << run.output);
+  CHECK(checked.exit_code == 1);
+  CHECK(run.exit_code == 1);
+  for (const std::string &output : {checked.output, run.output})
+    CHECK_THAT(output, Catch::Contains("--set data.seq_len=64: data.seq_len = 64 exceeds GPT-2's position table "
+                                       "(model.max_seq = 32): set data.seq_len to at most 32 or raise model.max_seq"));
+  CHECK(!fs::exists(out));  // refused before the output directory is made
+}
+
 TEST_CASE("plan: a GPU run's plan counts a micro-batch's activations on the GPU, so one that cannot hold them is "
           "refused before it allocates", "[files]") {
   const std::string dir = scratch_dir("recount_gpu_plan");
