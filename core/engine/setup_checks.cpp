@@ -2,6 +2,7 @@
 
 #include "config/limits.hpp"
 #include "data/sequences.hpp"
+#include "data/token_shard.hpp"
 #include "model/transformer_shape.hpp"
 #include "plugin/memory_entry.hpp"
 #include "plugin/plugin_advice.hpp"
@@ -29,6 +30,14 @@ const ConfigEntry *entry_of(const PluginSection &section, const char *key) {
 void check_data(const RunConfig &config) {
   const std::string type = config.string("data", "type");
   if (type == "text") data_path(config, "a text file");
+  if (type == "tokens") {  // each shard's header (mapped, no id read): a text file given as shards stops here
+    const std::string pattern = data_path(config, "a .bin token shard, a directory of them or a glob", false);
+    try {
+      for (const std::string &path : find_token_shards(pattern)) TokenShard shard(path);
+    } catch (const Error &e) {
+      throw Error(format("%s: data.path: %s", config.where("data", "path").str().c_str(), e.what()));
+    }
+  }
   if (type == "alpaca") data_path(config, "an Alpaca JSON file");
   if (type == "chat" || type == "prompt_completion") data_path(config, "a JSON Lines, JSON or Parquet file");
   if (!config.string("data", "eval_path").empty() && type != "tokens") data_path(config, "a file", true, "eval_path");

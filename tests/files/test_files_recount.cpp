@@ -150,8 +150,8 @@ TEST_CASE("plan: zfcore validate refuses a config whose memory plan does not fit
   CHECK_THAT(valid.output, Catch::Contains("valid ("));
 }
 
-TEST_CASE("checks: zfcore validate refuses a GPT-2 whose sequences exceed its position table, as the run does "
-          "before it creates anything", "[files]") {
+TEST_CASE("checks: zfcore validate refuses what the run refuses at once: a GPT-2 whose sequences exceed its position "
+          "table, a text file given as token shards", "[files]") {
   const std::string dir = scratch_dir("recount_validate_positions"), out = dir + "/out";
   const std::string words = "--set data.seq_len=64 --set run.output_dir=" + out;  // model.max_seq = 32
   std::string validate = tiny_run(dir, 2) + words;
@@ -165,6 +165,13 @@ TEST_CASE("checks: zfcore validate refuses a GPT-2 whose sequences exceed its po
     CHECK_THAT(output, Catch::Contains("--set data.seq_len=64: data.seq_len = 64 exceeds GPT-2's position table "
                                        "(model.max_seq = 32): set data.seq_len to at most 32 or raise model.max_seq"));
   CHECK(!fs::exists(out));  // refused before the output directory is made
+  // A text file given as token shards: refused by validate as by the run, before anything is made.
+  std::string tokens = validate + " --set data.type=tokens --set data.seq_len=32";
+  auto as_tokens = run_command(tokens);
+  INFO(as_tokens.output);
+  CHECK(as_tokens.exit_code == 1);
+  CHECK_THAT(as_tokens.output, Catch::Contains("data.path: " + dir + "/train.txt: not a zfcore token shard"));
+  CHECK(!fs::exists(out));
 }
 
 TEST_CASE("plan: a GPU run's plan counts a micro-batch's activations on the GPU, so one that cannot hold them is "
