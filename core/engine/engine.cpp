@@ -214,8 +214,10 @@ class Trainer {
     if (!export_failed.empty()) {
       if (checkpoints_->saved_step() != step) checkpoints_->save(step, update());
       throw Error(format("the export to %s failed: %s. The trained model is in the checkpoint %s: export it "
-                         "again with checkpoint.export_hf = DIR (nothing is trained again)",
-                         export_dir.c_str(), export_failed.c_str(), checkpoints_->saved_path().c_str()));
+                         "again with %s (nothing is trained again)", export_dir.c_str(), export_failed.c_str(),
+                         checkpoints_->saved_path().c_str(),
+                         export_only_ ? "zfcore export CHECKPOINT DIR once the cause is fixed"
+                                      : "checkpoint.export_hf = DIR"));
     }
     if (sample.tokens > 0 && comm_.rank() == 0) {
       auto tokenizer = make_tokenizer(config_);
