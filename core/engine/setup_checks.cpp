@@ -69,7 +69,7 @@ void check_init_from_copies(const RunConfig &config, const std::string &init_fro
 
 // The model's shape from the [model] table and init_from's config.json (no weights read), and
 // what the run will do with it.
-void check_model(const RunConfig &config, std::vector<std::string> *notes) {
+void check_model(const RunConfig &config, std::vector<std::string> *notes, bool export_only) {
   if (!is_transformer_config(config)) {
     // linear_stack, the default model.type (a config that sets none, or --unset model.type), reads
     // vectors, not tokens: token data would reach it as ids of the wrong shape.
@@ -91,10 +91,11 @@ void check_model(const RunConfig &config, std::vector<std::string> *notes) {
   }
   const TransformerOptions options = transformer_options(config);
   check_init_from_copies(config, options.init_from);
-  // GPT-2's learned positions end at max_seq: a longer sequence would stop the run at its first step.
+  // GPT-2's learned positions end at max_seq: a longer sequence would stop the run at its first step
+  // (an export reads no data).
   const int64_t seq_len = config.integer("data", "seq_len");
   const bool fixed = !options.init_from.empty();
-  ZF_REQUIRE(!options.shape.is_gpt2() || seq_len <= options.shape.max_seq,
+  ZF_REQUIRE(export_only || !options.shape.is_gpt2() || seq_len <= options.shape.max_seq,
              "%s: data.seq_len = %lld exceeds GPT-2's position table (%s = %lld): set data.seq_len to at most %lld%s",
              config.where("data", "seq_len").str().c_str(), (long long)seq_len,
              fixed ? "n_positions in model.init_from's config.json" : "model.max_seq", (long long)options.shape.max_seq,
@@ -221,7 +222,7 @@ void check_before_setup(const RunConfig &config, PluginRegistry &registry, std::
                         bool export_only) {
   ZenFlowOptions::read(config, 1);  // its keys and their combinations
   if (!export_only) check_data(config);
-  check_model(config, notes);
+  check_model(config, notes, export_only);
   check_plugin_tables(config, registry, notes);
   check_zenflow_offload(config, registry);
   check_optimizer_offload(config, registry);
