@@ -269,12 +269,14 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, out, files, own_template);
   for (const auto &[name, text] : options.tokenizer_files) add_text_file(files, out, name, text);
   if (!own_template) add_text_file(files, out, "chat_template.jinja", options.chat_template);
-  std::vector<PendingFile *> together;
+  // The record, now naming the export's files, goes into place with them (export_ownership_problem).
   std::string names;
-  for (auto &file : files) together.push_back(file.get()), names += file->name() + "\n";
+  for (auto &file : files) names += file->name() + "\n";
+  add_text_file(files, out, kExportRecord, names);
+  std::vector<PendingFile *> together;
+  for (auto &file : files) together.push_back(file.get());
   commit_together(together);
-  forget.keep = true;  // the directory is an export now: the record names its files (export_ownership_problem)
-  out.write_atomically(kExportRecord, names);
+  forget.keep = true;  // the directory is an export now
 }
 }  // namespace
 
