@@ -267,6 +267,11 @@ std::string export_ownership_problem(const fs::path &export_dir) {
                 names.c_str(), kExportRecord, found.size() == 1 ? found[0].c_str() : "them");
 }
 
+void require_export_ownership(const std::string &export_dir) {
+  const std::string foreign = export_ownership_problem(export_dir);
+  ZF_REQUIRE(foreign.empty(), "%s %s", export_dir.c_str(), foreign.c_str());
+}
+
 std::string export_into_checkpoints_problem(const fs::path &export_dir) {
   std::error_code ec;
   const fs::path out = fs::weakly_canonical(fs::absolute(export_dir, ec), ec);

@@ -98,6 +98,8 @@ constexpr const char *kExportRecord = ".zfcore-export";
 // wrote ..."). Checked before step 1 and again as the export writes: a user's config.json or
 // model.safetensors is never replaced.
 std::string export_ownership_problem(const std::filesystem::path &export_dir);
+// Throws zf::Error "DIR holds ..." unless export_ownership_problem finds none.
+void require_export_ownership(const std::string &export_dir);
 // "" when `export_dir` is no checkpoint of any run and lies in none, nor in a directory of checkpoints
 // (it, or a directory above it, holds step-N checkpoints); else export_dir_problem's why.
 std::string export_into_checkpoints_problem(const std::filesystem::path &export_dir);

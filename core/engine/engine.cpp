@@ -201,8 +201,7 @@ class Trainer {
     std::string export_failed;
     if (!export_dir.empty() && comm_.rank() == 0) {
       try {
-        const std::string foreign = export_ownership_problem(export_dir);  // a file put there during the run
-        ZF_REQUIRE(foreign.empty(), "%s %s", export_dir.c_str(), foreign.c_str());
+        require_export_ownership(export_dir);  // a file of the user's put there during the run
         save_hf_checkpoint(*model_, export_dir, export_options);
         std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
       } catch (const std::exception &error) {
@@ -215,9 +214,7 @@ class Trainer {
       if (checkpoints_->saved_step() != step) checkpoints_->save(step, update());
       throw Error(format("the export to %s failed: %s. The trained model is in the checkpoint %s: export it "
                          "again with %s (nothing is trained again)", export_dir.c_str(), export_failed.c_str(),
-                         checkpoints_->saved_path().c_str(),
-                         export_only_ ? "zfcore export CHECKPOINT DIR once the cause is fixed"
-                                      : "checkpoint.export_hf = DIR"));
+                         checkpoints_->saved_path().c_str(), export_only_ ? "zfcore export" : "checkpoint.export_hf = DIR"));
     }
     if (sample.tokens > 0 && comm_.rank() == 0) {
       auto tokenizer = make_tokenizer(config_);

@@ -120,7 +120,7 @@ TEST_CASE("conflicts: a step directory in the way, an export into init_from or i
 }
 
 TEST_CASE("conflicts: an export into a directory of the user's files is refused before step 1, their files kept "
-          "byte for byte; zfcore's own export directory is exported into again", "[files]") {
+          "byte for byte, and zfcore's own export directory is exported into again", "[files]") {
   const std::string dir = scratch_dir("conflicts_export_owned"), mine = dir + "/mine", hf = dir + "/hf";
   fs::create_directories(mine);
   write_text(mine + "/config.json", kPrecious);  // the user's own model, or an older zfcore's export: no record
