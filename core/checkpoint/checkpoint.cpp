@@ -6,6 +6,7 @@
 #include "checkpoint/safetensors.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
+#include "runtime/files_held.hpp"
 #include "runtime/input.hpp"
 #include "runtime/log.hpp"
 
@@ -198,8 +199,9 @@ fs::path CheckpointStore::save(const TrainingState &state, const std::string &in
         by_name.st_dev != held.st_dev || by_name.st_ino != held.st_ino) {
       if (!warned_moved_)
         log_warn(format("%s was moved away or replaced while this run saves into it: the run goes on saving its "
-                        "checkpoints there, but prunes none of them any more (checkpoint.keep = %lld); remove the "
-                        "old ones by hand when the disk runs short", directory_.c_str(), (long long)keep_));
+                        "checkpoints there (now %s), but prunes none of them any more (checkpoint.keep = %lld); "
+                        "remove the old ones by hand when the disk runs short", directory_.c_str(),
+                        held_path_now(directory_.string()).c_str(), (long long)keep_));
       warned_moved_ = true;
       all.clear();
       copies.clear();

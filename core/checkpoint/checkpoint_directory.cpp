@@ -192,10 +192,11 @@ std::vector<fs::path> checkpoints_of_line(const std::vector<fs::path> &mine, con
     if (say && !left.empty()) {
       const std::string later = left.size() == 1 ? left[0].string()
                                                  : left[0].string() + " to " + left.back().filename().string();
-      log_warn(format("%s: left by a line this run abandoned when it went back to an earlier checkpoint "
-                      "(checkpoint.resume = DIR); it continues from its last save, %s, not from there. Kept as they "
-                      "are: resume one by hand, or remove them when they are not needed", later.c_str(),
-                      mine[i].c_str()));
+      log_warn(format("%s: newer than this run's last recorded save, %s: left by a line it abandoned when it went "
+                      "back to an earlier checkpoint (checkpoint.resume = DIR), or saved by a run killed before it "
+                      "recorded the save. The run continues from %s, not from there. Kept as they are: resume one by "
+                      "hand (checkpoint.resume = DIR), or remove them when they are not needed", later.c_str(),
+                      mine[i].c_str(), mine[i].c_str()));
     }
     return line;
   }
@@ -247,6 +248,28 @@ std::string saves_in_the_way(const Directory &store, const std::string &run_id, 
                     (long long)step, why.c_str());
   }
   return "";
+}
+
+std::string export_ownership_problem(const fs::path &export_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(export_dir, ec) || fs::is_regular_file(fs::symlink_status(export_dir / kExportRecord, ec)))
+    return "";  // created by the export, or zfcore's export (a file there is refused elsewhere)
+  std::vector<std::string> found;
+  for (const auto &entry : fs::directory_iterator(export_dir, ec)) found.push_back(entry.path().filename().string());
+  if (found.empty()) return "";
+  std::sort(found.begin(), found.end());
+  std::string names = found[0];
+  if (found.size() > 1) names += found.size() == 2 ? " and " + found[1] : format(" and %zu more", found.size() - 1);
+  return format("holds %s, which no zfcore export wrote (an export leaves a %s record beside its files): the export "
+                "writes model.safetensors, config.json and the tokenizer's files there, replacing any of those "
+                "names; export into a new or empty directory, or move %s out of it (a directory an older zfcore "
+                "exported to has no record either: remove its files, or export elsewhere)",
+                names.c_str(), kExportRecord, found.size() == 1 ? found[0].c_str() : "them");
+}
+
+void require_export_ownership(const std::string &export_dir) {
+  const std::string foreign = export_ownership_problem(export_dir);
+  ZF_REQUIRE(foreign.empty(), "%s %s", export_dir.c_str(), foreign.c_str());
 }
 
 std::string export_into_checkpoints_problem(const fs::path &export_dir) {

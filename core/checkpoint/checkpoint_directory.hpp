@@ -88,6 +88,18 @@ std::string export_dir_problem(const std::filesystem::path &export_dir, const st
 // which one is in the way, why, and what to do.
 std::string saves_in_the_way(const Directory &store, const std::string &run_id, int64_t after, int64_t last,
                              int64_t every, bool final);
+// The record an export keeps in its directory: while it writes, the token of the process writing
+// (files_interrupted.hpp: the temporaries of an export killed outright go with the next export);
+// once its files are in place, their names. A directory holding it is zfcore's export, which a later
+// export replaces.
+constexpr const char *kExportRecord = ".zfcore-export";
+// "" when an export may write into `export_dir`: it is missing, empty, or holds an export's record;
+// else what it holds that no export wrote, and what to do ("holds config.json, which no zfcore export
+// wrote ..."). Checked before step 1 and again as the export writes: a user's config.json or
+// model.safetensors is never replaced.
+std::string export_ownership_problem(const std::filesystem::path &export_dir);
+// Throws zf::Error "DIR holds ..." unless export_ownership_problem finds none.
+void require_export_ownership(const std::string &export_dir);
 // "" when `export_dir` is no checkpoint of any run and lies in none, nor in a directory of checkpoints
 // (it, or a directory above it, holds step-N checkpoints); else export_dir_problem's why.
 std::string export_into_checkpoints_problem(const std::filesystem::path &export_dir);

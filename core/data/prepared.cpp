@@ -7,6 +7,7 @@
 #include "runtime/digest.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
+#include "runtime/files_interrupted.hpp"
 #include "runtime/log.hpp"
 
 #include <cerrno>
@@ -17,6 +18,8 @@
 #include <fstream>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,31 +119,65 @@ std::string changes(const json &was, const json &now) {
 }
 
 // Runs prepare_data.py into `out`; its lines go to the log, its error line(s) into the thrown Error.
+// A stop signal (SIGTERM, SIGINT, SIGHUP: CancelWritesOnSignal) ends the script, which is waited for,
+// and throws: the caller removes what it left.
 void run_script(const Inputs &in, const fs::path &out) {
   const char *env = std::getenv("ZFCORE_PYTHON");
   std::string python = env && *env ? env : "python3";
   fs::path script = PluginRegistry::builtin_dir().parent_path() / "prepare_data.py";
   ZF_REQUIRE(fs::exists(script), "%s: not found; it prepares chat, prompt_completion and text documents (reinstall "
              "zfcore)", script.c_str());
-  std::string command = quote(python) + " " + quote(script.string()) + " --type " + quote(in.type) + " --data " +
-                        quote(in.data) + " --tokenizer " + quote(in.tokenizer) + " --out " + quote(out.string());
-  if (!in.chat_template.empty()) command += " --chat-template " + quote(in.chat_template);
+  std::vector<std::string> words = {python, script.string(), "--type", in.type, "--data", in.data, "--tokenizer",
+                                    in.tokenizer, "--out", out.string()};
+  if (!in.chat_template.empty()) words.insert(words.end(), {"--chat-template", in.chat_template});
   log_info(format("data: preparing %s with %s %s", in.data.c_str(), python.c_str(), script.c_str()));
-  FILE *pipe = popen((command + " 2>&1").c_str(), "r");
-  ZF_REQUIRE(pipe, "cannot start %s: %s", python.c_str(), std::strerror(errno));
-  std::string error, line;
-  char chunk[4096];
-  while (std::fgets(chunk, sizeof chunk, pipe)) {
-    line += chunk;
-    if (line.back() != '\n') continue;
-    line.pop_back();
-    if (line.rfind("error: ", 0) == 0 || !error.empty())
-      error += (error.empty() ? line.substr(7) : "\n" + line);
-    else
-      log_info("data: " + line);
-    line.clear();
+  int pipe_fds[2];
+  ZF_REQUIRE(pipe2(pipe_fds, O_CLOEXEC) == 0, "cannot start %s: %s", python.c_str(), std::strerror(errno));
+  const pid_t child = fork();
+  if (child == 0) {  // its output and errors into the pipe; the signals zfcore ignores, as the default
+    setpgid(0, 0);     // a group of its own, which a stop ends whole (the script and what it started)
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    std::signal(SIGPIPE, SIG_DFL);
+    std::signal(SIGXFSZ, SIG_DFL);
+    std::vector<char *> argv;
+    for (std::string &word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    _exit(127);
   }
-  int status = pclose(pipe);
+  close(pipe_fds[1]);
+  if (child > 0) setpgid(child, child);  // as the child does: whichever comes first
+  if (child < 0) close(pipe_fds[0]);
+  ZF_REQUIRE(child > 0, "cannot start %s: %s", python.c_str(), std::strerror(errno));
+  std::string error, line;
+  int signal = 0;
+  char chunk[4096];
+  for (;;) {
+    if ((signal = write_cancel_signal()) != 0) break;
+    pollfd ready{pipe_fds[0], POLLIN, 0};
+    if (poll(&ready, 1, 200) <= 0) continue;  // a signal, or nothing yet: look at the signal again
+    const ssize_t n = read(pipe_fds[0], chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (chunk[i] != '\n') {
+        line += chunk[i];
+        continue;
+      }
+      if (line.rfind("error: ", 0) == 0 || !error.empty())
+        error += (error.empty() ? line.substr(7) : "\n" + line);
+      else
+        log_info("data: " + line);
+      line.clear();
+    }
+  }
+  close(pipe_fds[0]);
+  if (signal) kill(-child, SIGTERM);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (signal) throw Error(format("stopped by signal %d (%s)", signal, strsignal(signal)));
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   ZF_REQUIRE(code != 127, "cannot run %s to prepare %s: install Python 3 and transformers (apt-get install python3 "
              "python3-pip && python3 -m pip install transformers), or set ZFCORE_PYTHON to a Python that has them",
@@ -160,6 +197,12 @@ class FileLock {
  public:
   FileLock(const Directory &root, const std::string &name) : fd_(root.open_append(name)) {
     while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      if (const int signal = write_cancel_signal()) {
+        close(fd_);
+        throw Error(format("stopped by signal %d (%s) while waiting for another process preparing the same data "
+                           "(it holds %s): nothing was changed; run the command again to go on", signal,
+                           strsignal(signal), root.path_of(name).c_str()));
+      }
     }
   }
   ~FileLock() { close(fd_); }
@@ -196,6 +239,9 @@ bool prepared_type(const RunConfig &config, const char *key) {
 }
 
 PreparedData prepare_data(const RunConfig &config, const char *key) {
+  // SIGTERM, SIGINT or SIGHUP stop the preparation with an error saying what was kept and removed (not
+  // at once, leaving the script writing into its copy); a run's stop request is passed on after it.
+  CancelWritesOnSignal stop;
   Inputs in = inputs_of(config, key);
   const fs::path root_path = cache_root(config);
   // Every entry below is made under this descriptor, never by following a link (runtime/files.hpp).
@@ -230,14 +276,23 @@ PreparedData prepare_data(const RunConfig &config, const char *key) {
   root.create_owned(staging, kPreparedOwner);
   try {
     run_script(in, root_path / staging);
+    root.subdirectory(staging, false)
+        .write_atomically("source.json", json{{"fingerprint", in.fingerprint}, {"data", in.data},
+                                              {"tokenizer", in.tokenizer}}.dump(1) + "\n");
+    if (write_cancel_signal()) throw Error("stopped");  // the copy is whole, but the user asked to stop
   } catch (const Error &e) {
-    root.write_atomically(failed, json{{"fingerprint", in.fingerprint}, {"error", e.what()}}.dump(1) + "\n");
-    root.remove_owned(staging, kPreparedOwner);
-    throw;
+    const int signal = write_cancel_signal();
+    if (!signal)  // a stop is no failure of these inputs: no record for the processes waiting on the lock
+      root.write_atomically(failed, json{{"fingerprint", in.fingerprint}, {"error", e.what()}}.dump(1) + "\n");
+    const std::string left = root.remove_owned(staging, kPreparedOwner);
+    if (!signal) throw;
+    throw Error(format("stopped by signal %d (%s) while preparing %s: prepare_data.py was ended, and its unfinished "
+                       "copy %s %s; %s. Nothing else was changed: run the command again to prepare the data",
+                       signal, strsignal(signal), in.data.c_str(), root.path_of(staging).c_str(),
+                       left.empty() ? "removed" : ("kept: " + left).c_str(),
+                       made ? ("the copy prepared before, " + directory.string() + ", is kept").c_str()
+                            : "no copy was prepared before"));
   }
-  root.subdirectory(staging, false)
-      .write_atomically("source.json", json{{"fingerprint", in.fingerprint}, {"data", in.data},
-                                            {"tokenizer", in.tokenizer}}.dump(1) + "\n");
   remove_prepared(root, name, "the prepared data");  // the copy made from what changed: zfcore made it
   const std::string moved = root.rename_entry(staging, name);
   ZF_REQUIRE(moved.empty(), "%s: cannot move the prepared data into place: %s", directory.c_str(), moved.c_str());

@@ -4,6 +4,7 @@
 #include "engine/training_checkpoint.hpp"
 
 #include "runtime/error.hpp"
+#include "runtime/files_held.hpp"
 #include "runtime/input.hpp"
 
 namespace zf {
@@ -18,9 +19,11 @@ void record_latest_saved(const std::string &output_dir, const std::string &check
   try {
     Directory::open(output_dir, true, "run.output_dir").write_atomically(kLatestRecord, (ec ? checkpoint : path.string()) + "\n");
   } catch (const Error &e) {  // a full disk: the checkpoint is whole, its record is not
-    throw Error(format("the checkpoint %s is saved whole, but recording it as the run's newest failed: %s. Free space "
-                       "in %s, then continue with --set checkpoint.resume=%s (the record may still name an older "
-                       "checkpoint)", checkpoint.c_str(), e.what(), output_dir.c_str(), checkpoint.c_str()));
+    const std::string now = held_path_now(output_dir);  // "... was removed during the run", when it was
+    throw Error(format("the checkpoint %s is saved whole, but recording it as the run's newest in %s failed: %s. Free "
+                       "space there (or restore the directory), then continue with --set checkpoint.resume=%s (the "
+                       "record may still name an older checkpoint)", checkpoint.c_str(), now.c_str(), e.what(),
+                       checkpoint.c_str()));
   }
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/affinity.hpp"
 #include "runtime/device.hpp"
 #include "runtime/error.hpp"
+#include "runtime/files_held.hpp"
 #include "tokenizer/unicode.hpp"
 #include "runtime/json.hpp"
 #include "runtime/log.hpp"
@@ -158,7 +159,7 @@ class Trainer {
     summary.mean_step_ms = timed_steps ? timed_ms / double(timed_steps) : 0;
     summary.param_digest = digest();
     stats_.mark("digest");
-    summary.output_dir = output_dir;
+    summary.output_dir = held_path_now(output_dir);  // where its files are, if it was moved mid-run
     const std::string lost = report.finish(summary_json(summary, timed_steps));
     if (!summary.stop_signal) finish(step);
     ZF_REQUIRE(lost.empty(), "%s; the model is in the checkpoints and the export, as configured", lost.c_str());
@@ -200,6 +201,7 @@ class Trainer {
     std::string export_failed;
     if (!export_dir.empty() && comm_.rank() == 0) {
       try {
+        require_export_ownership(export_dir);  // a file of the user's put there during the run
         save_hf_checkpoint(*model_, export_dir, export_options);
         std::printf("zfcore: exported the model in Hugging Face format to %s\n", export_dir.c_str());
       } catch (const std::exception &error) {
@@ -211,8 +213,8 @@ class Trainer {
     if (!export_failed.empty()) {
       if (checkpoints_->saved_step() != step) checkpoints_->save(step, update());
       throw Error(format("the export to %s failed: %s. The trained model is in the checkpoint %s: export it "
-                         "again with checkpoint.export_hf = DIR (nothing is trained again)",
-                         export_dir.c_str(), export_failed.c_str(), checkpoints_->saved_path().c_str()));
+                         "again with %s (nothing is trained again)", export_dir.c_str(), export_failed.c_str(),
+                         checkpoints_->saved_path().c_str(), export_only_ ? "zfcore export" : "checkpoint.export_hf = DIR"));
     }
     if (sample.tokens > 0 && comm_.rank() == 0) {
       auto tokenizer = make_tokenizer(config_);

@@ -109,6 +109,13 @@ void check_output_paths(const RunConfig &config, const RunOptions &options, bool
                config.where("checkpoint", "export_hf").str().c_str(), excerpt(options.export_hf).c_str(),
                elsewhere.c_str());
     require_export_outside_inputs(config, options.export_hf);
+    // A user's config.json, weights, a cloned repository: named as the user gave the directory.
+    const std::string foreign = export_ownership_problem(options.export_hf);
+    ZF_REQUIRE(foreign.empty(), "%s %s",
+               export_only ? ("zfcore export: OUT_DIR " + excerpt(options.export_hf)).c_str()
+                           : format("%s: checkpoint.export_hf = \"%s\"", config.where("checkpoint", "export_hf").str().c_str(),
+                                    excerpt(options.export_hf).c_str()).c_str(),
+               foreign.c_str());
   }
   // checkpoint.dir is written on any run (a stop signal saves one), its default inside output_dir.
   const std::string checkpoints = config.string("checkpoint", "dir");

@@ -2,6 +2,7 @@
 
 #include "config/limits.hpp"
 #include "data/sequences.hpp"
+#include "data/token_shard.hpp"
 #include "model/transformer_shape.hpp"
 #include "plugin/memory_entry.hpp"
 #include "plugin/plugin_advice.hpp"
@@ -29,6 +30,14 @@ const ConfigEntry *entry_of(const PluginSection &section, const char *key) {
 void check_data(const RunConfig &config) {
   const std::string type = config.string("data", "type");
   if (type == "text") data_path(config, "a text file");
+  if (type == "tokens") {  // each shard's header (mapped, no id read): a text file given as shards stops here
+    const std::string pattern = data_path(config, "a .bin token shard, a directory of them or a glob", false);
+    try {
+      for (const std::string &path : find_token_shards(pattern)) TokenShard shard(path);
+    } catch (const Error &e) {
+      throw Error(format("%s: data.path: %s", config.where("data", "path").str().c_str(), e.what()));
+    }
+  }
   if (type == "alpaca") data_path(config, "an Alpaca JSON file");
   if (type == "chat" || type == "prompt_completion") data_path(config, "a JSON Lines, JSON or Parquet file");
   if (!config.string("data", "eval_path").empty() && type != "tokens") data_path(config, "a file", true, "eval_path");
@@ -60,7 +69,7 @@ void check_init_from_copies(const RunConfig &config, const std::string &init_fro
 
 // The model's shape from the [model] table and init_from's config.json (no weights read), and
 // what the run will do with it.
-void check_model(const RunConfig &config, std::vector<std::string> *notes) {
+void check_model(const RunConfig &config, std::vector<std::string> *notes, bool export_only) {
   if (!is_transformer_config(config)) {
     // linear_stack, the default model.type (a config that sets none, or --unset model.type), reads
     // vectors, not tokens: token data would reach it as ids of the wrong shape.
@@ -82,6 +91,15 @@ void check_model(const RunConfig &config, std::vector<std::string> *notes) {
   }
   const TransformerOptions options = transformer_options(config);
   check_init_from_copies(config, options.init_from);
+  // GPT-2's learned positions end at max_seq: a longer sequence would stop the run at its first step
+  // (an export reads no data).
+  const int64_t seq_len = config.integer("data", "seq_len");
+  const bool fixed = !options.init_from.empty();
+  ZF_REQUIRE(export_only || !options.shape.is_gpt2() || seq_len <= options.shape.max_seq,
+             "%s: data.seq_len = %lld exceeds GPT-2's position table (%s = %lld): set data.seq_len to at most %lld%s",
+             config.where("data", "seq_len").str().c_str(), (long long)seq_len,
+             fixed ? "n_positions in model.init_from's config.json" : "model.max_seq", (long long)options.shape.max_seq,
+             (long long)options.shape.max_seq, fixed ? "" : " or raise model.max_seq");
   // The byte tokenizer's ids are the 256 bytes and EOS (256): a larger vocabulary trains embeddings
   // no id reaches. (A model of vocab 256 trains on text as well; its export's tokenizer has no EOS.)
   const std::string type = config.string("data", "type");
@@ -204,7 +222,7 @@ void check_before_setup(const RunConfig &config, PluginRegistry &registry, std::
                         bool export_only) {
   ZenFlowOptions::read(config, 1);  // its keys and their combinations
   if (!export_only) check_data(config);
-  check_model(config, notes);
+  check_model(config, notes, export_only);
   check_plugin_tables(config, registry, notes);
   check_zenflow_offload(config, registry);
   check_optimizer_offload(config, registry);

@@ -12,6 +12,7 @@
 #include "runtime/digest.hpp"
 #include "runtime/error.hpp"
 #include "runtime/files.hpp"
+#include "runtime/files_held.hpp"
 #include "runtime/input.hpp"
 #include "runtime/json.hpp"
 
@@ -181,13 +182,13 @@ void TrainingCheckpoints::save(int64_t step, UpdatePlan &update) {
   if (runtime_.comm->rank() == 0) {
     // The head of the run's line: a resume = "auto" after going back to an earlier step continues here.
     record_latest_saved(output_dir_, (store_at_start_ / saved_path_.filename()).string());
-    std::printf("zfcore: checkpoint %s\n", saved_path_.c_str());
+    std::printf("zfcore: checkpoint %s\n", held_path_now(saved_path_.string()).c_str());  // where it is, if moved
   }
 }
 
 std::string TrainingCheckpoints::newest() const {
   if (saved_step_ == 0) return "no checkpoint was written";
-  return format("the newest checkpoint is %s (step %lld)", saved_path_.c_str(), (long long)saved_step_);
+  return format("the newest checkpoint is %s (step %lld)", held_path_now(saved_path_.string()).c_str(), (long long)saved_step_);
 }
 
 void TrainingCheckpoints::load_other_layout(const std::filesystem::path &from, TrainingState &loaded,

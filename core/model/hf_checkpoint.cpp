@@ -2,6 +2,7 @@
 
 #include "model/param_source.hpp"
 
+#include "checkpoint/checkpoint_directory.hpp"
 #include "checkpoint/safetensors.hpp"
 #include "config/config.hpp"
 #include "model/family.hpp"
@@ -34,9 +35,6 @@ TransformerModel &transformer(Model &model) {
              model.name().c_str(), family_names().c_str());
   return *t;
 }
-
-// Names the process writing an export into the directory, until its files are in place.
-constexpr const char *kExportRecord = ".zfcore-export";
 
 // The export's files, each written to a temporary of this process; committed together at the end.
 using PendingFiles = std::vector<std::unique_ptr<PendingFile>>;
@@ -240,14 +238,18 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   // full disk) leaves the directory as it was, not new weights beside an old config.json, and
   // removes only the export's own temporaries.
   // An export killed before it finished left its temporaries, which its record names: removed.
+  const bool exported_before = out.kind_of(kExportRecord) == "file";
   const std::string removed = record_writer(out, kExportRecord);
   if (!removed.empty())
     log_info(format("%s: removed %s, left by an export that was killed before it finished", directory.c_str(),
                     removed.c_str()));
-  struct Forget {  // done or failed (its temporaries removed first, below), the record goes: not when killed
+  struct Forget {  // failed (its temporaries removed first, below): a directory that was no export loses the record
     const Directory &out;
-    ~Forget() { forget_writer(out, kExportRecord); }
-  } forget{out};
+    bool keep;
+    ~Forget() {
+      if (!keep) forget_writer(out, kExportRecord);
+    }
+  } forget{out, exported_before};
   PendingFiles files;
   files.push_back(std::make_unique<PendingFile>(out, "model.safetensors"));
   write_safetensors(*files.back(), tensors, {{"format", "pt"}},  // transformers requires format=pt
@@ -267,9 +269,14 @@ void write_hf_files(Model &model, const std::string &directory, const HfExportOp
   if (!options.tokenizer_dir.empty()) copy_tokenizer_files(options.tokenizer_dir, out, files, own_template);
   for (const auto &[name, text] : options.tokenizer_files) add_text_file(files, out, name, text);
   if (!own_template) add_text_file(files, out, "chat_template.jinja", options.chat_template);
+  // The record, now naming the export's files, goes into place with them (export_ownership_problem).
+  std::string names;
+  for (auto &file : files) names += file->name() + "\n";
+  add_text_file(files, out, kExportRecord, names);
   std::vector<PendingFile *> together;
   for (auto &file : files) together.push_back(file.get());
   commit_together(together);
+  forget.keep = true;  // the directory is an export now
 }
 }  // namespace
 

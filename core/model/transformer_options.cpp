@@ -172,7 +172,12 @@ TransformerOptions transformer_options(const RunConfig &config) {
       if (wrote(key)) shape.*member = config.boolean("model", key);
   }
   fill_family_defaults(shape, preset.empty() && options.init_from.empty());
-  shape.validate(config.file() + " [model]");
+  // Where the shape comes from: the file's [model], and the --set values that changed it, named as typed.
+  std::string sets;
+  for (const auto &[key, value] : written)
+    if (config.where("model", key).file == "--set")
+      sets += (sets.empty() ? " with --set " : ", --set ") + config.where("model", key).text;
+  shape.validate(config.file() + " [model]" + sets);
   options.shape = shape;
   options.checkpoint_layers = config.integer("model", "checkpoint_layers");
   ZF_REQUIRE(options.checkpoint_layers == 0 || options.activation_checkpointing,

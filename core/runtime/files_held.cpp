@@ -33,20 +33,46 @@ std::string lexically_absolute(const std::string &path) {
   return ec ? "" : out;
 }
 
+// Where the held directory is now: "" when it is still at its path; else its path as the kernel knows
+// it through the descriptor, or "" when that cannot be read.
+std::string moved_to(const HeldDirectory &held) {
+  struct stat now {}, then {};
+  if (stat(held.path.c_str(), &now) == 0 && fstat(held.fd, &then) == 0 && now.st_dev == then.st_dev &&
+      now.st_ino == then.st_ino)
+    return "";
+  char target[4096];
+  const ssize_t n = readlink(("/proc/self/fd/" + std::to_string(held.fd)).c_str(), target, sizeof target);
+  return n > 0 && size_t(n) < sizeof target ? std::string(target, size_t(n)) : "";
+}
+
 }  // namespace
+
+std::string held_path_now(const std::string &path) {
+  const std::string absolute = lexically_absolute(path);
+  std::lock_guard<std::mutex> lock(held_mutex);
+  for (const HeldDirectory &held : held_directories) {
+    if (absolute.empty() || (absolute != held.path && absolute.rfind(held.path + "/", 0) != 0)) continue;
+    const std::string now = moved_to(held), removed = " (deleted)";
+    if (now.empty()) return path;
+    if (now.size() > removed.size() && now.compare(now.size() - removed.size(), removed.size(), removed) == 0)
+      return path + " (its directory " + held.path + " was removed during the run)";
+    return now + absolute.substr(held.path.size());
+  }
+  return path;
+}
 
 int open_held_directory(const std::string &path, bool create) {
   const std::string absolute = lexically_absolute(path);
   std::lock_guard<std::mutex> lock(held_mutex);
   for (HeldDirectory &held : held_directories) {
     if (absolute.empty() || (absolute != held.path && absolute.rfind(held.path + "/", 0) != 0)) continue;
-    struct stat now {}, then {};
-    if (!held.said && (stat(held.path.c_str(), &now) != 0 || fstat(held.fd, &then) != 0 ||
-                       now.st_dev != then.st_dev || now.st_ino != then.st_ino)) {
+    std::string now = held.said ? "" : moved_to(held);
+    if (now.size() > 10 && now.compare(now.size() - 10, 10, " (deleted)") == 0) now = "removed: its files are gone";
+    if (!held.said && !now.empty()) {
       held.said = true;
       log_warn(format("%s was moved away or replaced while this run writes into it: the run keeps writing into the "
-                      "directory it started with (wherever it is now), never into what is at %s now",
-                      held.path.c_str(), held.path.c_str()));
+                      "directory it started with (now %s), never into what is at %s now",
+                      held.path.c_str(), now.c_str(), held.path.c_str()));
     }
     int at = ::fcntl(held.fd, F_DUPFD_CLOEXEC, 0);
     for (const auto &part : std::filesystem::path(absolute.substr(held.path.size()))) {

@@ -15,5 +15,8 @@ void release_directory(int fd);
 // component without following links (created when `create`); -1 when it lies below none, or a
 // component is a link or missing (then it is opened by name).
 int open_held_directory(const std::string &path, bool create);
+// Where `path` is now, for messages: at or below a held directory that was moved mid-run, the path it
+// was moved to (or `path` saying its directory was removed); else `path` as it is.
+std::string held_path_now(const std::string &path);
 
 }  // namespace zf

@@ -165,6 +165,7 @@ TEST_CASE("a finished run has a final checkpoint: eval reads it, running it agai
   // A directory where the export's weights go makes it fail (zfcore replaces only files); no
   // checkpoint.final: the model goes into a checkpoint.
   fs::create_directories(exported + "/model.safetensors/in-the-way");
+  std::ofstream(exported + "/.zfcore-export") << "model.safetensors\n";  // an earlier export's directory (its record)
   auto a = test::run_command(test::zfcore() + " run " + config + "--set train.steps=3 --set checkpoint.final=false" +
                              " --set checkpoint.export_hf=" + exported + " --set run.output_dir=" + dir);
   INFO(a.output);

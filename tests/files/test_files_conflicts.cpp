@@ -119,6 +119,44 @@ TEST_CASE("conflicts: a step directory in the way, an export into init_from or i
   CHECK(!fs::exists(other + "/config.json"));
 }
 
+TEST_CASE("conflicts: an export into a directory of the user's files is refused before step 1, their files kept "
+          "byte for byte, and zfcore's own export directory is exported into again", "[files]") {
+  const std::string dir = scratch_dir("conflicts_export_owned"), mine = dir + "/mine", hf = dir + "/hf";
+  fs::create_directories(mine);
+  write_text(mine + "/config.json", kPrecious);  // the user's own model, or an older zfcore's export: no record
+  write_text(mine + "/model.safetensors", kPrecious);
+  auto refused = run_command(tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/out --set checkpoint.export_hf=" + mine);
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.output, Catch::Contains("checkpoint.export_hf = \"" + mine + "\" holds config.json and "
+                                             "model.safetensors, which no zfcore export wrote") &&
+                                 Catch::Contains("export into a new or empty directory") &&
+                                 Catch::Contains("older zfcore"));
+  CHECK(!fs::exists(dir + "/out/steps.jsonl"));  // before step 1
+  // Its own export directory: exported into again by a resumed run, and by zfcore export.
+  REQUIRE(run_command(tiny_run(dir, 2) + "--set run.output_dir=" + dir + "/out --set checkpoint.export_hf=" + hf)
+              .exit_code == 0);
+  const std::string first = read_text(hf + "/model.safetensors");
+  auto resumed = run_command(tiny_run(dir, 4) + "--set run.output_dir=" + dir + "/out --set checkpoint.export_hf=" + hf);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("resumed from") && Catch::Contains("exported the model"));
+  CHECK(read_text(hf + "/model.safetensors") != first);
+  const std::string step2 = dir + "/out/checkpoints/step-00000002";
+  auto again = export_tiny(dir, dir, step2, hf);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(read_text(hf + "/model.safetensors") == first);  // step 2's model again
+  // zfcore export into the user's directory: refused alike, naming OUT_DIR.
+  auto exported = export_tiny(dir, dir, step2, mine);
+  INFO(exported.output);
+  CHECK(exported.exit_code == 1);
+  CHECK_THAT(exported.output, Catch::Contains("zfcore export: OUT_DIR " + mine + " holds config.json and "
+                                              "model.safetensors, which no zfcore export wrote"));
+  CHECK(read_text(mine + "/config.json") == kPrecious);
+  CHECK(read_text(mine + "/model.safetensors") == kPrecious);
+}
+
 TEST_CASE("interrupted saves: a temporary of this run without its marker never blocks a resume, and the log says "
           "what was removed or stepped around", "[files]") {
   const std::string dir = scratch_dir("conflicts_interrupted"), out = dir + "/out", store = out + "/checkpoints";

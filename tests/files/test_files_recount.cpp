@@ -75,6 +75,41 @@ TEST_CASE("moved directories under mpirun: every rank keeps writing into the out
   CHECK(count_lines(dir + "/out.moved/steps.jsonl") == 40);
 }
 
+TEST_CASE("messages: a run whose output directory was moved mid-run names where its files are in its closing lines",
+          "[files]") {
+  const std::string dir = scratch_dir("recount_moved_closing"), out = dir + "/out", moved = dir + "/out.moved";
+  std::string command = tiny_run(dir, 40);
+  const pid_t run = start(command.substr(command.find(zf::test::zfcore())) + "--set checkpoint.every=20" +
+                          " --set run.output_dir=" + out + " >" + dir + "/run.log 2>&1");
+  for (int i = 0; i < 1200 && count_lines(out + "/steps.jsonl") < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(count_lines(out + "/steps.jsonl") >= 2);
+  fs::rename(out, moved);
+  const int status = zf::test::wait_for_end(run, 120);
+  const std::string log = read_text(dir + "/run.log");
+  INFO(log);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_THAT(log, Catch::Contains("the directory it started with (now " + moved + ")") &&
+                      Catch::Contains("zfcore: checkpoint " + moved + "/checkpoints/step-00000040\n") &&
+                      Catch::Contains("zfcore: wrote " + moved + "/{steps.jsonl,") &&
+                      !Catch::Contains("zfcore: wrote " + out + "/{"));
+  CHECK(fs::exists(moved + "/checkpoints/step-00000040/checkpoint.json"));
+  CHECK(!fs::exists(out));
+}
+
+TEST_CASE("messages: a model shape that --set made wrong is located at the --set, not in the file's [model]",
+          "[files]") {
+  const std::string dir = scratch_dir("recount_set_located");
+  std::string validate = tiny_run(dir, 2) + "--set model.heads=3";
+  validate.replace(validate.find(" run "), 5, " validate ");
+  auto checked = run_command(validate);
+  INFO(checked.output);
+  CHECK(checked.exit_code == 1);
+  CHECK_THAT(checked.output, Catch::Contains("[model] with --set model.heads=3") &&
+                                 Catch::Contains("model.hidden = 32 is not divisible by model.heads = 3"));
+}
+
 TEST_CASE("plan: zfcore validate refuses a config whose memory plan does not fit, as the run does", "[files]") {
   const std::string dir = scratch_dir("recount_validate"), out = dir + "/out";
   const std::string words = "--set data.type=synthetic --set data.vocab=257 --set data.samples=80000 "
@@ -113,6 +148,30 @@ TEST_CASE("plan: zfcore validate refuses a config whose memory plan does not fit
   INFO(valid.output);
   CHECK(valid.exit_code == 0);
   CHECK_THAT(valid.output, Catch::Contains("valid ("));
+}
+
+TEST_CASE("checks: zfcore validate refuses what the run refuses at once: a GPT-2 whose sequences exceed its position "
+          "table, a text file given as token shards", "[files]") {
+  const std::string dir = scratch_dir("recount_validate_positions"), out = dir + "/out";
+  const std::string words = "--set data.seq_len=64 --set run.output_dir=" + out;  // model.max_seq = 32
+  std::string validate = tiny_run(dir, 2) + words;
+  validate.replace(validate.find(" run "), 5, " validate ");
+  auto checked = run_command(validate);
+  auto run = run_command(tiny_run(dir, 2) + words);
+  INFO(checked.output << "\n---\n" << run.output);
+  CHECK(checked.exit_code == 1);
+  CHECK(run.exit_code == 1);
+  for (const std::string &output : {checked.output, run.output})
+    CHECK_THAT(output, Catch::Contains("--set data.seq_len=64: data.seq_len = 64 exceeds GPT-2's position table "
+                                       "(model.max_seq = 32): set data.seq_len to at most 32 or raise model.max_seq"));
+  CHECK(!fs::exists(out));  // refused before the output directory is made
+  // A text file given as token shards: refused by validate as by the run, before anything is made.
+  std::string tokens = validate + " --set data.type=tokens --set data.seq_len=32";
+  auto as_tokens = run_command(tokens);
+  INFO(as_tokens.output);
+  CHECK(as_tokens.exit_code == 1);
+  CHECK_THAT(as_tokens.output, Catch::Contains("data.path: " + dir + "/train.txt: not a zfcore token shard"));
+  CHECK(!fs::exists(out));
 }
 
 TEST_CASE("plan: a GPU run's plan counts a micro-batch's activations on the GPU, so one that cannot hold them is "
@@ -236,6 +295,56 @@ TEST_CASE("prepared data: zfcore prepare never removes a directory of the user's
   INFO(older.output);
   CHECK(older.exit_code == 0);
   CHECK_THAT(older.output, Catch::Contains("the data file changed since"));
+}
+
+TEST_CASE("signals: SIGTERM during zfcore prepare ends the script, removes its unfinished copy, keeps the copy "
+          "made before and says so", "[files]") {
+  const std::string dir = scratch_dir("recount_prepare_signal"), cache = dir + "/cache";
+  // A stand-in for prepare_data.py: writes its copy, then (with `slow` there) records its pid and waits.
+  write_text(dir + "/python", "#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=\"$2\"; shift; done\n"
+                              "mkdir -p \"$out\" && printf x > \"$out/data.bin\" && echo '{}' > \"$out/record.json\"\n"
+                              "[ -f " + dir + "/slow ] && { echo $$ > " + dir + "/script.pid; sleep 60; }\nexit 0\n");
+  fs::permissions(dir + "/python", fs::perms::owner_all);
+  const std::string prepare = "env ZFCORE_PYTHON=" + dir + "/python " + zf::test::zfcore() + " prepare " +
+                              zf::test::source_dir() + "/examples/quickstart.toml --set data.type=chat --set " +
+                              "data.path=" + dir + "/chat.jsonl --set data.tokenizer=hf --set data.tokenizer_path=" +
+                              zf::test::source_dir() + "/tests/fixtures/hf/gpt2_tokenizer/tokenizer.json " +
+                              "--set data.prepared_dir=" + cache;
+  write_text(dir + "/chat.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n");
+  auto first = run_command(prepare);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const size_t at = first.output.find("prepared in ") + 12;
+  const std::string copy = first.output.substr(at, first.output.find(':', at) - at);
+  // The data changed: prepared again, by a script that takes its time; SIGTERM meanwhile.
+  const std::string data = "{\"messages\": [{\"role\": \"user\", \"content\": \"hello\"}]}\n";
+  write_text(dir + "/chat.jsonl", data);
+  write_text(dir + "/slow", "");
+  const pid_t pid = start(prepare + " >" + dir + "/prepare.log 2>&1");
+  for (int i = 0; i < 1200 && !fs::exists(dir + "/script.pid"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(fs::exists(dir + "/script.pid"));
+  const int status = zf::test::stop(pid, SIGTERM);
+  const std::string log = read_text(dir + "/prepare.log");
+  INFO(log);
+  CHECK(WIFEXITED(status));  // not killed by the signal: it said what it did
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(log, Catch::Contains("stopped by signal 15") && Catch::Contains("while preparing " + dir + "/chat.jsonl") &&
+                      Catch::Contains("its unfinished copy " + copy + ".tmp removed") &&
+                      Catch::Contains("the copy prepared before, " + copy + ", is kept") &&
+                      Catch::Contains("run the command again"));
+  CHECK(!fs::exists(copy + ".tmp"));
+  CHECK(!fs::exists(copy + ".failed"));  // a stop is no failure of the data
+  CHECK(read_text(copy + "/data.bin") == "x");
+  CHECK(read_text(dir + "/chat.jsonl") == data);
+  const pid_t script = std::stoi(read_text(dir + "/script.pid"));
+  CHECK(kill(script, 0) != 0);  // the script was ended, not left writing
+  // The same command prepares the changed data.
+  fs::remove(dir + "/slow");
+  auto again = run_command(prepare);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("the data file changed since"));
 }
 
 TEST_CASE("prepared data: a slow tokenizer's vocab.json or merges.txt changed is prepared again, not reused",

@@ -103,6 +103,7 @@ TEST_CASE("runs: a FIFO named steps.jsonl stops a resumed run with its name, wit
 TEST_CASE("export: a failure removes only its own temporaries and leaves the old files together", "[files]") {
   const std::string dir = scratch_dir("export_failed"), exported = dir + "/hf";
   fs::create_directories(exported + "/generation_config.json/in-the-way");  // the export cannot put its file there
+  write_text(exported + "/.zfcore-export", "config.json\n");  // an earlier export's directory (its record)
   write_text(exported + "/config.json", "{\"old\": true}\n");
   write_text(exported + "/notes.tmp", kPrecious);
   auto run = run_command(tiny_run(dir) + "--set run.output_dir=" + dir + "/out --set checkpoint.export_hf=" + exported);
@@ -114,12 +115,13 @@ TEST_CASE("export: a failure removes only its own temporaries and leaves the old
   CHECK(!fs::exists(exported + "/model.safetensors"));  // no new weights beside the old config.json
   size_t entries = 0;
   for (const auto &entry : fs::directory_iterator(exported)) entries += entry.path().filename() != "" ? 1 : 0;
-  CHECK(entries == 3);  // config.json, notes.tmp, generation_config.json/: no temporary left
+  CHECK(entries == 4);  // .zfcore-export, config.json, notes.tmp, generation_config.json/: no temporary left
 }
 
 TEST_CASE("export: a link named like an export temporary is left alone", "[files]") {
   const std::string dir = scratch_dir("export_tmp_link"), exported = dir + "/hf";
   fs::create_directories(exported);
+  write_text(exported + "/.zfcore-export", "config.json\n");  // an earlier export's directory (its record)
   write_text(dir + "/victim", kPrecious);
   for (const char *name : {"model.safetensors.tmp", "config.json.tmp", "generation_config.json.tmp"})
     fs::create_symlink(dir + "/victim", exported + "/" + name);
