@@ -72,16 +72,16 @@ TEST_CASE("fused kernels: RMSNorm with and without the residual add, each weight
   torch::Tensor weight = (torch::randn({1536}, options) * 0.3 + (mode == NormWeight::one_plus ? 0.0 : 1.0));
   torch::Tensor dy = torch::randn({3, 70, 1536}, options), dsum = torch::randn({3, 70, 1536}, options);
   check_fused({x, weight}, {dy}, [&](std::vector<torch::Tensor> &in, bool fused) {
-    return std::vector<torch::Tensor>{rms_norm(in[0], in[1], mode, 1e-6, fused)};
+    return std::vector<torch::Tensor>{rms_norm(in[0], in[1], mode, 1e-6, fused ? Fused::gpu : Fused::off)};
   }, "FusedRmsNorm", tolerance_of(dtype));
   check_fused({x, branch, weight}, {dsum, dy}, [&](std::vector<torch::Tensor> &in, bool fused) {
-    auto [sum, normed] = add_rms_norm(in[0], in[1], in[2], mode, 1e-6, fused);
+    auto [sum, normed] = add_rms_norm(in[0], in[1], in[2], mode, 1e-6, fused ? Fused::gpu : Fused::off);
     return std::vector<torch::Tensor>{sum, normed};
   }, "FusedRmsNorm", tolerance_of(dtype));
   // A per-head norm (Qwen3's q_norm): rows of 128 channels.
   torch::Tensor heads = torch::randn({2, 33, 12, 128}, options), head_weight = torch::randn({128}, options);
   check_fused({heads, head_weight}, {torch::randn_like(heads)}, [&](std::vector<torch::Tensor> &in, bool fused) {
-    return std::vector<torch::Tensor>{rms_norm(in[0], in[1], mode, 1e-6, fused)};
+    return std::vector<torch::Tensor>{rms_norm(in[0], in[1], mode, 1e-6, fused ? Fused::gpu : Fused::off)};
   }, "FusedRmsNorm", tolerance_of(dtype));
 }
 
@@ -96,13 +96,13 @@ TEST_CASE("fused kernels: SwiGLU and GeGLU, and RoPE over whole and partial head
     INFO("gelu " << gelu);
     torch::Tensor gate = torch::randn({2, 50, 700}, options) * 2, up = torch::randn({2, 50, 700}, options);
     check_fused({gate, up}, {torch::randn_like(gate)}, [&](std::vector<torch::Tensor> &in, bool fused) {
-      return std::vector<torch::Tensor>{gated_activation(in[0], in[1], gelu, fused)};
+      return std::vector<torch::Tensor>{gated_activation(in[0], in[1], gelu, fused ? Fused::gpu : Fused::off)};
     }, "FusedGlu", tolerance_of(dtype));
     // The halves of one projection (Phi-3's gate_up_proj): views with a row stride of twice their width.
     torch::Tensor both = torch::randn({2, 50, 1400}, options);
     check_fused({both}, {torch::randn({2, 50, 700}, options)}, [&](std::vector<torch::Tensor> &in, bool fused) {
       std::vector<torch::Tensor> halves = in[0].chunk(2, -1);
-      return std::vector<torch::Tensor>{gated_activation(halves[0], halves[1], gelu, fused)};
+      return std::vector<torch::Tensor>{gated_activation(halves[0], halves[1], gelu, fused ? Fused::gpu : Fused::off)};
     }, "FusedGlu", tolerance_of(dtype));
   }
   for (double partial : {1.0, 0.5}) {
@@ -114,7 +114,7 @@ TEST_CASE("fused kernels: SwiGLU and GeGLU, and RoPE over whole and partial head
     // q as the layer has it: [B, T, heads, d] from a projection, transposed to [B, heads, T, d].
     torch::Tensor q = torch::randn({2, length, 12, head_dim}, options);
     check_fused({q}, {torch::randn({2, 12, length, head_dim}, options)}, [&](std::vector<torch::Tensor> &in, bool fused) {
-      return std::vector<torch::Tensor>{rotate(in[0].transpose(1, 2), tables, fused)};
+      return std::vector<torch::Tensor>{rotate(in[0].transpose(1, 2), tables, fused ? Fused::gpu : Fused::off)};
     }, "FusedRope", tolerance_of(dtype));
   }
 }
