@@ -139,7 +139,7 @@ torch::Tensor output_logits(const torch::Tensor &x, const torch::Tensor &weight,
 
 torch::Tensor fused_linear_cross_entropy(const torch::Tensor &x, const torch::Tensor &weight,
                                          const torch::Tensor &targets, LogitsTransform transform, int64_t chunk_bytes,
-                                         Fused fused) {
+                                         FusedKernels fused) {
   return FusedLinearCrossEntropy::apply(x, weight, targets.contiguous(), transform.divisor, transform.softcap,
                                         chunk_bytes, kernels_take(x, fused));
 }

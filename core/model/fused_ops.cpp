@@ -75,7 +75,8 @@ struct FusedRmsNorm : torch::autograd::Function<FusedRmsNorm> {
     torch::Tensor dy = grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(h);
     torch::Tensor dsum = added && grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
     torch::Tensor dx = torch::empty_like(h);
-    const bool weight_grad = ctx->needs_input_grad(2);
+    // needs_input_grad counts the tensor inputs given: without a branch the weight is the second.
+    const bool weight_grad = ctx->needs_input_grad(added ? 2 : 1);
     const int64_t parts = kernels::weight_gradient_parts(rows);
     torch::Tensor dweight_parts = weight_grad ? torch::empty({parts, cols}, rstd.options()) : torch::Tensor();
     auto a = placed<kernels::NormBackwardLaunch>(h);
@@ -166,11 +167,11 @@ bool fused_kernels_built() {
 #endif
 }
 
-bool kernels_take(const torch::Tensor &x, Fused fused) {
+bool kernels_take(const torch::Tensor &x, FusedKernels fused) {
   const bool dtype = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32;
-  if (!dtype || fused == Fused::off) return false;
+  if (!dtype || fused == FusedKernels::off) return false;
   if (x.is_cuda()) return fused_kernels_built();
-  return x.is_cpu() && fused == Fused::always;
+  return x.is_cpu() && fused == FusedKernels::always;
 }
 
 kernels::Place kernel_place(const torch::Tensor &x) {
@@ -188,7 +189,7 @@ void check_kernel(const char *error, const char *what) {
              error);
 }
 
-torch::Tensor rms_norm(const torch::Tensor &x, const torch::Tensor &weight, NormWeight mode, double eps, Fused fused) {
+torch::Tensor rms_norm(const torch::Tensor &x, const torch::Tensor &weight, NormWeight mode, double eps, FusedKernels fused) {
   if (kernels_take(x, fused) && same_kind(x, weight) && weight.is_contiguous() && weight.numel() == x.size(-1))
     return FusedRmsNorm::apply(x, std::optional<torch::Tensor>(), weight, int64_t(mode), eps)[0];
   return composed_rms_norm(x, weight, mode, eps);
@@ -196,7 +197,7 @@ torch::Tensor rms_norm(const torch::Tensor &x, const torch::Tensor &weight, Norm
 
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor &residual, const torch::Tensor &branch,
                                                      const torch::Tensor &weight, NormWeight mode, double eps,
-                                                     Fused fused) {
+                                                     FusedKernels fused) {
   if (kernels_take(residual, fused) && same_kind(residual, branch) && same_kind(residual, weight) &&
       residual.sizes() == branch.sizes() && weight.is_contiguous() && weight.numel() == residual.size(-1)) {
     variable_list out = FusedRmsNorm::apply(residual, std::optional<torch::Tensor>(branch), weight, int64_t(mode), eps);
@@ -206,13 +207,13 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor &residu
   return {sum, rms_norm(sum, weight, mode, eps, fused)};
 }
 
-torch::Tensor gated_activation(const torch::Tensor &gate, const torch::Tensor &up, bool gelu, Fused fused) {
+torch::Tensor gated_activation(const torch::Tensor &gate, const torch::Tensor &up, bool gelu, FusedKernels fused) {
   if (kernels_take(gate, fused) && same_kind(gate, up) && gate.sizes() == up.sizes() && gate.dim() >= 1)
     return FusedGlu::apply(gate, up, gelu);
   return (gelu ? torch::gelu(gate, "tanh") : torch::silu(gate)) * up;
 }
 
-torch::Tensor rotate(const torch::Tensor &x, const RopeTables &tables, Fused fused) {
+torch::Tensor rotate(const torch::Tensor &x, const RopeTables &tables, FusedKernels fused) {
   const torch::Tensor &cos = tables.cos, &sin = tables.signed_sin;
   if (kernels_take(x, fused) && x.dim() == 4 && same_kind(x, cos) && same_kind(x, sin) && cos.dim() == 2 &&
       cos.size(0) == x.size(2) && cos.size(1) <= x.size(3) && cos.size(1) % 2 == 0 && cos.is_contiguous() &&

@@ -9,7 +9,7 @@
 namespace zf {
 
 torch::Tensor gemma4_moe(const Gemma4MoeWeights &w, const torch::Tensor &residual, const torch::Tensor &dense,
-                         int64_t top_k, double eps, Fused fused) {
+                         int64_t top_k, double eps, FusedKernels fused) {
   const int64_t hidden = residual.size(-1), experts = w.router_proj.size(0);
   auto norm = [&](const torch::Tensor &x, const torch::Tensor &weight) {
     return rms_norm(x, weight, NormWeight::scale_then_cast, eps, fused);

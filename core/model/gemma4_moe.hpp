@@ -22,6 +22,6 @@ struct Gemma4MoeWeights {
 // Returns post_feedforward_layernorm_1(dense) + post_feedforward_layernorm_2(experts(norm_2(residual))),
 // the norms' weights applied as Gemma 4's (w, in fp32).
 torch::Tensor gemma4_moe(const Gemma4MoeWeights &w, const torch::Tensor &residual, const torch::Tensor &dense,
-                         int64_t top_k, double eps, Fused fused);
+                         int64_t top_k, double eps, FusedKernels fused);
 
 }  // namespace zf

@@ -15,6 +15,6 @@ struct SharedExpertWeights {
 };
 
 // The shared expert's contribution on x [..., hidden]; `fused`: where the fused SwiGLU kernel runs (fused_ops.hpp).
-torch::Tensor shared_expert(const SharedExpertWeights &w, const torch::Tensor &x, Fused fused);
+torch::Tensor shared_expert(const SharedExpertWeights &w, const torch::Tensor &x, FusedKernels fused);
 
 }  // namespace zf
