@@ -78,7 +78,7 @@ void print_gpu_peak(const ConfigEstimate &e, const RunConfig &config, uint64_t z
   // The last layers kept whole hold their activations at the head, and are freed before any recompute.
   const std::string kept_whole =
       whole == 0 ? "" : format(" and the last %llu layers kept whole, %s each,", whole, format_bytes(a.layer_recompute).c_str());
-  const bool fused = config.boolean("model", "fused");
+  const bool fused = config.string("model", "fused") != "false";
   std::printf("activations per rank (%llu tokens a micro-step, activation checkpointing %s): %llu layers x %s%s "
               "then at the loss the head's %s (%s); in the backward the larger of the %s, %s%s%s\n",
               (unsigned long long)e.tokens, mode.c_str(), layers - whole, format_bytes(a.per_layer).c_str(),

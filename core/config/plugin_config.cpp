@@ -133,7 +133,10 @@ std::string PluginConfig::check(const zf_param_decl &decl, Value &value) {
   // Integers are accepted where a float is declared (TOML writes 1 for 1.0).
   if (decl.type == ZF_PARAM_FLOAT && std::holds_alternative<int64_t>(value))
     value = double(std::get<int64_t>(value));
-  // A key that takes a number or a word (zenflow.update_interval = 4 or "auto") is declared a string.
+  // A key that takes a number or a word (zenflow.update_interval = 4 or "auto"), or a boolean or a
+  // word (model.fused = true or "always"), is declared a string.
+  if (decl.type == ZF_PARAM_STRING && std::holds_alternative<bool>(value))
+    value = std::string(std::get<bool>(value) ? "true" : "false");
   if (decl.type == ZF_PARAM_STRING && std::holds_alternative<int64_t>(value))
     value = std::to_string(std::get<int64_t>(value));
   if (decl.type == ZF_PARAM_STRING && std::holds_alternative<double>(value)) {

@@ -69,7 +69,7 @@ ActivationEstimate estimate_activations(const TransformerOptions &options, uint6
   const uint64_t layer = layer_bytes_per_token(s, e, seq_len) * tokens;
   ActivationEstimate a;
   const uint64_t norm = s.is_gpt2() ? 2 * e * h : 4 * h + 2 * e * h;
-  if (options.fused) {
+  if (options.fused != FusedKernels::off) {
     // The fused loss (fused_loss.hpp) on a GPU: the final norm's saved tensors and each token's
     // float32 log-sum-exp, beside one chunk of tokens' logits in the compute dtype (its kernel reads
     // them once); in the backward one slice of the vocabulary for every token (the logits, then their

@@ -113,7 +113,7 @@ class Decoder final : public TransformerModel {
     return with_aux(TransformerModel::loss(logits, batch));
   }
   torch::Tensor forward_loss(const torch::Tensor &hidden, const Batch &batch) override {
-    if (!options().fused) return TransformerModel::forward_loss(hidden, batch);  // through loss() above
+    if (options().fused == FusedKernels::off) return TransformerModel::forward_loss(hidden, batch);  // through loss() above
     return with_aux(TransformerModel::forward_loss(hidden, batch));
   }
   torch::Tensor with_aux(const torch::Tensor &loss) {

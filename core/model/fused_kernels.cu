@@ -1,4 +1,5 @@
-// The decoder layer's fused kernels (fused_kernels.hpp). Arithmetic in float32; values are rounded
+// The decoder layer's fused kernels on a GPU (fused_kernels.hpp; fused_kernels_host.cpp is the same
+// arithmetic on the host). Arithmetic in float32; values are rounded
 // to the tensors' dtype where the composed libtorch ops round them (a residual sum, an activation
 // before its product), so that the forward gives the composed ops' values within one rounding.
 #include "model/fused_kernels.hpp"
@@ -247,7 +248,7 @@ const char *status() {
 
 }  // namespace
 
-int64_t weight_gradient_parts(int64_t rows) { return rows < 128 ? (rows > 0 ? rows : 1) : 128; }
+namespace cuda {
 
 const char *rms_norm_forward(const NormLaunch &a) {
   if (a.rows == 0) return nullptr;
@@ -316,4 +317,5 @@ const char *loss_backward(const LossLaunch &a) {
   return status();
 }
 
+}  // namespace cuda
 }  // namespace zf::kernels

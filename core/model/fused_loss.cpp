@@ -1,13 +1,7 @@
 #include "model/fused_loss.hpp"
 
+#include "model/fused_ops.hpp"
 #include "model/model.hpp"
-#include "runtime/error.hpp"
-
-#if ZF_WITH_CUDA
-#include "model/fused_kernels.hpp"
-
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 #include <algorithm>
 
@@ -24,36 +18,22 @@ torch::Tensor mm_float(const torch::Tensor &a, const torch::Tensor &b) {
   return at::mm(a, b).to(torch::kFloat32);
 }
 
-// On a GPU of a CUDA build the chunk's softmax work is one kernel (fused_kernels.cu) that reads the
-// logits once (forward) or reads them and writes their gradient in their place (backward).
-bool loss_kernels(const torch::Tensor &x) {
-#if ZF_WITH_CUDA
-  return x.is_cuda() && (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32);
-#else
-  (void)x;
-  return false;
-#endif
-}
-
-#if ZF_WITH_CUDA
+// The launch of the chunk's softmax kernel (fused_kernels.hpp), which reads the logits once
+// (forward) or reads them and writes their gradient in their place (backward).
 kernels::LossLaunch loss_launch(torch::Tensor &logits, const torch::Tensor &targets, int64_t first, double divisor,
                                 double softcap) {
   kernels::LossLaunch a;
+  static_cast<kernels::Place &>(a) = kernel_place(logits);
   a.logits = logits.data_ptr(), a.targets = targets.const_data_ptr<int64_t>(), a.first = first;
   a.rows = logits.size(0), a.cols = logits.size(1), a.divisor = float(divisor), a.softcap = float(softcap);
   a.bf16 = logits.scalar_type() == torch::kBFloat16;
-  a.stream = c10::cuda::getCurrentCUDAStream(logits.device().index()).stream();
   return a;
 }
-void check(const char *error) {
-  ZF_REQUIRE(error == nullptr, "the fused loss's kernel failed on the GPU: %s (model.fused = false computes the "
-             "loss from the whole logits)", error);
-}
-#endif
 
 struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntropy> {
   static torch::Tensor forward(AutogradContext *ctx, const torch::Tensor &x, const torch::Tensor &weight,
-                               const torch::Tensor &targets, double divisor, double softcap, int64_t chunk_bytes) {
+                               const torch::Tensor &targets, double divisor, double softcap, int64_t chunk_bytes,
+                               bool kernels) {
     const LogitsTransform transform{divisor, softcap};
     const int64_t rows = x.size(0);
     const auto fp32 = x.options().dtype(torch::kFloat32);
@@ -63,16 +43,14 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     const int64_t step = loss_chunk_rows(weight.size(0), rows, chunk_bytes);
     for (int64_t r0 = 0; r0 < rows; r0 += step) {
       const int64_t n = std::min(step, rows - r0);
-#if ZF_WITH_CUDA
-      if (loss_kernels(x)) {
+      if (kernels) {
         torch::Tensor raw = torch::linear(x.narrow(0, r0, n), weight).contiguous(), row_loss = torch::empty({n}, fp32);
         kernels::LossLaunch a = loss_launch(raw, targets.narrow(0, r0, n), 0, divisor, softcap);
         a.lse = lse.narrow(0, r0, n).data_ptr<float>(), a.loss = row_loss.data_ptr<float>();
-        check(kernels::loss_forward(a));
+        check_kernel(kernels::loss_forward(a), "loss");
         total.add_(row_loss.sum());
         continue;
       }
-#endif
       torch::Tensor z = output_logits(x.narrow(0, r0, n), weight, transform).to(torch::kFloat32);
       torch::Tensor row_lse = torch::logsumexp(z, 1);
       lse.narrow(0, r0, n).copy_(row_lse);
@@ -85,6 +63,7 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     ctx->saved_data["divisor"] = divisor;
     ctx->saved_data["softcap"] = softcap;
     ctx->saved_data["chunk_bytes"] = chunk_bytes;
+    ctx->saved_data["kernels"] = kernels;
     return total / count;
   }
 
@@ -93,6 +72,7 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     const torch::Tensor &x = saved[0], &weight = saved[1], &targets = saved[2], &lse = saved[3];
     const double divisor = ctx->saved_data["divisor"].toDouble(), softcap = ctx->saved_data["softcap"].toDouble();
     const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
+    const bool kernels = ctx->saved_data["kernels"].toBool();
     const int64_t rows = x.size(0), vocab = weight.size(0);
     // d loss / d logit = (softmax - one_hot(target)) * grad / count on counted rows, 0 elsewhere.
     torch::Tensor row_scale = torch::where(targets.ne(kIgnoreIndex), grad_outputs[0].to(torch::kFloat32) / saved[4],
@@ -104,12 +84,12 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
       const int64_t n = std::min(step, vocab - v0);
       torch::Tensor slice = weight.narrow(0, v0, n);
       torch::Tensor raw = torch::linear(x, slice).contiguous();  // [rows, n] in the compute dtype
-      const torch::Tensor grad = loss_kernels(x) ? logits_grad_kernel(raw, targets, v0, lse, row_scale, divisor, softcap)
+      const torch::Tensor grad = kernels ? logits_grad_kernel(raw, targets, v0, lse, row_scale, divisor, softcap)
                                                  : logits_grad(raw, targets, v0, lse, row_scale, divisor, softcap);
       if (need_x) grad_x.add_(mm_float(grad, slice));
       if (need_weight) grad_weight.narrow(0, v0, n).copy_(at::mm(grad.t(), x));
     }
-    return {need_x ? grad_x.to(x.scalar_type()) : torch::Tensor(), grad_weight, {}, {}, {}, {}};
+    return {need_x ? grad_x.to(x.scalar_type()) : torch::Tensor(), grad_weight, {}, {}, {}, {}, {}};
   }
 
   // The gradient of a slice of raw logits (vocabulary entries v0, v0 + 1, ...) in their dtype:
@@ -136,14 +116,10 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
   static torch::Tensor logits_grad_kernel(torch::Tensor &raw, const torch::Tensor &targets, int64_t v0,
                                           const torch::Tensor &lse, const torch::Tensor &row_scale, double divisor,
                                           double softcap) {
-#if ZF_WITH_CUDA
     kernels::LossLaunch a = loss_launch(raw, targets, v0, divisor, softcap);
     a.lse = const_cast<float *>(lse.const_data_ptr<float>()), a.row_scale = row_scale.const_data_ptr<float>();
-    check(kernels::loss_backward(a));
+    check_kernel(kernels::loss_backward(a), "loss backward");
     return raw;
-#else
-    return logits_grad(raw, targets, v0, lse, row_scale, divisor, softcap);
-#endif
   }
 
   static torch::Tensor output_logits_transform(const torch::Tensor &raw, double divisor, double softcap) {
@@ -162,9 +138,10 @@ torch::Tensor output_logits(const torch::Tensor &x, const torch::Tensor &weight,
 }
 
 torch::Tensor fused_linear_cross_entropy(const torch::Tensor &x, const torch::Tensor &weight,
-                                         const torch::Tensor &targets, LogitsTransform transform, int64_t chunk_bytes) {
+                                         const torch::Tensor &targets, LogitsTransform transform, int64_t chunk_bytes,
+                                         FusedKernels fused) {
   return FusedLinearCrossEntropy::apply(x, weight, targets.contiguous(), transform.divisor, transform.softcap,
-                                        chunk_bytes);
+                                        chunk_bytes, kernels_take(x, fused));
 }
 
 }  // namespace zf

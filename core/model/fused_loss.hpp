@@ -5,12 +5,14 @@
 // takes the vocabulary a slice at a time, recomputes that slice of the logits for every token, and
 // writes its rows of the weight's gradient once while summing the gradient of the hidden states.
 // The numbers are the unfused loss's: logits in the compute dtype, the family's divisor and softcap
-// applied in it, the softmax in float32. On a GPU of a CUDA build each chunk's softmax work is one
-// kernel (fused_kernels.hpp) that reads the logits once in the forward, and in the backward writes
-// their gradient over them; on the CPU libtorch's ops do it, exactly as the unfused loss.
+// applied in it, the softmax in float32. Where `fused` puts zfcore's kernels (a GPU's by default,
+// the CPU's with FusedKernels::always) each chunk's softmax work is one kernel (fused_kernels.hpp) that
+// reads the logits once in the forward, and in the backward writes their gradient over them;
+// elsewhere libtorch's ops do it, exactly as the unfused loss.
 #pragma once
 
 #include "model/loss_chunks.hpp"
+#include "model/transformer_shape.hpp"
 
 #include <torch/torch.h>
 
@@ -33,6 +35,6 @@ torch::Tensor output_logits(const torch::Tensor &x, const torch::Tensor &weight,
 // chunk_bytes bounds the float32 logits one chunk holds (0: kLossChunkBytes).
 torch::Tensor fused_linear_cross_entropy(const torch::Tensor &x, const torch::Tensor &weight,
                                          const torch::Tensor &targets, LogitsTransform transform,
-                                         int64_t chunk_bytes = 0);
+                                         int64_t chunk_bytes = 0, FusedKernels fused = FusedKernels::gpu);
 
 }  // namespace zf

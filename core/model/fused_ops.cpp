@@ -3,11 +3,10 @@
 #include "runtime/error.hpp"
 
 #if ZF_WITH_CUDA
-#include "model/fused_kernels.hpp"
-
 #include <c10/cuda/CUDAStream.h>
-#include <optional>
 #endif
+
+#include <optional>
 
 namespace zf {
 namespace {
@@ -28,22 +27,19 @@ torch::Tensor composed_rms_norm(const torch::Tensor &x, const torch::Tensor &wei
   return x;
 }
 
-#if ZF_WITH_CUDA
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-bool kernel_dtype(const torch::Tensor &x) {
-  return x.is_cuda() && (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32);
-}
 bool same_kind(const torch::Tensor &x, const torch::Tensor &other) {
   return other.defined() && other.device() == x.device() && other.scalar_type() == x.scalar_type();
 }
-void *stream_of(const torch::Tensor &x) { return c10::cuda::getCurrentCUDAStream(x.device().index()).stream(); }
-void check(const char *error, const char *what) {
-  ZF_REQUIRE(error == nullptr, "the fused %s kernel failed on the GPU: %s (model.fused = false runs libtorch's ops)",
-             what, error);
-}
 const void *data(const torch::Tensor &t) { return t.defined() ? t.const_data_ptr() : nullptr; }
+// The launch's Place set to x's.
+template <class Launch> Launch placed(const torch::Tensor &x) {
+  Launch a;
+  static_cast<kernels::Place &>(a) = kernel_place(x);
+  return a;
+}
 
 // The RMSNorm of x (of residual + branch when there is a branch): saves the normalised rows and
 // their rstd; returns {y} or {y, sum}. The branch is an optional, not an undefined tensor: autograd
@@ -55,12 +51,12 @@ struct FusedRmsNorm : torch::autograd::Function<FusedRmsNorm> {
     const int64_t cols = input.size(-1), rows = cols > 0 ? input.numel() / cols : 0;
     torch::Tensor y = torch::empty_like(input), sum = addend.defined() ? torch::empty_like(input) : torch::Tensor();
     torch::Tensor rstd = torch::empty({rows}, input.options().dtype(torch::kFloat32));
-    kernels::NormLaunch a;
+    auto a = placed<kernels::NormLaunch>(input);
     a.x = data(input), a.branch = data(addend), a.sum = sum.defined() ? sum.data_ptr() : nullptr;
     a.weight = data(weight), a.y = y.data_ptr(), a.rstd = rstd.data_ptr<float>();
     a.rows = rows, a.cols = cols, a.mode = kernels::NormMode(mode), a.eps = float(eps);
-    a.bf16 = input.scalar_type() == torch::kBFloat16, a.stream = stream_of(input);
-    check(kernels::rms_norm_forward(a), "RMSNorm");
+    a.bf16 = input.scalar_type() == torch::kBFloat16;
+    check_kernel(kernels::rms_norm_forward(a), "RMSNorm");
     ctx->saved_data["mode"] = mode;
     ctx->saved_data["added"] = addend.defined();
     if (sum.defined()) {
@@ -79,15 +75,16 @@ struct FusedRmsNorm : torch::autograd::Function<FusedRmsNorm> {
     torch::Tensor dy = grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(h);
     torch::Tensor dsum = added && grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
     torch::Tensor dx = torch::empty_like(h);
-    const bool weight_grad = ctx->needs_input_grad(2);
+    // needs_input_grad counts the tensor inputs given: without a branch the weight is the second.
+    const bool weight_grad = ctx->needs_input_grad(added ? 2 : 1);
     const int64_t parts = kernels::weight_gradient_parts(rows);
     torch::Tensor dweight_parts = weight_grad ? torch::empty({parts, cols}, rstd.options()) : torch::Tensor();
-    kernels::NormBackwardLaunch a;
+    auto a = placed<kernels::NormBackwardLaunch>(h);
     a.dy = data(dy), a.dsum = data(dsum), a.h = data(h), a.weight = data(weight), a.rstd = rstd.const_data_ptr<float>();
     a.dx = dx.data_ptr(), a.dweight_parts = weight_grad ? dweight_parts.data_ptr<float>() : nullptr, a.parts = parts;
     a.rows = rows, a.cols = cols, a.mode = kernels::NormMode(ctx->saved_data["mode"].toInt());
-    a.bf16 = h.scalar_type() == torch::kBFloat16, a.stream = stream_of(h);
-    check(kernels::rms_norm_backward(a), "RMSNorm backward");
+    a.bf16 = h.scalar_type() == torch::kBFloat16;
+    check_kernel(kernels::rms_norm_backward(a), "RMSNorm backward");
     torch::Tensor dweight = weight_grad ? dweight_parts.sum(0).to(weight.scalar_type()) : torch::Tensor();
     return {dx, added ? dx : torch::Tensor(), dweight, {}, {}};
   }
@@ -110,7 +107,7 @@ struct FusedGlu : torch::autograd::Function<FusedGlu> {
     torch::Tensor out = torch::empty(g.sizes(), g.options());
     kernels::GluLaunch a = launch(g, u, gelu);
     a.out = out.data_ptr();
-    check(kernels::glu_forward(a), "gated activation");
+    check_kernel(kernels::glu_forward(a), "gated activation");
     ctx->save_for_backward({g, u});
     ctx->saved_data["gelu"] = gelu;
     return out;
@@ -122,15 +119,15 @@ struct FusedGlu : torch::autograd::Function<FusedGlu> {
     torch::Tensor dgate = torch::empty(saved[0].sizes(), dout.options()), dup = torch::empty_like(dgate);
     kernels::GluLaunch a = launch(saved[0], saved[1], ctx->saved_data["gelu"].toBool());
     a.dout = data(dout), a.dgate = dgate.data_ptr(), a.dup = dup.data_ptr();
-    check(kernels::glu_backward(a), "gated activation backward");
+    check_kernel(kernels::glu_backward(a), "gated activation backward");
     return {dgate, dup, {}};
   }
 
   static kernels::GluLaunch launch(const torch::Tensor &g, const torch::Tensor &u, bool gelu) {
-    kernels::GluLaunch a;
+    auto a = placed<kernels::GluLaunch>(g);
     a.gate = data(g), a.up = data(u), a.gate_row_stride = row_stride(g), a.up_row_stride = row_stride(u);
     a.cols = g.size(-1), a.rows = a.cols > 0 ? g.numel() / a.cols : 0;
-    a.gelu = gelu, a.bf16 = g.scalar_type() == torch::kBFloat16, a.stream = stream_of(g);
+    a.gelu = gelu, a.bf16 = g.scalar_type() == torch::kBFloat16;
     return a;
   }
 };
@@ -151,17 +148,15 @@ struct FusedRope : torch::autograd::Function<FusedRope> {
   // out = x * cos + partner(x) * sign * signed_sin, in x's layout.
   static torch::Tensor turn(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin, float sign) {
     torch::Tensor out = torch::empty_like(x);
-    kernels::RopeLaunch a;
+    auto a = placed<kernels::RopeLaunch>(x);
     a.x = data(x), a.out = out.data_ptr(), a.cos = data(cos), a.signed_sin = data(sin);
     a.batch = x.size(0), a.heads = x.size(1), a.length = x.size(2), a.head_dim = x.size(3), a.rotated = cos.size(1);
     for (int d = 0; d < 3; ++d) a.x_strides[d] = x.stride(d), a.out_strides[d] = out.stride(d);
-    a.sign = sign, a.bf16 = x.scalar_type() == torch::kBFloat16, a.stream = stream_of(x);
-    check(kernels::rope(a), "RoPE");
+    a.sign = sign, a.bf16 = x.scalar_type() == torch::kBFloat16;
+    check_kernel(kernels::rope(a), "RoPE");
     return out;
   }
 };
-#endif
-
 }  // namespace
 
 bool fused_kernels_built() {
@@ -172,45 +167,58 @@ bool fused_kernels_built() {
 #endif
 }
 
-torch::Tensor rms_norm(const torch::Tensor &x, const torch::Tensor &weight, NormWeight mode, double eps, bool fused) {
+bool kernels_take(const torch::Tensor &x, FusedKernels fused) {
+  const bool dtype = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kFloat32;
+  if (!dtype || fused == FusedKernels::off) return false;
+  if (x.is_cuda()) return fused_kernels_built();
+  return x.is_cpu() && fused == FusedKernels::always;
+}
+
+kernels::Place kernel_place(const torch::Tensor &x) {
+  kernels::Place place;
 #if ZF_WITH_CUDA
-  if (fused && kernel_dtype(x) && same_kind(x, weight) && weight.is_contiguous() && weight.numel() == x.size(-1))
-    return FusedRmsNorm::apply(x, std::optional<torch::Tensor>(), weight, int64_t(mode), eps)[0];
+  if (x.is_cuda()) place.gpu = true, place.stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+#else
+  (void)x;
 #endif
-  (void)fused;
+  return place;
+}
+
+void check_kernel(const char *error, const char *what) {
+  ZF_REQUIRE(error == nullptr, "zfcore's fused %s kernel failed: %s (model.fused = false runs libtorch's ops)", what,
+             error);
+}
+
+torch::Tensor rms_norm(const torch::Tensor &x, const torch::Tensor &weight, NormWeight mode, double eps, FusedKernels fused) {
+  if (kernels_take(x, fused) && same_kind(x, weight) && weight.is_contiguous() && weight.numel() == x.size(-1))
+    return FusedRmsNorm::apply(x, std::optional<torch::Tensor>(), weight, int64_t(mode), eps)[0];
   return composed_rms_norm(x, weight, mode, eps);
 }
 
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor &residual, const torch::Tensor &branch,
                                                      const torch::Tensor &weight, NormWeight mode, double eps,
-                                                     bool fused) {
-#if ZF_WITH_CUDA
-  if (fused && kernel_dtype(residual) && same_kind(residual, branch) && same_kind(residual, weight) &&
+                                                     FusedKernels fused) {
+  if (kernels_take(residual, fused) && same_kind(residual, branch) && same_kind(residual, weight) &&
       residual.sizes() == branch.sizes() && weight.is_contiguous() && weight.numel() == residual.size(-1)) {
     variable_list out = FusedRmsNorm::apply(residual, std::optional<torch::Tensor>(branch), weight, int64_t(mode), eps);
     return {out[1], out[0]};
   }
-#endif
   torch::Tensor sum = residual + branch;
   return {sum, rms_norm(sum, weight, mode, eps, fused)};
 }
 
-torch::Tensor gated_activation(const torch::Tensor &gate, const torch::Tensor &up, bool gelu, bool fused) {
-#if ZF_WITH_CUDA
-  if (fused && kernel_dtype(gate) && same_kind(gate, up) && gate.sizes() == up.sizes() && gate.dim() >= 1)
+torch::Tensor gated_activation(const torch::Tensor &gate, const torch::Tensor &up, bool gelu, FusedKernels fused) {
+  if (kernels_take(gate, fused) && same_kind(gate, up) && gate.sizes() == up.sizes() && gate.dim() >= 1)
     return FusedGlu::apply(gate, up, gelu);
-#endif
   return (gelu ? torch::gelu(gate, "tanh") : torch::silu(gate)) * up;
 }
 
-torch::Tensor rotate(const torch::Tensor &x, const RopeTables &tables, bool fused) {
-#if ZF_WITH_CUDA
+torch::Tensor rotate(const torch::Tensor &x, const RopeTables &tables, FusedKernels fused) {
   const torch::Tensor &cos = tables.cos, &sin = tables.signed_sin;
-  if (fused && kernel_dtype(x) && x.dim() == 4 && same_kind(x, cos) && same_kind(x, sin) && cos.dim() == 2 &&
+  if (kernels_take(x, fused) && x.dim() == 4 && same_kind(x, cos) && same_kind(x, sin) && cos.dim() == 2 &&
       cos.size(0) == x.size(2) && cos.size(1) <= x.size(3) && cos.size(1) % 2 == 0 && cos.is_contiguous() &&
       sin.sizes() == cos.sizes() && sin.is_contiguous())
     return FusedRope::apply(x, cos, sin);
-#endif
   return apply_rope(x, tables);
 }
 

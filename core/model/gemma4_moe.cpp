@@ -16,7 +16,7 @@ MoeSpec gemma4_moe_spec(const Gemma4MoeWeights &w, int64_t top_k) {
 }
 
 torch::Tensor gemma4_moe(const Gemma4MoeWeights &w, const torch::Tensor &residual, const torch::Tensor &dense,
-                         int64_t top_k, double eps, bool fused, bool grouped) {
+                         int64_t top_k, double eps, FusedKernels fused, bool grouped) {
   const int64_t hidden = residual.size(-1);
   auto norm = [&](const torch::Tensor &x, const torch::Tensor &weight) {
     return rms_norm(x, weight, NormWeight::scale_then_cast, eps, fused);

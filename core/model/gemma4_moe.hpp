@@ -8,6 +8,7 @@
 #pragma once
 
 #include "model/moe.hpp"
+#include "model/transformer_shape.hpp"
 
 #include <torch/torch.h>
 
@@ -24,7 +25,7 @@ struct Gemma4MoeWeights {
 // Returns post_feedforward_layernorm_1(dense) + post_feedforward_layernorm_2(experts(norm_2(residual))),
 // the norms' weights applied as Gemma 4's (w, in fp32). `grouped`: the experts as grouped GEMMs.
 torch::Tensor gemma4_moe(const Gemma4MoeWeights &w, const torch::Tensor &residual, const torch::Tensor &dense,
-                         int64_t top_k, double eps, bool fused, bool grouped);
+                         int64_t top_k, double eps, FusedKernels fused, bool grouped);
 // The MoeSpec routed_experts and moe_grouped_by_default read for these experts.
 MoeSpec gemma4_moe_spec(const Gemma4MoeWeights &w, int64_t top_k);
 

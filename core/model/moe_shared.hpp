@@ -3,6 +3,8 @@
 // sigmoid(shared_expert_gate . x), then added to theirs.
 #pragma once
 
+#include "model/transformer_shape.hpp"
+
 #include <torch/torch.h>
 
 namespace zf {
@@ -12,7 +14,7 @@ struct SharedExpertWeights {
   torch::Tensor score;           // shared_expert_gate: [1, hidden]
 };
 
-// The shared expert's contribution on x [..., hidden]; `fused`: the fused SwiGLU kernel on a GPU (fused_ops.hpp).
-torch::Tensor shared_expert(const SharedExpertWeights &w, const torch::Tensor &x, bool fused);
+// The shared expert's contribution on x [..., hidden]; `fused`: where the fused SwiGLU kernel runs (fused_ops.hpp).
+torch::Tensor shared_expert(const SharedExpertWeights &w, const torch::Tensor &x, FusedKernels fused);
 
 }  // namespace zf

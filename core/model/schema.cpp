@@ -53,10 +53,12 @@ std::vector<zf_param_decl> model_schema() {
            "with activation_checkpointing: how many layers, the first ones, recompute in backward (0: all); the "
            "last layers keep their activations, trading GPU memory for less recompute",
            kRange, 0, kMaxLayers),
-      decl("fused", ZF_PARAM_BOOL, "true",
-           "compute the loss with the output projection in chunks of tokens (the whole float32 logits and their "
-           "gradient never exist) and, on GPUs, each layer's norms, RoPE and gated MLP with zfcore's fused "
-           "kernels; false: libtorch's ops one by one (the same results within rounding)"),
+      decl("fused", ZF_PARAM_STRING, "true",
+           "true: compute the loss with the output projection in chunks of tokens (the whole float32 logits and "
+           "their gradient never exist) and, on GPUs, each layer's norms, RoPE and gated MLP and the loss's softmax "
+           "with zfcore's fused kernels (on the CPU libtorch's ops, faster there); always: the same kernels on the "
+           "CPU too (their host loops, what the tests check them by); false: libtorch's ops one by one, the loss "
+           "from the whole logits (the same results within rounding)", 0, 0, 0, "true|false|always"),
       decl("attention", ZF_PARAM_STRING, "auto",
            "a GPU run's kernel for causal attention: auto (each of cudnn, flash and efficient timed forward + "
            "backward on the run's own attention at start-up, the fastest first in SDPA's order, logged) or one of "

@@ -134,10 +134,11 @@ torch::Tensor TransformerModel::loss(const torch::Tensor &logits, const Batch &b
 }
 
 torch::Tensor TransformerModel::forward_loss(const torch::Tensor &hidden, const Batch &batch) {
-  if (!options_.fused) return Model::forward_loss(hidden, batch);
+  if (options_.fused == FusedKernels::off) return Model::forward_loss(hidden, batch);
   torch::Tensor x = final_norm(hidden);
   x = x.reshape({-1, x.size(-1)});
-  return fused_linear_cross_entropy(x, head_weight(), flat_targets(batch, x, x.size(0)), logits_transform());
+  return fused_linear_cross_entropy(x, head_weight(), flat_targets(batch, x, x.size(0)), logits_transform(), 0,
+                                    options_.fused);
 }
 
 std::vector<HfTensor> TransformerModel::hf_tensors() const {

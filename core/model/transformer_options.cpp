@@ -84,7 +84,8 @@ TransformerOptions transformer_options(const RunConfig &config) {
   options.dtype = config.string("model", "dtype");
   options.dropout = config.real("model", "dropout");
   options.activation_checkpointing = config.boolean("model", "activation_checkpointing");
-  options.fused = config.boolean("model", "fused");
+  const std::string fused = config.string("model", "fused");
+  options.fused = fused == "false" ? FusedKernels::off : fused == "always" ? FusedKernels::always : FusedKernels::gpu;
   options.init_from = config.string("model", "init_from");
   ZF_REQUIRE(!(options.activation_checkpointing && options.dropout > 0),
              "%s: model.activation_checkpointing = true needs model.dropout = 0 (the recomputed forward would "

@@ -49,6 +49,13 @@ struct TransformerShape {
   uint64_t counted_parameters(bool active) const;
 };
 
+// Where zfcore's fused kernels (model/fused_ops.hpp, model/fused_loss.hpp) do a layer's elementwise
+// work and the loss's softmax (model.fused). `off`: libtorch's ops one by one, the loss from the
+// whole logits. `gpu` (true, the default): the loss in chunks on every device, the kernels on a GPU,
+// libtorch's ops on the CPU (faster there, docs/gpu.md). `always`: the kernels on the CPU too (their
+// host loops), the CPU runs of the kernels' autograd plumbing that the tests take.
+enum class FusedKernels { off, gpu, always };
+
 // Everything the [model] table says about a transformer beyond its shape.
 struct TransformerOptions {
   TransformerShape shape;
@@ -58,9 +65,7 @@ struct TransformerOptions {
   // Under activation checkpointing, how many layers (the first ones) recompute in the backward;
   // 0: all of them. The last layers keep their activations: less recompute, more memory.
   int64_t checkpoint_layers = 0;
-  // The loss computed with the output projection in chunks (model/fused_loss.hpp) and, on GPUs,
-  // the layers' fused kernels (model/fused_ops.hpp); false: libtorch's ops one by one.
-  bool fused = true;
+  FusedKernels fused = FusedKernels::gpu;
   std::string init_from;                // a Hugging Face checkpoint directory, or ""
   // The embedding row of init_from's pad_token_id, which gets no gradient (nn.Embedding's
   // padding_idx, as every family but GPT-2 builds its embeddings); -1: none.

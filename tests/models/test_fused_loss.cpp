@@ -1,6 +1,7 @@
 // The fused loss (core/model/fused_loss.hpp) against the cross-entropy of the whole logits: in
 // float32 on the CPU the same loss and the same gradients to float32's rounding, in chunks of any
-// size, with ignored targets, a tied head, Gemma's final softcap and Granite's logits divisor.
+// size, by libtorch's ops or the loss kernel's host loops, with ignored targets, a tied head,
+// Gemma's final softcap and Granite's logits divisor.
 #include "config/config.hpp"
 #include "model/fused_loss.hpp"
 #include "model/zoo.hpp"
@@ -44,7 +45,10 @@ TEST_CASE("fused loss: the loss and both gradients of the whole logits' cross-en
   // Whole (the default budget), 5 rows of the forward a chunk and 13 entries of the vocabulary a slice
   // (the last ones partial), and 1 row / 1 entry.
   const int64_t chunk_bytes = GENERATE(int64_t(0), int64_t(4 * 101 * 5), int64_t(4));
-  INFO("divisor " << transform.divisor << ", softcap " << transform.softcap << ", chunk bytes " << chunk_bytes);
+  // libtorch's ops on each chunk (a CPU run's default), or the loss kernel's host loops (model.fused = "always").
+  const FusedKernels fused = GENERATE(FusedKernels::gpu, FusedKernels::always);
+  INFO("divisor " << transform.divisor << ", softcap " << transform.softcap << ", chunk bytes " << chunk_bytes
+                  << ", kernel " << (fused == FusedKernels::always));
   torch::manual_seed(5);
   torch::Tensor x0 = torch::randn({rows, hidden}) * 2, w0 = torch::randn({vocab, hidden});
   torch::Tensor targets = torch::randint(vocab, {rows}, torch::kLong);
@@ -54,7 +58,7 @@ TEST_CASE("fused loss: the loss and both gradients of the whole logits' cross-en
   torch::Tensor want = whole_logits_loss(x, w, targets, transform);
   (want * 3).backward();  // an upstream gradient other than 1 (a loss scale, a micro-batch mean)
   torch::Tensor fx = x0.clone().requires_grad_(true), fw = w0.clone().requires_grad_(true);
-  torch::Tensor got = fused_linear_cross_entropy(fx, fw, targets, transform, chunk_bytes);
+  torch::Tensor got = fused_linear_cross_entropy(fx, fw, targets, transform, chunk_bytes, fused);
   (got * 3).backward();
   INFO("loss " << got.item<double>() << " vs " << want.item<double>());
   CHECK(got.scalar_type() == torch::kFloat32);

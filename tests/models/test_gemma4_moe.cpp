@@ -35,7 +35,7 @@ TEST_CASE("gemma4 moe: grouped GEMMs and the loop over experts give the same out
   inputs.insert(inputs.end(), {w.router_scale, w.per_expert_scale, w.pre_norm, w.experts_out_norm, residual});
   std::vector<torch::Tensor> outputs[2], grads[2];
   for (bool grouped : {false, true}) {
-    torch::Tensor out = gemma4_moe(w, residual, dense, k, 1e-6, false, grouped);
+    torch::Tensor out = gemma4_moe(w, residual, dense, k, 1e-6, FusedKernels::off, grouped);
     outputs[grouped] = {out};
     grads[grouped] = torch::autograd::grad({out}, inputs, {seed});
   }
