@@ -14,7 +14,6 @@ The script is loaded once for all templates (check_chat_data.py runs it through 
 that print today's date see the fixtures' date. Exits 4 (skipped) without transformers or trl.
 Usage: check_chat_templates.py PREPARE_DATA_PY SOURCE_DIR SCRATCH_DIR
 """
-import array
 import contextlib
 import datetime
 import importlib.util
@@ -22,8 +21,9 @@ import io
 import json
 import os
 import shutil
-import struct
 import sys
+
+from token_shard import read_shard
 
 if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("trl") is None:
     print("SKIP: no transformers or trl; pip install transformers==5.23.0 trl==1.16.0")
@@ -51,20 +51,6 @@ class FixedDate(datetime.datetime):
 
 
 chat_template_utils.datetime = FixedDate
-
-
-def read_shard(path):
-    """The documents of a token shard of format version 2, as docs/data.md describes it."""
-    data = open(path, "rb").read()
-    magic, version, width, count, vocab, documents, flags = struct.unpack_from("<8sIIQQQI", data)
-    assert magic == b"ZFTOKENS" and version == 2 and flags == 1, (magic, version, flags)
-    ids = array.array("H" if width == 2 else "I")
-    ids.frombytes(data[64:64 + count * width])
-    mask = data[64 + count * width:64 + count * width + count]
-    starts = array.array("Q")
-    starts.frombytes(data[64 + count * width + count:])
-    bounds = list(starts) + [count]
-    return [(list(ids[a:b]), list(mask[a:b])) for a, b in zip(bounds, bounds[1:])]
 
 
 def prepare(name, data):
