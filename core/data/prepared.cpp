@@ -50,12 +50,6 @@ std::string files_digest(const std::vector<fs::path> &paths) {
   return hex(state);
 }
 
-std::string quote(const std::string &word) {
-  std::string quoted = "'";
-  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 fs::path cache_root(const RunConfig &config) {
   std::string dir = config.string("data", "prepared_dir");
   if (!dir.empty()) return dir;
