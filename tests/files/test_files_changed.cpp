@@ -80,14 +80,14 @@ TEST_CASE("changed data: a resume on other data than its checkpoint's is refused
                                               "/copy.txt\"") &&
                                   Catch::Contains("the data changed since the checkpoint") &&
                                   Catch::Contains("checkpoint.resume_data = \"new\""));
-  CHECK(read_text(out + "/steps.jsonl").find("\"step\":4") == std::string::npos);
+  CHECK(read_text(out + "/steps.jsonl").find("{\"step\":4,") == std::string::npos);
   // The user says so: the run continues on the new data, and says that too.
   write_text(dir + "/train.txt", other);
   auto accepted = run_command(command + " --set checkpoint.resume_data=new");
   INFO(accepted.output);
   CHECK(accepted.exit_code == 0);
   CHECK_THAT(accepted.output, Catch::Contains("continues on it (checkpoint.resume_data = \"new\")"));
-  CHECK(read_text(out + "/steps.jsonl").find("\"step\":4") != std::string::npos);
+  CHECK(read_text(out + "/steps.jsonl").find("{\"step\":4,") != std::string::npos);
 }
 
 TEST_CASE("moved output directory: a run whose directory is moved away mid-run keeps writing there, never into a "
@@ -390,7 +390,7 @@ TEST_CASE("messages: an init_from whose generation_config.json links outside it 
   CHECK(tuned.exit_code == 1);
   CHECK_THAT(tuned.output, Catch::Contains("model.init_from: " + base + "/generation_config.json") &&
                                Catch::Contains("copies it into the export"));
-  CHECK(read_text(dir + "/ft/steps.jsonl").find("\"step\":1") == std::string::npos);  // refused before step 1
+  CHECK(read_text(dir + "/ft/steps.jsonl").find("{\"step\":1,") == std::string::npos);  // refused before step 1
 }
 
 TEST_CASE("exports: zfcore export of a byte-level model needs no data: the text it trained on may be gone",

@@ -53,7 +53,7 @@ TEST_CASE("runs: a run.output_dir holding the user's files at the run's names is
   INFO(resumed.output);
   CHECK(resumed.exit_code == 0);
   CHECK_THAT(resumed.output, Catch::Contains("resumed from"));
-  CHECK(read_text(older + "/steps.jsonl").find("\"step\":4") != std::string::npos);
+  CHECK(read_text(older + "/steps.jsonl").find("{\"step\":4,") != std::string::npos);
 }
 
 TEST_CASE("runs: a run.name ending in a blank runs again in its own directory", "[files]") {
